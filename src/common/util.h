@@ -1,0 +1,82 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* util: fd and buffer helpers shared by isolad, the agent, the CLI and tests. */
+#ifndef ISOLA_UTIL_H
+#define ISOLA_UTIL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <sys/types.h>
+#include <unistd.h>
+
+#define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
+
+/* Closes *fd if >= 0 and sets it to -1. For __attribute__((cleanup)). */
+static inline void util_closep(int *fd)
+{
+	if (*fd >= 0)
+		close(*fd);
+	*fd = -1;
+}
+#define cleanup_fd __attribute__((cleanup(util_closep)))
+
+static inline void util_freep(void *p)
+{
+	free(*(void **)p);
+}
+#define cleanup_free __attribute__((cleanup(util_freep)))
+
+/* Hands ownership of an fd to the caller: returns *fd and sets it to -1. */
+static inline int steal_fd(int *fd)
+{
+	int r = *fd;
+
+	*fd = -1;
+	return r;
+}
+
+/* Hands ownership of a pointer to the caller. */
+#define steal_ptr(pp)                                                                              \
+	({                                                                                         \
+		__typeof__(*(pp)) _p = *(pp);                                                      \
+		*(pp) = NULL;                                                                      \
+		_p;                                                                                \
+	})
+
+/* Writes all of buf, retrying on EINTR and short writes. 0 or -errno. */
+int util_write_all(int fd, const void *buf, size_t len);
+
+/* Reads exactly len bytes. 0, -errno, or -EPIPE on early EOF. */
+int util_read_exact(int fd, void *buf, size_t len);
+
+/* Reads a whole small file (at most max bytes) into a NUL-terminated heap buffer.
+ * Returns 0 and sets *out (caller frees) and *len, or -errno (-EFBIG past max). */
+int util_read_file(const char *path, size_t max, char **out, size_t *len);
+
+/* Writes a file atomically: temp name in the same dir, fsync, rename, fsync dir. */
+int util_write_file_atomic(const char *path, const void *buf, size_t len, mode_t mode);
+
+/* mkdir -p with the given mode for created components. 0 or -errno. */
+int util_mkdir_p(const char *path, mode_t mode);
+
+/* rm -rf that never crosses a mount point and never follows symlinks. 0 or -errno. */
+int util_rm_rf(const char *path);
+
+/* Monotonic clock in nanoseconds / milliseconds. */
+uint64_t util_now_ns(void);
+uint64_t util_now_ms(void);
+/* Wall clock, seconds since the epoch, with fractional part. */
+double util_wall_time(void);
+
+/* Fills buf with n random bytes from getrandom(). 0 or -errno. */
+int util_random(void *buf, size_t n);
+
+/* Parses "512M", "2G", "1024", "64k" into bytes. 0 or -EINVAL/-ERANGE. */
+int util_parse_size(const char *s, uint64_t *out);
+
+/* Makes fd close-on-exec / non-blocking. 0 or -errno. */
+int util_set_cloexec(int fd, bool on);
+int util_set_nonblock(int fd, bool on);
+
+#endif

@@ -1,0 +1,97 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* tier: the interface every isolation tier implements (process/, later microvm/). */
+#ifndef ISOLA_TIER_H
+#define ISOLA_TIER_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "../../common/err.h"
+
+#define TIER_MAX_BINDS 16
+
+/* A host directory shown read-only inside the sandbox at the same path (host template). */
+struct tier_bind {
+	char src[256]; /* absolute host path */
+	char dst[256]; /* absolute path inside the sandbox */
+};
+
+/*
+ * Everything a tier needs to build one sandbox. Filled by core; borrowed by the
+ * tier for the duration of the call (copy what you keep).
+ */
+struct sandbox_spec {
+	char id[40];			       /* sandbox id, [a-z0-9-], also the hostname */
+	char dir[512];			       /* per-sandbox state dir, created by core, 0700 */
+	char rootfs[512];		       /* template rootfs dir (lower layer), read-only */
+	struct tier_bind binds[TIER_MAX_BINDS]; /* extra read-only binds (host template) */
+	unsigned n_binds;		       /* used entries of binds */
+	uint32_t uid_base;		       /* first host uid/gid of this sandbox's 65536 range */
+	uint32_t cpu_millis;		       /* CPU quota in millicores, 0 = unlimited */
+	uint64_t memory_bytes;		       /* memory limit, 0 = unlimited */
+	uint64_t disk_bytes;		       /* writable-layer size limit */
+	uint64_t inodes;		       /* writable-layer inode limit */
+	uint32_t pids;			       /* max processes, 0 = unlimited */
+	uint32_t nofile;		       /* RLIMIT_NOFILE for sandbox processes */
+};
+
+/* Resource counters of a running sandbox. */
+struct tier_stats {
+	uint64_t memory_bytes;	    /* current memory use */
+	uint64_t memory_peak_bytes; /* high-water mark */
+	uint64_t cpu_usec;	    /* CPU time consumed */
+	uint32_t pids;		    /* live processes */
+	uint64_t oom_kills;	    /* OOM kills since creation */
+	uint64_t disk_bytes;	    /* writable-layer bytes used */
+};
+
+struct tier_sandbox; /* a tier's handle on one live sandbox */
+
+/*
+ * A tier. All functions may be called from any isolad thread, but never twice
+ * concurrently for the same sandbox (core serialises per sandbox).
+ */
+struct tier_ops {
+	const char *name; /* "process", "microvm" */
+
+	/* Builds and starts the sandbox; on success the agent is running and listening.
+	 * On failure nothing is left behind. */
+	int (*create)(const struct sandbox_spec *spec, struct tier_sandbox **out,
+		      struct isola_err **err);
+
+	/* Returns a new stream fd connected to the agent (caller owns it). */
+	int (*agent_connect)(struct tier_sandbox *s, struct isola_err **err);
+
+	/* A heap JSON string with what reattach/cleanup need after an isolad restart
+	 * (pids, start times, cgroup paths). Caller frees. */
+	char *(*save)(struct tier_sandbox *s);
+
+	/* Re-attaches to a sandbox created by an earlier isolad; -ESRCH when it is gone. */
+	int (*reattach)(const struct sandbox_spec *spec, const char *saved,
+			struct tier_sandbox **out, struct isola_err **err);
+
+	/* An fd that polls readable once the sandbox's init has exited (borrowed). */
+	int (*exit_fd)(struct tier_sandbox *s);
+
+	/* Counters; fields the tier cannot measure are 0. */
+	int (*stats)(struct tier_sandbox *s, struct tier_stats *out, struct isola_err **err);
+
+	/* Kills every process and removes every resource (mounts, cgroups, files under
+	 * spec->dir that the tier made), then frees s. Idempotent on a half-made sandbox. */
+	int (*destroy)(struct tier_sandbox *s, struct isola_err **err);
+
+	/* Removes what a sandbox left when no handle could be had (lost after restart):
+	 * given the spec and the saved state (may be NULL). */
+	int (*cleanup)(const struct sandbox_spec *spec, const char *saved, struct isola_err **err);
+
+	/* Frees the handle without touching the sandbox (isolad shutting down). */
+	void (*release)(struct tier_sandbox *s);
+};
+
+extern const struct tier_ops tier_process_ops;
+
+/* Host capability report for `isola doctor` (JSON object as a heap string). */
+char *tier_process_doctor(void);
+
+#endif
