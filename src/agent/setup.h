@@ -1,0 +1,22 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* setup: the agent's first stage in the process tier — builds the sandbox it will be PID 1 of. */
+#ifndef ISOLA_AGENT_SETUP_H
+#define ISOLA_AGENT_SETUP_H
+
+/*
+ * Runs in the freshly cloned child (new user, pid, mount, net, ipc, uts and cgroup
+ * namespaces), as PID 1, right after isolad exec'd the agent with `--setup`.
+ * Reads the plan isolad sends on setup_fd (JSON plus SCM_RIGHTS fds), waits for
+ * the uid/gid maps, mounts the root (template + writable layer), /proc, /dev, /sys,
+ * pivots into it, sets the hostname, drops privileges to the set the agent keeps
+ * (CAP_SETUID, CAP_SETGID, CAP_SETPCAP, CAP_KILL, CAP_CHOWN, CAP_DAC_OVERRIDE,
+ * CAP_FOWNER — only inside the sandbox's user namespace), sets no_new_privs,
+ * makes itself non-dumpable and installs the seccomp filter received in the plan.
+ * Reports "ok" (or the failure, then exits) on setup_fd and closes it.
+ *
+ * Returns the listening socket fd the agent must serve. On failure it reports
+ * the reason to isolad and exits (die() is allowed here: short-lived stage).
+ */
+int agent_setup_run(int setup_fd);
+
+#endif
