@@ -1,0 +1,114 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* core: the sandbox manager — state machine, lifecycle, reconciliation. Knows no namespaces. */
+#ifndef ISOLA_CORE_H
+#define ISOLA_CORE_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "../../common/err.h"
+#include "../tiers/tier.h"
+
+struct core;
+struct sandbox;	   /* reference-counted; see sandbox_unref() */
+struct agent_conn; /* core/agentconn.h */
+
+/* Daemon-wide settings; defaults apply where a create request is silent. */
+struct core_config {
+	char state_dir[512];	       /* /var/lib/isola */
+	uint32_t default_cpu_millis;   /* 1000 = one CPU */
+	uint64_t default_memory_bytes; /* 512 MiB */
+	uint64_t default_disk_bytes;   /* 1 GiB writable layer */
+	uint64_t default_inodes;       /* writable-layer inodes */
+	uint32_t default_pids;	       /* process limit */
+	uint32_t default_ttl_s;	       /* 0 = no TTL */
+	uint32_t max_ttl_s;	       /* cap on requested TTL */
+};
+
+void core_config_defaults(struct core_config *cfg);
+
+/* A validated create request (the API fills it; borrowed for the call). */
+struct sandbox_request {
+	char template_name[64]; /* "" = "host" */
+	char tier[16];		/* "" = "process" */
+	uint32_t cpu_millis;	/* 0 = default */
+	uint64_t memory_bytes;	/* 0 = default */
+	uint64_t disk_bytes;	/* 0 = default */
+	uint32_t pids;		/* 0 = default */
+	uint32_t ttl_s;		/* 0 = default */
+	const json_t *env;	/* {K:V} applied to every command, or NULL */
+	const char *workdir;	/* default cwd for commands, or NULL */
+	const char *user;	/* default user for commands, or NULL */
+	const json_t *labels;	/* {K:V} string labels, or NULL */
+};
+
+/* Opens the store, initialises templates, reconciles sandboxes left by an earlier isolad
+ * (re-attach what runs, clean and mark `lost` what does not), starts the TTL reaper. */
+int core_new(const struct core_config *cfg, struct core **out, struct isola_err **err);
+
+/* Stops background work and releases handles; sandboxes keep running (re-attached at the
+ * next start). */
+void core_free(struct core *c);
+
+/* Creates and starts a sandbox; *out holds a reference. Validation errors are `invalid`,
+ * unknown template `not_found`. Nothing is left behind on failure. */
+int core_sandbox_create(struct core *c, const struct sandbox_request *req, struct sandbox **out,
+			struct isola_err **err);
+
+/* Looks a sandbox up; *out holds a reference. -ENOENT `not_found` naming the id. */
+int core_sandbox_get(struct core *c, const char *id, struct sandbox **out,
+		     struct isola_err **err);
+
+/* JSON array of sandbox objects whose labels contain every pair of `filter` (may be NULL). */
+int core_sandbox_list(struct core *c, const json_t *filter, json_t **out, struct isola_err **err);
+
+/* Destroys a sandbox (any state); the id is gone afterwards. */
+int core_sandbox_destroy(struct core *c, const char *id, struct isola_err **err);
+
+/* Extends (or sets) a sandbox's TTL to ttl_s seconds from now. */
+int core_sandbox_set_ttl(struct core *c, const char *id, uint32_t ttl_s, struct isola_err **err);
+
+void sandbox_ref(struct sandbox *s);
+void sandbox_unref(struct sandbox *s);
+
+const char *sandbox_id(const struct sandbox *s);
+
+/* The sandbox as its API object (new reference): id, state, tier, template, limits,
+ * labels, created_at, expires_at, persistence, error. */
+json_t *sandbox_to_json(struct sandbox *s);
+
+/*
+ * The agent connection of a running sandbox, borrowed while the caller holds its
+ * reference to s. -EBUSY `conflict` when the sandbox is not running (names the state),
+ * reconnects transparently if the previous connection died.
+ */
+int sandbox_agent(struct sandbox *s, struct agent_conn **out, struct isola_err **err);
+
+/*
+ * Completes an agent exec request with the sandbox's defaults: env (template, then
+ * sandbox, then the request's own), cwd and user when the request has none. `req` is
+ * modified in place.
+ */
+void sandbox_apply_exec_defaults(struct sandbox *s, json_t *req);
+
+/* Resource counters from the tier. */
+int sandbox_stats(struct sandbox *s, struct tier_stats *out, struct isola_err **err);
+
+/* Marks activity (API use) for idle tracking. */
+void sandbox_touch(struct sandbox *s);
+
+/* Templates (through images/, refusing to remove one in use). */
+int core_template_list(struct core *c, json_t **out, struct isola_err **err);
+int core_template_remove(struct core *c, const char *name, struct isola_err **err);
+typedef void (*core_progress_fn)(void *ud, const char *phase, uint64_t done, uint64_t total);
+int core_template_import(struct core *c, const char *name, const char *tar_path,
+			 core_progress_fn cb, void *ud, json_t **out, struct isola_err **err);
+
+/* Host capability report (JSON, new reference). */
+json_t *core_doctor(struct core *c);
+
+/* The API bearer token for TCP listeners (generated at first start, stored 0600). */
+const char *core_api_token(struct core *c);
+
+#endif
