@@ -1,0 +1,111 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* monitor: one thread that notices dead sandboxes and expired TTLs. */
+#include "core-internal.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+
+#include "../../common/log.h"
+#include "../../common/util.h"
+
+#define MONITOR_TICK_MS 250
+
+/* Snapshot of the list with a reference on each element; caller unrefs and frees. */
+static struct sandbox **monitor_snapshot(struct core *c, size_t *n)
+{
+	struct sandbox **snap;
+
+	pthread_mutex_lock(&c->lock);
+	*n = c->n_sandboxes;
+	snap = calloc(*n ? *n : 1, sizeof(*snap));
+	if (snap) {
+		for (size_t i = 0; i < *n; i++) {
+			snap[i] = c->sandboxes[i];
+			sandbox_ref(snap[i]);
+		}
+	} else {
+		*n = 0;
+	}
+	pthread_mutex_unlock(&c->lock);
+	return snap;
+}
+
+/* Checks one sandbox: init exited? TTL passed? */
+static void monitor_check(struct core *c, struct sandbox *s, double now)
+{
+	bool dead = false, expired = false;
+
+	pthread_mutex_lock(&s->lock);
+	if (s->state == SANDBOX_RUNNING && s->ts) {
+		struct pollfd p = {.fd = s->tier->exit_fd(s->ts), .events = POLLIN};
+
+		dead = p.fd >= 0 && poll(&p, 1, 0) > 0;
+		expired = s->expires_at > 0 && now >= s->expires_at;
+	}
+	pthread_mutex_unlock(&s->lock);
+	if (dead) {
+		core_sandbox_fail(c, s, "sandbox init exited unexpectedly");
+	} else if (expired) {
+		cleanup_err struct isola_err *e = NULL;
+
+		log_info("sandbox %s: TTL expired, destroying", s->id);
+		if (core_sandbox_destroy_obj(c, s, &e) < 0 && e)
+			log_warn("sandbox %s: TTL destroy: %s", s->id, e->message);
+	}
+}
+
+static void *monitor_main(void *arg)
+{
+	struct core *c = arg;
+
+	for (;;) {
+		struct pollfd p = {.fd = c->stop_fd, .events = POLLIN};
+		struct sandbox **snap;
+		size_t n;
+		double now;
+
+		if (poll(&p, 1, MONITOR_TICK_MS) > 0)
+			break;
+		now = util_wall_time();
+		snap = monitor_snapshot(c, &n);
+		for (size_t i = 0; i < n; i++) {
+			monitor_check(c, snap[i], now);
+			sandbox_unref(snap[i]);
+		}
+		free(snap);
+	}
+	return NULL;
+}
+
+int core_monitor_start(struct core *c, struct isola_err **err)
+{
+	int r;
+
+	c->stop_fd = eventfd(0, EFD_CLOEXEC);
+	if (c->stop_fd < 0)
+		return isola_err_sys(err, errno, NULL, "monitor eventfd");
+	r = pthread_create(&c->monitor, NULL, monitor_main, c);
+	if (r)
+		return isola_err_sys(err, r, NULL, "start monitor thread");
+	c->monitor_running = 1;
+	return 0;
+}
+
+void core_monitor_stop(struct core *c)
+{
+	uint64_t one = 1;
+
+	if (c->monitor_running) {
+		if (write(c->stop_fd, &one, sizeof(one)) < 0)
+			log_warn("monitor: wake failed");
+		pthread_join(c->monitor, NULL);
+		c->monitor_running = 0;
+	}
+	if (c->stop_fd >= 0)
+		close(c->stop_fd);
+	c->stop_fd = -1;
+}

@@ -1,0 +1,254 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* sandbox: one sandbox object — references, its API shape, its agent connection, exec defaults. */
+#include "core-internal.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../../common/log.h"
+#include "../../common/util.h"
+#include "agentconn.h"
+
+#define AGENT_CONNECT_TIMEOUT_MS 5000
+
+struct sandbox *sandbox_alloc(struct core *c, const char *id)
+{
+	struct sandbox *s = calloc(1, sizeof(*s));
+
+	if (!s)
+		return NULL;
+	atomic_init(&s->refs, 1);
+	pthread_mutex_init(&s->lock, NULL);
+	s->core = c;
+	snprintf(s->id, sizeof(s->id), "%s", id);
+	snprintf(s->spec.id, sizeof(s->spec.id), "%s", id);
+	s->state = SANDBOX_CREATING;
+	s->uid_slot = -1;
+	s->env = json_object();
+	s->labels = json_object();
+	snprintf(s->user, sizeof(s->user), "root");
+	return s;
+}
+
+void sandbox_ref(struct sandbox *s)
+{
+	atomic_fetch_add(&s->refs, 1);
+}
+
+void sandbox_unref(struct sandbox *s)
+{
+	if (!s || atomic_fetch_sub(&s->refs, 1) != 1)
+		return;
+	if (s->conn)
+		agent_conn_free(s->conn);
+	for (size_t i = 0; i < s->n_old_conns; i++)
+		agent_conn_free(s->old_conns[i]);
+	free(s->old_conns);
+	if (s->ts && s->tier)
+		s->tier->release(s->ts);
+	json_decref(s->env);
+	json_decref(s->labels);
+	free(s->error);
+	pthread_mutex_destroy(&s->lock);
+	free(s);
+}
+
+const char *sandbox_id(const struct sandbox *s)
+{
+	return s->id;
+}
+
+const char *sandbox_state_name(enum sandbox_state st)
+{
+	switch (st) {
+	case SANDBOX_CREATING:
+		return "creating";
+	case SANDBOX_RUNNING:
+		return "running";
+	case SANDBOX_ERROR:
+		return "error";
+	case SANDBOX_DESTROYING:
+		return "destroying";
+	}
+	return "unknown";
+}
+
+json_t *sandbox_to_json(struct sandbox *s)
+{
+	json_t *j;
+
+	pthread_mutex_lock(&s->lock);
+	j = json_pack("{s:s, s:s, s:s, s:s, s:s, s:f, s:I, s:I, s:I, s:O, s:O, s:s, s:s, s:f, s:s}",
+		      "id", s->id, "state", sandbox_state_name(s->state), "tier",
+		      s->tier ? s->tier->name : "process", "template", s->template_name,
+		      "template_id", s->template_id, "cpu", s->spec.cpu_millis / 1000.0, "memory",
+		      (json_int_t)s->spec.memory_bytes, "disk", (json_int_t)s->spec.disk_bytes,
+		      "pids", (json_int_t)s->spec.pids, "labels", s->labels, "env", s->env,
+		      "workdir", s->workdir, "user", s->user, "created_at", s->created_at,
+		      /* The process tier keeps nothing across a stop yet: say so (DESIGN.md). */
+		      "persistence", "none");
+	if (j) {
+		json_object_set_new(j, "expires_at",
+				    s->expires_at > 0 ? json_real(s->expires_at) : json_null());
+		json_object_set_new(j, "error", s->error ? json_string(s->error) : json_null());
+	}
+	pthread_mutex_unlock(&s->lock);
+	return j;
+}
+
+char *sandbox_spec_dump(struct sandbox *s)
+{
+	json_t *j = json_pack("{s:s, s:i, s:I, s:I, s:I, s:i, s:i, s:O, s:O, s:s, s:s, s:s}",
+			      "template_name", s->template_name, "cpu_millis",
+			      (int)s->spec.cpu_millis, "memory_bytes",
+			      (json_int_t)s->spec.memory_bytes, "disk_bytes",
+			      (json_int_t)s->spec.disk_bytes, "inodes", (json_int_t)s->spec.inodes,
+			      "pids", (int)s->spec.pids, "nofile", (int)s->spec.nofile, "env",
+			      s->env, "labels", s->labels, "workdir", s->workdir, "user", s->user,
+			      "rootfs", s->spec.rootfs);
+	json_t *binds = json_array();
+	char *out;
+
+	for (unsigned i = 0; i < s->spec.n_binds; i++)
+		json_array_append_new(binds, json_pack("{s:s,s:s}", "src", s->spec.binds[i].src,
+						       "dst", s->spec.binds[i].dst));
+	json_object_set_new(j, "binds", binds);
+	out = json_dumps(j, JSON_COMPACT);
+	json_decref(j);
+	return out;
+}
+
+int sandbox_spec_load(struct sandbox *s, const char *text, struct isola_err **err)
+{
+	json_t *j = json_loads(text ? text : "", 0, NULL), *binds = NULL, *env = NULL,
+	       *labels = NULL;
+	const char *tname = "", *workdir = "", *user = "root", *rootfs = "";
+	json_int_t mem = 0, disk = 0, inodes = 0;
+	int cpu = 0, pids = 0, nofile = 0;
+	size_t i;
+	json_t *b;
+
+	if (!j || json_unpack(j, "{s?s, s?i, s?I, s?I, s?I, s?i, s?i, s?o, s?o, s?s, s?s, s?s, s?o}",
+			      "template_name", &tname, "cpu_millis", &cpu, "memory_bytes", &mem,
+			      "disk_bytes", &disk, "inodes", &inodes, "pids", &pids, "nofile",
+			      &nofile, "env", &env, "labels", &labels, "workdir", &workdir, "user",
+			      &user, "rootfs", &rootfs, "binds", &binds) < 0) {
+		json_decref(j);
+		return isola_err_set(err, EINVAL, "internal", "sandbox `%s`: malformed stored spec",
+				     s->id);
+	}
+	snprintf(s->template_name, sizeof(s->template_name), "%s", tname);
+	snprintf(s->workdir, sizeof(s->workdir), "%s", workdir);
+	snprintf(s->user, sizeof(s->user), "%s", user);
+	snprintf(s->spec.rootfs, sizeof(s->spec.rootfs), "%s", rootfs);
+	s->spec.cpu_millis = (uint32_t)cpu;
+	s->spec.memory_bytes = (uint64_t)mem;
+	s->spec.disk_bytes = (uint64_t)disk;
+	s->spec.inodes = (uint64_t)inodes;
+	s->spec.pids = (uint32_t)pids;
+	s->spec.nofile = (uint32_t)nofile;
+	if (json_is_object(env))
+		json_object_update(s->env, env);
+	if (json_is_object(labels))
+		json_object_update(s->labels, labels);
+	s->spec.n_binds = 0;
+	json_array_foreach(binds, i, b) {
+		const char *src = json_string_value(json_object_get(b, "src"));
+		const char *dst = json_string_value(json_object_get(b, "dst"));
+
+		if (!src || !dst || s->spec.n_binds >= TIER_MAX_BINDS)
+			continue;
+		snprintf(s->spec.binds[s->spec.n_binds].src, sizeof(s->spec.binds[0].src), "%s",
+			 src);
+		snprintf(s->spec.binds[s->spec.n_binds].dst, sizeof(s->spec.binds[0].dst), "%s",
+			 dst);
+		s->spec.n_binds++;
+	}
+	json_decref(j);
+	return 0;
+}
+
+int sandbox_agent(struct sandbox *s, struct agent_conn **out, struct isola_err **err)
+{
+	int r = 0, fd;
+
+	pthread_mutex_lock(&s->lock);
+	if (s->state != SANDBOX_RUNNING || !s->ts) {
+		r = isola_err_set(err, EBUSY, "conflict", "sandbox `%s` is %s, not running%s%s",
+				  s->id, sandbox_state_name(s->state), s->error ? ": " : "",
+				  s->error ? s->error : "");
+		goto out;
+	}
+	if (s->conn && agent_conn_is_alive(s->conn)) {
+		*out = s->conn;
+		goto out;
+	}
+	/* The previous connection died (agent restarted its accept loop, or isolad
+	 * re-attached): keep it until its channels are closed, then dial again. */
+	if (s->conn) {
+		struct agent_conn **n =
+			realloc(s->old_conns, (s->n_old_conns + 1) * sizeof(*s->old_conns));
+
+		if (!n) {
+			r = isola_err_set(err, ENOMEM, NULL, "sandbox `%s`: out of memory", s->id);
+			goto out;
+		}
+		s->old_conns = n;
+		s->old_conns[s->n_old_conns++] = s->conn;
+		s->conn = NULL;
+	}
+	fd = s->tier->agent_connect(s->ts, err);
+	if (fd < 0) {
+		r = isola_err_wrap(err, "sandbox `%s`: connect to agent", s->id);
+		goto out;
+	}
+	r = agent_conn_new(fd, AGENT_CONNECT_TIMEOUT_MS, &s->conn, err);
+	if (r < 0) {
+		isola_err_wrap(err, "sandbox `%s`: agent handshake", s->id);
+		goto out;
+	}
+	*out = s->conn;
+out:
+	pthread_mutex_unlock(&s->lock);
+	return r;
+}
+
+void sandbox_apply_exec_defaults(struct sandbox *s, json_t *req)
+{
+	json_t *env = json_object(), *renv = json_object_get(req, "env");
+
+	pthread_mutex_lock(&s->lock);
+	json_object_update(env, s->env);
+	if (json_is_object(renv))
+		json_object_update(env, renv);
+	json_object_set_new(req, "env", env);
+	if (!json_is_string(json_object_get(req, "cwd")) && s->workdir[0])
+		json_object_set_new(req, "cwd", json_string(s->workdir));
+	if (!json_is_string(json_object_get(req, "user")) && s->user[0])
+		json_object_set_new(req, "user", json_string(s->user));
+	pthread_mutex_unlock(&s->lock);
+}
+
+int sandbox_stats(struct sandbox *s, struct tier_stats *out, struct isola_err **err)
+{
+	int r;
+
+	memset(out, 0, sizeof(*out));
+	pthread_mutex_lock(&s->lock);
+	if (!s->ts)
+		r = isola_err_set(err, EBUSY, "conflict", "sandbox `%s` is %s", s->id,
+				  sandbox_state_name(s->state));
+	else
+		r = s->tier->stats(s->ts, out, err);
+	pthread_mutex_unlock(&s->lock);
+	return r;
+}
+
+void sandbox_touch(struct sandbox *s)
+{
+	pthread_mutex_lock(&s->lock);
+	s->last_active = util_wall_time();
+	pthread_mutex_unlock(&s->lock);
+}

@@ -1,0 +1,158 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* isolad: the daemon — parse flags, start the core and the API, wait for a stop signal. */
+#include <errno.h>
+#include <getopt.h>
+#include <libgen.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "../common/err.h"
+#include "../common/log.h"
+#include "api/api.h"
+#include "core/core.h"
+#include "tiers/process/process.h"
+
+#define DEFAULT_SOCKET "/run/isola/isolad.sock"
+
+static void usage(FILE *f)
+{
+	fprintf(f, "usage: isolad [--state-dir DIR] [--socket PATH] [--listen 127.0.0.1:PORT]\n"
+		   "              [--agent PATH] [--log-level debug|info|warn|error]\n");
+}
+
+/* Finds the static agent: flag, $ISOLA_AGENT, next to isolad, the build tree, libexec. */
+static void find_agent(const char *flag, char *out, size_t n)
+{
+	char exe[PATH_MAX], *dir;
+	const char *env = getenv("ISOLA_AGENT");
+	ssize_t len;
+	const char *rel[] = {"isola-agent", "../agent/isola-agent", "../libexec/isola/isola-agent"};
+
+	if (flag) {
+		snprintf(out, n, "%s", flag);
+		return;
+	}
+	if (env && *env) {
+		snprintf(out, n, "%s", env);
+		return;
+	}
+	len = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+	if (len > 0) {
+		exe[len] = '\0';
+		dir = dirname(exe);
+		for (size_t i = 0; i < sizeof(rel) / sizeof(rel[0]); i++) {
+			snprintf(out, n, "%s/%s", dir, rel[i]);
+			if (access(out, X_OK) == 0)
+				return;
+		}
+	}
+	snprintf(out, n, "/usr/local/libexec/isola/isola-agent");
+}
+
+int main(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{"state-dir", required_argument, NULL, 's'}, {"socket", required_argument, NULL, 'S'},
+		{"listen", required_argument, NULL, 'l'},    {"agent", required_argument, NULL, 'a'},
+		{"log-level", required_argument, NULL, 'L'}, {"help", no_argument, NULL, 'h'},
+		{NULL, 0, NULL, 0},
+	};
+	cleanup_err struct isola_err *err = NULL;
+	struct core_config cfg;
+	struct api_config api = {.socket_path = DEFAULT_SOCKET, .max_upload_bytes = 8ull << 30};
+	const char *agent_flag = NULL;
+	char agent[PATH_MAX];
+	struct core *core = NULL;
+	struct api_server *srv = NULL;
+	sigset_t set;
+	int c, sig;
+
+	core_config_defaults(&cfg);
+	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+		switch (c) {
+		case 's':
+			snprintf(cfg.state_dir, sizeof(cfg.state_dir), "%s", optarg);
+			break;
+		case 'S':
+			api.socket_path = optarg;
+			break;
+		case 'l':
+			api.listen_addr = optarg;
+			break;
+		case 'a':
+			agent_flag = optarg;
+			break;
+		case 'L':
+			if (!strcmp(optarg, "debug"))
+				log_set_level(LOG_DEBUG);
+			else if (!strcmp(optarg, "warn"))
+				log_set_level(LOG_WARN);
+			else if (!strcmp(optarg, "error"))
+				log_set_level(LOG_ERROR);
+			else if (strcmp(optarg, "info")) {
+				fprintf(stderr, "isolad: --log-level `%s` is not one of "
+						"debug|info|warn|error\n", optarg);
+				return 2;
+			}
+			break;
+		case 'h':
+			usage(stdout);
+			return 0;
+		default:
+			usage(stderr);
+			return 2;
+		}
+	}
+	if (optind != argc) {
+		fprintf(stderr, "isolad: unexpected argument `%s`\n", argv[optind]);
+		usage(stderr);
+		return 2;
+	}
+	if (geteuid() != 0) {
+		fprintf(stderr, "isolad: must run as root (it creates namespaces, cgroups and "
+				"uid ranges)\n");
+		return 1;
+	}
+	find_agent(agent_flag, agent, sizeof(agent));
+	if (access(agent, X_OK) < 0) {
+		fprintf(stderr, "isolad: agent binary `%s`: %s (use --agent or ISOLA_AGENT)\n",
+			agent, strerror(errno));
+		return 1;
+	}
+	tier_process_set_agent_path(agent);
+	umask(077);
+
+	/* Signals are taken synchronously by the main thread; every other thread blocks them. */
+	sigemptyset(&set);
+	sigaddset(&set, SIGINT);
+	sigaddset(&set, SIGTERM);
+	sigaddset(&set, SIGHUP);
+	pthread_sigmask(SIG_BLOCK, &set, NULL);
+	signal(SIGPIPE, SIG_IGN);
+
+	if (core_new(&cfg, &core, &err) < 0) {
+		log_error("start: %s", err->message);
+		return 1;
+	}
+	if (api_server_start(core, &api, &srv, &err) < 0) {
+		log_error("start API: %s", err->message);
+		core_free(core);
+		return 1;
+	}
+	log_info("isolad ready: socket %s%s%s, state %s, agent %s", api.socket_path,
+		 api.listen_addr ? ", tcp " : "", api.listen_addr ? api.listen_addr : "",
+		 cfg.state_dir, agent);
+	do {
+		if (sigwait(&set, &sig) != 0)
+			sig = SIGTERM;
+	} while (sig == SIGHUP);
+	log_info("isolad stopping (signal %d); sandboxes keep running", sig);
+	api_server_stop(srv);
+	core_free(core);
+	return 0;
+}

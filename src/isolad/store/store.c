@@ -1,0 +1,322 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* store: isolad's durable state in SQLite (WAL) — the source of truth for intent. */
+#include "store.h"
+
+#include <errno.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <pthread.h>
+#include <sqlite3.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define STORE_SCHEMA_VERSION "1"
+
+struct store {
+	sqlite3 *db;	       /* the connection, used under lock */
+	pthread_mutex_t lock;  /* serialises every statement */
+	char path[512];	       /* for error messages */
+};
+
+static const char schema_sql[] =
+	"CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);"
+	"CREATE TABLE IF NOT EXISTS sandboxes("
+	" id TEXT PRIMARY KEY,"
+	" state TEXT NOT NULL,"
+	" tier TEXT NOT NULL,"
+	" template TEXT NOT NULL,"
+	" uid_slot INTEGER NOT NULL UNIQUE,"
+	" spec TEXT NOT NULL,"
+	" tier_state TEXT,"
+	" error TEXT,"
+	" created_at REAL NOT NULL,"
+	" expires_at REAL NOT NULL DEFAULT 0);";
+
+static int store_fail(struct store *st, struct isola_err **err, const char *what)
+{
+	int code = sqlite3_errcode(st->db);
+	int e = code == SQLITE_FULL ? ENOSPC : code == SQLITE_BUSY ? EBUSY : EIO;
+
+	return isola_err_set(err, e, NULL, "store `%s`: %s: %s", st->path, what,
+			     sqlite3_errmsg(st->db));
+}
+
+int store_open(const char *path, struct store **out, struct isola_err **err)
+{
+	struct store *st = calloc(1, sizeof(*st));
+	char *msg = NULL;
+
+	if (!st)
+		return isola_err_set(err, ENOMEM, NULL, "store `%s`: out of memory", path);
+	snprintf(st->path, sizeof(st->path), "%s", path);
+	pthread_mutex_init(&st->lock, NULL);
+	if (sqlite3_open_v2(path, &st->db,
+			    SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_FULLMUTEX,
+			    NULL) != SQLITE_OK) {
+		int r = isola_err_set(err, EIO, NULL, "open store `%s`: %s", path,
+				      st->db ? sqlite3_errmsg(st->db) : "out of memory");
+		store_close(st);
+		return r;
+	}
+	sqlite3_busy_timeout(st->db, 5000);
+	if (sqlite3_exec(st->db,
+			 "PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL; PRAGMA foreign_keys=ON;",
+			 NULL, NULL, &msg) != SQLITE_OK ||
+	    sqlite3_exec(st->db, schema_sql, NULL, NULL, &msg) != SQLITE_OK) {
+		int r = isola_err_set(err, EIO, NULL, "open store `%s`: %s", path,
+				      msg ? msg : "schema failed");
+		sqlite3_free(msg);
+		store_close(st);
+		return r;
+	}
+	if (store_meta_set(st, "schema_version", STORE_SCHEMA_VERSION, err) < 0) {
+		store_close(st);
+		return -EIO;
+	}
+	*out = st;
+	return 0;
+}
+
+void store_close(struct store *st)
+{
+	if (!st)
+		return;
+	if (st->db)
+		sqlite3_close(st->db);
+	pthread_mutex_destroy(&st->lock);
+	free(st);
+}
+
+void store_sandbox_fini(struct store_sandbox *r)
+{
+	free(r->spec);
+	free(r->tier_state);
+	free(r->error);
+	r->spec = r->tier_state = r->error = NULL;
+}
+
+/* Binds text or NULL. */
+static void bind_text(sqlite3_stmt *s, int i, const char *v)
+{
+	if (v)
+		sqlite3_bind_text(s, i, v, -1, SQLITE_TRANSIENT);
+	else
+		sqlite3_bind_null(s, i);
+}
+
+/* Prepares sql, binds text parameters (NULL allowed) and an optional real at index
+ * real_idx (0 = none), runs it; returns rows changed or -errno. */
+static int store_write(struct store *st, const char *what, const char *sql, const char *const *texts,
+		       int n_texts, int real_idx, double real_val, struct isola_err **err)
+{
+	sqlite3_stmt *s = NULL;
+	int r;
+
+	pthread_mutex_lock(&st->lock);
+	if (sqlite3_prepare_v2(st->db, sql, -1, &s, NULL) != SQLITE_OK) {
+		r = store_fail(st, err, what);
+		goto out;
+	}
+	for (int i = 0; i < n_texts; i++)
+		bind_text(s, i + 1, texts[i]);
+	if (real_idx)
+		sqlite3_bind_double(s, real_idx, real_val);
+	if (sqlite3_step(s) != SQLITE_DONE) {
+		r = store_fail(st, err, what);
+		goto out;
+	}
+	r = sqlite3_changes(st->db);
+out:
+	sqlite3_finalize(s);
+	pthread_mutex_unlock(&st->lock);
+	return r;
+}
+
+int store_sandbox_put(struct store *st, const struct store_sandbox *r, struct isola_err **err)
+{
+	static const char sql[] =
+		"INSERT OR REPLACE INTO sandboxes(id,state,tier,template,spec,tier_state,error,"
+		"uid_slot,created_at,expires_at) VALUES(?1,?2,?3,?4,?5,?6,?7,?8,?9,?10)";
+	sqlite3_stmt *s = NULL;
+	int ret = 0;
+
+	pthread_mutex_lock(&st->lock);
+	if (sqlite3_prepare_v2(st->db, sql, -1, &s, NULL) != SQLITE_OK) {
+		ret = store_fail(st, err, "put sandbox");
+		goto out;
+	}
+	bind_text(s, 1, r->id);
+	bind_text(s, 2, r->state);
+	bind_text(s, 3, r->tier);
+	bind_text(s, 4, r->template);
+	bind_text(s, 5, r->spec ? r->spec : "{}");
+	bind_text(s, 6, r->tier_state);
+	bind_text(s, 7, r->error);
+	sqlite3_bind_int(s, 8, r->uid_slot);
+	sqlite3_bind_double(s, 9, r->created_at);
+	sqlite3_bind_double(s, 10, r->expires_at);
+	if (sqlite3_step(s) != SQLITE_DONE)
+		ret = store_fail(st, err, "put sandbox");
+out:
+	sqlite3_finalize(s);
+	pthread_mutex_unlock(&st->lock);
+	return ret;
+}
+
+/* Reports -ENOENT when an update touched no row. */
+static int store_expect_row(int changed, const char *id, struct isola_err **err)
+{
+	if (changed < 0)
+		return changed;
+	if (changed == 0)
+		return isola_err_set(err, ENOENT, "not_found", "sandbox `%s` not in store", id);
+	return 0;
+}
+
+int store_sandbox_set_state(struct store *st, const char *id, const char *state,
+			    const char *error, struct isola_err **err)
+{
+	const char *t[] = {state, error, id};
+
+	return store_expect_row(store_write(st, "set sandbox state",
+					    "UPDATE sandboxes SET state=?1, error=?2 WHERE id=?3", t,
+					    3, 0, 0, err),
+				id, err);
+}
+
+int store_sandbox_set_tier_state(struct store *st, const char *id, const char *tier_state,
+				 struct isola_err **err)
+{
+	const char *t[] = {tier_state, id};
+
+	return store_expect_row(store_write(st, "set tier state",
+					    "UPDATE sandboxes SET tier_state=?1 WHERE id=?2", t, 2,
+					    0, 0, err),
+				id, err);
+}
+
+int store_sandbox_set_expiry(struct store *st, const char *id, double expires_at,
+			     struct isola_err **err)
+{
+	const char *t[] = {id};
+
+	return store_expect_row(store_write(st, "set expiry",
+					    "UPDATE sandboxes SET expires_at=?2 WHERE id=?1", t, 1,
+					    2, expires_at, err),
+				id, err);
+}
+
+int store_sandbox_delete(struct store *st, const char *id, struct isola_err **err)
+{
+	const char *t[] = {id};
+	int r = store_write(st, "delete sandbox", "DELETE FROM sandboxes WHERE id=?1", t, 1, 0, 0,
+			    err);
+
+	return r < 0 ? r : 0;
+}
+
+/* Copies a nullable text column into a fixed buffer / a heap string. */
+static void col_copy(sqlite3_stmt *s, int i, char *buf, size_t n)
+{
+	const unsigned char *v = sqlite3_column_text(s, i);
+
+	snprintf(buf, n, "%s", v ? (const char *)v : "");
+}
+
+static char *col_dup(sqlite3_stmt *s, int i)
+{
+	const unsigned char *v = sqlite3_column_text(s, i);
+
+	return v ? strdup((const char *)v) : NULL;
+}
+
+int store_sandbox_list(struct store *st, struct store_sandbox **out, size_t *n,
+		       struct isola_err **err)
+{
+	static const char sql[] = "SELECT id,state,tier,template,spec,tier_state,error,uid_slot,"
+				  "created_at,expires_at FROM sandboxes ORDER BY created_at";
+	struct store_sandbox *rows = NULL;
+	size_t used = 0, cap = 0;
+	sqlite3_stmt *s = NULL;
+	int ret = 0, rc;
+
+	pthread_mutex_lock(&st->lock);
+	if (sqlite3_prepare_v2(st->db, sql, -1, &s, NULL) != SQLITE_OK) {
+		ret = store_fail(st, err, "list sandboxes");
+		goto out;
+	}
+	while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+		struct store_sandbox *r;
+
+		if (used == cap) {
+			struct store_sandbox *nr;
+
+			cap = cap ? cap * 2 : 16;
+			nr = realloc(rows, cap * sizeof(*rows));
+			if (!nr) {
+				ret = isola_err_set(err, ENOMEM, NULL, "list sandboxes: out of memory");
+				goto out;
+			}
+			rows = nr;
+		}
+		r = &rows[used++];
+		memset(r, 0, sizeof(*r));
+		col_copy(s, 0, r->id, sizeof(r->id));
+		col_copy(s, 1, r->state, sizeof(r->state));
+		col_copy(s, 2, r->tier, sizeof(r->tier));
+		col_copy(s, 3, r->template, sizeof(r->template));
+		r->spec = col_dup(s, 4);
+		r->tier_state = col_dup(s, 5);
+		r->error = col_dup(s, 6);
+		r->uid_slot = sqlite3_column_int(s, 7);
+		r->created_at = sqlite3_column_double(s, 8);
+		r->expires_at = sqlite3_column_double(s, 9);
+	}
+	if (rc != SQLITE_DONE && ret == 0)
+		ret = store_fail(st, err, "list sandboxes");
+out:
+	sqlite3_finalize(s);
+	pthread_mutex_unlock(&st->lock);
+	if (ret < 0) {
+		for (size_t i = 0; i < used; i++)
+			store_sandbox_fini(&rows[i]);
+		free(rows);
+		return ret;
+	}
+	*out = rows;
+	*n = used;
+	return 0;
+}
+
+int store_meta_get(struct store *st, const char *key, char **val, struct isola_err **err)
+{
+	sqlite3_stmt *s = NULL;
+	int ret = 0, rc;
+
+	*val = NULL;
+	pthread_mutex_lock(&st->lock);
+	if (sqlite3_prepare_v2(st->db, "SELECT value FROM meta WHERE key=?1", -1, &s, NULL) !=
+	    SQLITE_OK) {
+		ret = store_fail(st, err, "get meta");
+		goto out;
+	}
+	bind_text(s, 1, key);
+	rc = sqlite3_step(s);
+	if (rc == SQLITE_ROW)
+		*val = col_dup(s, 0);
+	else if (rc != SQLITE_DONE)
+		ret = store_fail(st, err, "get meta");
+out:
+	sqlite3_finalize(s);
+	pthread_mutex_unlock(&st->lock);
+	return ret;
+}
+
+int store_meta_set(struct store *st, const char *key, const char *val, struct isola_err **err)
+{
+	const char *t[] = {key, val};
+	int r = store_write(st, "set meta", "INSERT OR REPLACE INTO meta(key,value) VALUES(?1,?2)",
+			    t, 2, 0, 0, err);
+
+	return r < 0 ? r : 0;
+}

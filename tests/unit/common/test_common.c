@@ -1,0 +1,75 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* test_common: err and util helpers. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "../tap.h"
+#include "common/err.h"
+#include "common/util.h"
+
+static void test_err(void)
+{
+	struct isola_err *e = NULL;
+	int r = isola_err_set(&e, ENOENT, NULL, "sandbox `%s` not found", "abc");
+
+	ok(r == -ENOENT, "isola_err_set returns -errno");
+	ok(e && !strcmp(e->code, "not_found"), "default code from errno");
+	ok(e && !strcmp(e->message, "sandbox `abc` not found"), "message formatted");
+	isola_err_set(&e, EINVAL, NULL, "second");
+	ok(!strcmp(e->message, "sandbox `abc` not found"), "first error is kept");
+	isola_err_wrap(&e, "create");
+	ok(!strcmp(e->message, "create: sandbox `abc` not found"), "wrap prefixes context");
+	isola_err_free(e);
+	e = NULL;
+	isola_err_sys(&e, EACCES, "forbidden", "open `%s`", "/x");
+	ok(e && strstr(e->message, "open `/x`: Permission denied"), "sys appends strerror");
+	isola_err_free(e);
+	ok(isola_err_set(NULL, EIO, NULL, "x") == -EIO, "NULL err still returns -errno");
+}
+
+static void test_parse_size(void)
+{
+	uint64_t v = 0;
+
+	ok(util_parse_size("512M", &v) == 0 && v == 512ull << 20, "512M");
+	ok(util_parse_size("2G", &v) == 0 && v == 2ull << 30, "2G");
+	ok(util_parse_size("64k", &v) == 0 && v == 64ull << 10, "64k");
+	ok(util_parse_size("1GiB", &v) == 0 && v == 1ull << 30, "1GiB");
+	ok(util_parse_size("1000", &v) == 0 && v == 1000, "plain bytes");
+	ok(util_parse_size("-1", &v) == -EINVAL, "negative refused");
+	ok(util_parse_size("12X", &v) == -EINVAL, "unknown suffix refused");
+	ok(util_parse_size("", &v) == -EINVAL, "empty refused");
+	ok(util_parse_size("99999999999999T", &v) == -ERANGE, "overflow refused");
+}
+
+static void test_files(void)
+{
+	char dir[] = "/tmp/isola-test-XXXXXX", path[256], *text = NULL;
+	size_t len = 0;
+	struct stat st;
+
+	ok(mkdtemp(dir) != NULL, "mkdtemp");
+	snprintf(path, sizeof(path), "%s/a/b/c", dir);
+	ok(util_mkdir_p(path, 0700) == 0 && stat(path, &st) == 0 && S_ISDIR(st.st_mode),
+	   "mkdir_p creates nested dirs");
+	snprintf(path, sizeof(path), "%s/a/f", dir);
+	ok(util_write_file_atomic(path, "hello", 5, 0600) == 0, "atomic write");
+	ok(util_read_file(path, 100, &text, &len) == 0 && len == 5 && !strcmp(text, "hello"),
+	   "read back");
+	free(text);
+	ok(util_read_file(path, 2, &text, &len) == -EFBIG, "read_file enforces max");
+	snprintf(path, sizeof(path), "%s/a/link", dir);
+	ok(symlink("/etc", path) == 0, "symlink to outside");
+	ok(util_rm_rf(dir) == 0 && stat(dir, &st) < 0 && stat("/etc/passwd", &st) == 0,
+	   "rm_rf removes the tree without following symlinks");
+}
+
+int main(void)
+{
+	test_err();
+	test_parse_size();
+	test_files();
+	return tap_done();
+}
