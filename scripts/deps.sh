@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+# deps: installs isola's build, run and test dependencies from Debian 12's archive (idempotent).
+set -euo pipefail
+
+PKGS=(
+	# build
+	gcc clang meson ninja-build pkg-config
+	libjansson-dev libmicrohttpd-dev libsqlite3-dev libseccomp-dev libarchive-dev
+	libsodium-dev nettle-dev libcurl4-openssl-dev
+	# run
+	iproute2 uidmap
+	# test and bench
+	python3 python3-pytest bubblewrap runc libclang-rt-14-dev
+)
+
+missing=()
+for p in "${PKGS[@]}"; do
+	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ "${#missing[@]}" -gt 0 ]; then
+	echo "isola: installing ${missing[*]}"
+	export DEBIAN_FRONTEND=noninteractive
+	apt-get update -qq
+	apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi

@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+# test: README command 2 — install, build (normal + ASan/UBSan), run every test, print one summary.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+
+[ "$(id -u)" = 0 ] || { echo "test: run as root (the tests start isolad)"; exit 1; }
+scripts/deps.sh || exit 1
+scripts/build.sh --asan || { echo "0 passed, 1 failed"; exit 1; }
+
+mkdir -p build/test-results
+PY=/usr/bin/python3
+export ISOLA_BUILD=$PWD/build
+export ISOLA_AGENT=$PWD/build/src/agent/isola-agent
+
+echo "==> unit tests (TAP)"
+meson test -C build --print-errorlogs --num-processes 2 >build/test-results/unit.txt 2>&1
+tail -n 12 build/test-results/unit.txt
+echo "==> unit tests under ASan+UBSan"
+ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
+	meson test -C build-asan --print-errorlogs --num-processes 2 >build/test-results/unit-asan.txt 2>&1
+tail -n 12 build/test-results/unit-asan.txt
+
+echo "==> integration and security tests (pytest, real isolad)"
+$PY -m pytest -q tests/integration tests/security --junitxml=build/test-results/pytest.xml \
+	-p no:cacheprovider
+echo "==> integration tests against the ASan+UBSan isolad"
+ISOLA_BUILD=$PWD/build-asan ISOLA_SANITIZED=1 $PY -m pytest -q tests/integration \
+	--junitxml=build/test-results/pytest-asan.xml -p no:cacheprovider
+
+$PY scripts/summarize.py build/meson-logs/testlog.json build-asan/meson-logs/testlog.json \
+	build/test-results/pytest.xml build/test-results/pytest-asan.xml
