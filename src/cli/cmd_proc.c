@@ -1,0 +1,190 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* cmd_proc: `isola ps`, `logs`, `kill` — processes running in a sandbox. */
+#include "cli.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../common/util.h"
+#include "output.h"
+#include "parse.h"
+
+/* Parses a PID operand; 0 when it is not a positive integer. */
+static long parse_pid(const char *s)
+{
+	char *end;
+	long v;
+
+	errno = 0;
+	v = strtol(s, &end, 10);
+	return errno || end == s || *end || v <= 0 ? 0 : v;
+}
+
+/* STATUS column: running, exited (N), killed (SIG). */
+static void proc_status(const json_t *p, char *buf, size_t len)
+{
+	const json_t *sig = json_object_get(p, "signal");
+
+	if (json_is_true(json_object_get(p, "running"))) {
+		snprintf(buf, len, "running");
+	} else if (json_is_integer(sig) && json_integer_value(sig) > 0) {
+		const char *name = cli_signal_name((int)json_integer_value(sig));
+
+		if (name)
+			snprintf(buf, len, "killed (%s)", name);
+		else
+			snprintf(buf, len, "killed (%lld)", (long long)json_integer_value(sig));
+	} else {
+		snprintf(buf, len, "exited (%lld)",
+			 (long long)json_integer_value(json_object_get(p, "exit_code")));
+	}
+}
+
+static void print_procs(const json_t *list)
+{
+	static const char *const head[] = {"PID", "TAG", "TTY", "STATUS", "CMD"};
+	struct table *t = table_new(head, ARRAY_SIZE(head));
+	size_t i;
+	json_t *p;
+
+	if (!t)
+		return;
+	json_array_foreach(list, i, p)
+	{
+		cleanup_free char *cmd = out_fmt_value(json_object_get(p, "argv"));
+		const char *tag = json_string_value(json_object_get(p, "tag"));
+		char pid[24], status[48];
+		const char *row[5];
+
+		snprintf(pid, sizeof(pid), "%lld",
+			 (long long)json_integer_value(json_object_get(p, "pid")));
+		proc_status(p, status, sizeof(status));
+		row[0] = pid;
+		row[1] = tag ? tag : "";
+		row[2] = json_is_true(json_object_get(p, "tty")) ? "yes" : "no";
+		row[3] = status;
+		row[4] = cmd;
+		table_add(t, row);
+	}
+	table_print(t, stdout);
+	table_free(t);
+}
+
+int cmd_ps(struct cli *cli, int argc, char **argv)
+{
+	cleanup_err struct isola_err *err = NULL;
+	cleanup_free char *path = NULL;
+	json_t *reply = NULL, *list;
+	struct client *c;
+	int opt;
+
+	while ((opt = cli_getopt(argc, argv, "h", NULL)) != -1)
+		return cli_bad_opt(cli, argc, argv, opt);
+	if (argc - optind != 1)
+		return cli_usage_err(cli,
+				     argc - optind ? "too many arguments" : "missing sandbox ID");
+	c = cli_client(cli);
+	path = cli_pathf("/v1/sandboxes/%s/processes", argv[optind]);
+	if (!c || !path)
+		return CLI_EXIT_FAIL;
+	if (client_json(c, "GET", path, NULL, &reply, &err) < 0)
+		return cli_fail(err, CLI_EXIT_FAIL);
+	list = json_is_array(reply) ? reply : json_object_get(reply, "processes");
+	if (cli->json)
+		out_json(stdout, json_is_array(list) ? list : reply);
+	else
+		print_procs(list);
+	json_decref(reply);
+	return CLI_EXIT_OK;
+}
+
+static const struct option logs_longopts[] = {
+	{"follow", no_argument, NULL, 'f'},
+	{"help", no_argument, NULL, 'h'},
+	{NULL, 0, NULL, 0},
+};
+
+int cmd_logs(struct cli *cli, int argc, char **argv)
+{
+	cleanup_err struct isola_err *err = NULL;
+	cleanup_free char *path = NULL;
+	struct cli_stream s = {.json = cli->json};
+	struct client_req r = {.method = "GET", .body_fd = -1, .accept = "application/x-ndjson"};
+	bool follow = false;
+	struct client *c;
+	long pid;
+	int opt;
+
+	while ((opt = cli_getopt(argc, argv, "fh", logs_longopts)) != -1) {
+		if (opt != 'f')
+			return cli_bad_opt(cli, argc, argv, opt);
+		follow = true;
+	}
+	if (argc - optind != 2)
+		return cli_usage_err(cli, "expected ID and PID");
+	pid = parse_pid(argv[optind + 1]);
+	if (!pid)
+		return cli_usage_err(cli, "PID `%s`: expected a process id", argv[optind + 1]);
+	c = cli_client(cli);
+	path = cli_pathf("/v1/sandboxes/%s/processes/%ld/output?follow=%s", argv[optind], pid,
+			 follow ? "true" : "false");
+	if (!c || !path)
+		return CLI_EXIT_FAIL;
+	r.path = path;
+	r.on_event = cli_stream_event;
+	r.ud = &s;
+	if (client_do(c, &r, &err) < 0) {
+		json_decref(s.exit);
+		free(s.error);
+		return cli_fail(err, CLI_EXIT_FAIL);
+	}
+	/* Without -f the stream ends at the retained tail; a missing exit event is normal. */
+	json_decref(s.exit);
+	if (s.error) {
+		if (!cli->json)
+			fprintf(stderr, "isola: %s\n", s.error);
+		free(s.error);
+		return CLI_EXIT_FAIL;
+	}
+	return CLI_EXIT_OK;
+}
+
+int cmd_kill(struct cli *cli, int argc, char **argv)
+{
+	cleanup_err struct isola_err *err = NULL;
+	cleanup_free char *path = NULL;
+	json_t *body, *reply = NULL;
+	struct client *c;
+	int opt, sig = SIGTERM, r;
+	long pid;
+
+	while ((opt = cli_getopt(argc, argv, "h", NULL)) != -1)
+		return cli_bad_opt(cli, argc, argv, opt);
+	if (argc - optind < 2 || argc - optind > 3)
+		return cli_usage_err(cli, "expected ID PID [SIGNAL]");
+	pid = parse_pid(argv[optind + 1]);
+	if (!pid)
+		return cli_usage_err(cli, "PID `%s`: expected a process id", argv[optind + 1]);
+	if (argc - optind == 3 && (sig = cli_parse_signal(argv[optind + 2])) < 0)
+		return cli_usage_err(cli, "unknown signal `%s`", argv[optind + 2]);
+	c = cli_client(cli);
+	path = cli_pathf("/v1/sandboxes/%s/processes/%ld/signal", argv[optind], pid);
+	body = json_pack("{s:i}", "signal", sig);
+	if (!c || !path || !body) {
+		json_decref(body);
+		return CLI_EXIT_FAIL;
+	}
+	r = client_json(c, "POST", path, body, &reply, &err);
+	json_decref(body);
+	if (r < 0)
+		return cli_fail(err, CLI_EXIT_FAIL);
+	if (cli->json) {
+		if (!reply)
+			reply = json_object();
+		out_json(stdout, reply);
+	}
+	json_decref(reply);
+	return CLI_EXIT_OK;
+}

@@ -1,0 +1,582 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* parse: the CLI's pure logic — argument forms, request builders, codecs — kept I/O-free for tests. */
+#include "parse.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <getopt.h>
+#include <limits.h>
+#include <math.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../common/util.h"
+
+int cli_parse_kv(json_t *obj, const char *arg, const char *what, struct isola_err **err)
+{
+	const char *eq = strchr(arg, '=');
+	char *key;
+	int r;
+
+	if (!eq || eq == arg)
+		return isola_err_set(err, EINVAL, CLI_ERR_USAGE, "%s `%s`: expected KEY=VALUE",
+				     what, arg);
+	key = strndup(arg, (size_t)(eq - arg));
+	if (!key)
+		return isola_err_set(err, ENOMEM, NULL, "out of memory");
+	r = json_object_set_new(obj, key, json_string(eq + 1));
+	free(key);
+	if (r < 0)
+		return isola_err_set(err, EINVAL, CLI_ERR_USAGE, "%s `%s`: not valid UTF-8", what,
+				     arg);
+	return 0;
+}
+
+static bool is_id_char(char c)
+{
+	return isalnum((unsigned char)c) || c == '_' || c == '.' || c == '-';
+}
+
+int cli_parse_cp_arg(const char *arg, struct cli_cp_arg *out, struct isola_err **err)
+{
+	const char *colon = strchr(arg, ':');
+	const char *slash = strchr(arg, '/');
+	size_t n;
+
+	memset(out, 0, sizeof(*out));
+	out->path = arg;
+	if (!*arg)
+		return isola_err_set(err, EINVAL, CLI_ERR_USAGE, "empty path");
+	if (!colon || colon == arg || (slash && slash < colon))
+		return 0;
+	for (const char *p = arg; p < colon; p++)
+		if (!is_id_char(*p))
+			return 0;
+	n = (size_t)(colon - arg);
+	if (n >= sizeof(out->id))
+		return isola_err_set(err, EINVAL, CLI_ERR_USAGE, "`%s`: sandbox id too long", arg);
+	if (!colon[1])
+		return isola_err_set(err, EINVAL, CLI_ERR_USAGE, "`%s`: missing path after `:`",
+				     arg);
+	memcpy(out->id, arg, n);
+	out->id[n] = '\0';
+	out->remote = true;
+	out->path = colon + 1;
+	return 0;
+}
+
+int cli_parse_cp_args(const char *src, const char *dst, struct cli_cp_arg *s, struct cli_cp_arg *d,
+		      struct isola_err **err)
+{
+	int r;
+
+	r = cli_parse_cp_arg(src, s, err);
+	if (r < 0)
+		return r;
+	r = cli_parse_cp_arg(dst, d, err);
+	if (r < 0)
+		return r;
+	if (s->remote == d->remote)
+		return isola_err_set(err, EINVAL, CLI_ERR_USAGE,
+				     s->remote ? "copying between sandboxes is not supported"
+					       : "one of SRC and DST must be ID:PATH");
+	return 0;
+}
+
+int cli_cp_map_entry(const char *name, const char *dst, bool into_dir, char *out, size_t outlen)
+{
+	const char *rest;
+	int n;
+
+	while (name[0] == '.' && name[1] == '/')
+		name += 2;
+	/* A hostile daemon (or a sandbox feeding it) must not make us write outside DST. */
+	if (!*name || *name == '/')
+		return -EINVAL;
+	for (const char *p = name; *p;) {
+		size_t len = strcspn(p, "/");
+
+		if (len == 2 && p[0] == '.' && p[1] == '.')
+			return -EINVAL;
+		p += len;
+		while (*p == '/')
+			p++;
+	}
+	if (into_dir) {
+		n = snprintf(out, outlen, "%s/%s", dst, name);
+	} else {
+		rest = strchr(name, '/');
+		while (rest && *rest == '/')
+			rest++;
+		if (!rest || !*rest)
+			n = snprintf(out, outlen, "%s", dst);
+		else
+			n = snprintf(out, outlen, "%s/%s", dst, rest);
+	}
+	if (n < 0 || (size_t)n >= outlen)
+		return -ENAMETOOLONG;
+	/* Strip a trailing slash ("dir/" entries) so the path names the directory itself. */
+	while (n > 1 && out[n - 1] == '/')
+		out[--n] = '\0';
+	return 0;
+}
+
+int cli_path_split(const char *path, char *dir, size_t dirlen, char *name, size_t namelen)
+{
+	size_t n = strlen(path), d;
+	const char *slash;
+
+	while (n > 1 && path[n - 1] == '/')
+		n--;
+	slash = memrchr(path, '/', n);
+	if (!slash) {
+		if (n >= namelen || dirlen < 2)
+			return -ENAMETOOLONG;
+		snprintf(dir, dirlen, ".");
+		snprintf(name, namelen, "%.*s", (int)n, path);
+		return 0;
+	}
+	d = (size_t)(slash - path);
+	if (n - d - 1 >= namelen || d + 2 > dirlen)
+		return -ENAMETOOLONG;
+	snprintf(name, namelen, "%.*s", (int)(n - d - 1), slash + 1);
+	while (d > 1 && path[d - 1] == '/')
+		d--;
+	snprintf(dir, dirlen, "%.*s", d ? (int)d : 1, path);
+	return 0;
+}
+
+int cli_parse_seconds(const char *s, long *out)
+{
+	char *end;
+	long v;
+
+	if (!s || !isdigit((unsigned char)*s))
+		return -EINVAL;
+	errno = 0;
+	v = strtol(s, &end, 10);
+	if (errno || *end || v > 366L * 24 * 3600)
+		return -EINVAL;
+	*out = v;
+	return 0;
+}
+
+static const struct {
+	const char *name;
+	int sig;
+} signals[] = {
+	{"HUP", SIGHUP},       {"INT", SIGINT},	  {"QUIT", SIGQUIT},   {"ILL", SIGILL},
+	{"TRAP", SIGTRAP},     {"ABRT", SIGABRT}, {"BUS", SIGBUS},     {"FPE", SIGFPE},
+	{"KILL", SIGKILL},     {"USR1", SIGUSR1}, {"SEGV", SIGSEGV},   {"USR2", SIGUSR2},
+	{"PIPE", SIGPIPE},     {"ALRM", SIGALRM}, {"TERM", SIGTERM},   {"CHLD", SIGCHLD},
+	{"CONT", SIGCONT},     {"STOP", SIGSTOP}, {"TSTP", SIGTSTP},   {"TTIN", SIGTTIN},
+	{"TTOU", SIGTTOU},     {"URG", SIGURG},	  {"XCPU", SIGXCPU},   {"XFSZ", SIGXFSZ},
+	{"VTALRM", SIGVTALRM}, {"PROF", SIGPROF}, {"WINCH", SIGWINCH}, {"SYS", SIGSYS},
+};
+
+int cli_parse_signal(const char *s)
+{
+	char *end;
+	long v;
+
+	if (!s || !*s)
+		return -EINVAL;
+	if (isdigit((unsigned char)*s)) {
+		errno = 0;
+		v = strtol(s, &end, 10);
+		if (errno || *end || v < 1 || v > 64)
+			return -EINVAL;
+		return (int)v;
+	}
+	if (!strncasecmp(s, "SIG", 3))
+		s += 3;
+	for (size_t i = 0; i < ARRAY_SIZE(signals); i++)
+		if (!strcasecmp(s, signals[i].name))
+			return signals[i].sig;
+	return -EINVAL;
+}
+
+const char *cli_signal_name(int sig)
+{
+	for (size_t i = 0; i < ARRAY_SIZE(signals); i++)
+		if (signals[i].sig == sig)
+			return signals[i].name;
+	return NULL;
+}
+
+int cli_exit_status(const json_t *ev)
+{
+	const json_t *code, *sig;
+
+	if (!json_is_object(ev))
+		return 125;
+	if (json_is_true(json_object_get(ev, "timed_out")))
+		return 124;
+	sig = json_object_get(ev, "signal");
+	if (json_is_integer(sig) && json_integer_value(sig) > 0 && json_integer_value(sig) < 128)
+		return 128 + (int)json_integer_value(sig);
+	if (json_is_string(sig)) {
+		int s = cli_parse_signal(json_string_value(sig));
+
+		if (s > 0)
+			return 128 + s;
+	}
+	code = json_object_get(ev, "exit_code");
+	if (json_is_integer(code) && json_integer_value(code) >= 0 &&
+	    json_integer_value(code) <= 255)
+		return (int)json_integer_value(code);
+	return 125;
+}
+
+/* A growable string for cli_pathf(). */
+struct sbuf {
+	char *p;    /* heap buffer, NUL-terminated, or NULL after a failure */
+	size_t len; /* bytes used, without the NUL */
+	size_t cap; /* bytes allocated */
+};
+
+static void sbuf_add(struct sbuf *b, const char *s, size_t n)
+{
+	if (!b->p)
+		return;
+	if (b->len + n + 1 > b->cap) {
+		size_t cap = (b->len + n + 1) * 2;
+		char *np = realloc(b->p, cap);
+
+		if (!np) {
+			free(b->p);
+			b->p = NULL;
+			return;
+		}
+		b->p = np;
+		b->cap = cap;
+	}
+	memcpy(b->p + b->len, s, n);
+	b->len += n;
+	b->p[b->len] = '\0';
+}
+
+static void sbuf_add_escaped(struct sbuf *b, const char *s)
+{
+	static const char hex[] = "0123456789ABCDEF";
+
+	for (; *s; s++) {
+		unsigned char c = (unsigned char)*s;
+		char enc[3] = {'%', hex[c >> 4], hex[c & 15]};
+
+		if (isalnum(c) || c == '-' || c == '.' || c == '_' || c == '~' || c == '/')
+			sbuf_add(b, (const char *)s, 1);
+		else
+			sbuf_add(b, enc, 3);
+	}
+}
+
+char *cli_pathf(const char *fmt, ...)
+{
+	struct sbuf b = {.p = malloc(64), .cap = 64};
+	char num[32];
+	va_list ap;
+
+	if (!b.p)
+		return NULL;
+	b.p[0] = '\0';
+	va_start(ap, fmt);
+	for (const char *f = fmt; *f; f++) {
+		if (*f != '%') {
+			sbuf_add(&b, f, 1);
+			continue;
+		}
+		f++;
+		if (*f == 's') {
+			sbuf_add_escaped(&b, va_arg(ap, const char *));
+		} else if (*f == 'd') {
+			snprintf(num, sizeof(num), "%d", va_arg(ap, int));
+			sbuf_add(&b, num, strlen(num));
+		} else if (f[0] == 'l' && f[1] == 'd') {
+			f++;
+			snprintf(num, sizeof(num), "%ld", va_arg(ap, long));
+			sbuf_add(&b, num, strlen(num));
+		} else if (*f == '%') {
+			sbuf_add(&b, "%", 1);
+		} else {
+			free(b.p);
+			b.p = NULL;
+			break;
+		}
+	}
+	va_end(ap);
+	return b.p;
+}
+
+static const char b64chars[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+
+static int b64val(char c)
+{
+	const char *p = c ? strchr(b64chars, c) : NULL;
+
+	return p ? (int)(p - b64chars) : -1;
+}
+
+long cli_b64_decode(const char *in, size_t len, unsigned char *out)
+{
+	size_t o = 0;
+
+	/* UNTRUSTED: daemon-supplied text; every quantum is checked before it is written. */
+	if (len % 4)
+		return -EINVAL;
+	for (size_t i = 0; i < len; i += 4) {
+		int v[4];
+		bool last = i + 4 == len;
+
+		for (int k = 0; k < 4; k++) {
+			v[k] = in[i + k] == '=' && last && k >= 2 ? -2 : b64val(in[i + k]);
+			if (v[k] == -1)
+				return -EINVAL;
+		}
+		if (v[2] == -2 && v[3] != -2)
+			return -EINVAL;
+		out[o++] = (unsigned char)(v[0] << 2 | v[1] >> 4);
+		if (v[2] != -2)
+			out[o++] = (unsigned char)((v[1] & 15) << 4 | v[2] >> 2);
+		if (v[3] != -2 && v[2] != -2)
+			out[o++] = (unsigned char)((v[2] & 3) << 6 | v[3]);
+	}
+	return (long)o;
+}
+
+size_t cli_b64_encode(const unsigned char *in, size_t len, char *out)
+{
+	size_t o = 0;
+
+	for (size_t i = 0; i < len; i += 3) {
+		uint32_t v = (uint32_t)in[i] << 16;
+
+		if (i + 1 < len)
+			v |= (uint32_t)in[i + 1] << 8;
+		if (i + 2 < len)
+			v |= in[i + 2];
+		out[o++] = b64chars[v >> 18 & 63];
+		out[o++] = b64chars[v >> 12 & 63];
+		out[o++] = i + 1 < len ? b64chars[v >> 6 & 63] : '=';
+		out[o++] = i + 2 < len ? b64chars[v & 63] : '=';
+	}
+	out[o] = '\0';
+	return o;
+}
+
+int cli_parse_url(const char *url, char *host, size_t hostlen, int *port, char *prefix,
+		  size_t prefixlen)
+{
+	const char *h, *end, *colon, *slash;
+	size_t n;
+
+	if (strncmp(url, "http://", 7))
+		return -EINVAL;
+	h = url + 7;
+	slash = strchr(h, '/');
+	end = slash ? slash : h + strlen(h);
+	colon = memchr(h, ':', (size_t)(end - h));
+	*port = 80;
+	if (colon) {
+		char *pe;
+		long p = strtol(colon + 1, &pe, 10);
+
+		if (pe != end || p < 1 || p > 65535)
+			return -EINVAL;
+		*port = (int)p;
+	}
+	n = (size_t)((colon ? colon : end) - h);
+	if (n == 0)
+		return -EINVAL;
+	if (n >= hostlen)
+		return -ENAMETOOLONG;
+	memcpy(host, h, n);
+	host[n] = '\0';
+	n = strlen(end);
+	while (n > 0 && end[n - 1] == '/')
+		n--;
+	if (n >= prefixlen)
+		return -ENAMETOOLONG;
+	memcpy(prefix, end, n);
+	prefix[n] = '\0';
+	return 0;
+}
+
+/* Sets a size field ("512M", "2G" or bytes) of the create request. */
+static int set_size(json_t *req, const char *key, const char *arg, struct isola_err **err)
+{
+	uint64_t v;
+
+	if (util_parse_size(arg, &v) < 0 || v == 0 || v > (uint64_t)INT64_MAX)
+		return isola_err_set(err, EINVAL, CLI_ERR_USAGE,
+				     "--%s `%s`: expected a size like 512M, 2G or bytes", key, arg);
+	json_object_set_new(req, key, json_integer((json_int_t)v));
+	return 0;
+}
+
+static int set_cpu(json_t *req, const char *arg, struct isola_err **err)
+{
+	char *end;
+	double v;
+
+	errno = 0;
+	v = strtod(arg, &end);
+	if (errno || end == arg || *end || !(v > 0) || v > 1024)
+		return isola_err_set(err, EINVAL, CLI_ERR_USAGE,
+				     "--cpu `%s`: expected a positive number of CPUs", arg);
+	if (v == floor(v))
+		json_object_set_new(req, "cpu", json_integer((json_int_t)v));
+	else
+		json_object_set_new(req, "cpu", json_real(v));
+	return 0;
+}
+
+/* Adds `value` to the object req[key] (created on first use) as KEY=VALUE. */
+static int add_kv(json_t *req, const char *key, const char *arg, const char *what,
+		  struct isola_err **err)
+{
+	json_t *obj = json_object_get(req, key);
+
+	if (!obj) {
+		obj = json_object();
+		json_object_set_new(req, key, obj);
+	}
+	return cli_parse_kv(obj, arg, what, err);
+}
+
+enum {
+	OPT_TEMPLATE = 256,
+	OPT_TIER,
+	OPT_CPU,
+	OPT_MEMORY,
+	OPT_DISK,
+	OPT_ENV,
+	OPT_WORKDIR,
+	OPT_USER,
+	OPT_TIMEOUT,
+	OPT_TTL,
+	OPT_LABEL,
+};
+
+static const struct option sandbox_opts[] = {
+	{"template", required_argument, NULL, OPT_TEMPLATE},
+	{"tier", required_argument, NULL, OPT_TIER},
+	{"cpu", required_argument, NULL, OPT_CPU},
+	{"memory", required_argument, NULL, OPT_MEMORY},
+	{"disk", required_argument, NULL, OPT_DISK},
+	{"env", required_argument, NULL, OPT_ENV},
+	{"workdir", required_argument, NULL, OPT_WORKDIR},
+	{"user", required_argument, NULL, OPT_USER},
+	{"timeout", required_argument, NULL, OPT_TIMEOUT},
+	{"ttl", required_argument, NULL, OPT_TTL},
+	{"label", required_argument, NULL, OPT_LABEL},
+	{"help", no_argument, NULL, 'h'},
+	{NULL, 0, NULL, 0},
+};
+
+static int sandbox_opt(char *const argv[], int c, enum cli_sandbox_mode mode,
+		       struct cli_sandbox_args *out, struct isola_err **err)
+{
+	json_t *req = out->req;
+	long v;
+
+	switch (c) {
+	case OPT_TEMPLATE:
+		json_object_set_new(req, "template", json_string(optarg));
+		return 0;
+	case OPT_TIER:
+		json_object_set_new(req, "tier", json_string(optarg));
+		return 0;
+	case OPT_CPU:
+		return set_cpu(req, optarg, err);
+	case OPT_MEMORY:
+		return set_size(req, "memory", optarg, err);
+	case OPT_DISK:
+		return set_size(req, "disk", optarg, err);
+	case OPT_ENV:
+		return add_kv(req, "env", optarg, "--env", err);
+	case OPT_WORKDIR:
+		json_object_set_new(req, "workdir", json_string(optarg));
+		return 0;
+	case OPT_USER:
+		json_object_set_new(req, "user", json_string(optarg));
+		return 0;
+	case OPT_TIMEOUT:
+		if (mode != CLI_SB_RUN)
+			return isola_err_set(err, EINVAL, CLI_ERR_USAGE,
+					     "--timeout applies to run and exec; use --ttl");
+		if (cli_parse_seconds(optarg, &v) < 0)
+			return isola_err_set(err, EINVAL, CLI_ERR_USAGE,
+					     "--timeout `%s`: expected seconds", optarg);
+		out->timeout_s = v;
+		return 0;
+	case OPT_TTL:
+		if (mode != CLI_SB_CREATE)
+			break;
+		if (cli_parse_seconds(optarg, &v) < 0)
+			return isola_err_set(err, EINVAL, CLI_ERR_USAGE,
+					     "--ttl `%s`: expected seconds", optarg);
+		json_object_set_new(req, "ttl", json_integer(v));
+		return 0;
+	case OPT_LABEL:
+		if (mode != CLI_SB_CREATE)
+			break;
+		return add_kv(req, "labels", optarg, "--label", err);
+	case 'h':
+		out->help = true;
+		return 0;
+	default:
+		break;
+	}
+	return cli_opt_error(argv, c, err);
+}
+
+int cli_opt_error(char *const argv[], int c, struct isola_err **err)
+{
+	const char *arg = optind > 0 ? argv[optind - 1] : "?";
+
+	if (c == ':')
+		return isola_err_set(err, EINVAL, CLI_ERR_USAGE, "option `%s` needs a value", arg);
+	if (optopt > 0 && optopt < 128 && isprint(optopt))
+		return isola_err_set(err, EINVAL, CLI_ERR_USAGE, "unknown option `-%c`", optopt);
+	return isola_err_set(err, EINVAL, CLI_ERR_USAGE, "unknown option `%s`", arg);
+}
+
+int cli_parse_sandbox_args(int argc, char **argv, enum cli_sandbox_mode mode,
+			   struct cli_sandbox_args *out, struct isola_err **err)
+{
+	int c, r;
+
+	memset(out, 0, sizeof(*out));
+	out->req = json_object();
+	if (!out->req)
+		return isola_err_set(err, ENOMEM, NULL, "out of memory");
+	optind = 0;
+	opterr = 0;
+	while ((c = getopt_long(argc, argv, "+:h", sandbox_opts, NULL)) != -1) {
+		r = sandbox_opt(argv, c, mode, out, err);
+		if (r < 0) {
+			json_decref(out->req);
+			out->req = NULL;
+			return r;
+		}
+	}
+	out->cmd_index = optind;
+	if (out->help)
+		return 0;
+	if (mode == CLI_SB_CREATE && optind < argc) {
+		json_decref(out->req);
+		out->req = NULL;
+		return isola_err_set(err, EINVAL, CLI_ERR_USAGE, "unexpected argument `%s`",
+				     argv[optind]);
+	}
+	if (mode == CLI_SB_RUN && optind >= argc) {
+		json_decref(out->req);
+		out->req = NULL;
+		return isola_err_set(err, EINVAL, CLI_ERR_USAGE, "missing command to run");
+	}
+	return 0;
+}
