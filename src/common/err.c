@@ -8,8 +8,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int err_vset(struct isola_err **err, int errnum, const char *code, bool sys,
-		    const char *fmt, va_list ap)
+__attribute__((format(printf, 5, 0))) static int err_vset(struct isola_err **err, int errnum,
+							  const char *code, bool sys,
+							  const char *fmt, va_list ap)
 {
 	struct isola_err *e;
 	char *msg = NULL;

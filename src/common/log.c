@@ -1,6 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* log: structured JSON-lines logging to stderr for isolad (thread-safe). */
-#define _GNU_SOURCE
 #include "log.h"
 
 #include <stdarg.h>

@@ -1,6 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* util: fd and buffer helpers shared by isolad, the agent, the CLI and tests. */
-#define _GNU_SOURCE
 #include "util.h"
 
 #include <dirent.h>

@@ -1,0 +1,539 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* setup: the agent's first stage in the process tier — builds the sandbox it will be PID 1 of. */
+#include "setup.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <jansson.h>
+#include <linux/capability.h>
+#include <linux/filter.h>
+#include <linux/openat2.h>
+#include <linux/seccomp.h>
+#include <net/if.h>
+#include <sched.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/mount.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+/*
+ * The plan (docs/process-tier.md): one SOCK_SEQPACKET message from isolad with a
+ * JSON object and SCM_RIGHTS fds. isolad is trusted, but the plan is still checked
+ * (fd indices in range, sizes capped) so a bug there fails loudly here.
+ */
+#define PLAN_MAX_BYTES (64 * 1024)
+#define PLAN_MAX_FDS   20
+#define BPF_MAX_INSNS  4096
+#define STAGE	       "/tmp" /* where the writable tmpfs is attached while assembling */
+
+static int report_fd = -1; /* the setup socket: failures are reported here */
+
+/* Reports "error: <msg>" to isolad and exits. Only this short-lived stage may die. */
+static __attribute__((noreturn, format(printf, 1, 2))) void fail(const char *fmt, ...)
+{
+	char buf[1024] = "error: ";
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(buf + 7, sizeof(buf) - 7, fmt, ap);
+	va_end(ap);
+	if (report_fd >= 0)
+		send(report_fd, buf, strlen(buf), MSG_NOSIGNAL);
+	_exit(1);
+}
+
+#define fail_errno(fmt, ...) fail(fmt ": %s", ##__VA_ARGS__, strerror(errno))
+
+struct plan {
+	json_t *json;	       /* the parsed plan, owned */
+	int fds[PLAN_MAX_FDS]; /* received fds, -1 once consumed */
+	unsigned nfds;	       /* received count */
+	bool no_openat2;       /* test hook: force the O_NOFOLLOW walk */
+};
+
+static void recv_plan(int sock, struct plan *p)
+{
+	union {
+		char buf[CMSG_SPACE(sizeof(int) * PLAN_MAX_FDS)];
+		struct cmsghdr align;
+	} u;
+	static char data[PLAN_MAX_BYTES];
+	struct iovec iov = {.iov_base = data, .iov_len = sizeof(data)};
+	struct msghdr m = {.msg_iov = &iov, .msg_iovlen = 1};
+	json_error_t je;
+	ssize_t n;
+
+	memset(&u, 0, sizeof(u));
+	m.msg_control = u.buf;
+	m.msg_controllen = sizeof(u.buf);
+	do
+		n = recvmsg(sock, &m, MSG_CMSG_CLOEXEC);
+	while (n < 0 && errno == EINTR);
+	if (n <= 0)
+		fail("no plan from isolad");
+	if (m.msg_flags & (MSG_TRUNC | MSG_CTRUNC))
+		fail("plan truncated");
+	p->nfds = 0;
+	for (struct cmsghdr *c = CMSG_FIRSTHDR(&m); c; c = CMSG_NXTHDR(&m, c)) {
+		if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
+			continue;
+		p->nfds = (unsigned)((c->cmsg_len - CMSG_LEN(0)) / sizeof(int));
+		if (p->nfds > PLAN_MAX_FDS)
+			fail("too many fds in plan");
+		memcpy(p->fds, CMSG_DATA(c), sizeof(int) * p->nfds);
+	}
+	p->json = json_loadb(data, (size_t)n, 0, &je);
+	if (!p->json || !json_is_object(p->json))
+		fail("plan is not a JSON object: %s", je.text);
+}
+
+/* Takes the fd named by plan.fds.<key> (ownership passes to the caller). */
+static int plan_take_fd(struct plan *p, json_t *idx, const char *what)
+{
+	json_int_t i = json_integer_value(idx);
+	int fd;
+
+	if (!json_is_integer(idx) || i < 0 || i >= (json_int_t)p->nfds || p->fds[i] < 0)
+		fail("plan: bad fd index for %s", what);
+	fd = p->fds[i];
+	p->fds[i] = -1;
+	return fd;
+}
+
+static int open_how(int dfd, const char *path, int flags, uint64_t resolve)
+{
+	struct open_how how = {.flags = (uint64_t)flags | O_CLOEXEC, .resolve = resolve};
+
+	return (int)syscall(SYS_openat2, dfd, path, &how, sizeof(how));
+}
+
+/*
+ * Opens directory `path` inside the tree at rootfd for use as a mount target,
+ * creating missing components (0755). The template is hostile: no component may
+ * be a symlink (runc CVE-2023-27561, CVE-2025-31133 class: a symlinked /dev or
+ * /proc would send our mounts onto the host) and ".." is refused. Each component
+ * is resolved with openat2(RESOLVE_IN_ROOT | RESOLVE_NO_SYMLINKS |
+ * RESOLVE_NO_MAGICLINKS), or, without openat2 (or forced by the test hook), with
+ * openat(O_NOFOLLOW) plus an fstat check. Returns an O_PATH fd or dies.
+ */
+static int open_target_dir(int rootfd, const char *path, bool no_openat2)
+{
+	char buf[256], *save = NULL;
+	int cur = fcntl(rootfd, F_DUPFD_CLOEXEC, 3);
+
+	if (cur < 0 || strlen(path) >= sizeof(buf))
+		fail("mount target `%s`: bad path", path);
+	snprintf(buf, sizeof(buf), "%s", path);
+	for (char *c = strtok_r(buf, "/", &save); c; c = strtok_r(NULL, "/", &save)) {
+		struct stat st;
+		int next = -1;
+
+		if (!strcmp(c, "."))
+			continue;
+		if (!strcmp(c, ".."))
+			fail("mount target `%s`: `..` not allowed", path);
+		if (mkdirat(cur, c, 0755) < 0 && errno != EEXIST)
+			fail_errno("mount target `%s`: mkdir `%s`", path, c);
+		if (!no_openat2) {
+			next = open_how(cur, c, O_PATH | O_DIRECTORY | O_NOFOLLOW,
+					RESOLVE_IN_ROOT | RESOLVE_NO_SYMLINKS |
+						RESOLVE_NO_MAGICLINKS);
+			if (next < 0 && errno == ENOSYS)
+				no_openat2 = true;
+		}
+		if (no_openat2)
+			next = openat(cur, c, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		if (next < 0 || fstat(next, &st) < 0 || !S_ISDIR(st.st_mode))
+			fail("mount target `%s`: `%s` is a symlink or not a directory in the "
+			     "template; refusing (%s)",
+			     path, c, strerror(next < 0 ? errno : ENOTDIR));
+		close(cur);
+		cur = next;
+	}
+	return cur;
+}
+
+/* Attaches the detached mount mfd onto the O_PATH target (consumes both). */
+static void attach(int mfd, int target, const char *what)
+{
+	if (move_mount(mfd, "", target, "", MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH) < 0)
+		fail_errno("attach %s", what);
+	close(mfd);
+	close(target);
+}
+
+/* A new detached filesystem: fsopen + string options + fsmount. Returns the mount fd
+ * or -1 (errno set). `opts` is a NULL-terminated key, value list (value NULL = flag). */
+static int new_fs(const char *type, const char *const *opts, unsigned attrs)
+{
+	int fs = fsopen(type, FSOPEN_CLOEXEC), m;
+
+	if (fs < 0)
+		return -1;
+	for (; opts && opts[0]; opts += 2) {
+		int r = opts[1] ? fsconfig(fs, FSCONFIG_SET_STRING, opts[0], opts[1], 0)
+				: fsconfig(fs, FSCONFIG_SET_FLAG, opts[0], NULL, 0);
+
+		if (r < 0) {
+			int e = errno;
+
+			close(fs);
+			errno = e;
+			return -1;
+		}
+	}
+	if (fsconfig(fs, FSCONFIG_CMD_CREATE, NULL, NULL, 0) < 0) {
+		int e = errno;
+
+		close(fs);
+		errno = e;
+		return -1;
+	}
+	m = fsmount(fs, FSMOUNT_CLOEXEC, attrs);
+	close(fs);
+	return m;
+}
+
+/* Clones the (already attached) mount at dfd/name, optionally making it read-only. */
+static int clone_at(int dfd, const char *name, bool ro)
+{
+	struct mount_attr a = {.attr_set = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID |
+					   MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC};
+	int m = open_tree(dfd, name, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE);
+
+	if (m < 0)
+		return -1;
+	if (ro && mount_setattr(m, "", AT_EMPTY_PATH | AT_RECURSIVE, &a, sizeof(a)) < 0) {
+		close(m);
+		return -1;
+	}
+	return m;
+}
+
+/* Covers procfs entries that leak host information or reach host-wide knobs
+ * (Docker's masked and read-only path lists). */
+static void mask_proc(int procfd)
+{
+	static const char *const masked[] = {
+		"kcore",	 "keys", "timer_list", "timer_stats", "sched_debug",
+		"latency_stats", "acpi", "scsi",       "asound",      "interrupts",
+	};
+	static const char *const readonly[] = {"bus", "fs", "irq", "sys", "sysrq-trigger"};
+	static const char *const ro_tmpfs[] = {"size", "0", "nr_inodes", "1", "mode", "0555", NULL};
+
+	for (size_t i = 0; i < sizeof(masked) / sizeof(masked[0]); i++) {
+		struct stat st;
+		int t, m;
+
+		if (fstatat(procfd, masked[i], &st, AT_SYMLINK_NOFOLLOW) < 0)
+			continue; /* not on this kernel */
+		t = openat(procfd, masked[i], O_PATH | O_NOFOLLOW | O_CLOEXEC);
+		if (t < 0)
+			fail_errno("open /proc/%s", masked[i]);
+		/* Files get /dev/null (reads empty), directories an empty read-only tmpfs. */
+		if (S_ISDIR(st.st_mode))
+			m = new_fs("tmpfs", ro_tmpfs,
+				   MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV |
+					   MOUNT_ATTR_NOEXEC);
+		else
+			m = open_tree(AT_FDCWD, "/dev/null", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
+		if (m < 0)
+			fail_errno("mask /proc/%s", masked[i]);
+		attach(m, t, masked[i]);
+	}
+	for (size_t i = 0; i < sizeof(readonly) / sizeof(readonly[0]); i++) {
+		int t, m;
+
+		if (faccessat(procfd, readonly[i], F_OK, AT_SYMLINK_NOFOLLOW) < 0)
+			continue;
+		m = clone_at(procfd, readonly[i], true);
+		t = openat(procfd, readonly[i], O_PATH | O_NOFOLLOW | O_CLOEXEC);
+		if (m < 0 || t < 0)
+			fail_errno("read-only /proc/%s", readonly[i]);
+		attach(m, t, readonly[i]);
+	}
+}
+
+/* Minimal /dev: a small tmpfs with host device nodes bound in, devpts, shm, links. */
+static void make_dev(int rootfd, uint64_t shm_bytes, bool no_openat2)
+{
+	static const char *const nodes[] = {"null", "zero", "full", "random", "urandom", "tty"};
+	static const char *const links[][2] = {
+		{"ptmx", "pts/ptmx"},	       {"fd", "/proc/self/fd"},
+		{"stdin", "/proc/self/fd/0"},  {"stdout", "/proc/self/fd/1"},
+		{"stderr", "/proc/self/fd/2"},
+	};
+	static const char *const dev_opts[] = {"mode",	    "0755", "size", "65536",
+					       "nr_inodes", "64",   NULL};
+	static const char *const pts_opts[] = {"newinstance", NULL,  "ptmxmode", "0666", "mode",
+					       "0620",	      "gid", "5",	 NULL};
+	char shm_size[32];
+	const char *shm_opts[] = {"mode", "1777", "size", shm_size, NULL};
+	int devfd, t, m;
+
+	snprintf(shm_size, sizeof(shm_size), "%llu", (unsigned long long)shm_bytes);
+	devfd = new_fs("tmpfs", dev_opts, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NOEXEC);
+	if (devfd < 0)
+		fail_errno("tmpfs for /dev");
+	attach(fcntl(devfd, F_DUPFD_CLOEXEC, 3), open_target_dir(rootfd, "dev", no_openat2),
+	       "/dev");
+	for (size_t i = 0; i < sizeof(nodes) / sizeof(nodes[0]); i++) {
+		char host[32];
+
+		snprintf(host, sizeof(host), "/dev/%s", nodes[i]);
+		t = openat(devfd, nodes[i], O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0666);
+		if (t < 0)
+			fail_errno("create /dev/%s", nodes[i]);
+		close(t);
+		t = openat(devfd, nodes[i], O_PATH | O_NOFOLLOW | O_CLOEXEC);
+		m = open_tree(AT_FDCWD, host, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
+		if (t < 0 || m < 0)
+			fail_errno("bind %s", host);
+		attach(m, t, host);
+	}
+	if (mkdirat(devfd, "pts", 0755) < 0 || mkdirat(devfd, "shm", 01777) < 0 ||
+	    mkdirat(devfd, "mqueue", 0755) < 0)
+		fail_errno("mkdir in /dev");
+	m = new_fs("devpts", pts_opts, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NOEXEC);
+	t = openat(devfd, "pts", O_PATH | O_NOFOLLOW | O_DIRECTORY | O_CLOEXEC);
+	if (m < 0 || t < 0)
+		fail_errno("devpts");
+	attach(m, t, "/dev/pts");
+	/* /dev/shm: bounded, and its pages are charged to the sandbox's memory cgroup. */
+	m = new_fs("tmpfs", shm_opts, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC);
+	t = openat(devfd, "shm", O_PATH | O_NOFOLLOW | O_DIRECTORY | O_CLOEXEC);
+	if (m < 0 || t < 0)
+		fail_errno("/dev/shm");
+	attach(m, t, "/dev/shm");
+	m = new_fs("mqueue", NULL, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC);
+	t = openat(devfd, "mqueue", O_PATH | O_NOFOLLOW | O_DIRECTORY | O_CLOEXEC);
+	if (m >= 0 && t >= 0)
+		attach(m, t, "/dev/mqueue"); /* optional: POSIX mqueues still work without */
+	for (size_t i = 0; i < sizeof(links) / sizeof(links[0]); i++)
+		if (symlinkat(links[i][1], devfd, links[i][0]) < 0)
+			fail_errno("symlink /dev/%s", links[i][0]);
+	close(devfd);
+}
+
+static void mount_sys(int rootfd, bool no_openat2)
+{
+	unsigned ro = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC;
+	int m = new_fs("sysfs", NULL, ro);
+
+	/* A fresh sysfs shows this netns's devices. If the kernel refuses it, fall back
+	 * to a recursive read-only clone of the host's. */
+	if (m < 0)
+		m = clone_at(AT_FDCWD, "/sys", true);
+	if (m < 0)
+		fail_errno("sysfs");
+	attach(m, open_target_dir(rootfd, "sys", no_openat2), "/sys");
+}
+
+static void loopback_up(void)
+{
+	struct ifreq ifr;
+	int s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+
+	if (s < 0)
+		fail_errno("socket for lo");
+	memset(&ifr, 0, sizeof(ifr));
+	snprintf(ifr.ifr_name, sizeof(ifr.ifr_name), "lo");
+	if (ioctl(s, SIOCGIFFLAGS, &ifr) < 0)
+		fail_errno("SIOCGIFFLAGS lo");
+	ifr.ifr_flags |= IFF_UP | IFF_RUNNING;
+	if (ioctl(s, SIOCSIFFLAGS, &ifr) < 0)
+		fail_errno("SIOCSIFFLAGS lo");
+	close(s);
+}
+
+/* Drops to the capabilities setup.h lists (bounding set too), in the sandbox's
+ * user namespace only. Without CAP_SYS_ADMIN the agent cannot remount, unshare
+ * or undo any of the above even if a seccomp bug let the syscall through. */
+static void drop_caps(void)
+{
+	static const int keep[] = {CAP_SETUID, CAP_SETGID,	 CAP_SETPCAP, CAP_KILL,
+				   CAP_CHOWN,  CAP_DAC_OVERRIDE, CAP_FOWNER};
+	struct __user_cap_header_struct h = {.version = _LINUX_CAPABILITY_VERSION_3};
+	struct __user_cap_data_struct d[2];
+	uint64_t mask = 0;
+	int last = CAP_LAST_CAP;
+	FILE *f = fopen("/proc/sys/kernel/cap_last_cap", "re");
+
+	if (f) {
+		if (fscanf(f, "%d", &last) != 1 || last < 0 || last > 63)
+			last = CAP_LAST_CAP;
+		fclose(f);
+	}
+	for (size_t i = 0; i < sizeof(keep) / sizeof(keep[0]); i++)
+		mask |= 1ull << keep[i];
+	for (int c = 0; c <= last; c++)
+		if (!(mask & (1ull << c)) && prctl(PR_CAPBSET_DROP, c, 0, 0, 0) < 0)
+			fail_errno("drop capability %d from the bounding set", c);
+	if (prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) < 0)
+		fail_errno("clear ambient capabilities");
+	memset(d, 0, sizeof(d));
+	d[0].effective = d[0].permitted = (uint32_t)mask;
+	d[1].effective = d[1].permitted = (uint32_t)(mask >> 32);
+	if (syscall(SYS_capset, &h, d) < 0)
+		fail_errno("capset");
+}
+
+static void install_seccomp(int memfd)
+{
+	struct stat st;
+	struct sock_fprog prog;
+	struct sock_filter *insns;
+
+	if (fstat(memfd, &st) < 0)
+		fail_errno("stat seccomp program");
+	if (st.st_size <= 0 || st.st_size % (off_t)sizeof(struct sock_filter) ||
+	    st.st_size > (off_t)(BPF_MAX_INSNS * sizeof(struct sock_filter)))
+		fail("seccomp program has a bad size (%lld)", (long long)st.st_size);
+	insns = malloc((size_t)st.st_size);
+	if (!insns || pread(memfd, insns, (size_t)st.st_size, 0) != st.st_size)
+		fail_errno("read seccomp program");
+	prog.len = (unsigned short)(st.st_size / (off_t)sizeof(struct sock_filter));
+	prog.filter = insns;
+	if (syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &prog) < 0)
+		fail_errno("install seccomp filter");
+	free(insns);
+	close(memfd);
+}
+
+int agent_setup_run(int setup_fd)
+{
+	struct plan p = {.json = NULL};
+	json_t *fds, *binds, *b;
+	const char *hostname;
+	int listen_fd, rootfs, upper, sc, stage, rootfd, t, m;
+	uint64_t shm;
+	json_int_t nofile;
+	struct rlimit rl;
+	size_t i;
+	char opts[256];
+
+	report_fd = setup_fd;
+	memset(p.fds, -1, sizeof(p.fds));
+	recv_plan(setup_fd, &p);
+	fds = json_object_get(p.json, "fds");
+	hostname = json_string_value(json_object_get(p.json, "hostname"));
+	binds = json_object_get(p.json, "binds");
+	nofile = json_integer_value(json_object_get(p.json, "nofile"));
+	shm = (uint64_t)json_integer_value(json_object_get(p.json, "shm_bytes"));
+	p.no_openat2 = json_is_true(json_object_get(p.json, "no_openat2"));
+	if (json_integer_value(json_object_get(p.json, "version")) != 1 || !json_is_object(fds) ||
+	    !hostname || strlen(hostname) > 63 || (binds && !json_is_array(binds)))
+		fail("plan: missing or bad fields");
+	listen_fd = plan_take_fd(&p, json_object_get(fds, "listen"), "listen");
+	rootfs = plan_take_fd(&p, json_object_get(fds, "rootfs"), "rootfs");
+	upper = plan_take_fd(&p, json_object_get(fds, "upper"), "upper");
+	sc = plan_take_fd(&p, json_object_get(fds, "seccomp"), "seccomp");
+
+	/* isolad wrote our uid/gid maps before sending the plan: become the namespace's
+	 * root (host uid_base) instead of the unmapped overflow id. */
+	if (setresgid(0, 0, 0) < 0)
+		fail_errno("setresgid(0) in the user namespace");
+	if (setresuid(0, 0, 0) < 0)
+		fail_errno("setresuid(0) in the user namespace");
+	if (setgroups(0, NULL) < 0)
+		fail_errno("setgroups in the user namespace");
+	/* isolad moved us into our cgroup after clone: make that our cgroup root. */
+	if (json_is_true(json_object_get(p.json, "unshare_cgroupns")) &&
+	    unshare(CLONE_NEWCGROUP) < 0)
+		fail_errno("unshare cgroup namespace");
+	/* Nothing we mount may propagate back to the host's mount namespace. */
+	if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
+		fail_errno("make / private");
+
+	/* Stage: the writable tmpfs (isolad's, size/inode-capped) holds the overlay's
+	 * upper and work dirs and the mount points it is assembled on. */
+	stage = open(STAGE, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (stage < 0)
+		fail_errno("open " STAGE);
+	attach(upper, stage, "writable layer on " STAGE);
+	stage = open(STAGE, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (stage < 0 || mkdirat(stage, "lower", 0700) < 0 || mkdirat(stage, "upper", 0755) < 0 ||
+	    mkdirat(stage, "work", 0700) < 0 || mkdirat(stage, "root", 0755) < 0)
+		fail_errno("prepare the writable layer");
+	t = openat(stage, "lower", O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (t < 0)
+		fail_errno("open lower");
+	attach(rootfs, t, "template");
+	/* userxattr: overlay keeps its metadata in user.* xattrs, the only ones an
+	 * unprivileged (userns) mount may write. Fall back for older kernels. */
+	snprintf(opts, sizeof(opts),
+		 "lowerdir=" STAGE "/lower,upperdir=" STAGE "/upper,workdir=" STAGE "/work");
+	if (mount("overlay", STAGE "/root", "overlay", MS_NOSUID,
+		  strncat(opts, ",userxattr", sizeof(opts) - strlen(opts) - 1)) < 0) {
+		opts[strlen(opts) - strlen(",userxattr")] = '\0';
+		if (mount("overlay", STAGE "/root", "overlay", MS_NOSUID, opts) < 0)
+			fail_errno("mount overlay root");
+	}
+	rootfd = open(STAGE "/root", O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (rootfd < 0)
+		fail_errno("open new root");
+
+	/* Host template binds (e.g. /usr), read-only, on targets checked for symlinks. */
+	json_array_foreach(binds, i, b)
+	{
+		const char *dst = json_string_value(json_object_get(b, "dst"));
+
+		if (!dst || dst[0] != '/')
+			fail("plan: bind %zu has no absolute dst", i);
+		m = plan_take_fd(&p, json_object_get(b, "fd"), "bind");
+		attach(m, open_target_dir(rootfd, dst, p.no_openat2), dst);
+	}
+
+	/* /proc of our pid namespace, with the host-revealing parts covered. */
+	m = new_fs("proc", NULL, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC);
+	if (m < 0)
+		fail_errno("procfs");
+	attach(fcntl(m, F_DUPFD_CLOEXEC, 3), open_target_dir(rootfd, "proc", p.no_openat2),
+	       "/proc");
+	mask_proc(m);
+	close(m);
+	make_dev(rootfd, shm ? shm : 64ull << 20, p.no_openat2);
+	mount_sys(rootfd, p.no_openat2);
+
+	/* Enter the new root; the old one (the host's tree) is detached entirely. */
+	if (fchdir(rootfd) < 0 || syscall(SYS_pivot_root, ".", ".") < 0 ||
+	    umount2(".", MNT_DETACH) < 0 || chdir("/") < 0)
+		fail_errno("pivot_root");
+	close(rootfd);
+	close(stage);
+
+	if (sethostname(hostname, strlen(hostname)) < 0)
+		fail_errno("sethostname");
+	loopback_up();
+	rl.rlim_cur = rl.rlim_max = nofile > 0 && nofile < (1 << 20) ? (rlim_t)nofile : 1024;
+	if (setrlimit(RLIMIT_NOFILE, &rl) < 0)
+		fail_errno("RLIMIT_NOFILE");
+
+	drop_caps();
+	/* No setuid binary can ever raise privileges again (also required for an
+	 * unprivileged seccomp filter); not dumpable: no ptrace attach, /proc/1 is root's. */
+	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0 || prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) < 0)
+		fail_errno("no_new_privs/dumpable");
+	install_seccomp(sc);
+
+	for (unsigned k = 0; k < p.nfds; k++)
+		if (p.fds[k] >= 0)
+			close(p.fds[k]);
+	json_decref(p.json);
+	if (send(setup_fd, "ok", 2, MSG_NOSIGNAL) < 0)
+		_exit(1);
+	close(setup_fd);
+	report_fd = -1;
+	return listen_fd;
+}

@@ -1,0 +1,181 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* spawn: fork + the exec child's hygiene and privilege drop, then execve. */
+#include "agent-internal.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <linux/capability.h>
+#include <linux/securebits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "common/util.h"
+
+extern char **environ;
+
+/* What the child reports through the cloexec pipe when a step fails. */
+struct spawn_fail {
+	int step; /* index into step_names */
+	int err;  /* errno */
+};
+
+enum {
+	STEP_SETSID,
+	STEP_TTY,
+	STEP_STDIO,
+	STEP_CAPS,
+	STEP_SECUREBITS,
+	STEP_SETGROUPS,
+	STEP_SETGID,
+	STEP_SETUID,
+	STEP_CAPSET,
+	STEP_NNP,
+	STEP_CHDIR,
+	STEP_EXEC,
+};
+
+static const char *const step_names[] = {
+	"setsid", "controlling tty", "stdio",  "drop bounding set", "securebits", "setgroups",
+	"setgid", "setuid",	     "capset", "no_new_privs",	    "chdir",	  "execve",
+};
+
+static __attribute__((noreturn)) void child_fail(int fd, int step, int err)
+{
+	struct spawn_fail f = {.step = step, .err = err};
+
+	if (write(fd, &f, sizeof(f)) < 0) {
+		/* nothing left to tell anyone */
+	}
+	_exit(127);
+}
+
+/* A privileged step may fail only when the agent itself runs unprivileged (standalone test
+ * mode) and the user asked for is the agent's own uid: then there is nothing to drop to. */
+static bool may_skip(const struct agent_user *u, int err)
+{
+	return err == EPERM && geteuid() != 0 && u->uid == geteuid();
+}
+
+static __attribute__((noreturn)) void child(const struct spawn_req *r, int efd)
+{
+	const struct agent_user *u = r->user;
+	struct __user_cap_header_struct hdr = {.version = _LINUX_CAPABILITY_VERSION_3};
+	struct __user_cap_data_struct data[2] = {{0}};
+	sigset_t all;
+	int i, fd;
+
+	/* the report pipe goes high so dup2 onto 0-2 cannot clobber it */
+	fd = fcntl(efd, F_DUPFD_CLOEXEC, 100);
+	if (fd >= 0)
+		efd = fd;
+
+	/* signals: default dispositions, nothing blocked (the agent blocks SIGCHLD) */
+	for (i = 1; i < _NSIG; i++)
+		signal(i, SIG_DFL);
+	sigemptyset(&all);
+	sigprocmask(SIG_SETMASK, &all, NULL);
+
+	/* own session and process group: signals and timeouts hit the whole group */
+	if (setsid() < 0)
+		child_fail(efd, STEP_SETSID, errno);
+	if (r->pty_slave) {
+		fd = open(r->pty_slave, O_RDWR);
+		if (fd < 0 || ioctl(fd, TIOCSCTTY, 0) < 0)
+			child_fail(efd, STEP_TTY, errno);
+		for (i = 0; i < 3; i++)
+			if (dup2(fd, i) < 0)
+				child_fail(efd, STEP_STDIO, errno);
+		if (fd > 2)
+			close(fd);
+	} else {
+		for (i = 0; i < 3; i++)
+			if (dup2(r->stdio[i], i) < 0)
+				child_fail(efd, STEP_STDIO, errno);
+	}
+	/* fd hygiene: nothing of the agent's (the isolad stream, other processes' pipes)
+	 * may leak into user code */
+	if (efd > 3)
+		syscall(SYS_close_range, 3, efd - 1, 0);
+	syscall(SYS_close_range, efd + 1, ~0U, 0);
+
+	/* capabilities: the bounding set goes first (needs CAP_SETPCAP, still effective) */
+	for (i = 0; i <= 63; i++) {
+		if (prctl(PR_CAPBSET_DROP, i, 0, 0, 0) < 0 && errno != EINVAL &&
+		    !may_skip(u, errno))
+			child_fail(efd, STEP_CAPS, errno);
+	}
+	prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0);
+	/* uid 0 inside the sandbox must gain nothing from execve (SECBIT_NOROOT), and
+	 * nobody may undo that (the _LOCKED bits). NO_SETUID_FIXUP keeps capset below the
+	 * one place capabilities are cleared. */
+	if (prctl(PR_SET_SECUREBITS,
+		  SECBIT_NOROOT | SECBIT_NOROOT_LOCKED | SECBIT_NO_SETUID_FIXUP |
+			  SECBIT_NO_SETUID_FIXUP_LOCKED | SECBIT_KEEP_CAPS_LOCKED,
+		  0, 0, 0) < 0 &&
+	    !may_skip(u, errno))
+		child_fail(efd, STEP_SECUREBITS, errno);
+	if (setgroups((size_t)u->ngroups, u->groups) < 0 && !may_skip(u, errno))
+		child_fail(efd, STEP_SETGROUPS, errno);
+	if (setresgid(u->gid, u->gid, u->gid) < 0 && !may_skip(u, errno))
+		child_fail(efd, STEP_SETGID, errno);
+	if (setresuid(u->uid, u->uid, u->uid) < 0 && !may_skip(u, errno))
+		child_fail(efd, STEP_SETUID, errno);
+	/* every set to zero: with NO_SETUID_FIXUP the uid change above cleared nothing */
+	if (syscall(SYS_capset, &hdr, data) < 0 && !may_skip(u, errno))
+		child_fail(efd, STEP_CAPSET, errno);
+	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
+		child_fail(efd, STEP_NNP, errno);
+	if (chdir(r->cwd) < 0)
+		child_fail(efd, STEP_CHDIR, errno);
+	environ = (char **)r->envp; /* execvp searches the child's PATH, not ours */
+	execvp(r->argv[0], r->argv);
+	child_fail(efd, STEP_EXEC, errno);
+}
+
+int spawn_process(const struct spawn_req *r, pid_t *pid, const char **what)
+{
+	struct spawn_fail f;
+	int p[2];
+	ssize_t n;
+	pid_t c;
+
+	*what = "fork";
+	if (pipe2(p, O_CLOEXEC) < 0)
+		return -errno;
+	c = fork();
+	if (c < 0) {
+		int e = errno;
+
+		close(p[0]);
+		close(p[1]);
+		return -e;
+	}
+	if (c == 0) {
+		close(p[0]);
+		child(r, p[1]);
+	}
+	close(p[1]);
+	do
+		n = read(p[0], &f, sizeof(f));
+	while (n < 0 && errno == EINTR);
+	close(p[0]);
+	if (n == 0) {
+		*pid = c;
+		return 0; /* execve closed the pipe: running */
+	}
+	waitpid(c, NULL, 0);
+	if (n != sizeof(f) || f.step < 0 || f.step >= (int)ARRAY_SIZE(step_names) || f.err <= 0) {
+		*what = "spawn";
+		return -EIO;
+	}
+	*what = step_names[f.step];
+	return -f.err;
+}

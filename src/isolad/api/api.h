@@ -1,0 +1,37 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* api: isola's native HTTP API (/v1, docs/openapi.yaml) on a unix socket and optional TCP. */
+#ifndef ISOLA_API_H
+#define ISOLA_API_H
+
+#include <stdint.h>
+
+#include "../../common/err.h"
+
+struct core;
+struct api_server;
+
+/* Listener settings. Strings are borrowed for the duration of api_server_start(). */
+struct api_config {
+	const char *socket_path;   /* unix socket, e.g. /run/isola/isolad.sock (required) */
+	const char *listen_addr;   /* "127.0.0.1:PORT" / "[::1]:PORT" for TCP+token, or NULL */
+	uint64_t max_upload_bytes; /* cap on file/archive/template uploads, 0 = 1 GiB */
+	const char *spool_dir;	   /* where template uploads are spooled (0700, created);
+				      NULL = "/var/lib/isola/tmp" */
+};
+
+/*
+ * Creates the unix socket (parent directory 0700 created if missing, a stale socket
+ * replaced, the socket chmod 0600 before listen) and, if listen_addr is set, a TCP
+ * listener that requires `Authorization: Bearer <core_api_token(c)>`. Starts the
+ * libmicrohttpd daemons (one thread per connection). `c` is borrowed and must outlive
+ * the server. Returns 0 with *out set, or -errno with *err naming what failed; nothing is
+ * left listening on failure. Call from the main thread.
+ */
+int api_server_start(struct core *c, const struct api_config *cfg, struct api_server **out,
+		     struct isola_err **err);
+
+/* Stops accepting, ends WebSocket sessions, waits for in-flight requests, removes the
+ * socket file and frees s. NULL is fine. Call from the thread that started it. */
+void api_server_stop(struct api_server *s);
+
+#endif

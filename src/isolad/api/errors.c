@@ -1,0 +1,108 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* errors: the one place isola_err codes become HTTP statuses and {code, message} bodies. */
+#include "api-internal.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../../common/log.h"
+#include "../../common/util.h"
+
+/* Codes from core (err.h) and from the agent (docs/agent-protocol.md). */
+static const struct {
+	const char *code;
+	unsigned status;
+} code_status[] = {
+	{ "invalid", 400 },	  { "not_dir", 400 },	     { "is_dir", 400 },
+	{ "unauthorized", 401 },  { "forbidden", 403 },	     { "not_found", 404 },
+	{ "method_not_allowed", 405 }, { "conflict", 409 },  { "exists", 409 },
+	{ "busy", 409 },	  { "too_large", 413 },	     { "range_not_satisfiable", 416 },
+	{ "internal", 500 },	  { "not_supported", 501 },  { "unavailable", 503 },
+	{ "timeout", 504 },	  { "no_space", 507 },
+};
+
+unsigned api_status_for_code(const char *code)
+{
+	if (!code)
+		return 500;
+	for (size_t i = 0; i < ARRAY_SIZE(code_status); i++)
+		if (!strcmp(code_status[i].code, code))
+			return code_status[i].status;
+	return 500;
+}
+
+json_t *api_error_json(const char *code, const char *message)
+{
+	return json_pack("{s:s, s:s}", "code", code ? code : "internal", "message",
+			 message ? message : "");
+}
+
+enum MHD_Result api_respond_response(struct api_req *r, unsigned status, struct MHD_Response *resp)
+{
+	enum MHD_Result ret;
+
+	if (!resp)
+		return MHD_NO;
+	ret = MHD_queue_response(r->conn, status, resp);
+	MHD_destroy_response(resp);
+	if (ret == MHD_YES)
+		r->responded = true;
+	return ret;
+}
+
+enum MHD_Result api_respond_json(struct api_req *r, unsigned status, json_t *body)
+{
+	struct MHD_Response *resp;
+	char *s;
+
+	if (!body)
+		return api_respond_error(r, "internal", "out of memory building the response");
+	s = json_dumps(body, JSON_COMPACT);
+	json_decref(body);
+	if (!s)
+		return MHD_NO;
+	resp = MHD_create_response_from_buffer(strlen(s), s, MHD_RESPMEM_MUST_FREE);
+	if (!resp) {
+		free(s);
+		return MHD_NO;
+	}
+	MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "application/json");
+	return api_respond_response(r, status, resp);
+}
+
+enum MHD_Result api_respond_err(struct api_req *r, const struct isola_err *e)
+{
+	unsigned status;
+
+	if (!e)
+		return api_respond_error(r, "internal", "unknown error");
+	status = api_status_for_code(e->code);
+	if (status >= 500)
+		log_warn("api: %s: %s", e->code, e->message ? e->message : "");
+	return api_respond_json(r, status, api_error_json(e->code, e->message));
+}
+
+enum MHD_Result api_respond_error(struct api_req *r, const char *code, const char *fmt, ...)
+{
+	char *msg = NULL;
+	enum MHD_Result ret;
+	va_list ap;
+
+	va_start(ap, fmt);
+	if (vasprintf(&msg, fmt, ap) < 0)
+		msg = NULL;
+	va_end(ap);
+	ret = api_respond_json(r, api_status_for_code(code), api_error_json(code, msg));
+	free(msg);
+	return ret;
+}
+
+enum MHD_Result api_respond_empty(struct api_req *r, unsigned status)
+{
+	struct MHD_Response *resp = MHD_create_response_from_buffer(0, NULL, MHD_RESPMEM_PERSISTENT);
+
+	return api_respond_response(r, status, resp);
+}

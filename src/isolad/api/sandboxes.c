@@ -1,0 +1,178 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* sandboxes: create, list, get, destroy and TTL of sandboxes (/v1/sandboxes). */
+#include "api-internal.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "../../common/util.h"
+#include "../core/core.h"
+
+static const char *const create_fields[] = {
+	"template", "tier", "cpu", "memory", "disk", "pids", "env",
+	"workdir",  "user", "ttl", "labels", NULL,
+};
+
+/* Fills req from the body. UNTRUSTED: the client's JSON, validated field by field. */
+static int parse_create(const json_t *b, struct sandbox_request *req, struct isola_err **err)
+{
+	const char *tmpl = NULL, *tier = NULL;
+	double cpu = 0;
+	uint64_t pids = 0, ttl = 0;
+
+	if (api_json_only(b, create_fields, err) < 0 ||
+	    api_json_str(b, "template", sizeof(req->template_name) - 1, &tmpl, err) < 0 ||
+	    api_json_str(b, "tier", sizeof(req->tier) - 1, &tier, err) < 0 ||
+	    api_json_num(b, "cpu", 0.001, 1024, &cpu, err) < 0 ||
+	    api_json_size(b, "memory", &req->memory_bytes, err) < 0 ||
+	    api_json_size(b, "disk", &req->disk_bytes, err) < 0 ||
+	    api_json_uint(b, "pids", INT32_MAX, &pids, err) < 0 ||
+	    api_json_uint(b, "ttl", UINT32_MAX, &ttl, err) < 0 ||
+	    api_json_str_map(b, "env", true, &req->env, err) < 0 ||
+	    api_json_str_map(b, "labels", false, &req->labels, err) < 0 ||
+	    api_json_str(b, "workdir", API_MAX_PATH, &req->workdir, err) < 0 ||
+	    api_json_str(b, "user", 64, &req->user, err) < 0)
+		return -EINVAL;
+	if (tmpl) {
+		if (*tmpl && !api_valid_template_name(tmpl))
+			return isola_err_set(err, EINVAL, "invalid", "invalid template name `%s`",
+					     tmpl);
+		snprintf(req->template_name, sizeof(req->template_name), "%s", tmpl);
+	}
+	if (tier && *tier) {
+		if (!strcmp(tier, "microvm"))
+			return isola_err_set(err, EOPNOTSUPP, "not_supported",
+					     "tier `microvm` is not available in this build");
+		if (strcmp(tier, "process") != 0)
+			return isola_err_set(err, EINVAL, "invalid",
+					     "unknown tier `%s`: expected process or microvm", tier);
+		snprintf(req->tier, sizeof(req->tier), "%s", tier);
+	}
+	if (cpu > 0)
+		req->cpu_millis = (uint32_t)(cpu * 1000.0 + 0.5);
+	req->pids = (uint32_t)pids;
+	req->ttl_s = (uint32_t)ttl;
+	if (req->workdir && req->workdir[0] != '/')
+		return isola_err_set(err, EINVAL, "invalid", "field `workdir` must be absolute");
+	return 0;
+}
+
+enum MHD_Result api_sandbox_create(struct api_req *r)
+{
+	cleanup_err struct isola_err *err = NULL;
+	struct sandbox_request req = { 0 };
+	struct sandbox *s = NULL;
+	enum MHD_Result ret;
+
+	if (!r->json)
+		r->json = json_object();
+	if (parse_create(r->json, &req, &err) < 0)
+		return api_respond_err(r, err);
+	if (core_sandbox_create(r->srv->core, &req, &s, &err) < 0)
+		return api_respond_err(r, err);
+	api_req_keepalive(r);
+	ret = api_respond_json(r, 201, sandbox_to_json(s));
+	sandbox_unref(s);
+	return ret;
+}
+
+/* Collects ?label=k=v pairs into a filter object. */
+struct label_ctx {
+	json_t *filter;		/* {k: v} */
+	struct isola_err *err;	/* first problem, owned */
+};
+
+static enum MHD_Result label_arg(void *cls, enum MHD_ValueKind kind, const char *key,
+				 const char *value)
+{
+	struct label_ctx *lc = cls;
+	const char *eq;
+	char k[64];
+
+	if (strcmp(key, "label") != 0 || lc->err)
+		return MHD_YES;
+	/* UNTRUSTED: a query value. */
+	eq = value ? strchr(value, '=') : NULL;
+	if (!eq || eq == value || (size_t)(eq - value) >= sizeof(k) || strlen(eq + 1) > 255) {
+		isola_err_set(&lc->err, EINVAL, "invalid", "query `label` must be KEY=VALUE");
+		return MHD_NO;
+	}
+	memcpy(k, value, (size_t)(eq - value));
+	k[eq - value] = '\0';
+	json_object_set_new(lc->filter, k, json_string(eq + 1));
+	return MHD_YES;
+}
+
+enum MHD_Result api_sandbox_list(struct api_req *r)
+{
+	cleanup_err struct isola_err *err = NULL;
+	struct label_ctx lc = { .filter = json_object() };
+	json_t *list = NULL;
+
+	if (!lc.filter)
+		return MHD_NO;
+	MHD_get_connection_values(r->conn, MHD_GET_ARGUMENT_KIND, label_arg, &lc);
+	if (lc.err) {
+		enum MHD_Result ret = api_respond_err(r, lc.err);
+
+		isola_err_free(lc.err);
+		json_decref(lc.filter);
+		return ret;
+	}
+	if (core_sandbox_list(r->srv->core, json_object_size(lc.filter) ? lc.filter : NULL, &list,
+			      &err) < 0) {
+		json_decref(lc.filter);
+		return api_respond_err(r, err);
+	}
+	json_decref(lc.filter);
+	return api_respond_json(r, 200, json_pack("{s:o}", "sandboxes", list));
+}
+
+enum MHD_Result api_sandbox_get(struct api_req *r)
+{
+	cleanup_err struct isola_err *err = NULL;
+	struct sandbox *s = NULL;
+	enum MHD_Result ret;
+
+	if (core_sandbox_get(r->srv->core, api_match_get(&r->match, "id"), &s, &err) < 0)
+		return api_respond_err(r, err);
+	ret = api_respond_json(r, 200, sandbox_to_json(s));
+	sandbox_unref(s);
+	return ret;
+}
+
+enum MHD_Result api_sandbox_delete(struct api_req *r)
+{
+	cleanup_err struct isola_err *err = NULL;
+
+	if (core_sandbox_destroy(r->srv->core, api_match_get(&r->match, "id"), &err) < 0)
+		return api_respond_err(r, err);
+	api_req_keepalive(r);
+	return api_respond_empty(r, 204);
+}
+
+enum MHD_Result api_sandbox_timeout(struct api_req *r)
+{
+	static const char *const fields[] = { "ttl", NULL };
+	cleanup_err struct isola_err *err = NULL;
+	const char *id = api_match_get(&r->match, "id");
+	struct sandbox *s = NULL;
+	uint64_t ttl = UINT64_MAX;
+	enum MHD_Result ret;
+
+	if (!r->json)
+		return api_respond_error(r, "invalid", "missing field `ttl`");
+	if (api_json_only(r->json, fields, &err) < 0 ||
+	    api_json_uint(r->json, "ttl", UINT32_MAX, &ttl, &err) < 0)
+		return api_respond_err(r, err);
+	if (ttl == UINT64_MAX)
+		return api_respond_error(r, "invalid", "missing field `ttl`");
+	if (core_sandbox_set_ttl(r->srv->core, id, (uint32_t)ttl, &err) < 0 ||
+	    core_sandbox_get(r->srv->core, id, &s, &err) < 0)
+		return api_respond_err(r, err);
+	ret = api_respond_json(r, 200, sandbox_to_json(s));
+	sandbox_unref(s);
+	return ret;
+}

@@ -1,0 +1,579 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* server: libmicrohttpd daemons (unix socket + optional TCP), auth, routing table, body limits. */
+#include "api.h"
+#include "api-internal.h"
+
+#include <errno.h>
+#include <netdb.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "../../common/log.h"
+#include "../../common/util.h"
+#include "../core/core.h"
+
+/*
+ * The routing table: every route of the native API, one per line, between the ROUTES-BEGIN
+ * and ROUTES-END markers. tests/unit/api/test_spec.c parses these lines and checks them
+ * against docs/openapi.yaml both ways, so keep one ROUTE(...) per line, method and pattern
+ * as string literals.
+ */
+#define ROUTE(m, p, h)		 { m, p, API_BODY_NONE, h, NULL, NULL }
+#define ROUTE_JSON(m, p, h)	 { m, p, API_BODY_JSON, h, NULL, NULL }
+#define ROUTE_STREAM(m, p, b, d, h) { m, p, API_BODY_STREAM, h, b, d }
+
+/* clang-format off */
+static const struct api_route api_routes[] = {
+	/* ROUTES-BEGIN */
+	ROUTE("GET", "/v1/health", api_health),
+	ROUTE("GET", "/v1/doctor", api_doctor),
+	ROUTE_JSON("POST", "/v1/sandboxes", api_sandbox_create),
+	ROUTE("GET", "/v1/sandboxes", api_sandbox_list),
+	ROUTE("GET", "/v1/sandboxes/{id}", api_sandbox_get),
+	ROUTE("DELETE", "/v1/sandboxes/{id}", api_sandbox_delete),
+	ROUTE_JSON("POST", "/v1/sandboxes/{id}/timeout", api_sandbox_timeout),
+	ROUTE_JSON("POST", "/v1/sandboxes/{id}/exec", api_exec),
+	ROUTE_JSON("POST", "/v1/sandboxes/{id}/processes", api_proc_start),
+	ROUTE("GET", "/v1/sandboxes/{id}/processes", api_proc_list),
+	ROUTE("GET", "/v1/sandboxes/{id}/processes/{pid}", api_proc_get),
+	ROUTE("GET", "/v1/sandboxes/{id}/processes/{pid}/output", api_proc_output),
+	ROUTE_STREAM("POST", "/v1/sandboxes/{id}/processes/{pid}/stdin", api_proc_stdin_begin, api_proc_stdin_data, api_proc_stdin_end),
+	ROUTE("POST", "/v1/sandboxes/{id}/processes/{pid}/close-stdin", api_proc_close_stdin),
+	ROUTE_JSON("POST", "/v1/sandboxes/{id}/processes/{pid}/signal", api_proc_signal),
+	ROUTE_JSON("POST", "/v1/sandboxes/{id}/processes/{pid}/resize", api_proc_resize),
+	ROUTE("POST", "/v1/sandboxes/{id}/processes/{pid}/wait", api_proc_wait),
+	ROUTE("GET", "/v1/sandboxes/{id}/processes/{pid}/ws", api_proc_ws),
+	ROUTE("GET", "/v1/sandboxes/{id}/files", api_file_get),
+	ROUTE_STREAM("PUT", "/v1/sandboxes/{id}/files", api_file_put_begin, api_file_put_data, api_file_put_end),
+	ROUTE("GET", "/v1/sandboxes/{id}/fs/list", api_fs_list),
+	ROUTE("GET", "/v1/sandboxes/{id}/fs/stat", api_fs_stat),
+	ROUTE_JSON("POST", "/v1/sandboxes/{id}/fs/mkdir", api_fs_mkdir),
+	ROUTE_JSON("POST", "/v1/sandboxes/{id}/fs/rename", api_fs_rename),
+	ROUTE_JSON("POST", "/v1/sandboxes/{id}/fs/remove", api_fs_remove),
+	ROUTE("GET", "/v1/sandboxes/{id}/archive", api_archive_get),
+	ROUTE_STREAM("PUT", "/v1/sandboxes/{id}/archive", api_archive_put_begin, api_archive_put_data, api_archive_put_end),
+	ROUTE("GET", "/v1/templates", api_template_list),
+	ROUTE_STREAM("POST", "/v1/templates", api_template_import_begin, api_template_import_data, api_template_import_end),
+	ROUTE("DELETE", "/v1/templates/{name}", api_template_delete),
+	/* ROUTES-END */
+};
+/* clang-format on */
+
+const char *api_query(struct api_req *r, const char *key)
+{
+	return MHD_lookup_connection_value(r->conn, MHD_GET_ARGUMENT_KIND, key);
+}
+
+const char *api_header(struct api_req *r, const char *key)
+{
+	return MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, key);
+}
+
+void api_req_keepalive(struct api_req *r)
+{
+	/* Setting 0 then a value restarts MHD's idle timer (microhttpd.h). */
+	MHD_set_connection_option(r->conn, MHD_CONNECTION_OPTION_TIMEOUT, 0u);
+	MHD_set_connection_option(r->conn, MHD_CONNECTION_OPTION_TIMEOUT,
+				  (unsigned)API_IDLE_TIMEOUT_S);
+}
+
+int api_req_fail(struct api_req *r, struct isola_err *e)
+{
+	int ret = e ? -e->errnum : -EIO;
+
+	if (r->fail)
+		isola_err_free(e);
+	else
+		r->fail = e;
+	return ret;
+}
+
+int api_sandbox_agent(struct api_req *r, struct sandbox **s, struct agent_conn **conn,
+		      struct isola_err **err)
+{
+	struct sandbox *sb = NULL;
+	int ret;
+
+	ret = core_sandbox_get(r->srv->core, api_match_get(&r->match, "id"), &sb, err);
+	if (ret < 0)
+		return ret;
+	sandbox_touch(sb);
+	if (conn) {
+		ret = sandbox_agent(sb, conn, err);
+		if (ret < 0) {
+			sandbox_unref(sb);
+			return ret;
+		}
+	}
+	*s = sb;
+	return 0;
+}
+
+bool api_server_worker_enter(struct api_server *srv)
+{
+	bool ok;
+
+	pthread_mutex_lock(&srv->lock);
+	ok = !srv->stopping;
+	if (ok)
+		srv->workers++;
+	pthread_mutex_unlock(&srv->lock);
+	return ok;
+}
+
+void api_server_worker_leave(struct api_server *srv)
+{
+	pthread_mutex_lock(&srv->lock);
+	srv->workers--;
+	pthread_cond_broadcast(&srv->cond);
+	pthread_mutex_unlock(&srv->lock);
+}
+
+bool api_server_is_stopping(struct api_server *srv)
+{
+	bool r;
+
+	pthread_mutex_lock(&srv->lock);
+	r = srv->stopping;
+	pthread_mutex_unlock(&srv->lock);
+	return r;
+}
+
+/* Compares without an early exit, so timing says nothing about the token. */
+static bool token_equal(const char *a, size_t alen, const char *b)
+{
+	size_t blen = strlen(b);
+	unsigned char diff = alen != blen;
+
+	for (size_t i = 0; i < blen; i++)
+		diff |= (unsigned char)(b[i] ^ (i < alen ? a[i] : 0));
+	return diff == 0;
+}
+
+static bool authorized(struct api_req *r)
+{
+	const char *h = api_header(r, MHD_HTTP_HEADER_AUTHORIZATION);
+	const char *tok = core_api_token(r->srv->core);
+
+	/* UNTRUSTED: the client's Authorization header. */
+	if (!h || !tok || !*tok || strncmp(h, "Bearer ", 7) != 0)
+		return false;
+	return token_equal(h + 7, strlen(h + 7), tok);
+}
+
+/* Finds the route for method+url: 0 found, -ENOENT no path, -EPERM path but not method. */
+static int route_find(const char *method, const char *url, const struct api_route **out,
+		      struct api_match *m, char *allow, size_t allow_len)
+{
+	bool path_seen = false;
+
+	allow[0] = '\0';
+	for (size_t i = 0; i < ARRAY_SIZE(api_routes); i++) {
+		struct api_match tmp;
+
+		if (!api_route_match(api_routes[i].pattern, url, &tmp))
+			continue;
+		if (!strcmp(api_routes[i].method, method)) {
+			*m = tmp;
+			*out = &api_routes[i];
+			return 0;
+		}
+		path_seen = true;
+		if (strlen(allow) + strlen(api_routes[i].method) + 3 < allow_len) {
+			if (allow[0])
+				strcat(allow, ", ");
+			strcat(allow, api_routes[i].method);
+		}
+	}
+	return path_seen ? -EPERM : -ENOENT;
+}
+
+static uint64_t content_length(struct api_req *r, bool *known)
+{
+	const char *cl = api_header(r, MHD_HTTP_HEADER_CONTENT_LENGTH);
+	uint64_t v = 0;
+
+	*known = cl && api_parse_u64(cl, UINT64_MAX, &v) == 0;
+	return v;
+}
+
+/* First call for a request: authenticate, route, check declared sizes, begin a stream. */
+static enum MHD_Result request_begin(struct api_listener *lst, struct api_req *r,
+				     const char *url, const char *method)
+{
+	cleanup_err struct isola_err *err = NULL;
+	char allow[64];
+	bool known;
+	uint64_t cl;
+	int ret;
+
+	if (lst->need_auth && !(strcmp(method, "GET") == 0 && strcmp(url, "/v1/health") == 0) &&
+	    !authorized(r)) {
+		struct MHD_Response *resp;
+		json_t *body = api_error_json("unauthorized", "missing or wrong bearer token");
+		char *s = json_dumps(body, JSON_COMPACT);
+
+		json_decref(body);
+		if (!s)
+			return MHD_NO;
+		resp = MHD_create_response_from_buffer(strlen(s), s, MHD_RESPMEM_MUST_FREE);
+		if (!resp) {
+			free(s);
+			return MHD_NO;
+		}
+		MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "application/json");
+		MHD_add_response_header(resp, MHD_HTTP_HEADER_WWW_AUTHENTICATE,
+					"Bearer realm=\"isola\"");
+		return api_respond_response(r, 401, resp);
+	}
+	ret = route_find(method, url, &r->route, &r->match, allow, sizeof(allow));
+	if (ret == -ENOENT)
+		return api_respond_error(r, "not_found", "no route for %.200s", url);
+	if (ret == -EPERM) {
+		struct MHD_Response *resp;
+		json_t *body = api_error_json("method_not_allowed", "method not allowed");
+		char *s = json_dumps(body, JSON_COMPACT);
+
+		json_decref(body);
+		if (!s)
+			return MHD_NO;
+		resp = MHD_create_response_from_buffer(strlen(s), s, MHD_RESPMEM_MUST_FREE);
+		if (!resp) {
+			free(s);
+			return MHD_NO;
+		}
+		MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "application/json");
+		MHD_add_response_header(resp, MHD_HTTP_HEADER_ALLOW, allow);
+		return api_respond_response(r, 405, resp);
+	}
+	for (unsigned i = 0; i < r->match.n; i++) {
+		char name[16];
+		size_t nl = r->match.name_lens[i] < sizeof(name) - 1 ? r->match.name_lens[i]
+								      : sizeof(name) - 1;
+
+		memcpy(name, r->match.names[i], nl);
+		name[nl] = '\0';
+		if (api_param_check(name, r->match.values[i], &err) < 0)
+			return api_respond_err(r, err);
+	}
+	cl = content_length(r, &known);
+	if (r->route->body == API_BODY_JSON && known && cl > API_MAX_JSON_BODY)
+		return api_respond_error(r, "too_large", "JSON body is larger than %u bytes",
+					 API_MAX_JSON_BODY);
+	if (r->route->body == API_BODY_STREAM && known && cl > r->srv->max_upload)
+		return api_respond_error(r, "too_large", "upload is larger than the %llu-byte cap",
+					 (unsigned long long)r->srv->max_upload);
+	if (r->route->body == API_BODY_STREAM && r->route->begin && r->route->begin(r) < 0)
+		return api_respond_err(r, r->fail);
+	return MHD_YES;
+}
+
+/* A body chunk. UNTRUSTED: bytes from the client, sizes checked against the caps here. */
+static enum MHD_Result request_data(struct api_req *r, const char *data, size_t size)
+{
+	if (r->responded || r->fail) {
+		/* Failed already: swallow the rest (MHD can only respond once the body is in),
+		 * but not forever. */
+		r->discarded += size;
+		return r->discarded > API_DISCARD_LIMIT ? MHD_NO : MHD_YES;
+	}
+	switch (r->route->body) {
+	case API_BODY_NONE:
+		r->discarded += size;
+		return r->discarded > API_DISCARD_LIMIT ? MHD_NO : MHD_YES;
+	case API_BODY_JSON: {
+		char *nb;
+
+		if (size > API_MAX_JSON_BODY - r->body_len) {
+			isola_err_set(&r->fail, E2BIG, "too_large", "JSON body is larger than %u bytes",
+				      API_MAX_JSON_BODY);
+			return MHD_YES;
+		}
+		nb = realloc(r->body, r->body_len + size + 1);
+		if (!nb)
+			return MHD_NO;
+		r->body = nb;
+		memcpy(r->body + r->body_len, data, size);
+		r->body_len += size;
+		return MHD_YES;
+	}
+	case API_BODY_STREAM:
+		if (size > r->srv->max_upload - r->uploaded) {
+			isola_err_set(&r->fail, EFBIG, "too_large",
+				      "upload is larger than the %llu-byte cap",
+				      (unsigned long long)r->srv->max_upload);
+			return MHD_YES;
+		}
+		r->uploaded += size;
+		r->route->data(r, data, size);
+		api_req_keepalive(r);
+		return MHD_YES;
+	}
+	return MHD_NO;
+}
+
+static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
+				  const char *method, const char *version, const char *upload_data,
+				  size_t *upload_data_size, void **req_cls)
+{
+	struct api_listener *lst = cls;
+	struct api_req *r = *req_cls;
+	cleanup_err struct isola_err *err = NULL;
+	enum MHD_Result ret;
+
+	if (!r) {
+		r = calloc(1, sizeof(*r));
+		if (!r)
+			return MHD_NO;
+		r->srv = lst->srv;
+		r->conn = conn;
+		*req_cls = r;
+		return request_begin(lst, r, url, method);
+	}
+	if (*upload_data_size) {
+		ret = request_data(r, upload_data, *upload_data_size);
+		*upload_data_size = 0;
+		return ret;
+	}
+	if (r->responded)
+		return MHD_YES;
+	if (r->fail)
+		return api_respond_err(r, r->fail);
+	if (r->route->body == API_BODY_JSON && r->body_len) {
+		if (api_json_parse_body(r->body, r->body_len, &r->json, &err) < 0)
+			return api_respond_err(r, err);
+	}
+	ret = r->route->handle(r);
+	if (ret == MHD_YES && !r->responded)
+		return api_respond_error(r, "internal", "handler queued no response");
+	return ret;
+}
+
+static void on_completed(void *cls, struct MHD_Connection *conn, void **req_cls,
+			 enum MHD_RequestTerminationCode toe)
+{
+	struct api_req *r = *req_cls;
+
+	if (!r)
+		return;
+	if (r->state_free)
+		r->state_free(r->state);
+	isola_err_free(r->fail);
+	json_decref(r->json);
+	free(r->body);
+	free(r);
+	*req_cls = NULL;
+}
+
+static void on_log(void *cls, const char *fmt, va_list ap)
+{
+	char buf[512];
+
+	vsnprintf(buf, sizeof(buf), fmt, ap);
+	buf[strcspn(buf, "\n")] = '\0';
+	log_warn("http: %s", buf);
+}
+
+static int unix_listen(const char *path, struct isola_err **err)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	cleanup_fd int fd = -1;
+	char dir[sizeof(sa.sun_path)];
+	struct stat st;
+	char *slash;
+	int r;
+
+	if (!path || !*path || strlen(path) >= sizeof(sa.sun_path))
+		return isola_err_set(err, ENAMETOOLONG, "invalid",
+				     "unix socket path `%s`: empty or too long", path ? path : "");
+	strcpy(sa.sun_path, path);
+	snprintf(dir, sizeof(dir), "%s", path);
+	slash = strrchr(dir, '/');
+	if (slash && slash != dir) {
+		*slash = '\0';
+		/* The directory is the socket's first gate: 0700 when we create it. */
+		r = util_mkdir_p(dir, 0700);
+		if (r < 0)
+			return isola_err_sys(err, -r, NULL, "create directory `%s`", dir);
+	}
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return isola_err_sys(err, errno, NULL, "socket for `%s`", path);
+	if (lstat(path, &st) == 0) {
+		cleanup_fd int probe = -1;
+
+		if (!S_ISSOCK(st.st_mode))
+			return isola_err_set(err, EEXIST, "conflict",
+					     "`%s` exists and is not a socket", path);
+		probe = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+		if (probe >= 0 && connect(probe, (struct sockaddr *)&sa, sizeof(sa)) == 0)
+			return isola_err_set(err, EADDRINUSE, "conflict",
+					     "`%s` is in use by another isolad", path);
+		if (unlink(path) < 0 && errno != ENOENT)
+			return isola_err_sys(err, errno, NULL, "remove stale socket `%s`", path);
+	}
+	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0)
+		return isola_err_sys(err, errno, NULL, "bind `%s`", path);
+	/* 0600 before listen: the mode is the unix socket's only authentication. */
+	if (chmod(path, 0600) < 0) {
+		r = errno;
+		unlink(path);
+		return isola_err_sys(err, r, NULL, "chmod `%s`", path);
+	}
+	if (listen(fd, 128) < 0) {
+		r = errno;
+		unlink(path);
+		return isola_err_sys(err, r, NULL, "listen on `%s`", path);
+	}
+	return steal_fd(&fd);
+}
+
+static int tcp_listen(const char *addr, struct isola_err **err)
+{
+	struct addrinfo hints = { .ai_socktype = SOCK_STREAM,
+				  .ai_flags = AI_NUMERICHOST | AI_NUMERICSERV };
+	struct addrinfo *ai = NULL;
+	cleanup_fd int fd = -1;
+	char host[64];
+	const char *colon, *h = host;
+	int one = 1, r;
+
+	colon = strrchr(addr, ':');
+	if (!colon || (size_t)(colon - addr) >= sizeof(host) || !colon[1])
+		return isola_err_set(err, EINVAL, "invalid",
+				     "listen address `%s`: expected HOST:PORT", addr);
+	memcpy(host, addr, (size_t)(colon - addr));
+	host[colon - addr] = '\0';
+	if (host[0] == '[' && host[strlen(host) - 1] == ']') {
+		host[strlen(host) - 1] = '\0';
+		h = host + 1;
+	}
+	r = getaddrinfo(h, colon + 1, &hints, &ai);
+	if (r != 0)
+		return isola_err_set(err, EINVAL, "invalid", "listen address `%s`: %s", addr,
+				     gai_strerror(r));
+	fd = socket(ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0) {
+		r = errno;
+		freeaddrinfo(ai);
+		return isola_err_sys(err, r, NULL, "socket for `%s`", addr);
+	}
+	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	if (bind(fd, ai->ai_addr, ai->ai_addrlen) < 0 || listen(fd, 128) < 0) {
+		r = errno;
+		freeaddrinfo(ai);
+		return isola_err_sys(err, r, NULL, "listen on `%s`", addr);
+	}
+	freeaddrinfo(ai);
+	return steal_fd(&fd);
+}
+
+static struct MHD_Daemon *daemon_start(int fd, struct api_listener *lst)
+{
+	unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD |
+			 MHD_ALLOW_UPGRADE | MHD_USE_ERROR_LOG | MHD_USE_ITC;
+
+	return MHD_start_daemon(
+		flags, 0, NULL, NULL, on_request, lst, MHD_OPTION_LISTEN_SOCKET, (MHD_socket)fd,
+		MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)API_MAX_HEADER_BYTES,
+		MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)API_IDLE_TIMEOUT_S,
+		MHD_OPTION_CONNECTION_LIMIT, 512u, MHD_OPTION_NOTIFY_COMPLETED, on_completed,
+		NULL, MHD_OPTION_EXTERNAL_LOGGER, on_log, NULL, MHD_OPTION_END);
+}
+
+int api_server_start(struct core *c, const struct api_config *cfg, struct api_server **out,
+		     struct isola_err **err)
+{
+	struct api_server *s;
+	int ufd = -1, tfd = -1, r;
+
+	s = calloc(1, sizeof(*s));
+	if (!s)
+		return isola_err_set(err, ENOMEM, "internal", "out of memory");
+	s->core = c;
+	s->max_upload = cfg->max_upload_bytes ? cfg->max_upload_bytes : (1ull << 30);
+	snprintf(s->spool_dir, sizeof(s->spool_dir), "%s",
+		 cfg->spool_dir ? cfg->spool_dir : "/var/lib/isola/tmp");
+	pthread_mutex_init(&s->lock, NULL);
+	pthread_cond_init(&s->cond, NULL);
+	ufd = unix_listen(cfg->socket_path, err);
+	if (ufd < 0) {
+		r = ufd;
+		goto err_free;
+	}
+	snprintf(s->socket_path, sizeof(s->socket_path), "%s", cfg->socket_path);
+	s->unix_l = (struct api_listener){ .srv = s, .need_auth = false };
+	s->tcp_l = (struct api_listener){ .srv = s, .need_auth = true };
+	s->unix_d = daemon_start(ufd, &s->unix_l);
+	if (!s->unix_d) {
+		close(ufd);
+		r = isola_err_set(err, EIO, "internal", "start HTTP daemon on `%s`",
+				  cfg->socket_path);
+		goto err_unlink;
+	}
+	if (cfg->listen_addr && *cfg->listen_addr) {
+		tfd = tcp_listen(cfg->listen_addr, err);
+		if (tfd < 0) {
+			r = tfd;
+			goto err_stop;
+		}
+		s->tcp_d = daemon_start(tfd, &s->tcp_l);
+		if (!s->tcp_d) {
+			close(tfd);
+			r = isola_err_set(err, EIO, "internal", "start HTTP daemon on `%s`",
+					  cfg->listen_addr);
+			goto err_stop;
+		}
+	}
+	log_info("api: listening on %s%s%s", s->socket_path, s->tcp_d ? " and " : "",
+		 s->tcp_d ? cfg->listen_addr : "");
+	*out = s;
+	return 0;
+
+err_stop:
+	MHD_stop_daemon(s->unix_d);
+err_unlink:
+	unlink(s->socket_path);
+err_free:
+	pthread_cond_destroy(&s->cond);
+	pthread_mutex_destroy(&s->lock);
+	free(s);
+	return r;
+}
+
+void api_server_stop(struct api_server *s)
+{
+	MHD_socket ul, tl = MHD_INVALID_SOCKET;
+
+	if (!s)
+		return;
+	pthread_mutex_lock(&s->lock);
+	s->stopping = true;
+	pthread_mutex_unlock(&s->lock);
+	/* Quiescing hands the listening sockets back to us: no new connections. */
+	if (s->tcp_d)
+		tl = MHD_quiesce_daemon(s->tcp_d);
+	ul = MHD_quiesce_daemon(s->unix_d);
+	/* WebSocket sessions and imports notice `stopping` within API_POLL_MS. */
+	pthread_mutex_lock(&s->lock);
+	while (s->workers)
+		pthread_cond_wait(&s->cond, &s->lock);
+	pthread_mutex_unlock(&s->lock);
+	if (s->tcp_d)
+		MHD_stop_daemon(s->tcp_d);
+	MHD_stop_daemon(s->unix_d);
+	if (tl != MHD_INVALID_SOCKET)
+		close(tl);
+	if (ul != MHD_INVALID_SOCKET)
+		close(ul);
+	unlink(s->socket_path);
+	pthread_cond_destroy(&s->cond);
+	pthread_mutex_destroy(&s->lock);
+	free(s);
+}

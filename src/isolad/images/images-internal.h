@@ -1,0 +1,92 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* images-internal: what the images component's files share (store, host view, import, layers). */
+#ifndef ISOLA_IMAGES_INTERNAL_H
+#define ISOLA_IMAGES_INTERNAL_H
+
+#include <errno.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdint.h>
+
+#include "images.h"
+
+#define IMAGES_MANIFEST	  "manifest.json"
+#define IMAGES_MAX_JSON	  (4u << 20) /* cap on any JSON document read from an image */
+#define IMAGES_MAX_LAYERS 256	     /* cap on layers of one image */
+#define IMAGES_MAX_OUTER  100000     /* cap on entries of the outer tarball */
+#define IMAGES_MAX_ENV	  1024	     /* cap on Env entries kept from an image config */
+
+/* snprintf into a char array: 0, or -ENAMETOOLONG when the result did not fit. */
+#define images_path(buf, ...)                                                                      \
+	(snprintf((buf), sizeof(buf), __VA_ARGS__) >= (int)sizeof(buf) ? -ENAMETOOLONG : 0)
+
+/* Limits and running totals of one import (all layers together). */
+struct images_budget {
+	uint64_t max_bytes;   /* cap on bytes unpacked (declared sizes, so sparse files count) */
+	uint64_t max_entries; /* cap on entries unpacked */
+	uint64_t bytes;	      /* bytes unpacked so far */
+	uint64_t entries;     /* entries unpacked so far */
+	uint32_t skipped;     /* entries dropped (device nodes, sockets) */
+};
+
+/* images.c */
+
+/* Current limits (a snapshot under the module lock). */
+void images_get_limits(struct images_budget *b);
+
+/* Reserves name for an import in progress and copies the templates dir (PATH_MAX bytes) out.
+ * -EINVAL bad name, -EEXIST taken or being imported, -EBUSY too many imports at once. */
+int images_reserve(const char *name, char *tdir, struct isola_err **err);
+
+/* Drops a reservation (failed import). */
+void images_unreserve(const char *name);
+
+/* Moves the finished build tmpdir into place as templates/<t->id>, writes its manifest last,
+ * adds t to the table (t->env is copied) and drops the reservation. Fills t->rootfs. */
+int images_commit(const char *tmpdir, struct template_info *t, struct isola_err **err);
+
+/* Deep copy of src into dst (dst->env gets its own reference). 0 or -ENOMEM. */
+int images_info_copy(struct template_info *dst, const struct template_info *src);
+
+/* Writes <dir>/manifest.json atomically from t (rootfs is stored relative). 0 or -errno. */
+int images_manifest_write(const char *dir, const struct template_info *t);
+
+/* Bytes on disk under dir (hard links counted once, roughly). */
+uint64_t images_du(int dirfd);
+
+/* Hex-encodes n bytes into out (2n+1 bytes). */
+void images_hex(const unsigned char *in, size_t n, char *out);
+
+/* Removes name (a tree) relative to dfd without following symlinks or crossing mounts. */
+int images_rm_at(int dfd, const char *name);
+
+/* host.c */
+
+/* Builds the host template into a temp dir under tdir and swaps it in as tdir/host unless the
+ * existing one is identical. 0 or -errno with *err set. */
+int images_host_build(const char *tdir, struct isola_err **err);
+
+/* layer.c */
+
+/*
+ * Normalises a path from an archive: strips "./" and "/" repeats and "." components. Refuses
+ * absolute paths and ".." components (-EPERM) and overlong ones (-ENAMETOOLONG); -ENOENT when
+ * nothing is left (the archive's root entry).
+ */
+int images_norm_path(const char *in, char *out, size_t outsz);
+
+/* Opens directory rel (normalised, "" for the root) inside rootfd as an O_PATH fd without ever
+ * leaving the root: openat2(RESOLVE_IN_ROOT) where available, else an O_NOFOLLOW walk that
+ * refuses symlinks. Returns the fd or -errno. */
+int images_open_in_root(int rootfd, const char *rel);
+
+/*
+ * Applies one layer tarball (gzip, zstd, xz or plain; blob_fd is read from its current
+ * offset and not closed) onto the rootfs at rootfd with OCI whiteout semantics. `what` names
+ * the layer in errors; phase names it in progress calls. Charges b. 0 or -errno with *err.
+ */
+int images_layer_apply(int rootfd, int blob_fd, uint64_t blob_size, const char *what,
+		       const char *phase, struct images_budget *b, images_progress_fn cb, void *ud,
+		       struct isola_err **err);
+
+#endif

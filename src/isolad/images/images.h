@@ -1,0 +1,90 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* images: the template store — the host view and OCI/docker-archive imports (docs/templates.md). */
+#ifndef ISOLA_IMAGES_H
+#define ISOLA_IMAGES_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <jansson.h>
+
+#include "../../common/err.h"
+#include "../tiers/tier.h"
+
+/*
+ * One template as the rest of isolad sees it. Filled by images_get()/images_import(); the
+ * caller owns the copy and releases it with template_info_fini().
+ */
+struct template_info {
+	char id[65];	  /* sha256-derived hex, or "host" */
+	char name[64];	  /* user-visible name, [a-zA-Z0-9._-], 1..63 chars */
+	char rootfs[512]; /* absolute path of the rootfs dir (read-only lower layer) */
+	struct tier_bind binds[TIER_MAX_BINDS]; /* host dirs shown read-only (host template) */
+	unsigned n_binds;			/* used entries of binds */
+	uint64_t size_bytes;			/* bytes on disk */
+	double created_at;			/* unix time */
+	char source[16];			/* "host" | "oci" | "docker-archive" */
+	char default_user[32];	  /* user commands run as unless the request says otherwise */
+	char workdir[256];	  /* default cwd from the image config or "/root" */
+	json_t *env;		  /* image config Env as {K:V} object (owned) */
+	unsigned layers;	  /* layers applied (0 for host) */
+	uint32_t skipped_entries; /* layer entries dropped at import (device nodes) */
+};
+
+/* Releases what a template_info owns (env) and clears it; safe on a zeroed struct. */
+void template_info_fini(struct template_info *t);
+
+/*
+ * Prepares <state_dir>/templates (0700), removes what a crashed import or remove left
+ * (templates/.tmp-*, .rm-*, template dirs without manifest), (re)creates the `host` template
+ * (kept untouched when the host view is unchanged), and loads every manifest. The module is
+ * thread-safe (one internal mutex); call images_init once before any other call, from one
+ * thread. Fails with -EALREADY if already initialised.
+ */
+int images_init(const char *state_dir, struct isola_err **err);
+
+/* Forgets the in-memory table. Imports still running must have returned first. */
+void images_shutdown(void);
+
+/* Looks a template up by name or id and copies it to *out (caller finis it).
+ * -ENOENT (code not_found) naming it if missing. Any thread. */
+int images_get(const char *name_or_id, struct template_info *out, struct isola_err **err);
+
+/* A new JSON array (caller decrefs) of {id,name,source,size_bytes,created_at,layers,
+ * default_user,workdir}, sorted by name. Any thread. */
+int images_list(json_t **out, struct isola_err **err);
+
+/* Called from the importing thread: phase is "unpack", "layer 2/5" or "commit"; done/total in
+ * bytes of the input being read (total 0 when unknown). */
+typedef void (*images_progress_fn)(void *ud, const char *phase, uint64_t done, uint64_t total);
+
+/*
+ * Imports an OCI image layout tarball or a docker-archive tarball (as written by
+ * `skopeo copy ... oci-archive:` / `docker save`) from tar_path as template `name`. The tarball
+ * is hostile input: see docs/templates.md for what is refused. Crash-safe: builds in
+ * templates/.tmp-XXXXXX, syncs, renames into place, writes the manifest last. Blocks for the
+ * whole import (run it on a worker thread); other images_* calls proceed meanwhile. cb may be
+ * NULL. out may be NULL; else it receives the new template (caller finis it).
+ * -EINVAL (invalid) for a bad name, -EEXIST (conflict) if the name exists or is being
+ * imported, -EFBIG (too_large) past a size cap, -EBADMSG (invalid) for a malformed or
+ * hostile archive. On failure templates/ is left as it was.
+ */
+int images_import(const char *name, const char *tar_path, images_progress_fn cb, void *ud,
+		  struct template_info *out, struct isola_err **err);
+
+/* Removes a template (not `host`: -EPERM, code forbidden). The caller (core) checks that no
+ * sandbox uses it. The directory is renamed away first, then deleted. Any thread. */
+int images_remove(const char *name_or_id, struct isola_err **err);
+
+/* Caps on what one import may unpack (defaults 64 GiB and 1,000,000 entries). Any thread;
+ * applies to imports that start afterwards. 0 keeps the current value. */
+void images_set_limits(uint64_t max_bytes, uint64_t max_entries);
+
+/* Whether the template name is acceptable: [a-zA-Z0-9._-], 1..63 chars, not "." or "..". */
+bool images_name_is_valid(const char *name);
+
+/* Tests only: true forces the O_NOFOLLOW component-walk fallback used where openat2 is
+ * missing, so both resolution paths are exercised. */
+void images_test_force_fallback(bool on);
+
+#endif

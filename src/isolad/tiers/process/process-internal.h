@@ -1,0 +1,184 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* process-internal: what the process tier's files share (cgroup ops, seccomp, mounts, spawn). */
+#ifndef ISOLA_TIER_PROCESS_INTERNAL_H
+#define ISOLA_TIER_PROCESS_INTERNAL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "../../../common/err.h"
+#include "../tier.h"
+
+#define PROC_CG_MAX_PATHS 8 /* v1: memory, pids, cpu, cpuacct, freezer (+ spare) */
+
+/* ---- cgroups (cgroup.c, cgroup-v1.c, cgroup-v2.c) ---- */
+
+/* The cgroup directories of one sandbox: one per v1 hierarchy, or one on v2. */
+struct proc_cgroup {
+	int version;			   /* 1 or 2; 0 = none made */
+	unsigned n;			   /* used entries of path */
+	char path[PROC_CG_MAX_PATHS][512]; /* absolute cgroupfs dirs, e.g. .../memory/isola/<id> */
+	char ctrl[PROC_CG_MAX_PATHS][16];  /* controller of each path ("memory", "unified") */
+};
+
+/* Resource limits a cgroup backend applies (taken from the spec). */
+struct proc_cg_limits {
+	uint64_t memory_bytes; /* 0 = unlimited */
+	uint32_t pids;	       /* 0 = unlimited */
+	uint32_t cpu_millis;   /* 0 = unlimited */
+};
+
+/*
+ * One cgroup version. Functions return 0 or -errno and set *err naming the file.
+ * Called from any thread; per-sandbox calls are serialised by core.
+ */
+struct cgroup_ops {
+	int version;	  /* 1 or 2 */
+	const char *name; /* "v1", "v2" */
+	/* Makes isola/<id> in every used hierarchy and applies limits; on failure removes what it made. */
+	int (*create)(const char *id, const struct proc_cg_limits *lim, struct proc_cgroup *cg,
+		      struct isola_err **err);
+	/* Moves pid into every directory of cg. */
+	int (*attach)(const struct proc_cgroup *cg, pid_t pid, struct isola_err **err);
+	/* Reads counters into out (memory, peak, cpu, pids, oom_kills). */
+	int (*stats)(const struct proc_cgroup *cg, struct tier_stats *out, struct isola_err **err);
+	/* Kills every process in cg (v2 cgroup.kill, v1 freeze + SIGKILL each + thaw). */
+	int (*kill_all)(const struct proc_cgroup *cg);
+	/* Fills cg with the paths create() would use for id, without touching anything. */
+	int (*paths)(const char *id, struct proc_cgroup *cg);
+	/* Controllers this host gives us, as a heap JSON array string for doctor. */
+	char *(*describe)(void);
+};
+
+/* Where this host mounts its cgroup hierarchies (parsed once from /proc/self/mountinfo). */
+enum proc_cg_ctrl {
+	PROC_CG_MEMORY,
+	PROC_CG_PIDS,
+	PROC_CG_CPU,
+	PROC_CG_CPUACCT,
+	PROC_CG_FREEZER,
+	PROC_CG_NCTRL
+};
+struct proc_cg_host {
+	char v2[256];		     /* cgroup2 mount point, "" if none */
+	char v1[PROC_CG_NCTRL][256]; /* v1 mount point per controller, "" if absent */
+};
+extern const char *const proc_cg_ctrl_names[PROC_CG_NCTRL];
+
+/* Parses a mountinfo body into h. 0 or -errno. Pure (unit-tested). */
+int proc_cg_parse_mountinfo(const char *body, struct proc_cg_host *h);
+/* This host's layout (parsed once). Never NULL; fields empty when unknown. */
+const struct proc_cg_host *proc_cg_host(void);
+/* Parent directory name under each hierarchy root ("isola"). */
+#define PROC_CG_PARENT "isola"
+
+extern const struct cgroup_ops cgroup_v1_ops;
+extern const struct cgroup_ops cgroup_v2_ops;
+
+/* Returns the backend for this host (detected once: v2 if the unified hierarchy
+ * carries the memory and pids controllers, else v1), or NULL with *err. Any thread. */
+const struct cgroup_ops *proc_cgroup_detect(struct isola_err **err);
+
+/* True if every directory of cg has no process left. */
+bool proc_cgroup_is_empty(const struct proc_cgroup *cg);
+
+/* Waits (up to timeout_ms) until cg is empty, then removes its directories (leaf
+ * first). Missing directories are fine. 0, -EBUSY on timeout, or -errno. */
+int proc_cgroup_remove(const struct proc_cgroup *cg, int timeout_ms, struct isola_err **err);
+
+/* Pure formatting helpers, unit-tested. */
+/* "<mnt>/isola/<id>". 0 or -ENAMETOOLONG. */
+int proc_cg_format_path(char *buf, size_t len, const char *mnt, const char *id);
+/* v2 cpu.max: "max 100000" or "<quota> 100000"; quota = millis * 100 (period 100ms). */
+void proc_cg_format_cpu_max(char *buf, size_t len, uint32_t cpu_millis);
+/* v1 cpu.cfs_quota_us value: "-1" or millis * 100. */
+void proc_cg_format_cfs_quota(char *buf, size_t len, uint32_t cpu_millis);
+/* Limit value: "max" (v2) / "-1" (v1) for 0, else the decimal number. */
+void proc_cg_format_limit(char *buf, size_t len, uint64_t v, int version);
+/* Finds `key <u64>` in a flat-keyed file body (memory.events, memory.oom_control,
+ * cpu.stat). 0 and *out, or -ENOENT. */
+int proc_cg_parse_keyed(const char *body, const char *key, uint64_t *out);
+
+/* Writes s to dir/file (no O_CREAT). 0 or -errno. */
+int proc_cg_write(const char *dir, const char *file, const char *s);
+/* Reads dir/file as a u64 ("max" -> UINT64_MAX). 0 or -errno. */
+int proc_cg_read_u64(const char *dir, const char *file, uint64_t *out);
+
+/* ---- seccomp (seccomp.c, seccomp-policy.c) ---- */
+
+enum proc_sc_action {
+	PROC_SC_ALLOW,	/* unconditionally allowed */
+	PROC_SC_EPERM,	/* explicitly refused with EPERM (documentation + tests) */
+	PROC_SC_ENOSYS, /* refused with ENOSYS so libc falls back (clone3) */
+};
+
+/* One row of the policy table: a syscall, what happens, and who needs it. */
+struct proc_sc_rule {
+	const char *name; /* syscall name as libseccomp knows it */
+	int nr; /* x86_64 number, used when libseccomp is older than the syscall; -1 = none */
+	enum proc_sc_action action;
+};
+
+extern const struct proc_sc_rule proc_sc_rules[];
+extern const size_t proc_sc_n_rules;
+
+/*
+ * Compiles the policy (the table plus the argument-filtered rules in
+ * seccomp-policy.c) to a classic BPF program in a sealed memfd. Returns the fd
+ * (caller owns) or -errno with *err. Any thread.
+ */
+int proc_seccomp_compile_memfd(struct isola_err **err);
+
+/* Adds the argument-filtered rules (clone, socket, ioctl, personality) to ctx. */
+int proc_seccomp_add_arg_rules(void *ctx);
+
+/* ---- mounts (mounts.c) ---- */
+
+enum proc_idmap_mode {
+	PROC_IDMAP_NONE = 0, /* plain read-only lower layers: template files show as nobody */
+	PROC_IDMAP_ON = 1,   /* idmapped lower layers: template root shows as sandbox root */
+};
+
+/*
+ * Clones the tree at host path `src` (recursive), read-only, nosuid, nodev and,
+ * if userns_fd >= 0, idmapped through that user namespace. Returns the detached
+ * mount fd (caller owns) or -errno; *idmapped tells whether the idmap took.
+ * On idmap failure it falls back to a plain read-only clone.
+ */
+int proc_mount_clone_ro(const char *src, int userns_fd, bool *idmapped);
+
+/* Makes a detached tmpfs (size, nr_inodes, root dir owned by uid/gid). Returns the
+ * mount fd or -errno. */
+int proc_mount_tmpfs(uint64_t size, uint64_t inodes, uint32_t uid, uint32_t gid);
+
+/* Probe for doctor: is an idmapped clone of `/` through a fresh userns possible? */
+bool proc_mount_idmap_probe(void);
+
+/* ---- spawn (spawn.c) ---- */
+
+/* Returns a dup of the sealed agent memfd (made once), or -errno with *err. */
+int proc_agent_memfd(struct isola_err **err);
+
+/* Returns a dup of the cached sealed seccomp BPF memfd, or -errno with *err. */
+int proc_seccomp_memfd(struct isola_err **err);
+
+/*
+ * Clones the sandbox's PID 1 in new user, pid, mount, net, ipc and uts
+ * namespaces; the child moves setup_fd to fd 3, points 0-2 at /dev/null,
+ * closes everything else and executes the agent memfd as `isola-agent --setup`.
+ * Returns the host pid and sets *pidfd (caller owns), or -errno.
+ */
+pid_t proc_spawn(int setup_fd, int agent_fd, int devnull_fd, int *pidfd);
+
+/* Writes "0 <base> 65536" to /proc/<pid>/{uid,gid}_map. 0 or -errno. */
+int proc_write_idmaps(pid_t pid, uint32_t base);
+
+/* Field 22 (starttime) of /proc/<pid>/stat. 0 or -errno. */
+int proc_read_start_time(pid_t pid, uint64_t *out);
+
+/* Opens pid's user namespace (PIDFD_GET_USER_NAMESPACE, else /proc + liveness check). */
+int proc_open_userns(pid_t pid, int pidfd);
+
+#endif

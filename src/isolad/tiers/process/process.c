@@ -1,0 +1,571 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* process: the process tier's lifecycle (create, connect, save/reattach, stats, destroy). */
+#include "process-internal.h"
+#include "process.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <jansson.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/statfs.h>
+#include <sys/syscall.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "../../../common/log.h"
+#include "../../../common/util.h"
+
+#define SETUP_TIMEOUT_MS 10000 /* from clone to the agent's "ok" */
+#define KILL_TIMEOUT_MS	 5000  /* from SIGKILL to empty cgroups */
+#define PLAN_MAX_FDS	 (4 + TIER_MAX_BINDS)
+
+/* One live sandbox. Owned by core; one thread at a time (core serialises). */
+struct tier_sandbox {
+	char id[40];   /* sandbox id (copied from the spec) */
+	char dir[512]; /* per-sandbox state dir (copied) */
+	char sock[sizeof(((struct sockaddr_un *)0)->sun_path)]; /* <dir>/agent.sock */
+	pid_t pid;		      /* host pid of the sandbox's PID 1, 0 if none */
+	int pidfd;		      /* pidfd of pid, -1 if none */
+	uint64_t start_time;	      /* /proc/<pid>/stat field 22, pins pid identity */
+	const struct cgroup_ops *cgo; /* cgroup backend of cg */
+	struct proc_cgroup cg;	      /* cgroup dirs we made (cg.n == 0: none) */
+	int upper_fd;		      /* detached mount fd of the writable tmpfs (stats), or -1 */
+	enum proc_idmap_mode idmap;   /* how the template is shown inside */
+};
+
+static bool force_no_openat2;
+
+void tier_process_set_force_no_openat2(bool on)
+{
+	force_no_openat2 = on;
+}
+
+static bool id_is_valid(const char *id)
+{
+	size_t n = strnlen(id, 40);
+
+	if (n == 0 || n >= 40)
+		return false;
+	for (size_t i = 0; i < n; i++)
+		if (!((id[i] >= 'a' && id[i] <= 'z') || (id[i] >= '0' && id[i] <= '9') ||
+		      id[i] == '-'))
+			return false;
+	return true;
+}
+
+static struct tier_sandbox *sandbox_new(const struct sandbox_spec *spec)
+{
+	struct tier_sandbox *s = calloc(1, sizeof(*s));
+
+	if (!s)
+		return NULL;
+	snprintf(s->id, sizeof(s->id), "%s", spec->id);
+	snprintf(s->dir, sizeof(s->dir), "%s", spec->dir);
+	if (snprintf(s->sock, sizeof(s->sock), "%s/agent.sock", spec->dir) >=
+	    (int)sizeof(s->sock)) {
+		free(s);
+		errno = ENAMETOOLONG;
+		return NULL;
+	}
+	s->pidfd = -1;
+	s->upper_fd = -1;
+	return s;
+}
+
+/* Kills PID 1 (the kernel then kills the whole pid namespace) and reaps it. */
+static void kill_init(struct tier_sandbox *s)
+{
+	if (s->pidfd >= 0) {
+		struct pollfd p = {.fd = s->pidfd, .events = POLLIN};
+
+		siginfo_t si;
+
+		syscall(SYS_pidfd_send_signal, s->pidfd, SIGKILL, NULL, 0);
+		/* The pidfd polls readable once PID 1 has exited, whoever its parent is. */
+		while (poll(&p, 1, KILL_TIMEOUT_MS) < 0 && errno == EINTR)
+			;
+		/* Reap it if it is our child (always after create; fails with ECHILD after
+		 * a reattach, when init or isolad's predecessor's parent reaps). */
+		while (waitid(P_PIDFD, (id_t)s->pidfd, &si, WEXITED | WNOHANG) < 0 &&
+		       errno == EINTR)
+			;
+		close(s->pidfd);
+		s->pidfd = -1;
+	}
+	s->pid = 0;
+}
+
+/* Removes everything; idempotent. Returns the first failure. */
+static int teardown(struct tier_sandbox *s, struct isola_err **err)
+{
+	int r = 0;
+
+	kill_init(s);
+	if (s->cg.n && s->cgo) {
+		/* Stragglers (there should be none once PID 1 is gone). */
+		if (!proc_cgroup_is_empty(&s->cg))
+			s->cgo->kill_all(&s->cg);
+		r = proc_cgroup_remove(&s->cg, KILL_TIMEOUT_MS, err);
+		if (r == 0)
+			s->cg.n = 0;
+	}
+	if (s->upper_fd >= 0) {
+		close(s->upper_fd);
+		s->upper_fd = -1;
+	}
+	if (unlink(s->sock) < 0 && errno != ENOENT && r == 0)
+		r = isola_err_sys(err, errno, "internal", "unlink `%s`", s->sock);
+	return r;
+}
+
+static int make_listener(const char *path, struct isola_err **err)
+{
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+	cleanup_fd int fd = -1;
+
+	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", path);
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return isola_err_sys(err, errno, "internal", "socket for `%s`", path);
+	if (unlink(path) < 0 && errno != ENOENT)
+		return isola_err_sys(err, errno, "internal", "unlink stale `%s`", path);
+	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0)
+		return isola_err_sys(err, errno, "internal", "bind `%s`", path);
+	/* The state dir is 0700 already; 0600 says the same on the socket itself. */
+	if (chmod(path, 0600) < 0 || listen(fd, 8) < 0) {
+		int e = errno;
+
+		unlink(path);
+		return isola_err_sys(err, e, "internal", "listen `%s`", path);
+	}
+	return steal_fd(&fd);
+}
+
+/* Sends the plan JSON with its fds as one SOCK_SEQPACKET message. */
+static int send_plan(int sock, const char *json, const int *fds, unsigned nfds)
+{
+	union {
+		char buf[CMSG_SPACE(sizeof(int) * PLAN_MAX_FDS)];
+		struct cmsghdr align;
+	} u;
+	struct iovec iov = {.iov_base = (void *)json, .iov_len = strlen(json)};
+	struct msghdr m = {.msg_iov = &iov, .msg_iovlen = 1};
+	struct cmsghdr *c;
+
+	memset(&u, 0, sizeof(u));
+	m.msg_control = u.buf;
+	m.msg_controllen = CMSG_SPACE(sizeof(int) * nfds);
+	c = CMSG_FIRSTHDR(&m);
+	c->cmsg_level = SOL_SOCKET;
+	c->cmsg_type = SCM_RIGHTS;
+	c->cmsg_len = CMSG_LEN(sizeof(int) * nfds);
+	memcpy(CMSG_DATA(c), fds, sizeof(int) * nfds);
+	return sendmsg(sock, &m, MSG_NOSIGNAL) < 0 ? -errno : 0;
+}
+
+/* Waits for setup's one-message reply: "ok" or "error: <reason>". */
+static int wait_setup(int sock, const char *id, struct isola_err **err)
+{
+	struct pollfd p = {.fd = sock, .events = POLLIN};
+	char buf[1024];
+	ssize_t n;
+	int r;
+
+	do
+		r = poll(&p, 1, SETUP_TIMEOUT_MS);
+	while (r < 0 && errno == EINTR);
+	if (r == 0)
+		return isola_err_set(err, ETIMEDOUT, "internal",
+				     "sandbox `%s`: setup did not finish in %d ms", id,
+				     SETUP_TIMEOUT_MS);
+	n = recv(sock, buf, sizeof(buf) - 1, MSG_DONTWAIT);
+	if (n <= 0)
+		return isola_err_set(err, EPIPE, "internal",
+				     "sandbox `%s`: setup exited without a report", id);
+	/* UNTRUSTED: bytes from the sandbox's setup stage; printed only, length-capped. */
+	buf[n] = '\0';
+	for (ssize_t i = 0; i < n; i++)
+		if (buf[i] < 0x20 || buf[i] == 0x7f)
+			buf[i] = '?';
+	if (strcmp(buf, "ok") == 0)
+		return 0;
+	return isola_err_set(err, EIO, "internal", "sandbox `%s`: setup failed: %.900s", id,
+			     strncmp(buf, "error: ", 7) == 0 ? buf + 7 : buf);
+}
+
+static char *plan_json(const struct sandbox_spec *spec, bool idmapped, unsigned first_bind_fd)
+{
+	json_t *binds = json_array(), *j;
+	uint64_t shm = spec->memory_bytes ? spec->memory_bytes / 2 : 64ull << 20;
+	char *out;
+
+	for (unsigned i = 0; i < spec->n_binds; i++)
+		json_array_append_new(binds, json_pack("{s:i, s:s}", "fd", first_bind_fd + i, "dst",
+						       spec->binds[i].dst));
+	j = json_pack("{s:i, s:s, s:b, s:b, s:I, s:I, s:b, s:{s:i, s:i, s:i, s:i}, s:o}", "version",
+		      1, "hostname", spec->id, "idmap", idmapped, "unshare_cgroupns", 1, "nofile",
+		      (json_int_t)(spec->nofile ? spec->nofile : 1024), "shm_bytes",
+		      (json_int_t)shm, "no_openat2",
+		      force_no_openat2 || getenv("ISOLA_TEST_NO_OPENAT2"), "fds", "listen", 0,
+		      "rootfs", 1, "upper", 2, "seccomp", 3, "binds", binds);
+	if (!j)
+		return NULL;
+	out = json_dumps(j, JSON_COMPACT);
+	json_decref(j);
+	return out;
+}
+
+static void close_fds(int *fds, unsigned n)
+{
+	for (unsigned i = 0; i < n; i++) {
+		if (fds[i] >= 0)
+			close(fds[i]);
+		fds[i] = -1;
+	}
+}
+
+static int process_create(const struct sandbox_spec *spec, struct tier_sandbox **out,
+			  struct isola_err **err)
+{
+	struct proc_cg_limits lim = {spec->memory_bytes, spec->pids, spec->cpu_millis};
+	int fds[PLAN_MAX_FDS];
+	unsigned nfds = 0;
+	cleanup_fd int agent_fd = -1;
+	cleanup_fd int devnull = -1;
+	cleanup_fd int userns = -1;
+	int sp[2] = {-1, -1};
+	struct tier_sandbox *s;
+	cleanup_free char *plan = NULL;
+	bool idm = true;
+	int r;
+
+	for (unsigned i = 0; i < PLAN_MAX_FDS; i++)
+		fds[i] = -1;
+	if (!id_is_valid(spec->id))
+		return isola_err_set(err, EINVAL, "invalid", "sandbox id `%.40s` is not [a-z0-9-]",
+				     spec->id);
+	if (spec->n_binds > TIER_MAX_BINDS || spec->uid_base == 0 ||
+	    spec->uid_base > UINT32_MAX - 65536)
+		return isola_err_set(err, EINVAL, "invalid", "sandbox `%s`: bad binds or uid_base",
+				     spec->id);
+	s = sandbox_new(spec);
+	if (!s)
+		return isola_err_sys(err, errno ? errno : ENOMEM, "internal",
+				     "sandbox `%s`: new handle", spec->id);
+	s->cgo = proc_cgroup_detect(err);
+	if (!s->cgo) {
+		r = -ENOTSUP;
+		goto err_free;
+	}
+	agent_fd = proc_agent_memfd(err);
+	if (agent_fd < 0) {
+		r = agent_fd;
+		goto err_free;
+	}
+	fds[3] = proc_seccomp_memfd(err);
+	if (fds[3] < 0) {
+		r = fds[3];
+		goto err_free;
+	}
+	devnull = open("/dev/null", O_RDWR | O_CLOEXEC);
+	if (devnull < 0) {
+		r = isola_err_sys(err, errno, "internal", "open /dev/null");
+		goto err_free;
+	}
+	fds[0] = make_listener(s->sock, err);
+	if (fds[0] < 0) {
+		r = fds[0];
+		goto err_free;
+	}
+	r = s->cgo->create(spec->id, &lim, &s->cg, err);
+	if (r < 0)
+		goto err_teardown;
+	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sp) < 0) {
+		r = isola_err_sys(err, errno, "internal", "socketpair");
+		goto err_teardown;
+	}
+	s->pid = proc_spawn(sp[1], agent_fd, devnull, &s->pidfd);
+	if (s->pid < 0) {
+		r = isola_err_sys(err, -s->pid, "internal", "sandbox `%s`: clone3", spec->id);
+		s->pid = 0;
+		goto err_teardown;
+	}
+	close(sp[1]);
+	sp[1] = -1;
+	/* The child blocks reading the plan until all of this is in place, so no code
+	 * of the sandbox runs outside its cgroup or before its id maps exist. */
+	r = proc_write_idmaps(s->pid, spec->uid_base);
+	if (r < 0) {
+		isola_err_sys(err, -r, "internal", "sandbox `%s`: write uid/gid map", spec->id);
+		goto err_teardown;
+	}
+	r = s->cgo->attach(&s->cg, s->pid, err);
+	if (r < 0)
+		goto err_teardown;
+	/* Maps written and cgroup joined: the child may become root in its namespace
+	 * and exec the agent. */
+	if (send(sp[0], "m", 1, MSG_NOSIGNAL) != 1) {
+		r = isola_err_sys(err, errno, "internal", "sandbox `%s`: release child", spec->id);
+		goto err_teardown;
+	}
+	userns = proc_open_userns(s->pid, s->pidfd);
+	if (userns < 0) {
+		r = isola_err_sys(err, -userns, "internal", "sandbox `%s`: open user namespace",
+				  spec->id);
+		goto err_teardown;
+	}
+	fds[1] = proc_mount_clone_ro(spec->rootfs, userns, &idm);
+	if (fds[1] < 0) {
+		r = isola_err_sys(err, -fds[1], "internal", "clone template `%s`", spec->rootfs);
+		goto err_teardown;
+	}
+	s->idmap = idm ? PROC_IDMAP_ON : PROC_IDMAP_NONE;
+	nfds = 4;
+	for (unsigned i = 0; i < spec->n_binds; i++) {
+		bool bidm;
+
+		/* Binds follow the template's mode so ownership inside is consistent. */
+		fds[nfds] = proc_mount_clone_ro(spec->binds[i].src, idm ? userns : -1, &bidm);
+		if (fds[nfds] < 0) {
+			r = isola_err_sys(err, -fds[nfds], "internal", "clone bind `%s`",
+					  spec->binds[i].src);
+			goto err_teardown;
+		}
+		nfds++;
+	}
+	fds[2] = proc_mount_tmpfs(spec->disk_bytes, spec->inodes, spec->uid_base, spec->uid_base);
+	if (fds[2] < 0) {
+		r = isola_err_sys(err, -fds[2], "internal", "writable tmpfs for `%s`", spec->id);
+		goto err_teardown;
+	}
+	s->upper_fd = fcntl(fds[2], F_DUPFD_CLOEXEC, 3);
+	plan = plan_json(spec, idm, 4);
+	if (!plan) {
+		r = isola_err_set(err, ENOMEM, "internal", "sandbox `%s`: plan", spec->id);
+		goto err_teardown;
+	}
+	r = send_plan(sp[0], plan, fds, nfds);
+	if (r < 0) {
+		isola_err_sys(err, -r, "internal", "sandbox `%s`: send plan", spec->id);
+		goto err_teardown;
+	}
+	close_fds(fds, PLAN_MAX_FDS);
+	r = wait_setup(sp[0], spec->id, err);
+	if (r < 0)
+		goto err_teardown;
+	close(sp[0]);
+	sp[0] = -1;
+	r = proc_read_start_time(s->pid, &s->start_time);
+	if (r < 0) {
+		isola_err_sys(err, -r, "internal", "sandbox `%s`: read start time", spec->id);
+		goto err_teardown;
+	}
+	*out = s;
+	return 0;
+
+err_teardown:
+	close_fds(fds, PLAN_MAX_FDS);
+	if (sp[0] >= 0)
+		close(sp[0]);
+	if (sp[1] >= 0)
+		close(sp[1]);
+	teardown(s, NULL);
+	free(s);
+	return r;
+err_free:
+	close_fds(fds, PLAN_MAX_FDS);
+	free(s);
+	return r;
+}
+
+static int process_agent_connect(struct tier_sandbox *s, struct isola_err **err)
+{
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+	cleanup_fd int fd = -1;
+
+	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", s->sock);
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return isola_err_sys(err, errno, "internal", "socket");
+	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0)
+		return isola_err_sys(err, errno, "unavailable", "connect `%s`", s->sock);
+	return steal_fd(&fd);
+}
+
+static char *process_save(struct tier_sandbox *s)
+{
+	json_t *paths = json_array(), *j;
+	char st[32];
+	char *out;
+
+	for (unsigned i = 0; i < s->cg.n; i++)
+		json_array_append_new(paths, json_string(s->cg.path[i]));
+	snprintf(st, sizeof(st), "%" PRIu64, s->start_time);
+	j = json_pack("{s:i, s:i, s:s, s:{s:i, s:o}, s:s, s:s}", "version", 1, "pid", (int)s->pid,
+		      "start_time", st, "cgroup", "version", s->cg.version, "paths", paths, "idmap",
+		      s->idmap == PROC_IDMAP_ON ? "idmapped" : "none", "sock", s->sock);
+	if (!j)
+		return NULL;
+	out = json_dumps(j, JSON_COMPACT);
+	json_decref(j);
+	return out;
+}
+
+/* Fills cg from saved JSON, accepting only paths the backend itself would use
+ * for this id (the saved file is on disk: never rmdir a path it merely names). */
+static void cg_from_saved(const struct sandbox_spec *spec, const struct cgroup_ops *cgo,
+			  struct proc_cgroup *cg)
+{
+	if (!cgo || cgo->paths(spec->id, cg) < 0)
+		memset(cg, 0, sizeof(*cg));
+}
+
+/* Parses saved; verifies pid + start time. Returns a pidfd or -ESRCH/-EINVAL. */
+static int saved_pidfd(const char *saved, pid_t *pid_out, uint64_t *start_out, bool *idm)
+{
+	json_error_t je;
+	json_t *j = saved ? json_loads(saved, 0, &je) : NULL;
+	const char *st = NULL, *im = "none";
+	int pid = 0, pfd;
+	uint64_t want, now;
+
+	if (!j)
+		return -EINVAL;
+	if (json_unpack(j, "{s:i, s:s, s?s}", "pid", &pid, "start_time", &st, "idmap", &im) < 0 ||
+	    pid <= 1) {
+		json_decref(j);
+		return -EINVAL;
+	}
+	want = strtoull(st, NULL, 10);
+	*idm = !strcmp(im, "idmapped");
+	json_decref(j);
+	pfd = (int)syscall(SYS_pidfd_open, pid, 0);
+	if (pfd < 0)
+		return -ESRCH;
+	/* Checked after pidfd_open: the pidfd pins this process, so a match now means
+	 * the pidfd refers to the sandbox's PID 1 and not a recycled pid. */
+	if (proc_read_start_time(pid, &now) < 0 || now != want) {
+		close(pfd);
+		return -ESRCH;
+	}
+	*pid_out = pid;
+	*start_out = want;
+	return pfd;
+}
+
+static int process_reattach(const struct sandbox_spec *spec, const char *saved,
+			    struct tier_sandbox **out, struct isola_err **err)
+{
+	struct tier_sandbox *s = sandbox_new(spec);
+	bool idm = false;
+	int pfd;
+
+	if (!s)
+		return isola_err_sys(err, ENOMEM, "internal", "reattach `%s`", spec->id);
+	pfd = saved_pidfd(saved, &s->pid, &s->start_time, &idm);
+	if (pfd < 0) {
+		free(s);
+		return isola_err_set(err, -pfd, pfd == -ESRCH ? "not_found" : "invalid",
+				     "sandbox `%s`: %s", spec->id,
+				     pfd == -ESRCH ? "its process is gone" : "bad saved state");
+	}
+	s->pidfd = pfd;
+	s->idmap = idm ? PROC_IDMAP_ON : PROC_IDMAP_NONE;
+	s->cgo = proc_cgroup_detect(NULL);
+	cg_from_saved(spec, s->cgo, &s->cg);
+	*out = s;
+	return 0;
+}
+
+static int process_exit_fd(struct tier_sandbox *s)
+{
+	return s->pidfd;
+}
+
+static int process_stats(struct tier_sandbox *s, struct tier_stats *out, struct isola_err **err)
+{
+	struct statfs sf;
+
+	memset(out, 0, sizeof(*out));
+	if (s->cg.n && s->cgo)
+		s->cgo->stats(&s->cg, out, err);
+	/* The writable tmpfs, measured through the mount fd isolad made: no path inside
+	 * the sandbox is resolved. Unknown (0) after a reattach. */
+	if (s->upper_fd >= 0 && fstatfs(s->upper_fd, &sf) == 0)
+		out->disk_bytes = (uint64_t)(sf.f_blocks - sf.f_bfree) * (uint64_t)sf.f_bsize;
+	return 0;
+}
+
+static int process_destroy(struct tier_sandbox *s, struct isola_err **err)
+{
+	int r;
+
+	if (!s)
+		return 0;
+	r = teardown(s, err);
+	if (r < 0)
+		return r; /* keep s: destroy may be called again */
+	free(s);
+	return 0;
+}
+
+static int process_cleanup(const struct sandbox_spec *spec, const char *saved,
+			   struct isola_err **err)
+{
+	struct tier_sandbox *s = sandbox_new(spec);
+	bool idm;
+	int r;
+
+	if (!s)
+		return isola_err_sys(err, ENOMEM, "internal", "cleanup `%s`", spec->id);
+	if (!id_is_valid(spec->id)) {
+		free(s);
+		return isola_err_set(err, EINVAL, "invalid", "sandbox id `%.40s`", spec->id);
+	}
+	if (saved) {
+		int pfd = saved_pidfd(saved, &s->pid, &s->start_time, &idm);
+
+		if (pfd >= 0)
+			s->pidfd = pfd;
+	}
+	s->cgo = proc_cgroup_detect(NULL);
+	cg_from_saved(spec, s->cgo, &s->cg);
+	/* Without a pid, kill by cgroup: whatever is in isola/<id> belongs to it. */
+	if (s->cg.n && s->cgo && !proc_cgroup_is_empty(&s->cg))
+		s->cgo->kill_all(&s->cg);
+	r = teardown(s, err);
+	free(s);
+	return r;
+}
+
+static void process_release(struct tier_sandbox *s)
+{
+	if (!s)
+		return;
+	if (s->pidfd >= 0)
+		close(s->pidfd);
+	if (s->upper_fd >= 0)
+		close(s->upper_fd);
+	free(s);
+}
+
+const struct tier_ops tier_process_ops = {
+	.name = "process",
+	.create = process_create,
+	.agent_connect = process_agent_connect,
+	.save = process_save,
+	.reattach = process_reattach,
+	.exit_fd = process_exit_fd,
+	.stats = process_stats,
+	.destroy = process_destroy,
+	.cleanup = process_cleanup,
+	.release = process_release,
+};

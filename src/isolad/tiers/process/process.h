@@ -1,0 +1,23 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* process: process-tier knobs isolad sets at startup (the tier itself is tier_process_ops). */
+#ifndef ISOLA_TIER_PROCESS_H
+#define ISOLA_TIER_PROCESS_H
+
+#include <stdbool.h>
+
+/*
+ * Sets the host path of the static isola-agent binary the tier copies into a sealed
+ * memfd (once per isolad process, on first create) and executes as each sandbox's
+ * PID 1. Without a call, the tier uses $ISOLA_AGENT. `path` is copied. Call before
+ * the first create; later calls are ignored once the memfd exists. Any thread.
+ */
+void tier_process_set_agent_path(const char *path);
+
+/*
+ * Test hook: when true, the setup stage resolves paths inside the template root
+ * with its O_NOFOLLOW component walk instead of openat2(RESOLVE_IN_ROOT), so tests
+ * reach the fallback on kernels that have openat2. $ISOLA_TEST_NO_OPENAT2=1 does the same.
+ */
+void tier_process_set_force_no_openat2(bool on);
+
+#endif

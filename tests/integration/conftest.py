@@ -1,0 +1,286 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Fixtures: one real isolad per session (restartable), sandboxes, and the real CLI.
+
+Environment:
+  ISOLA_BUILD   build tree with src/isolad/isolad and src/cli/isola (default <repo>/build)
+  ISOLA_AGENT   static agent binary (default <repo>/build/src/agent/isola-agent)
+  ISOLA_KEEP_STATE=1  keep the state directory after the session (debugging)
+
+Every wait is bounded. A missing binary fails the session (never a silent skip). A sanitizer
+report on isolad's or the CLI's stderr fails the test during which it appeared.
+"""
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import isola_client as ic  # noqa: E402
+
+REPO = Path(__file__).resolve().parents[2]
+BUILD = Path(os.environ.get("ISOLA_BUILD") or REPO / "build")
+ISOLAD = BUILD / "src" / "isolad" / "isolad"
+CLI = BUILD / "src" / "cli" / "isola"
+AGENT = Path(os.environ.get("ISOLA_AGENT") or REPO / "build" / "src" / "agent" / "isola-agent")
+
+SANITIZER_MARKERS = ("ERROR: AddressSanitizer", "runtime error:", "ERROR: LeakSanitizer")
+START_TIMEOUT = 30.0
+STOP_TIMEOUT = 20.0
+
+
+def free_port():
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def sanitizer_report(text):
+    for m in SANITIZER_MARKERS:
+        i = text.find(m)
+        if i >= 0:
+            return text[max(0, i - 200):i + 4000]
+    return None
+
+
+class Isolad:
+    """A real isolad process on a private state dir, socket and TCP port."""
+
+    def __init__(self):
+        for what, p in (("isolad", ISOLAD), ("agent", AGENT)):
+            if not os.access(p, os.X_OK):
+                pytest.fail(f"{what} binary `{p}` is missing or not executable: build first "
+                            f"(ninja -C build) or set ISOLA_BUILD/ISOLA_AGENT", pytrace=False)
+        # Short path: sockets under the state dir must fit sun_path (108 bytes).
+        self.state_dir = tempfile.mkdtemp(prefix="isola-it-", dir="/tmp")
+        os.chmod(self.state_dir, 0o700)
+        self.socket = os.path.join(self.state_dir, "isolad.sock")
+        self.port = free_port()
+        self.tcp = ("127.0.0.1", self.port)
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.logs = []  # one stderr file per start
+        self.log_pos = {}  # path -> bytes already checked for sanitizer reports
+        self.proc = None
+        self.starts = 0
+        self.start()
+
+    @property
+    def token(self):
+        with open(os.path.join(self.state_dir, "api.token")) as f:
+            return f.read().strip()
+
+    @property
+    def pid(self):
+        return self.proc.pid if self.proc else None
+
+    def client(self, **kw):
+        return ic.Client(socket_path=self.socket, **kw)
+
+    def tcp_client(self, token=None, **kw):
+        return ic.Client(tcp=self.tcp, token=token, **kw)
+
+    def log_text(self):
+        out = []
+        for p in self.logs:
+            try:
+                out.append(Path(p).read_text(errors="replace"))
+            except OSError:
+                pass
+        return "\n".join(out)
+
+    def start(self):
+        assert self.proc is None or self.proc.poll() is not None, "isolad already running"
+        self.starts += 1
+        log = os.path.join(self.state_dir, f"isolad.stderr.{self.starts}")
+        self.logs.append(log)
+        env = dict(os.environ)
+        env.setdefault("ASAN_OPTIONS", "detect_leaks=1:abort_on_error=0")
+        env.setdefault("UBSAN_OPTIONS", "print_stacktrace=1")
+        with open(log, "wb") as errf:
+            self.proc = subprocess.Popen(
+                [str(ISOLAD), "--state-dir", self.state_dir, "--socket", self.socket,
+                 "--listen", f"127.0.0.1:{self.port}", "--agent", str(AGENT),
+                 "--log-level", "debug"],
+                stdin=subprocess.DEVNULL, stdout=errf, stderr=errf, env=env,
+                start_new_session=True)
+        deadline = time.monotonic() + START_TIMEOUT
+        c = ic.Client(socket_path=self.socket, timeout=2)
+        while True:
+            if self.proc.poll() is not None:
+                pytest.fail(f"isolad exited with {self.proc.returncode} during start:\n"
+                            f"{Path(log).read_text(errors='replace')[-4000:]}", pytrace=False)
+            if os.path.exists(self.socket):
+                try:
+                    if c.request("GET", "/v1/health").status == 200:
+                        return
+                except OSError:
+                    pass
+            if time.monotonic() > deadline:
+                self.proc.kill()
+                self.proc.wait(5)
+                pytest.fail(f"isolad did not answer /v1/health within {START_TIMEOUT}s:\n"
+                            f"{Path(log).read_text(errors='replace')[-4000:]}", pytrace=False)
+            time.sleep(0.05)
+
+    def stop(self, kill9=False):
+        """Stops isolad; returns its exit status. SIGTERM must end it within STOP_TIMEOUT."""
+        if self.proc is None or self.proc.poll() is not None:
+            return None if self.proc is None else self.proc.returncode
+        if kill9:
+            self.proc.send_signal(signal.SIGKILL)
+            return self.proc.wait(STOP_TIMEOUT)
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            return self.proc.wait(STOP_TIMEOUT)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(5)
+            raise AssertionError(f"isolad did not exit within {STOP_TIMEOUT}s of SIGTERM")
+
+    def restart(self, kill9=False):
+        rc = self.stop(kill9=kill9)
+        if not kill9:
+            assert rc == 0, f"isolad exited with {rc} on SIGTERM:\n{self.log_text()[-3000:]}"
+        self.start()
+
+    def alive(self):
+        return self.proc is not None and self.proc.poll() is None
+
+    def new_sanitizer_reports(self):
+        """Sanitizer reports written since the last call."""
+        found = []
+        for p in self.logs:
+            try:
+                with open(p, "rb") as f:
+                    f.seek(self.log_pos.get(p, 0))
+                    data = f.read()
+                    self.log_pos[p] = f.tell()
+            except OSError:
+                continue
+            rep = sanitizer_report(data.decode(errors="replace"))
+            if rep:
+                found.append(f"{p}:\n{rep}")
+        return found
+
+    def destroy_all_sandboxes(self):
+        c = self.client(timeout=30)
+        try:
+            for sb in c.list_sandboxes():
+                c.delete_sandbox(sb["id"])
+        except (OSError, AssertionError) as e:
+            print(f"isolad teardown: could not destroy sandboxes: {e}", file=sys.stderr)
+
+
+@pytest.fixture(scope="session")
+def isolad():
+    d = Isolad()
+    yield d
+    problems = []
+    if d.alive():
+        d.destroy_all_sandboxes()
+        try:
+            rc = d.stop()
+            if rc != 0:
+                problems.append(f"isolad exited with status {rc} on SIGTERM")
+        except AssertionError as e:
+            problems.append(str(e))
+    else:
+        problems.append(f"isolad was not running at the end of the session "
+                        f"(status {d.proc.returncode})")
+    reports = d.new_sanitizer_reports()
+    problems += [f"sanitizer report from isolad: {r}" for r in reports]
+    leftover_mounts = ic.mounts_referencing(d.state_dir)
+    if leftover_mounts:
+        problems.append("mounts still reference the state dir after the session:\n" +
+                        "\n".join(leftover_mounts))
+    elif not os.environ.get("ISOLA_KEEP_STATE") and not problems:
+        shutil.rmtree(d.state_dir, ignore_errors=True)
+    if problems:
+        pytest.fail("\n\n".join(problems) + f"\n(state and logs kept in {d.state_dir})",
+                    pytrace=False)
+
+
+@pytest.fixture(autouse=True)
+def _isolad_watch(request, isolad):
+    """After each test: isolad must still run and must not have written a sanitizer report."""
+    yield
+    reports = isolad.new_sanitizer_reports()
+    if reports:
+        pytest.fail("isolad wrote a sanitizer report during this test:\n" + "\n".join(reports),
+                    pytrace=False)
+    if not isolad.alive():
+        rc = isolad.proc.returncode
+        tail = isolad.log_text()[-3000:]
+        isolad.start()  # later tests get a daemon again
+        pytest.fail(f"isolad died during this test (status {rc}):\n{tail}", pytrace=False)
+
+
+@pytest.fixture
+def api(isolad):
+    """A client on isolad's unix socket."""
+    return isolad.client()
+
+
+@pytest.fixture
+def make_sandbox(isolad):
+    """Factory: make_sandbox(**fields) creates a sandbox destroyed after the test."""
+    made = []
+    c = isolad.client()
+
+    def make(**fields):
+        sb = c.create_sandbox(**fields)
+        made.append(sb["id"])
+        return sb
+
+    yield make
+    for sid in made:
+        if isolad.alive():
+            try:
+                r = c.delete_sandbox(sid)
+                assert r.status in (204, 404), f"teardown DELETE {sid}: {r}"
+            except OSError:
+                pass
+
+
+@pytest.fixture
+def sandbox(make_sandbox):
+    """One default sandbox (its JSON object), destroyed after the test."""
+    return make_sandbox()
+
+
+@pytest.fixture
+def cli(isolad):
+    """cli(*args, input=None, timeout=60, json=False, env=None) -> CompletedProcess (bytes)."""
+    if not os.access(CLI, os.X_OK):
+        pytest.fail(f"CLI binary `{CLI}` is missing or not executable", pytrace=False)
+
+    def run(*args, input=None, timeout=60, json=False, env=None):
+        argv = [str(CLI), "--socket", isolad.socket] + (["--json"] if json else []) + \
+            [str(a) for a in args]
+        e = dict(os.environ)
+        e.pop("ISOLA_URL", None)
+        e.pop("ISOLA_TOKEN", None)
+        e.update(env or {})
+        if isinstance(input, str):
+            input = input.encode()
+        try:
+            cp = subprocess.run(argv, input=input, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, timeout=timeout, env=e,
+                                stdin=None if input is not None else subprocess.DEVNULL)
+        except subprocess.TimeoutExpired as ex:
+            raise AssertionError(f"`isola {' '.join(map(str, args))}` did not finish in "
+                                 f"{timeout}s; stdout {ex.stdout!r} stderr {ex.stderr!r}") from None
+        rep = sanitizer_report(cp.stderr.decode(errors="replace"))
+        assert rep is None, f"sanitizer report from the CLI (`isola {args}`):\n{rep}"
+        return cp
+
+    run.path = str(CLI)
+    return run

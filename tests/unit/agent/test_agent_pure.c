@@ -1,0 +1,108 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* test_agent_pure: TAP tests for the agent's pure logic — output ring, passwd/group parsing. */
+#include <errno.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "agent/ring.h"
+#include "agent/users.h"
+#include "../tap.h"
+
+static void test_ring(void)
+{
+	struct ring r;
+	uint8_t buf[64], big[10000];
+	size_t i, n;
+	int good = 1;
+
+	ring_init(&r, 16);
+	ok(ring_oldest(&r) == 0 && r.total == 0, "empty ring");
+	ring_write(&r, "abcdef", 6);
+	n = ring_read(&r, 0, buf, sizeof(buf));
+	ok(n == 6 && !memcmp(buf, "abcdef", 6), "read back what was written");
+	ring_write(&r, "0123456789ABCDEF", 16);
+	ok(r.total == 22 && ring_oldest(&r) == 6, "overwrite keeps the last cap bytes");
+	n = ring_read(&r, 6, buf, sizeof(buf));
+	ok(n == 16 && !memcmp(buf, "0123456789ABCDEF", 16), "wrapped read is in order");
+	ok(ring_read(&r, 2, buf, sizeof(buf)) == 0, "reading overwritten offsets yields nothing");
+	n = ring_read(&r, 20, buf, 1);
+	ok(n == 1 && buf[0] == 'E', "partial read at an offset");
+	ring_fini(&r);
+
+	ring_init(&r, 4096 * 3);
+	for (i = 0; i < sizeof(big); i++)
+		big[i] = (uint8_t)(i * 7);
+	for (i = 0; i < 50; i++)
+		ring_write(&r, big, (i * 131) % sizeof(big));
+	ok(r.alloc <= 4096 * 3, "allocation never exceeds the cap");
+	{
+		uint64_t o = ring_oldest(&r);
+		uint8_t *out = malloc(r.total - o);
+
+		n = ring_read(&r, o, out, r.total - o);
+		ok(n == r.total - o && n == r.alloc, "full tail readable");
+		free(out);
+	}
+	ring_release(&r);
+	ring_write(&r, "xyz", 3);
+	ok(ring_oldest(&r) == r.total && r.alloc == 0, "released ring only counts");
+	ring_fini(&r);
+
+	ring_init(&r, 8);
+	ring_write(&r, "0123456789abcdefghij", 20);
+	n = ring_read(&r, ring_oldest(&r), buf, sizeof(buf));
+	good = n == 8 && !memcmp(buf, "cdefghij", 8) && r.total == 20;
+	ok(good, "one write larger than the ring keeps its tail");
+	ring_fini(&r);
+}
+
+static const char passwd[] = "root:x:0:0:root:/root:/bin/bash\n"
+			     "bad line without fields\n"
+			     "evil:x:notanumber:0::/:/bin/sh\n"
+			     "user:x:1000:1000:User,,,:/home/user:/bin/bash\n"
+			     "nohome:x:1001:1001::relative/path:/bin/sh\n"
+			     "toolong:x:99999999999:1::/:/bin/sh";
+static const char group[] = "root:x:0:\nwheel:x:10:user,other\nstaff:x:50:other,user\n"
+			    "junk\nbadgid:x:abc:user\nusers:x:100:";
+
+static void test_users(void)
+{
+	struct agent_user u;
+
+	ok(users_parse_passwd(passwd, strlen(passwd), "root", &u) == 0 && u.uid == 0 &&
+		   !strcmp(u.home, "/root"),
+	   "root by name");
+	ok(users_parse_passwd(passwd, strlen(passwd), "1000", &u) == 0 && u.uid == 1000 &&
+		   u.gid == 1000 && !strcmp(u.name, "user") && !strcmp(u.home, "/home/user"),
+	   "user by numeric uid");
+	ok(users_parse_passwd(passwd, strlen(passwd), "4242", &u) == 0 && u.uid == 4242 &&
+		   u.gid == 0 && !strcmp(u.home, "/"),
+	   "unknown numeric uid accepted with gid 0");
+	ok(users_parse_passwd(passwd, strlen(passwd), "nobody", &u) == -ENOENT,
+	   "unknown name is ENOENT");
+	ok(users_parse_passwd(passwd, strlen(passwd), "evil", &u) == -ENOENT,
+	   "malformed uid line skipped");
+	ok(users_parse_passwd(passwd, strlen(passwd), "nohome", &u) == 0 && !strcmp(u.home, "/"),
+	   "relative home replaced by /");
+	ok(users_parse_passwd(passwd, strlen(passwd), "toolong", &u) == -ENOENT,
+	   "out-of-range uid skipped");
+	ok(users_parse_passwd(passwd, strlen(passwd), "a:b", &u) == -EINVAL, "colon in spec");
+	ok(users_parse_passwd(passwd, strlen(passwd), "", &u) == -EINVAL, "empty spec");
+	ok(users_parse_passwd(passwd, strlen(passwd), "99999999999", &u) == -ENOENT ||
+		   users_parse_passwd(passwd, strlen(passwd), "99999999999", &u) == -EINVAL,
+	   "uid overflow refused");
+	users_parse_passwd(passwd, strlen(passwd), "user", &u);
+	users_parse_groups(group, strlen(group), &u);
+	ok(u.ngroups == 3 && u.groups[0] == 1000 && u.groups[1] == 10 && u.groups[2] == 50,
+	   "supplementary groups from /etc/group");
+	ok(users_parse_passwd("x:x:1:1::/:/bin/sh", 18, "x", &u) == 0 && u.uid == 1,
+	   "last line without newline");
+}
+
+int main(void)
+{
+	test_ring();
+	test_users();
+	return tap_done();
+}
