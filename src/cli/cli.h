@@ -82,6 +82,7 @@ int cmd_cp(struct cli *cli, int argc, char **argv);
 int cmd_fs(struct cli *cli, int argc, char **argv);
 int cmd_template(struct cli *cli, int argc, char **argv);
 int cmd_doctor(struct cli *cli, int argc, char **argv);
+int cmd_bench(struct cli *cli, int argc, char **argv);
 
 /* Output of a running command as the exec event stream delivers it (cmd_exec.c). */
 struct cli_stream {

@@ -32,6 +32,8 @@ static const struct cli_cmd commands[] = {
 	{"fs", cmd_fs, "ls|stat|cat|write|mkdir|rm|mv ...", "file operations in a sandbox"},
 	{"template", cmd_template, "import|ls|rm ...", "manage templates"},
 	{"doctor", cmd_doctor, "", "check what this host supports"},
+	{"bench", cmd_bench, "[-n N] [-c K] [--no-peers]",
+	 "time the create-write-exec-destroy loop beside bwrap and runc"},
 	{"version", cmd_version, "", "print the CLI version"},
 	{"help", cmd_help, "[COMMAND]", "show help"},
 };

@@ -1,0 +1,444 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* cmd_bench: `isola bench` — the agent's complete loop, sequential and in a burst, beside peers. */
+#include "cli.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "../common/util.h"
+#include "output.h"
+#include "parse.h"
+
+/*
+ * One loop is what an agent does per task: create a sandbox, prepare the workspace
+ * (write a file), run a command that reads it, collect the output, destroy. Peers run
+ * the closest equivalent they have: `bwrap --unshare-all ... /bin/true` and `runc run`
+ * of a bundle with the host's /usr, each a full start-to-exit cycle.
+ */
+
+struct bench_sample {
+	double *ms;   /* latencies of successful runs */
+	size_t n;     /* entries used */
+	size_t fails; /* runs that failed */
+	char *first_error; /* message of the first failure, owned */
+};
+
+struct burst_arg {
+	const struct client_conf *conf; /* daemon location */
+	double ms;			/* latency of this loop */
+	char *error;			/* failure message, owned, or NULL */
+	pthread_barrier_t *start;	/* released together */
+};
+
+static const char task_file[] = "print(6*7)\n";
+
+/* Runs one complete loop on client cl; returns 0 and its latency in *ms, or -errno. */
+static int bench_loop(struct client *cl, double *ms, struct isola_err **err)
+{
+	uint64_t t0 = util_now_ns();
+	json_t *sb = NULL, *body = NULL, *res = NULL;
+	cleanup_free char *path = NULL;
+	const char *id, *out;
+	char tmpl[] = "/tmp/isola-bench-XXXXXX";
+	struct client_req put;
+	int r, fd = -1;
+
+	body = json_object();
+	r = client_json(cl, "POST", "/v1/sandboxes", body, &sb, err);
+	json_decref(body);
+	if (r < 0)
+		return r;
+	id = json_string_value(json_object_get(sb, "id"));
+	if (!id) {
+		json_decref(sb);
+		return isola_err_set(err, EPROTO, "internal", "create: reply has no id");
+	}
+
+	fd = mkstemp(tmpl);
+	if (fd < 0 || util_write_all(fd, task_file, sizeof(task_file) - 1) < 0 ||
+	    lseek(fd, 0, SEEK_SET) < 0) {
+		r = isola_err_sys(err, errno, NULL, "bench: temp file");
+		goto destroy;
+	}
+	unlink(tmpl);
+	path = cli_pathf("/v1/sandboxes/%s/files?path=%s", id, "/root/task.py");
+	memset(&put, 0, sizeof(put));
+	put.method = "PUT";
+	put.path = path;
+	put.body_fd = fd;
+	put.body_size = sizeof(task_file) - 1;
+	r = client_do(cl, &put, err);
+	if (r < 0)
+		goto destroy;
+
+	free(path);
+	path = cli_pathf("/v1/sandboxes/%s/exec", id);
+	body = json_pack("{s:[s,s]}", "cmd", "cat", "/root/task.py");
+	r = client_json(cl, "POST", path, body, &res, err);
+	json_decref(body);
+	if (r < 0)
+		goto destroy;
+	out = json_string_value(json_object_get(res, "stdout"));
+	if (!out || strcmp(out, task_file) ||
+	    json_integer_value(json_object_get(res, "exit_code")) != 0) {
+		r = isola_err_set(err, EPROTO, "internal", "exec: unexpected output `%s`",
+				  out ? out : "(none)");
+		goto destroy;
+	}
+destroy:
+	if (fd >= 0)
+		close(fd);
+	json_decref(res);
+	free(path);
+	path = cli_pathf("/v1/sandboxes/%s", id);
+	if (client_json(cl, "DELETE", path, NULL, NULL, r < 0 ? NULL : err) < 0 && r == 0)
+		r = -EIO;
+	json_decref(sb);
+	if (r == 0)
+		*ms = (double)(util_now_ns() - t0) / 1e6;
+	return r;
+}
+
+static void sample_add(struct bench_sample *s, double ms)
+{
+	double *n = realloc(s->ms, (s->n + 1) * sizeof(*n));
+
+	if (!n) {
+		s->fails++;
+		return;
+	}
+	s->ms = n;
+	s->ms[s->n++] = ms;
+}
+
+static void sample_fail(struct bench_sample *s, const char *msg)
+{
+	s->fails++;
+	if (!s->first_error)
+		s->first_error = strdup(msg ? msg : "failed");
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/* Nearest-rank percentile of a sorted sample; 0 when empty. */
+static double pct(const struct bench_sample *s, double p)
+{
+	size_t rank;
+
+	if (!s->n)
+		return 0;
+	rank = (size_t)(p / 100.0 * (double)s->n + 0.999999);
+	if (rank < 1)
+		rank = 1;
+	if (rank > s->n)
+		rank = s->n;
+	return s->ms[rank - 1];
+}
+
+static void *burst_main(void *p)
+{
+	struct burst_arg *a = p;
+	cleanup_err struct isola_err *err = NULL;
+	struct client *cl = NULL;
+
+	if (client_new(a->conf, &cl, &err) < 0) {
+		a->error = strdup(err->message);
+		pthread_barrier_wait(a->start);
+		return NULL;
+	}
+	pthread_barrier_wait(a->start);
+	if (bench_loop(cl, &a->ms, &err) < 0)
+		a->error = strdup(err ? err->message : "failed");
+	client_free(cl);
+	return NULL;
+}
+
+/* Runs argv to completion with stdio on /dev/null; returns its latency or -1. */
+static double run_peer(char *const argv[])
+{
+	uint64_t t0 = util_now_ns();
+	int status;
+	pid_t pid = fork();
+
+	if (pid < 0)
+		return -1;
+	if (pid == 0) {
+		int fd = open("/dev/null", O_RDWR);
+
+		dup2(fd, 0);
+		dup2(fd, 1);
+		dup2(fd, 2);
+		execvp(argv[0], argv);
+		_exit(127);
+	}
+	if (waitpid(pid, &status, 0) < 0 || !WIFEXITED(status) || WEXITSTATUS(status) != 0)
+		return -1;
+	return (double)(util_now_ns() - t0) / 1e6;
+}
+
+static bool have_program(const char *name)
+{
+	char cmd[256];
+
+	snprintf(cmd, sizeof(cmd), "command -v %s >/dev/null 2>&1", name);
+	return system(cmd) == 0;
+}
+
+static void bench_bwrap(int n, struct bench_sample *s)
+{
+	char *argv[] = {"bwrap", "--unshare-all", "--die-with-parent", "--ro-bind", "/usr", "/usr",
+			"--symlink", "usr/bin", "/bin", "--symlink", "usr/lib", "/lib",
+			"--symlink", "usr/lib64", "/lib64", "--proc", "/proc", "--dev", "/dev",
+			"--tmpfs", "/tmp", "/bin/true", NULL};
+
+	for (int i = 0; i < n; i++) {
+		double ms = run_peer(argv);
+
+		if (ms < 0)
+			sample_fail(s, "bwrap exited non-zero");
+		else
+			sample_add(s, ms);
+	}
+}
+
+/* Writes a runc bundle (config.json + rootfs with the host's /usr) under dir. */
+static int runc_bundle(const char *dir)
+{
+	char cmd[1024];
+
+	snprintf(cmd, sizeof(cmd),
+		 "set -e; cd '%s'; mkdir -p rootfs/usr rootfs/proc rootfs/dev rootfs/tmp rootfs/sys;"
+		 " ln -sfn usr/bin rootfs/bin; ln -sfn usr/lib rootfs/lib;"
+		 " ln -sfn usr/lib64 rootfs/lib64; rm -f config.json; runc spec", dir);
+	if (system(cmd) != 0)
+		return -1;
+	snprintf(cmd, sizeof(cmd), "%s/config.json", dir);
+	{
+		json_t *c = json_load_file(cmd, 0, NULL), *proc, *mounts;
+		int r;
+
+		if (!c)
+			return -1;
+		proc = json_object_get(c, "process");
+		json_object_set_new(proc, "terminal", json_false());
+		json_object_set_new(proc, "args", json_pack("[s]", "/bin/true"));
+		json_object_set_new(c, "root", json_pack("{s:s,s:b}", "path", "rootfs", "readonly", 1));
+		mounts = json_object_get(c, "mounts");
+		json_array_append_new(mounts, json_pack("{s:s,s:s,s:s,s:[s,s]}", "destination", "/usr",
+							"type", "bind", "source", "/usr", "options",
+							"rbind", "ro"));
+		r = json_dump_file(c, cmd, 0);
+		json_decref(c);
+		return r;
+	}
+}
+
+static void bench_runc(int n, struct bench_sample *s)
+{
+	char dir[] = "/tmp/isola-bench-runc-XXXXXX", name[64];
+
+	if (!mkdtemp(dir) || runc_bundle(dir) < 0) {
+		sample_fail(s, "cannot prepare a runc bundle");
+		return;
+	}
+	for (int i = 0; i < n; i++) {
+		char *argv[] = {"runc", "run", "--bundle", dir, name, NULL};
+		double ms;
+
+		snprintf(name, sizeof(name), "isola-bench-%d-%d", (int)getpid(), i);
+		ms = run_peer(argv);
+		if (ms < 0)
+			sample_fail(s, "runc run exited non-zero");
+		else
+			sample_add(s, ms);
+	}
+	util_rm_rf(dir);
+}
+
+static json_t *sample_json(struct bench_sample *s)
+{
+	qsort(s->ms, s->n, sizeof(*s->ms), cmp_double);
+	return json_pack("{s:I, s:I, s:f, s:f, s:f, s:s?}", "runs", (json_int_t)(s->n + s->fails),
+			 "failures", (json_int_t)s->fails, "p50_ms", pct(s, 50), "p90_ms",
+			 pct(s, 90), "p99_ms", pct(s, 99), "first_error", s->first_error);
+}
+
+static void print_row(const char *name, const json_t *j)
+{
+	printf("%-26s %6lld %6lld %10.2f %10.2f %10.2f\n", name,
+	       (long long)json_integer_value(json_object_get(j, "runs")),
+	       (long long)json_integer_value(json_object_get(j, "failures")),
+	       json_real_value(json_object_get(j, "p50_ms")),
+	       json_real_value(json_object_get(j, "p90_ms")),
+	       json_real_value(json_object_get(j, "p99_ms")));
+	if (json_string_value(json_object_get(j, "first_error")))
+		printf("  first failure: %s\n", json_string_value(json_object_get(j, "first_error")));
+}
+
+static double ratio(const json_t *a, const json_t *b)
+{
+	double x = json_real_value(json_object_get(a, "p50_ms"));
+	double y = json_real_value(json_object_get(b, "p50_ms"));
+
+	return y > 0 ? x / y : 0;
+}
+
+static void sample_fini(struct bench_sample *s)
+{
+	free(s->ms);
+	free(s->first_error);
+}
+
+int cmd_bench(struct cli *cli, int argc, char **argv)
+{
+	static const struct option longopts[] = {
+		{"iterations", required_argument, NULL, 'n'},
+		{"burst", required_argument, NULL, 'c'},
+		{"no-peers", no_argument, NULL, 'P'},
+		{"help", no_argument, NULL, 'h'},
+		{NULL, 0, NULL, 0},
+	};
+	struct bench_sample seq = {0}, burst = {0}, bw = {0}, rc = {0};
+	struct burst_arg *args = NULL;
+	pthread_t *threads = NULL;
+	pthread_barrier_t start;
+	int n = 30, k = 50, opt, status = CLI_EXIT_OK;
+	bool peers = true;
+	struct client *cl;
+	json_t *report, *jseq, *jburst;
+
+	while ((opt = cli_getopt(argc, argv, "n:c:h", longopts)) != -1) {
+		switch (opt) {
+		case 'n':
+			n = atoi(optarg);
+			if (n < 1 || n > 100000)
+				return cli_usage_err(cli, "--iterations must be 1..100000");
+			break;
+		case 'c':
+			k = atoi(optarg);
+			if (k < 0 || k > 1000)
+				return cli_usage_err(cli, "--burst must be 0..1000");
+			break;
+		case 'P':
+			peers = false;
+			break;
+		default:
+			return cli_bad_opt(cli, argc, argv, opt);
+		}
+	}
+	if (optind < argc)
+		return cli_usage_err(cli, "unexpected argument `%s`", argv[optind]);
+	cl = cli_client(cli);
+	if (!cl)
+		return CLI_EXIT_FAIL;
+
+	/* One untimed loop warms the daemon (agent memfd, template, caches). */
+	{
+		cleanup_err struct isola_err *err = NULL;
+		double ms;
+
+		if (bench_loop(cl, &ms, &err) < 0)
+			return cli_fail(err, CLI_EXIT_FAIL);
+	}
+	for (int i = 0; i < n; i++) {
+		cleanup_err struct isola_err *err = NULL;
+		double ms;
+
+		if (bench_loop(cl, &ms, &err) < 0)
+			sample_fail(&seq, err ? err->message : NULL);
+		else
+			sample_add(&seq, ms);
+	}
+	if (k > 0) {
+		args = calloc((size_t)k, sizeof(*args));
+		threads = calloc((size_t)k, sizeof(*threads));
+		if (!args || !threads)
+			return CLI_EXIT_FAIL;
+		pthread_barrier_init(&start, NULL, (unsigned)k);
+		for (int i = 0; i < k; i++) {
+			args[i].conf = &cli->conf;
+			args[i].start = &start;
+			pthread_create(&threads[i], NULL, burst_main, &args[i]);
+		}
+		for (int i = 0; i < k; i++) {
+			pthread_join(threads[i], NULL);
+			if (args[i].error)
+				sample_fail(&burst, args[i].error);
+			else
+				sample_add(&burst, args[i].ms);
+			free(args[i].error);
+		}
+		pthread_barrier_destroy(&start);
+		free(args);
+		free(threads);
+	}
+	if (peers) {
+		if (have_program("bwrap"))
+			bench_bwrap(n, &bw);
+		else
+			sample_fail(&bw, "bwrap not installed");
+		if (have_program("runc"))
+			bench_runc(n, &rc);
+		else
+			sample_fail(&rc, "runc not installed");
+	}
+
+	jseq = sample_json(&seq);
+	jburst = sample_json(&burst);
+	report = json_pack("{s:i, s:i, s:o, s:o}", "iterations", n, "burst", k, "sequential", jseq,
+			   "burst_loops", jburst);
+	if (peers) {
+		json_t *jbw = sample_json(&bw), *jrc = sample_json(&rc);
+
+		json_object_set_new(report, "bwrap_true", jbw);
+		json_object_set_new(report, "runc_true", jrc);
+		json_object_set_new(report, "ratio_loop_to_bwrap", json_real(ratio(jseq, jbw)));
+		json_object_set_new(report, "ratio_loop_to_runc", json_real(ratio(jseq, jrc)));
+	}
+	json_object_set_new(report, "ratio_burst_p99_to_seq_p50",
+			    json_real(json_real_value(json_object_get(jseq, "p50_ms")) > 0
+					      ? json_real_value(json_object_get(jburst, "p99_ms")) /
+							json_real_value(json_object_get(jseq, "p50_ms"))
+					      : 0));
+	if (cli->json) {
+		out_json(stdout, report);
+	} else {
+		printf("%-26s %6s %6s %10s %10s %10s\n", "", "runs", "fails", "p50 ms", "p90 ms",
+		       "p99 ms");
+		print_row("isola loop (sequential)", jseq);
+		if (k > 0)
+			print_row("isola loop (burst)", jburst);
+		if (peers) {
+			print_row("bwrap /bin/true", json_object_get(report, "bwrap_true"));
+			print_row("runc run /bin/true", json_object_get(report, "runc_true"));
+			printf("loop p50 / bwrap p50: %.2f (target <= 2)\n",
+			       json_real_value(json_object_get(report, "ratio_loop_to_bwrap")));
+			printf("loop p50 / runc p50:  %.2f (target <= 0.3)\n",
+			       json_real_value(json_object_get(report, "ratio_loop_to_runc")));
+		}
+		if (k > 0)
+			printf("burst p99 / loop p50: %.2f (target <= 10)\n",
+			       json_real_value(
+				       json_object_get(report, "ratio_burst_p99_to_seq_p50")));
+	}
+	if (seq.fails || burst.fails)
+		status = CLI_EXIT_FAIL;
+	json_decref(report);
+	sample_fini(&seq);
+	sample_fini(&burst);
+	sample_fini(&bw);
+	sample_fini(&rc);
+	return status;
+}
