@@ -1,10 +1,15 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* test_agent_pure: TAP tests for the agent's pure logic — output ring, passwd/group parsing. */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdint.h>
+#include <stdio.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "agent/agent-internal.h"
 #include "agent/ring.h"
 #include "agent/users.h"
 #include "../tap.h"
@@ -100,9 +105,65 @@ static void test_users(void)
 	   "last line without newline");
 }
 
+static void test_names(void)
+{
+	char out[AGENT_MAX_PATH + 1];
+	char big[AGENT_MAX_PATH + 2];
+
+	ok(safe_rel_name("a/b/c", out) == 0 && !strcmp(out, "a/b/c"), "plain name");
+	ok(safe_rel_name("./a//b/./c/", out) == 0 && !strcmp(out, "a/b/c"), "name normalized");
+	ok(safe_rel_name("..", out) < 0 && safe_rel_name("a/../b", out) < 0 &&
+		   safe_rel_name("a/..", out) < 0,
+	   "`..` components refused");
+	ok(safe_rel_name("a/..b/c..", out) == 0, "dots inside names are fine");
+	ok(safe_rel_name("/etc/passwd", out) < 0, "absolute refused");
+	memset(big, 'a', sizeof(big) - 1);
+	big[sizeof(big) - 1] = 0;
+	ok(safe_rel_name(big, out) < 0, "over-long name refused");
+	ok(safe_rel_name(".", out) == 0 && out[0] == 0, "`.` is the root itself");
+}
+
+/* Runs the confinement checks with openat2 and with the forced O_NOFOLLOW walk. */
+static void test_safeopen(bool fallback)
+{
+	char root[] = "/tmp/isola-safeopen-XXXXXX", p[256];
+	const char *how = fallback ? "walk" : "openat2";
+	int rfd, fd;
+
+	safeopen_force_fallback = fallback;
+	if (!mkdtemp(root))
+		return;
+	snprintf(p, sizeof(p), "%s/real", root);
+	mkdir(p, 0755);
+	snprintf(p, sizeof(p), "%s/link", root);
+	if (symlink("/tmp", p) < 0)
+		return;
+	rfd = open(root, O_PATH | O_DIRECTORY);
+	fd = safe_open_dir(rfd, "real", false);
+	ok(fd >= 0, "%s: plain dir opens", how);
+	if (fd >= 0)
+		close(fd);
+	ok(safe_open_dir(rfd, "link", false) == -ELOOP, "%s: symlinked dir refused", how);
+	ok(safe_open_dir(rfd, "link/x", true) == -ELOOP, "%s: create under symlink refused", how);
+	ok(safe_open_dir(rfd, "../", false) == -EINVAL, "%s: .. refused", how);
+	fd = safe_open_dir(rfd, "new/deep/dir", true);
+	ok(fd >= 0, "%s: missing parents created", how);
+	if (fd >= 0)
+		close(fd);
+	ok(safe_open_dir(rfd, "absent", false) == -ENOENT, "%s: missing without create", how);
+	close(rfd);
+	snprintf(p, sizeof(p), "rm -rf %s", root);
+	if (system(p)) {
+	}
+	safeopen_force_fallback = false;
+}
+
 int main(void)
 {
 	test_ring();
 	test_users();
+	test_names();
+	test_safeopen(false);
+	test_safeopen(true);
 	return tap_done();
 }
