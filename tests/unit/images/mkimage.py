@@ -11,6 +11,8 @@ import hashlib
 import io
 import json
 import platform
+import shutil
+import subprocess
 import sys
 import tarfile
 
@@ -45,6 +47,9 @@ def layer(entries, compress=False):
                 raise ValueError(kind)
             t.addfile(ti, io.BytesIO(data) if data is not None else None)
     raw = buf.getvalue()
+    if compress == "zstd" and shutil.which("zstd"):
+        return subprocess.run(["zstd", "-q", "-c"], input=raw, check=True,
+                              stdout=subprocess.PIPE).stdout, raw
     return (gzip.compress(raw, mtime=0) if compress else raw), raw
 
 
@@ -74,7 +79,11 @@ def write_oci(out, layers, cfg, corrupt_layer=None):
 
     descs = []
     for i, (data, raw) in enumerate(layers):
-        media = "application/vnd.oci.image.layer.v1.tar" + ("+gzip" if data != raw else "")
+        media = "application/vnd.oci.image.layer.v1.tar"
+        if data[:2] == b"\x1f\x8b":
+            media += "+gzip"
+        elif data[:4] == b"\x28\xb5\x2f\xfd":
+            media += "+zstd"
         descs.append(blob(data, media))
     manifest = json.dumps({
         "schemaVersion": 2, "mediaType": "application/vnd.oci.image.manifest.v1+json",
@@ -135,7 +144,7 @@ def good_layers(docker=False):
     l3 = layer([
         ("dir", "home/user", 0o700), ("file", "home/user/f", b"mine", 0o600, 1000),
         ("file", "./usr/bin//x", b"dot"),
-    ], compress=not docker)
+    ], compress="gzip" if docker else "zstd")  # zstd when the zstd tool exists, else gzip
     return [l1, l2, l3]
 
 
