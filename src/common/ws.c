@@ -70,8 +70,7 @@ static bool opcode_is_control(uint8_t op)
 	return op & 0x8;
 }
 
-int ws_frame_header(uint8_t hdr[WS_MAX_HEADER], uint8_t opcode, const uint8_t *mask,
-		    uint64_t len)
+int ws_frame_header(uint8_t hdr[WS_MAX_HEADER], uint8_t opcode, const uint8_t *mask, uint64_t len)
 {
 	int n = 2;
 
@@ -299,7 +298,10 @@ int ws_decoder_feed(struct ws_decoder *d, const uint8_t *buf, size_t len, size_t
 			if (d->hdr_have == 2) {
 				uint8_t l = d->hdr[1] & 0x7f;
 
-				d->hdr_need = 2 + (l == 126 ? 2 : l == 127 ? 8 : 0) +
+				d->hdr_need = 2 +
+					      (l == 126	  ? 2
+					       : l == 127 ? 8
+							  : 0) +
 					      ((d->hdr[1] & 0x80) ? 4 : 0);
 			}
 			if (d->hdr_have < d->hdr_need)

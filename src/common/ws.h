@@ -46,8 +46,7 @@ int ws_client_key(char out[WS_CLIENT_KEY_SIZE]);
  * masks the payload with ws_mask(). Returns -EINVAL for an unknown opcode or a control
  * frame longer than WS_MAX_CONTROL.
  */
-int ws_frame_header(uint8_t hdr[WS_MAX_HEADER], uint8_t opcode, const uint8_t *mask,
-		    uint64_t len);
+int ws_frame_header(uint8_t hdr[WS_MAX_HEADER], uint8_t opcode, const uint8_t *mask, uint64_t len);
 
 /* XORs buf with the 4-byte mask, starting at payload offset `off` (for chunked masking). */
 void ws_mask(uint8_t *buf, size_t len, const uint8_t mask[4], uint64_t off);
@@ -76,26 +75,26 @@ struct ws_message {
  * `close_code` says what to send in the CLOSE frame.
  */
 struct ws_decoder {
-	bool expect_masked;   /* true on a server (client frames must be masked, section 5.1);
+	bool expect_masked;	    /* true on a server (client frames must be masked, section 5.1);
 				 false on a client (server frames must not be) */
-	size_t max_message;   /* cap on one reassembled data message, bytes */
-	uint16_t close_code;  /* set on error: WS_CLOSE_PROTOCOL, WS_CLOSE_TOO_BIG, ... */
+	size_t max_message;	    /* cap on one reassembled data message, bytes */
+	uint16_t close_code;	    /* set on error: WS_CLOSE_PROTOCOL, WS_CLOSE_TOO_BIG, ... */
 	uint8_t hdr[WS_MAX_HEADER]; /* header bytes collected so far */
-	size_t hdr_have;      /* how many of them */
-	size_t hdr_need;      /* header size once known (2 until the length byte is read) */
-	bool in_payload;      /* header complete, collecting payload */
-	uint8_t opcode;	      /* opcode of the frame in progress */
-	bool fin;	      /* FIN of the frame in progress */
-	uint8_t mask[4];      /* masking key of the frame in progress */
-	bool masked;	      /* frame in progress is masked */
-	uint64_t frame_len;   /* payload length of the frame in progress */
-	uint64_t frame_have;  /* payload bytes of it received */
+	size_t hdr_have;	    /* how many of them */
+	size_t hdr_need;	    /* header size once known (2 until the length byte is read) */
+	bool in_payload;	    /* header complete, collecting payload */
+	uint8_t opcode;		    /* opcode of the frame in progress */
+	bool fin;		    /* FIN of the frame in progress */
+	uint8_t mask[4];	    /* masking key of the frame in progress */
+	bool masked;		    /* frame in progress is masked */
+	uint64_t frame_len;	    /* payload length of the frame in progress */
+	uint64_t frame_have;	    /* payload bytes of it received */
 	uint8_t ctrl[WS_MAX_CONTROL]; /* payload of a control frame */
-	uint8_t msg_opcode;   /* TEXT/BINARY of the fragmented message in progress, 0 if none */
-	uint8_t *msg;	      /* reassembly buffer, owned */
-	size_t msg_len;	      /* bytes in msg */
-	size_t msg_cap;	      /* allocated size of msg */
-	bool msg_ready;	      /* the last feed returned a data message: reset before more */
+	uint8_t msg_opcode; /* TEXT/BINARY of the fragmented message in progress, 0 if none */
+	uint8_t *msg;	    /* reassembly buffer, owned */
+	size_t msg_len;	    /* bytes in msg */
+	size_t msg_cap;	    /* allocated size of msg */
+	bool msg_ready;	    /* the last feed returned a data message: reset before more */
 };
 
 /* Initialises a decoder. max_message must be > 0. */

@@ -14,17 +14,17 @@
 #include "../../common/err.h"
 
 #define API_VERSION	     "0.1.0"
-#define API_MAX_JSON_BODY    (1u << 20)	     /* JSON request bodies */
-#define API_MAX_JSON_DEPTH   32		     /* nesting of JSON request bodies */
-#define API_MAX_PATH	     4096	     /* sandbox paths in requests */
-#define API_MAX_PARAMS	     4		     /* {params} in one route pattern */
-#define API_MAX_SEGMENT	     128	     /* bytes in one URL path segment */
+#define API_MAX_JSON_BODY    (1u << 20)	   /* JSON request bodies */
+#define API_MAX_JSON_DEPTH   32		   /* nesting of JSON request bodies */
+#define API_MAX_PATH	     4096	   /* sandbox paths in requests */
+#define API_MAX_PARAMS	     4		   /* {params} in one route pattern */
+#define API_MAX_SEGMENT	     128	   /* bytes in one URL path segment */
 #define API_MAX_HEADER_BYTES (16u * 1024u) /* MHD per-connection memory (headers) */
-#define API_IDLE_TIMEOUT_S   120	     /* idle connection timeout */
-#define API_DEFAULT_OUTPUT   (1u << 20)	     /* exec max_output default, per stream */
-#define API_MAX_OUTPUT	     (64u << 20)     /* exec max_output ceiling, per stream */
-#define API_DISCARD_LIMIT    (64u << 20)     /* body bytes swallowed after a failure */
-#define API_POLL_MS	     500	     /* wake-up period of blocking waits */
+#define API_IDLE_TIMEOUT_S   120	   /* idle connection timeout */
+#define API_DEFAULT_OUTPUT   (1u << 20)	   /* exec max_output default, per stream */
+#define API_MAX_OUTPUT	     (64u << 20)   /* exec max_output ceiling, per stream */
+#define API_DISCARD_LIMIT    (64u << 20)   /* body bytes swallowed after a failure */
+#define API_POLL_MS	     500	   /* wake-up period of blocking waits */
 
 struct core;
 struct sandbox;
@@ -42,18 +42,18 @@ struct api_listener {
 /* One running API server. Shared by all connection threads; fields after `lock` are
  * protected by it. */
 struct api_server {
-	struct core *core;	     /* borrowed, outlives the server */
-	struct MHD_Daemon *unix_d;   /* daemon on the unix socket */
-	struct MHD_Daemon *tcp_d;    /* daemon on TCP, or NULL */
-	struct api_listener unix_l;  /* closure of unix_d: no auth (the socket is 0600) */
-	struct api_listener tcp_l;   /* closure of tcp_d: bearer token */
-	char socket_path[108];	     /* unix socket path (removed at stop) */
-	char spool_dir[512];	     /* template upload spool directory */
-	uint64_t max_upload;	     /* cap on streamed uploads, bytes */
-	pthread_mutex_t lock;	     /* protects what follows */
-	pthread_cond_t cond;	     /* signalled when `workers` drops */
-	unsigned workers;	     /* live threads we started (WebSocket sessions, imports) */
-	bool stopping;		     /* api_server_stop() has begun */
+	struct core *core;	    /* borrowed, outlives the server */
+	struct MHD_Daemon *unix_d;  /* daemon on the unix socket */
+	struct MHD_Daemon *tcp_d;   /* daemon on TCP, or NULL */
+	struct api_listener unix_l; /* closure of unix_d: no auth (the socket is 0600) */
+	struct api_listener tcp_l;  /* closure of tcp_d: bearer token */
+	char socket_path[108];	    /* unix socket path (removed at stop) */
+	char spool_dir[512];	    /* template upload spool directory */
+	uint64_t max_upload;	    /* cap on streamed uploads, bytes */
+	pthread_mutex_t lock;	    /* protects what follows */
+	pthread_cond_t cond;	    /* signalled when `workers` drops */
+	unsigned workers;	    /* live threads we started (WebSocket sessions, imports) */
+	bool stopping;		    /* api_server_stop() has begun */
 };
 
 /* Registers a worker thread; false when the server is stopping (do not start it). */
@@ -63,9 +63,9 @@ bool api_server_is_stopping(struct api_server *srv);
 
 /* Path parameters captured by a route pattern's {name} segments. */
 struct api_match {
-	unsigned n;				  /* captured parameters */
-	const char *names[API_MAX_PARAMS];	  /* parameter names, into the pattern */
-	size_t name_lens[API_MAX_PARAMS];	  /* their lengths */
+	unsigned n;				      /* captured parameters */
+	const char *names[API_MAX_PARAMS];	      /* parameter names, into the pattern */
+	size_t name_lens[API_MAX_PARAMS];	      /* their lengths */
 	char values[API_MAX_PARAMS][API_MAX_SEGMENT]; /* captured segment values */
 };
 
@@ -86,12 +86,12 @@ typedef int (*api_data_fn)(struct api_req *r, const char *buf, size_t len);
 
 /* One route. The table lives in server.c (api_routes[]) between ROUTES-BEGIN/ROUTES-END. */
 struct api_route {
-	const char *method;  /* "GET", "POST", ... */
-	const char *pattern; /* "/v1/sandboxes/{id}"; {id}, {pid}, {name} are validated */
-	enum api_body body;  /* how the request body is handled */
+	const char *method;   /* "GET", "POST", ... */
+	const char *pattern;  /* "/v1/sandboxes/{id}"; {id}, {pid}, {name} are validated */
+	enum api_body body;   /* how the request body is handled */
 	api_handle_fn handle; /* final step, always set */
-	api_begin_fn begin;  /* API_BODY_STREAM: once the headers are in (optional) */
-	api_data_fn data;    /* API_BODY_STREAM: each body chunk */
+	api_begin_fn begin;   /* API_BODY_STREAM: once the headers are in (optional) */
+	api_data_fn data;     /* API_BODY_STREAM: each body chunk */
 };
 
 /* One HTTP request, from the first access-handler call to MHD's completion callback. */
@@ -192,8 +192,7 @@ enum MHD_Result api_respond_err(struct api_req *r, const struct isola_err *e);
 enum MHD_Result api_respond_error(struct api_req *r, const char *code, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 enum MHD_Result api_respond_empty(struct api_req *r, unsigned status);
-enum MHD_Result api_respond_response(struct api_req *r, unsigned status,
-				     struct MHD_Response *resp);
+enum MHD_Result api_respond_response(struct api_req *r, unsigned status, struct MHD_Response *resp);
 
 /* --- stream.c: streamed responses ------------------------------------------------------ */
 
@@ -219,7 +218,7 @@ void api_buf_fini(struct api_buf *b);
 int api_pick_format(const char *stream_q, const char *accept, enum api_fmt *out,
 		    struct isola_err **err);
 /* api_pick_format() for a request. */
-#define api_req_format(r, out, err)                                                               \
+#define api_req_format(r, out, err)                                                                \
 	api_pick_format(api_query((r), "stream"), api_header((r), MHD_HTTP_HEADER_ACCEPT), (out),  \
 			(err))
 /* Appends one event (an object with "type") as NDJSON or SSE to b. */
@@ -266,22 +265,22 @@ int api_req_fail(struct api_req *r, struct isola_err *e);
 
 /* A channel being drained into an HTTP response: a foreground exec or an attach. */
 struct api_output {
-	struct api_server *srv;	 /* for the stopping flag */
-	struct sandbox *s;	 /* reference, owned */
-	struct agent_chan *ch;	 /* owned */
-	int peer_fd;		 /* client socket (hang-up checks), borrowed */
-	bool check_oom;		 /* compare oom_kills on a SIGKILL exit */
-	uint64_t oom_before;	 /* sandbox oom_kills before the command started */
-	int quiet_ms;		 /* > 0: end after this long without a frame (no follow) */
-	long pid;		 /* process id, 0 until known */
-	bool start_sent;	 /* streamed: the start event went out */
-	bool ended;		 /* EXIT, ERROR or quiet end seen */
-	size_t cap;		 /* JSON: bytes kept per stream */
-	struct api_buf out[2];	 /* JSON: stdout, stderr (first cap bytes) */
-	uint64_t bytes[2];	 /* total bytes seen per stream */
-	json_t *exit;		 /* exit object once seen, owned */
-	json_t *dropped;	 /* array of dropped events, owned */
-	json_t *error;		 /* error event once seen, owned */
+	struct api_server *srv; /* for the stopping flag */
+	struct sandbox *s;	/* reference, owned */
+	struct agent_chan *ch;	/* owned */
+	int peer_fd;		/* client socket (hang-up checks), borrowed */
+	bool check_oom;		/* compare oom_kills on a SIGKILL exit */
+	uint64_t oom_before;	/* sandbox oom_kills before the command started */
+	int quiet_ms;		/* > 0: end after this long without a frame (no follow) */
+	long pid;		/* process id, 0 until known */
+	bool start_sent;	/* streamed: the start event went out */
+	bool ended;		/* EXIT, ERROR or quiet end seen */
+	size_t cap;		/* JSON: bytes kept per stream */
+	struct api_buf out[2];	/* JSON: stdout, stderr (first cap bytes) */
+	uint64_t bytes[2];	/* total bytes seen per stream */
+	json_t *exit;		/* exit object once seen, owned */
+	json_t *dropped;	/* array of dropped events, owned */
+	json_t *error;		/* error event once seen, owned */
 };
 
 /* Takes ownership of s (a reference) and ch. NULL on ENOMEM (both released). */

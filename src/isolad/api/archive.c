@@ -43,15 +43,15 @@ static int query_path(struct api_req *r, const char **out, struct isola_err **er
 /* --- GET /archive ------------------------------------------------------------------------ */
 
 struct tar_out {
-	struct api_server *srv;	 /* for the stopping flag */
-	struct sandbox *s;	 /* reference */
-	struct agent_chan *ch;	 /* owned */
-	struct archive *a;	 /* libarchive writer, owned */
-	struct api_stream *st;	 /* the stream being filled (set in produce) */
-	struct agent_msg first;	 /* first frame, read before the headers went out */
-	bool have_first;	 /* `first` not yet consumed */
-	bool skipping;		 /* current entry refused: drop its data */
-	bool finished;		 /* trailer written */
+	struct api_server *srv; /* for the stopping flag */
+	struct sandbox *s;	/* reference */
+	struct agent_chan *ch;	/* owned */
+	struct archive *a;	/* libarchive writer, owned */
+	struct api_stream *st;	/* the stream being filled (set in produce) */
+	struct agent_msg first; /* first frame, read before the headers went out */
+	bool have_first;	/* `first` not yet consumed */
+	bool skipping;		/* current entry refused: drop its data */
+	bool finished;		/* trailer written */
 };
 
 static la_ssize_t tar_out_write(struct archive *a, void *cls, const void *buf, size_t n)
@@ -129,7 +129,7 @@ static int tar_out_produce(struct api_stream *st, void *ud)
 {
 	struct tar_out *t = ud;
 	cleanup_err struct isola_err *err = NULL;
-	struct agent_msg m = { 0 };
+	struct agent_msg m = {0};
 	int r = 0;
 
 	t->st = st;
@@ -244,15 +244,15 @@ abort:
  * touches the agent channel until it is joined.
  */
 struct tar_in {
-	struct sandbox *s;	  /* reference */
-	struct agent_chan *ch;	  /* owned; used by the reader thread only while it runs */
-	int sp[2];		  /* [0] written by the connection thread, [1] read by libarchive */
-	pthread_t th;		  /* reader thread */
-	bool started;		  /* th is running or not yet joined */
-	uint64_t max_bytes;	  /* cap on extracted bytes */
-	struct isola_err *err;	  /* reader's failure, owned */
-	json_t *result;		  /* agent RESULT {"entries","bytes"}, owned */
-	char entry[256];	  /* name of the entry in progress (for messages) */
+	struct sandbox *s;     /* reference */
+	struct agent_chan *ch; /* owned; used by the reader thread only while it runs */
+	int sp[2];	       /* [0] written by the connection thread, [1] read by libarchive */
+	pthread_t th;	       /* reader thread */
+	bool started;	       /* th is running or not yet joined */
+	uint64_t max_bytes;    /* cap on extracted bytes */
+	struct isola_err *err; /* reader's failure, owned */
+	json_t *result;	       /* agent RESULT {"entries","bytes"}, owned */
+	char entry[256];       /* name of the entry in progress (for messages) */
 	uint8_t buf[PROTO_MAX_PAYLOAD]; /* reader thread's data buffer */
 };
 
@@ -265,7 +265,7 @@ static int tar_in_fail(struct tar_in *t, int errnum, const char *code, const cha
 static int tar_in_agent_error(struct tar_in *t)
 {
 	struct isola_err *e = NULL;
-	struct agent_msg m = { 0 };
+	struct agent_msg m = {0};
 	int r = agent_chan_recv(t->ch, &m, 0, &e);
 
 	if (r == -ETIMEDOUT) {
@@ -282,7 +282,7 @@ static int tar_in_agent_error(struct tar_in *t)
 		/* The agent refused what we sent: the client's archive is at fault (400), unless
 		 * the sandbox ran out of space or the agent broke. */
 		if (e && strcmp(e->code, "no_space") && strcmp(e->code, "internal") &&
-		    strcmp(e->code, "unavailable"))
+		    strcmp(e->code, "not_found") && strcmp(e->code, "unavailable"))
 			snprintf(e->code, sizeof(e->code), "invalid");
 		isola_err_wrap(&e, "archive entry `%s`", t->entry);
 		t->err = e;
@@ -318,8 +318,14 @@ static int tar_in_entry(struct tar_in *t, struct archive *a, struct archive_entr
 	snprintf(t->entry, sizeof(t->entry), "%s", name ? name : "");
 	if (!name || !api_tar_name_ok(name, strlen(name)))
 		return tar_in_fail(t, EINVAL, "invalid", "unsafe name (absolute or ..)");
-	if (archive_entry_hardlink(e))
-		return tar_in_fail(t, EINVAL, "invalid", "hard links are not supported");
+	if (archive_entry_hardlink(e)) {
+		/* A link to an earlier member; the agent resolves it inside the destination. */
+		type = "hardlink";
+		target = archive_entry_hardlink(e);
+		if (!api_tar_name_ok(target, strlen(target)))
+			return tar_in_fail(t, EINVAL, "invalid", "unsafe hard link target");
+		goto send;
+	}
 	switch (archive_entry_filetype(e)) {
 	case AE_IFREG:
 		type = "file";
@@ -345,6 +351,7 @@ static int tar_in_entry(struct tar_in *t, struct archive *a, struct archive_entr
 		return tar_in_fail(t, EINVAL, "invalid",
 				   "devices, fifos and sockets are not supported");
 	}
+send:
 	if (tar_in_agent_error(t) < 0)
 		return -EINVAL;
 	/* setuid/setgid/sticky bits are dropped. */
@@ -398,8 +405,9 @@ static void *tar_in_thread(void *p)
 		if (r == ARCHIVE_EOF)
 			break;
 		if (r != ARCHIVE_OK && r != ARCHIVE_WARN) {
-			isola_err_set(&t->err, EINVAL, "invalid", "malformed archive after `%s`: %s",
-				      t->entry, archive_error_string(a));
+			isola_err_set(&t->err, EINVAL, "invalid",
+				      "malformed archive after `%s`: %s", t->entry,
+				      archive_error_string(a));
 			goto out;
 		}
 		if (++count > TAR_MAX_ENTRIES) {
@@ -534,7 +542,8 @@ enum MHD_Result api_archive_put_end(struct api_req *r)
 	if (t->err)
 		return api_respond_err(r, t->err);
 	if (!t->result)
-		return api_respond_error(r, "internal", "archive extraction ended without a result");
+		return api_respond_error(r, "internal",
+					 "archive extraction ended without a result");
 	res = json_pack("{s:I, s:I}", "entries", (json_int_t)jint(t->result, "entries"), "bytes",
 			(json_int_t)jint(t->result, "bytes"));
 	return api_respond_json(r, 200, res);

@@ -16,12 +16,23 @@ static const struct {
 	const char *code;
 	unsigned status;
 } code_status[] = {
-	{ "invalid", 400 },	  { "not_dir", 400 },	     { "is_dir", 400 },
-	{ "unauthorized", 401 },  { "forbidden", 403 },	     { "not_found", 404 },
-	{ "method_not_allowed", 405 }, { "conflict", 409 },  { "exists", 409 },
-	{ "busy", 409 },	  { "too_large", 413 },	     { "range_not_satisfiable", 416 },
-	{ "internal", 500 },	  { "not_supported", 501 },  { "unavailable", 503 },
-	{ "timeout", 504 },	  { "no_space", 507 },
+	{"invalid", 400},
+	{"not_dir", 400},
+	{"is_dir", 400},
+	{"unauthorized", 401},
+	{"forbidden", 403},
+	{"not_found", 404},
+	{"method_not_allowed", 405},
+	{"conflict", 409},
+	{"exists", 409},
+	{"busy", 409},
+	{"too_large", 413},
+	{"range_not_satisfiable", 416},
+	{"internal", 500},
+	{"not_supported", 501},
+	{"unavailable", 503},
+	{"timeout", 504},
+	{"no_space", 507},
 };
 
 unsigned api_status_for_code(const char *code)
@@ -102,7 +113,8 @@ enum MHD_Result api_respond_error(struct api_req *r, const char *code, const cha
 
 enum MHD_Result api_respond_empty(struct api_req *r, unsigned status)
 {
-	struct MHD_Response *resp = MHD_create_response_from_buffer(0, NULL, MHD_RESPMEM_PERSISTENT);
+	struct MHD_Response *resp =
+		MHD_create_response_from_buffer(0, NULL, MHD_RESPMEM_PERSISTENT);
 
 	return api_respond_response(r, status, resp);
 }

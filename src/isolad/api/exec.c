@@ -32,7 +32,7 @@ int api_chan_expect_result(struct agent_chan *ch, int peer_fd, int timeout_ms, j
 			   struct isola_err **err)
 {
 	uint64_t deadline = timeout_ms < 0 ? UINT64_MAX : util_now_ms() + (uint64_t)timeout_ms;
-	struct agent_msg m = { 0 };
+	struct agent_msg m = {0};
 	int r;
 
 	for (;;) {
@@ -43,7 +43,8 @@ int api_chan_expect_result(struct agent_chan *ch, int peer_fd, int timeout_ms, j
 				*err = NULL;
 			}
 			if (api_fd_peer_gone(peer_fd))
-				return isola_err_set(err, ECONNABORTED, "internal", "client went away");
+				return isola_err_set(err, ECONNABORTED, "internal",
+						     "client went away");
 			if (util_now_ms() >= deadline)
 				return isola_err_set(err, ETIMEDOUT, "timeout",
 						     "the sandbox agent did not answer in time");
@@ -223,7 +224,7 @@ static int output_produce(struct api_stream *st, void *ud)
 {
 	struct api_output *o = ud;
 	cleanup_err struct isola_err *err = NULL;
-	struct agent_msg m = { 0 };
+	struct agent_msg m = {0};
 	json_t *ev;
 	int r;
 
@@ -254,7 +255,7 @@ static int output_produce(struct api_stream *st, void *ud)
 
 static json_t *collected_json(struct api_output *o)
 {
-	bool valid[2] = { true, true };
+	bool valid[2] = {true, true};
 	json_t *j = json_object();
 
 	if (!j)
@@ -263,7 +264,8 @@ static json_t *collected_json(struct api_output *o)
 		const char *name = i ? "stderr" : "stdout";
 		char key[32];
 
-		json_object_set_new(j, name, api_utf8_json(o->out[i].data, o->out[i].len, &valid[i]));
+		json_object_set_new(j, name,
+				    api_utf8_json(o->out[i].data, o->out[i].len, &valid[i]));
 		snprintf(key, sizeof(key), "%s_truncated", name);
 		json_object_set_new(j, key, json_boolean(o->bytes[i] > o->out[i].len));
 		snprintf(key, sizeof(key), "%s_bytes", name);
@@ -289,7 +291,7 @@ enum MHD_Result api_output_respond(struct api_req *r, struct api_output *o, enum
 		return resp ? api_respond_response(r, 200, resp) : MHD_NO;
 	}
 	while (!o->ended) {
-		struct agent_msg m = { 0 };
+		struct agent_msg m = {0};
 		int q = output_recv(o, &m, &err);
 
 		if (q == -ECONNABORTED) {
@@ -316,6 +318,8 @@ enum MHD_Result api_output_respond(struct api_req *r, struct api_output *o, enum
 		return ret;
 	}
 	j = collected_json(o);
+	if (j && json_array_size(o->dropped))
+		json_object_set(j, "dropped", o->dropped);
 	if (j && o->exit)
 		json_object_update(j, o->exit);
 	api_output_free(o);
@@ -347,14 +351,16 @@ static int parse_exec(const json_t *b, json_t **req, const char **stdin_data, si
 		json_t *v = json_object_get(b, "stdin");
 
 		if (!json_is_string(v))
-			return isola_err_set(err, EINVAL, "invalid", "field `stdin` must be a string");
+			return isola_err_set(err, EINVAL, "invalid",
+					     "field `stdin` must be a string");
 		/* Sent before the output is read: it must fit in the channel's initial credit,
 		 * or a command that writes before it reads would stall both sides. */
 		if (json_string_length(v) > PROTO_WINDOW)
-			return isola_err_set(err, E2BIG, "too_large",
-					     "field `stdin` is larger than %u bytes; use a background "
-					     "process and POST .../stdin",
-					     PROTO_WINDOW);
+			return isola_err_set(
+				err, E2BIG, "too_large",
+				"field `stdin` is larger than %u bytes; use a background "
+				"process and POST .../stdin",
+				PROTO_WINDOW);
 		in = json_string_value(v);
 		*stdin_len = json_string_length(v);
 	}

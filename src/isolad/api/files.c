@@ -64,7 +64,7 @@ static int fs_call(struct api_req *r, json_t *req, json_t **result, struct isola
 /* --- GET /files ------------------------------------------------------------------------ */
 
 struct download {
-	struct api_server *srv;	/* for the stopping flag */
+	struct api_server *srv; /* for the stopping flag */
 	struct sandbox *s;	/* reference */
 	struct agent_chan *ch;	/* owned */
 	uint64_t remaining;	/* bytes still promised in Content-Length */
@@ -83,7 +83,7 @@ static int download_produce(struct api_stream *st, void *ud)
 {
 	struct download *d = ud;
 	cleanup_err struct isola_err *err = NULL;
-	struct agent_msg m = { 0 };
+	struct agent_msg m = {0};
 	int r;
 
 	if (d->remaining == 0)
@@ -155,7 +155,7 @@ enum MHD_Result api_file_get(struct api_req *r)
 	req = json_pack("{s:s, s:s, s:I, s:I}", "op", "read", "path", path, "offset",
 			(json_int_t)off, "length",
 			ranged && rg.end != UINT64_MAX ? (json_int_t)(rg.end - rg.start + 1)
-							: (json_int_t)-1);
+						       : (json_int_t)-1);
 	if (!req || agent_chan_open(conn, req, &d->ch, &err) < 0) {
 		json_decref(req);
 		goto fail;
@@ -215,10 +215,10 @@ fail:
 /* --- PUT /files ------------------------------------------------------------------------ */
 
 struct upload {
-	struct sandbox *s;	/* reference */
+	struct sandbox *s;	 /* reference */
 	struct agent_conn *conn; /* borrowed while s is held */
-	struct agent_chan *ch;	/* owned */
-	char *path;		/* destination, owned */
+	struct agent_chan *ch;	 /* owned */
+	char *path;		 /* destination, owned */
 };
 
 static void upload_free(void *p)
@@ -276,7 +276,7 @@ int api_file_put_data(struct api_req *r, const char *buf, size_t len)
 {
 	struct upload *u = r->state;
 	struct isola_err *err = NULL;
-	struct agent_msg m = { 0 };
+	struct agent_msg m = {0};
 	int q;
 
 	/* The agent may have refused the path already (ERROR ends the channel). */
@@ -335,8 +335,9 @@ enum MHD_Result api_fs_list(struct api_req *r)
 		return api_respond_err(r, err);
 	if (dq && (api_parse_u64(dq, 16, &depth) < 0 || depth < 1))
 		return api_respond_error(r, "invalid", "query `depth` must be 1-16");
-	if (fs_call(r, json_pack("{s:s, s:s, s:I}", "op", "list", "path", path, "depth",
-				 (json_int_t)depth),
+	if (fs_call(r,
+		    json_pack("{s:s, s:s, s:I}", "op", "list", "path", path, "depth",
+			      (json_int_t)depth),
 		    &res, &err) < 0)
 		return api_respond_err(r, err);
 	if (!json_is_array(json_object_get(res, "entries"))) {
@@ -344,7 +345,9 @@ enum MHD_Result api_fs_list(struct api_req *r)
 		return api_respond_error(r, "internal", "agent sent a malformed listing");
 	}
 	{
-		json_t *out = json_pack("{s:O}", "entries", json_object_get(res, "entries"));
+		json_t *out =
+			json_pack("{s:O, s:b}", "entries", json_object_get(res, "entries"),
+				  "truncated", json_is_true(json_object_get(res, "truncated")));
 
 		json_decref(res);
 		return api_respond_json(r, 200, out);
@@ -365,7 +368,7 @@ enum MHD_Result api_fs_stat(struct api_req *r)
 
 enum MHD_Result api_fs_mkdir(struct api_req *r)
 {
-	static const char *const fields[] = { "path", "parents", "mode", NULL };
+	static const char *const fields[] = {"path", "parents", "mode", NULL};
 	cleanup_err struct isola_err *err = NULL;
 	const char *path = NULL, *ms = NULL;
 	bool parents = true;
@@ -375,19 +378,20 @@ enum MHD_Result api_fs_mkdir(struct api_req *r)
 	if (!r->json)
 		return api_respond_error(r, "invalid", "missing field `path`");
 	mv = json_object_get(r->json, "mode");
-	if (api_json_only(r->json, fields, &err) < 0 || body_path(r->json, "path", &path, &err) < 0 ||
+	if (api_json_only(r->json, fields, &err) < 0 ||
+	    body_path(r->json, "path", &path, &err) < 0 ||
 	    api_json_bool(r->json, "parents", &parents, &err) < 0)
 		return api_respond_err(r, err);
 	/* mode: "0755" (octal string) or an integer (decimal value of the bits). */
 	if (mv && json_is_integer(mv) && json_integer_value(mv) >= 0 &&
 	    json_integer_value(mv) <= 07777)
 		mode = (uint32_t)json_integer_value(mv);
-	else if (mv && (api_json_str(r->json, "mode", 8, &ms, &err) < 0 ||
-			api_parse_mode(ms, &mode) < 0))
+	else if (mv &&
+		 (api_json_str(r->json, "mode", 8, &ms, &err) < 0 || api_parse_mode(ms, &mode) < 0))
 		return api_respond_error(r, "invalid", "field `mode` must be an octal string");
 	if (fs_call(r,
-		    json_pack("{s:s, s:s, s:i, s:b}", "op", "mkdir", "path", path, "mode", (int)mode,
-			      "parents", parents),
+		    json_pack("{s:s, s:s, s:i, s:b}", "op", "mkdir", "path", path, "mode",
+			      (int)mode, "parents", parents),
 		    &res, &err) < 0)
 		return api_respond_err(r, err);
 	return api_respond_json(r, 200, res);
@@ -395,7 +399,7 @@ enum MHD_Result api_fs_mkdir(struct api_req *r)
 
 enum MHD_Result api_fs_rename(struct api_req *r)
 {
-	static const char *const fields[] = { "from", "to", "overwrite", NULL };
+	static const char *const fields[] = {"from", "to", "overwrite", NULL};
 	cleanup_err struct isola_err *err = NULL;
 	const char *from = NULL, *to = NULL;
 	bool overwrite = false;
@@ -403,7 +407,8 @@ enum MHD_Result api_fs_rename(struct api_req *r)
 
 	if (!r->json)
 		return api_respond_error(r, "invalid", "missing fields `from` and `to`");
-	if (api_json_only(r->json, fields, &err) < 0 || body_path(r->json, "from", &from, &err) < 0 ||
+	if (api_json_only(r->json, fields, &err) < 0 ||
+	    body_path(r->json, "from", &from, &err) < 0 ||
 	    body_path(r->json, "to", &to, &err) < 0 ||
 	    api_json_bool(r->json, "overwrite", &overwrite, &err) < 0 ||
 	    fs_call(r,
@@ -416,7 +421,7 @@ enum MHD_Result api_fs_rename(struct api_req *r)
 
 enum MHD_Result api_fs_remove(struct api_req *r)
 {
-	static const char *const fields[] = { "path", "recursive", NULL };
+	static const char *const fields[] = {"path", "recursive", NULL};
 	cleanup_err struct isola_err *err = NULL;
 	const char *path = NULL;
 	bool recursive = false;
@@ -424,7 +429,8 @@ enum MHD_Result api_fs_remove(struct api_req *r)
 
 	if (!r->json)
 		return api_respond_error(r, "invalid", "missing field `path`");
-	if (api_json_only(r->json, fields, &err) < 0 || body_path(r->json, "path", &path, &err) < 0 ||
+	if (api_json_only(r->json, fields, &err) < 0 ||
+	    body_path(r->json, "path", &path, &err) < 0 ||
 	    api_json_bool(r->json, "recursive", &recursive, &err) < 0 ||
 	    fs_call(r,
 		    json_pack("{s:s, s:s, s:b}", "op", "remove", "path", path, "recursive",

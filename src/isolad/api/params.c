@@ -86,10 +86,10 @@ static const struct {
 	const char *name;
 	int sig;
 } signals[] = {
-	{ "HUP", SIGHUP },   { "INT", SIGINT },	    { "QUIT", SIGQUIT }, { "ABRT", SIGABRT },
-	{ "KILL", SIGKILL }, { "USR1", SIGUSR1 },   { "USR2", SIGUSR2 }, { "PIPE", SIGPIPE },
-	{ "ALRM", SIGALRM }, { "TERM", SIGTERM },   { "CONT", SIGCONT }, { "STOP", SIGSTOP },
-	{ "TSTP", SIGTSTP }, { "WINCH", SIGWINCH },
+	{"HUP", SIGHUP},   {"INT", SIGINT},	{"QUIT", SIGQUIT}, {"ABRT", SIGABRT},
+	{"KILL", SIGKILL}, {"USR1", SIGUSR1},	{"USR2", SIGUSR2}, {"PIPE", SIGPIPE},
+	{"ALRM", SIGALRM}, {"TERM", SIGTERM},	{"CONT", SIGCONT}, {"STOP", SIGSTOP},
+	{"TSTP", SIGTSTP}, {"WINCH", SIGWINCH},
 };
 
 int api_signal_from_name(const char *s)
@@ -218,7 +218,8 @@ int api_json_only(const json_t *obj, const char *const *allowed, struct isola_er
 	const char *key;
 	json_t *v;
 
-	json_object_foreach ((json_t *)obj, key, v) {
+	json_object_foreach((json_t *)obj, key, v)
+	{
 		bool ok = false;
 
 		for (const char *const *a = allowed; *a; a++)
@@ -344,20 +345,22 @@ int api_json_str_map(const json_t *obj, const char *key, bool env_keys, const js
 	if (!json_is_object(m))
 		return isola_err_set(err, EINVAL, "invalid", "field `%s` must be an object", key);
 	if (json_object_size(m) > 1024)
-		return isola_err_set(err, EINVAL, "invalid", "field `%s` has more than 1024 members",
-				     key);
-	json_object_foreach (m, k, v) {
+		return isola_err_set(err, EINVAL, "invalid",
+				     "field `%s` has more than 1024 members", key);
+	json_object_foreach(m, k, v)
+	{
 		if (env_keys ? !env_key_ok(k) : !label_key_ok(k))
-			return isola_err_set(err, EINVAL, "invalid", "field `%s`: invalid key `%.64s`",
-					     key, k);
+			return isola_err_set(err, EINVAL, "invalid",
+					     "field `%s`: invalid key `%.64s`", key, k);
 		if (!json_is_string(v))
 			return isola_err_set(err, EINVAL, "invalid",
-					     "field `%s`: value of `%.64s` must be a string", key, k);
+					     "field `%s`: value of `%.64s` must be a string", key,
+					     k);
 		if (memchr(json_string_value(v), '\0', json_string_length(v)) ||
 		    json_string_length(v) > (env_keys ? 128u * 1024u : 255u))
-			return isola_err_set(err, EINVAL, "invalid",
-					     "field `%s`: value of `%.64s` is too long or has a NUL",
-					     key, k);
+			return isola_err_set(
+				err, EINVAL, "invalid",
+				"field `%s`: value of `%.64s` is too long or has a NUL", key, k);
 	}
 	*out = m;
 	return 0;
@@ -384,18 +387,21 @@ int api_json_argv(const json_t *obj, json_t **out, struct isola_err **err)
 	if (!cmd)
 		return isola_err_set(err, EINVAL, "invalid", "missing field `cmd` (or `command`)");
 	if (!json_is_array(cmd) || json_array_size(cmd) == 0 || json_array_size(cmd) > 4096)
-		return isola_err_set(err, EINVAL, "invalid",
-				     "field `cmd` must be a non-empty array of strings (at most 4096)");
+		return isola_err_set(
+			err, EINVAL, "invalid",
+			"field `cmd` must be a non-empty array of strings (at most 4096)");
 	argv = json_array();
 	if (!argv)
 		return isola_err_set(err, ENOMEM, "internal", "out of memory");
-	json_array_foreach (cmd, i, v) {
-		if (!json_is_string(v) || memchr(json_string_value(v), '\0', json_string_length(v)) ||
+	json_array_foreach(cmd, i, v)
+	{
+		if (!json_is_string(v) ||
+		    memchr(json_string_value(v), '\0', json_string_length(v)) ||
 		    json_string_length(v) > 128u * 1024u) {
 			json_decref(argv);
-			return isola_err_set(err, EINVAL, "invalid",
-					     "field `cmd`: element %zu must be a string without NUL",
-					     i);
+			return isola_err_set(
+				err, EINVAL, "invalid",
+				"field `cmd`: element %zu must be a string without NUL", i);
 		}
 		json_array_append(argv, v);
 	}

@@ -128,7 +128,8 @@ static int proc_list(struct api_req *r, json_t **list, struct isola_err **err)
 	json_decref(res);
 	if (!json_is_array(*list)) {
 		json_decref(*list);
-		return isola_err_set(err, EPROTO, "internal", "agent sent a malformed process list");
+		return isola_err_set(err, EPROTO, "internal",
+				     "agent sent a malformed process list");
 	}
 	return 0;
 }
@@ -152,9 +153,8 @@ enum MHD_Result api_proc_get(struct api_req *r)
 
 	if (proc_list(r, &list, &err) < 0)
 		return api_respond_err(r, err);
-	json_array_foreach (list, i, p)
-		if (json_integer_value(json_object_get(p, "pid")) == pid)
-			found = json_incref(p);
+	json_array_foreach(list, i, p) if (json_integer_value(json_object_get(p, "pid")) == pid)
+		found = json_incref(p);
 	json_decref(list);
 	if (!found)
 		return api_respond_error(r, "not_found", "no process %d in sandbox `%s`", pid,
@@ -261,7 +261,7 @@ int api_proc_stdin_begin(struct api_req *r)
 /* Returns -errno with *err when the agent already ended the channel with an ERROR. */
 static int early_error(struct agent_chan *ch, struct isola_err **err)
 {
-	struct agent_msg m = { 0 };
+	struct agent_msg m = {0};
 	int r = agent_chan_recv(ch, &m, 0, err);
 
 	if (r == -ETIMEDOUT) {
@@ -274,8 +274,8 @@ static int early_error(struct agent_chan *ch, struct isola_err **err)
 	if (m.type == PROTO_ERROR)
 		r = agent_error_to_err(m.json, err);
 	else
-		r = isola_err_set(err, EPROTO, "internal", "unexpected frame type %u from the agent",
-				  m.type);
+		r = isola_err_set(err, EPROTO, "internal",
+				  "unexpected frame type %u from the agent", m.type);
 	agent_msg_fini(&m);
 	return r;
 }
@@ -330,7 +330,7 @@ enum MHD_Result api_proc_close_stdin(struct api_req *r)
 
 enum MHD_Result api_proc_signal(struct api_req *r)
 {
-	static const char *const fields[] = { "signal", NULL };
+	static const char *const fields[] = {"signal", NULL};
 	cleanup_err struct isola_err *err = NULL;
 	int sig;
 
@@ -338,15 +338,17 @@ enum MHD_Result api_proc_signal(struct api_req *r)
 		return api_respond_error(r, "invalid", "missing field `signal`");
 	if (api_json_only(r->json, fields, &err) < 0 ||
 	    api_json_signal(r->json, "signal", &sig, &err) < 0 ||
-	    proc_call(r, json_pack("{s:s, s:i, s:i}", "op", "signal", "pid", req_pid(r), "signal", sig),
-		      NULL, &err) < 0)
+	    proc_call(
+		    r,
+		    json_pack("{s:s, s:i, s:i}", "op", "signal", "pid", req_pid(r), "signal", sig),
+		    NULL, &err) < 0)
 		return api_respond_err(r, err);
 	return api_respond_empty(r, 204);
 }
 
 enum MHD_Result api_proc_resize(struct api_req *r)
 {
-	static const char *const fields[] = { "cols", "rows", NULL };
+	static const char *const fields[] = {"cols", "rows", NULL};
 	cleanup_err struct isola_err *err = NULL;
 	uint64_t cols = 0, rows = 0;
 
@@ -373,7 +375,7 @@ enum MHD_Result api_proc_wait(struct api_req *r)
 	uint64_t timeout_ms = UINT64_MAX, start = util_now_ms();
 	struct agent_conn *conn;
 	struct agent_chan *ch = NULL;
-	struct agent_msg m = { 0 };
+	struct agent_msg m = {0};
 	struct sandbox *s;
 	json_t *req, *ex;
 	int ret;
@@ -397,7 +399,8 @@ enum MHD_Result api_proc_wait(struct api_req *r)
 		}
 		if (util_now_ms() - start >= timeout_ms) {
 			ret = isola_err_set(&err, ETIMEDOUT, "timeout",
-					    "process %d still running after the timeout", req_pid(r));
+					    "process %d still running after the timeout",
+					    req_pid(r));
 			break;
 		}
 		ret = 0;

@@ -11,8 +11,8 @@
 #include "../core/core.h"
 
 static const char *const create_fields[] = {
-	"template", "tier", "cpu", "memory", "disk", "pids", "env",
-	"workdir",  "user", "ttl", "labels", NULL,
+	"template", "tier",    "cpu",  "memory", "disk",   "pids",
+	"env",	    "workdir", "user", "ttl",	 "labels", NULL,
 };
 
 /* Fills req from the body. UNTRUSTED: the client's JSON, validated field by field. */
@@ -47,7 +47,8 @@ static int parse_create(const json_t *b, struct sandbox_request *req, struct iso
 					     "tier `microvm` is not available in this build");
 		if (strcmp(tier, "process") != 0)
 			return isola_err_set(err, EINVAL, "invalid",
-					     "unknown tier `%s`: expected process or microvm", tier);
+					     "unknown tier `%s`: expected process or microvm",
+					     tier);
 		snprintf(req->tier, sizeof(req->tier), "%s", tier);
 	}
 	if (cpu > 0)
@@ -62,7 +63,7 @@ static int parse_create(const json_t *b, struct sandbox_request *req, struct iso
 enum MHD_Result api_sandbox_create(struct api_req *r)
 {
 	cleanup_err struct isola_err *err = NULL;
-	struct sandbox_request req = { 0 };
+	struct sandbox_request req = {0};
 	struct sandbox *s = NULL;
 	enum MHD_Result ret;
 
@@ -80,8 +81,8 @@ enum MHD_Result api_sandbox_create(struct api_req *r)
 
 /* Collects ?label=k=v pairs into a filter object. */
 struct label_ctx {
-	json_t *filter;		/* {k: v} */
-	struct isola_err *err;	/* first problem, owned */
+	json_t *filter;	       /* {k: v} */
+	struct isola_err *err; /* first problem, owned */
 };
 
 static enum MHD_Result label_arg(void *cls, enum MHD_ValueKind kind, const char *key,
@@ -108,7 +109,7 @@ static enum MHD_Result label_arg(void *cls, enum MHD_ValueKind kind, const char 
 enum MHD_Result api_sandbox_list(struct api_req *r)
 {
 	cleanup_err struct isola_err *err = NULL;
-	struct label_ctx lc = { .filter = json_object() };
+	struct label_ctx lc = {.filter = json_object()};
 	json_t *list = NULL;
 
 	if (!lc.filter)
@@ -155,7 +156,7 @@ enum MHD_Result api_sandbox_delete(struct api_req *r)
 
 enum MHD_Result api_sandbox_timeout(struct api_req *r)
 {
-	static const char *const fields[] = { "ttl", NULL };
+	static const char *const fields[] = {"ttl", NULL};
 	cleanup_err struct isola_err *err = NULL;
 	const char *id = api_match_get(&r->match, "id");
 	struct sandbox *s = NULL;

@@ -24,9 +24,18 @@
  * against docs/openapi.yaml both ways, so keep one ROUTE(...) per line, method and pattern
  * as string literals.
  */
-#define ROUTE(m, p, h)		 { m, p, API_BODY_NONE, h, NULL, NULL }
-#define ROUTE_JSON(m, p, h)	 { m, p, API_BODY_JSON, h, NULL, NULL }
-#define ROUTE_STREAM(m, p, b, d, h) { m, p, API_BODY_STREAM, h, b, d }
+#define ROUTE(m, p, h)                                                                             \
+	{                                                                                          \
+		m, p, API_BODY_NONE, h, NULL, NULL                                                 \
+	}
+#define ROUTE_JSON(m, p, h)                                                                        \
+	{                                                                                          \
+		m, p, API_BODY_JSON, h, NULL, NULL                                                 \
+	}
+#define ROUTE_STREAM(m, p, b, d, h)                                                                \
+	{                                                                                          \
+		m, p, API_BODY_STREAM, h, b, d                                                     \
+	}
 
 /* clang-format off */
 static const struct api_route api_routes[] = {
@@ -204,8 +213,8 @@ static uint64_t content_length(struct api_req *r, bool *known)
 }
 
 /* First call for a request: authenticate, route, check declared sizes, begin a stream. */
-static enum MHD_Result request_begin(struct api_listener *lst, struct api_req *r,
-				     const char *url, const char *method)
+static enum MHD_Result request_begin(struct api_listener *lst, struct api_req *r, const char *url,
+				     const char *method)
 {
 	cleanup_err struct isola_err *err = NULL;
 	char allow[64];
@@ -255,7 +264,7 @@ static enum MHD_Result request_begin(struct api_listener *lst, struct api_req *r
 	for (unsigned i = 0; i < r->match.n; i++) {
 		char name[16];
 		size_t nl = r->match.name_lens[i] < sizeof(name) - 1 ? r->match.name_lens[i]
-								      : sizeof(name) - 1;
+								     : sizeof(name) - 1;
 
 		memcpy(name, r->match.names[i], nl);
 		name[nl] = '\0';
@@ -291,8 +300,8 @@ static enum MHD_Result request_data(struct api_req *r, const char *data, size_t 
 		char *nb;
 
 		if (size > API_MAX_JSON_BODY - r->body_len) {
-			isola_err_set(&r->fail, E2BIG, "too_large", "JSON body is larger than %u bytes",
-				      API_MAX_JSON_BODY);
+			isola_err_set(&r->fail, E2BIG, "too_large",
+				      "JSON body is larger than %u bytes", API_MAX_JSON_BODY);
 			return MHD_YES;
 		}
 		nb = realloc(r->body, r->body_len + size + 1);
@@ -382,7 +391,7 @@ static void on_log(void *cls, const char *fmt, va_list ap)
 
 static int unix_listen(const char *path, struct isola_err **err)
 {
-	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
 	cleanup_fd int fd = -1;
 	char dir[sizeof(sa.sun_path)];
 	struct stat st;
@@ -436,8 +445,8 @@ static int unix_listen(const char *path, struct isola_err **err)
 
 static int tcp_listen(const char *addr, struct isola_err **err)
 {
-	struct addrinfo hints = { .ai_socktype = SOCK_STREAM,
-				  .ai_flags = AI_NUMERICHOST | AI_NUMERICSERV };
+	struct addrinfo hints = {.ai_socktype = SOCK_STREAM,
+				 .ai_flags = AI_NUMERICHOST | AI_NUMERICSERV};
 	struct addrinfo *ai = NULL;
 	cleanup_fd int fd = -1;
 	char host[64];
@@ -479,12 +488,12 @@ static struct MHD_Daemon *daemon_start(int fd, struct api_listener *lst)
 	unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD |
 			 MHD_ALLOW_UPGRADE | MHD_USE_ERROR_LOG | MHD_USE_ITC;
 
-	return MHD_start_daemon(
-		flags, 0, NULL, NULL, on_request, lst, MHD_OPTION_LISTEN_SOCKET, (MHD_socket)fd,
-		MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)API_MAX_HEADER_BYTES,
-		MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)API_IDLE_TIMEOUT_S,
-		MHD_OPTION_CONNECTION_LIMIT, 512u, MHD_OPTION_NOTIFY_COMPLETED, on_completed,
-		NULL, MHD_OPTION_EXTERNAL_LOGGER, on_log, NULL, MHD_OPTION_END);
+	return MHD_start_daemon(flags, 0, NULL, NULL, on_request, lst, MHD_OPTION_EXTERNAL_LOGGER,
+				on_log, NULL, MHD_OPTION_LISTEN_SOCKET, (MHD_socket)fd,
+				MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)API_MAX_HEADER_BYTES,
+				MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)API_IDLE_TIMEOUT_S,
+				MHD_OPTION_CONNECTION_LIMIT, 512u, MHD_OPTION_NOTIFY_COMPLETED,
+				on_completed, NULL, MHD_OPTION_END);
 }
 
 int api_server_start(struct core *c, const struct api_config *cfg, struct api_server **out,
@@ -508,8 +517,8 @@ int api_server_start(struct core *c, const struct api_config *cfg, struct api_se
 		goto err_free;
 	}
 	snprintf(s->socket_path, sizeof(s->socket_path), "%s", cfg->socket_path);
-	s->unix_l = (struct api_listener){ .srv = s, .need_auth = false };
-	s->tcp_l = (struct api_listener){ .srv = s, .need_auth = true };
+	s->unix_l = (struct api_listener){.srv = s, .need_auth = false};
+	s->tcp_l = (struct api_listener){.srv = s, .need_auth = true};
 	s->unix_d = daemon_start(ufd, &s->unix_l);
 	if (!s->unix_d) {
 		close(ufd);

@@ -144,7 +144,7 @@ json_t *api_utf8_json(const void *p, size_t n, bool *was_valid)
 {
 	/* UNTRUSTED: process output. Invalid bytes become U+FFFD, one per byte. */
 	const uint8_t *s = p;
-	struct api_buf b = { 0 };
+	struct api_buf b = {0};
 	bool valid = true;
 	json_t *j;
 	size_t i = 0;
@@ -287,7 +287,7 @@ int api_req_fd(struct api_req *r)
 
 bool api_fd_peer_gone(int fd)
 {
-	struct pollfd p = { .fd = fd, .events = POLLRDHUP };
+	struct pollfd p = {.fd = fd, .events = POLLRDHUP};
 
 	if (fd < 0)
 		return false;

@@ -39,7 +39,7 @@ enum MHD_Result api_template_delete(struct api_req *r)
  * last one out removes the spool file and frees.
  */
 struct import {
-	struct api_server *srv;	/* server (worker registered with it) */
+	struct api_server *srv; /* server (worker registered with it) */
 	char name[64];		/* template name */
 	char path[600];		/* spool file */
 	int fd;			/* spool file, written by the connection thread */
@@ -134,9 +134,9 @@ int api_template_import_data(struct api_req *r, const char *buf, size_t len)
 static void import_progress(void *ud, const char *phase, uint64_t done, uint64_t total)
 {
 	struct import *im = ud;
-	json_t *ev = json_pack("{s:s, s:s, s:I, s:I}", "type", "progress", "phase",
-			       phase ? phase : "", "done", (json_int_t)done, "total",
-			       (json_int_t)total);
+	json_t *ev =
+		json_pack("{s:s, s:s, s:I, s:I}", "type", "progress", "phase", phase ? phase : "",
+			  "done", (json_int_t)done, "total", (json_int_t)total);
 
 	pthread_mutex_lock(&im->lock);
 	json_decref(im->progress);
@@ -152,12 +152,14 @@ static void *import_thread(void *p)
 	cleanup_err struct isola_err *err = NULL;
 	json_t *tmpl = NULL, *ev;
 
-	if (core_template_import(srv->core, im->name, im->path, import_progress, im, &tmpl,
-				 &err) < 0)
-		ev = json_pack("{s:s, s:s, s:s}", "type", "error", "code", err ? err->code : "internal",
-			       "message", err && err->message ? err->message : "import failed");
+	if (core_template_import(srv->core, im->name, im->path, import_progress, im, &tmpl, &err) <
+	    0)
+		ev = json_pack("{s:s, s:s, s:s}", "type", "error", "code",
+			       err ? err->code : "internal", "message",
+			       err && err->message ? err->message : "import failed");
 	else
-		ev = json_pack("{s:s, s:o}", "type", "done", "template", tmpl ? tmpl : json_object());
+		ev = json_pack("{s:s, s:o}", "type", "done", "template",
+			       tmpl ? tmpl : json_object());
 	pthread_mutex_lock(&im->lock);
 	im->final = ev ? ev : json_pack("{s:s}", "type", "error");
 	pthread_cond_broadcast(&im->cond);
@@ -215,7 +217,8 @@ enum MHD_Result api_template_import_end(struct api_req *r)
 	struct stat sb;
 
 	if (fstat(im->fd, &sb) < 0 || sb.st_size == 0)
-		return api_respond_error(r, "invalid", "empty upload: send the template as a tar body");
+		return api_respond_error(r, "invalid",
+					 "empty upload: send the template as a tar body");
 	close(im->fd);
 	im->fd = -1;
 	if (!api_server_worker_enter(r->srv))

@@ -18,23 +18,23 @@
 #include "../core/agentconn.h"
 #include "../core/core.h"
 
-#define WS_MAX_MESSAGE (1u << 20) /* client message cap (stdin chunk or control JSON) */
-#define WS_TICK_MS     10	  /* each direction waits at most this long per turn */
-#define WS_SEND_TIMEOUT_S 30	  /* a client that reads nothing for this long is dropped */
+#define WS_MAX_MESSAGE	  (1u << 20) /* client message cap (stdin chunk or control JSON) */
+#define WS_TICK_MS	  10	     /* each direction waits at most this long per turn */
+#define WS_SEND_TIMEOUT_S 30	     /* a client that reads nothing for this long is dropped */
 
 /* One attach session. Shared by the request (until MHD completes it) and the session
  * thread; the last reference frees it. */
 struct ws_session {
-	struct api_server *srv;	 /* the server (session thread registered as a worker) */
-	struct sandbox *s;	 /* reference */
-	struct agent_chan *ch;	 /* attach channel, owned; used by the session thread only */
-	int refs;		 /* atomic: request + session thread */
-	int sock;		 /* upgraded socket (owned by MHD, closed via urh) */
+	struct api_server *srv; /* the server (session thread registered as a worker) */
+	struct sandbox *s;	/* reference */
+	struct agent_chan *ch;	/* attach channel, owned; used by the session thread only */
+	int refs;		/* atomic: request + session thread */
+	int sock;		/* upgraded socket (owned by MHD, closed via urh) */
 	struct MHD_UpgradeResponseHandle *urh; /* for MHD_upgrade_action(CLOSE) */
-	char *extra;		 /* bytes MHD read past the request, owned */
-	size_t extra_len;	 /* their length */
-	struct ws_decoder dec;	 /* client frames */
-	bool closing;		 /* we sent a CLOSE */
+	char *extra;			       /* bytes MHD read past the request, owned */
+	size_t extra_len;		       /* their length */
+	struct ws_decoder dec;		       /* client frames */
+	bool closing;			       /* we sent a CLOSE */
 };
 
 static void sess_unref(void *p)
@@ -92,7 +92,7 @@ static int ws_send_json(struct ws_session *ss, json_t *j)
 
 static void ws_close(struct ws_session *ss, uint16_t code)
 {
-	uint8_t p[2] = { (uint8_t)(code >> 8), (uint8_t)code };
+	uint8_t p[2] = {(uint8_t)(code >> 8), (uint8_t)code};
 
 	if (ss->closing)
 		return;
@@ -102,8 +102,8 @@ static void ws_close(struct ws_session *ss, uint16_t code)
 
 static int ws_error(struct ws_session *ss, const char *code, const char *msg)
 {
-	return ws_send_json(ss, json_pack("{s:s, s:s, s:s}", "type", "error", "code", code,
-					  "message", msg));
+	return ws_send_json(
+		ss, json_pack("{s:s, s:s, s:s}", "type", "error", "code", code, "message", msg));
 }
 
 /* A text message from the client: a control command. UNTRUSTED: JSON from the client. */
@@ -126,8 +126,8 @@ static int ws_control(struct ws_session *ss, const uint8_t *data, size_t len)
 		    api_json_uint(j, "rows", 65535, &rows, &err) < 0 || !cols || !rows)
 			r = ws_error(ss, "invalid", "resize needs cols and rows (1-65535)");
 		else
-			ctl = json_pack("{s:{s:I, s:I}}", "resize", "cols", (json_int_t)cols, "rows",
-					(json_int_t)rows);
+			ctl = json_pack("{s:{s:I, s:I}}", "resize", "cols", (json_int_t)cols,
+					"rows", (json_int_t)rows);
 	} else if (type && !strcmp(type, "signal")) {
 		if (api_json_signal(j, "signal", &sig, &err) < 0)
 			r = ws_error(ss, "invalid", err->message);
@@ -209,8 +209,8 @@ static int ws_agent_msg(struct ws_session *ss, struct agent_msg *m)
 		return ws_send(ss, WS_OP_BINARY, m->data, m->len) < 0;
 	case PROTO_DROPPED:
 		return ws_send_json(ss, json_pack("{s:s, s:I}", "type", "dropped", "bytes",
-						  json_integer_value(json_object_get(m->json,
-										     "bytes")))) < 0;
+						  json_integer_value(
+							  json_object_get(m->json, "bytes")))) < 0;
 	case PROTO_EXIT: {
 		json_t *ex = api_exit_json(m->json, false);
 
@@ -224,7 +224,8 @@ static int ws_agent_msg(struct ws_session *ss, struct agent_msg *m)
 		cleanup_err struct isola_err *e = NULL;
 
 		agent_error_to_err(m->json, &e);
-		ws_error(ss, e ? e->code : "internal", e && e->message ? e->message : "agent error");
+		ws_error(ss, e ? e->code : "internal",
+			 e && e->message ? e->message : "agent error");
 		ws_close(ss, WS_CLOSE_INTERNAL);
 		return 1;
 	}
@@ -237,7 +238,7 @@ static void *ws_thread(void *p)
 {
 	struct ws_session *ss = p;
 	struct api_server *srv = ss->srv;
-	struct timeval tv = { .tv_sec = WS_SEND_TIMEOUT_S };
+	struct timeval tv = {.tv_sec = WS_SEND_TIMEOUT_S};
 	uint8_t buf[16 * 1024];
 	bool done = false;
 	int fl;
@@ -250,8 +251,8 @@ static void *ws_thread(void *p)
 		done = ws_client_bytes(ss, (const uint8_t *)ss->extra, ss->extra_len);
 	while (!done) {
 		cleanup_err struct isola_err *err = NULL;
-		struct pollfd pfd = { .fd = ss->sock, .events = POLLIN };
-		struct agent_msg m = { 0 };
+		struct pollfd pfd = {.fd = ss->sock, .events = POLLIN};
+		struct agent_msg m = {0};
 		int r;
 
 		if (api_server_is_stopping(srv)) {
@@ -290,8 +291,8 @@ static void *ws_thread(void *p)
 	return NULL;
 }
 
-static void ws_upgraded(void *cls, struct MHD_Connection *conn, void *req_cls,
-			const char *extra_in, size_t extra_in_size, MHD_socket sock,
+static void ws_upgraded(void *cls, struct MHD_Connection *conn, void *req_cls, const char *extra_in,
+			size_t extra_in_size, MHD_socket sock,
 			struct MHD_UpgradeResponseHandle *urh)
 {
 	struct ws_session *ss = cls;

@@ -12,12 +12,14 @@ int main(void)
 		const char *code;
 		unsigned status;
 	} want[] = {
-		{ "invalid", 400 },	  { "unauthorized", 401 }, { "forbidden", 403 },
-		{ "not_found", 404 },	  { "conflict", 409 },	   { "too_large", 413 },
-		{ "no_space", 507 },	  { "timeout", 504 },	   { "unavailable", 503 },
-		{ "not_supported", 501 }, { "internal", 500 },	   { "exists", 409 },
-		{ "busy", 409 },	  { "not_dir", 400 },	   { "is_dir", 400 },
-		{ "method_not_allowed", 405 },
+		{"invalid", 400},     {"unauthorized", 401},
+		{"forbidden", 403},   {"not_found", 404},
+		{"conflict", 409},    {"too_large", 413},
+		{"no_space", 507},    {"timeout", 504},
+		{"unavailable", 503}, {"not_supported", 501},
+		{"internal", 500},    {"exists", 409},
+		{"busy", 409},	      {"not_dir", 400},
+		{"is_dir", 400},      {"method_not_allowed", 405},
 	};
 	json_t *body;
 

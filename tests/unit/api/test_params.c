@@ -84,7 +84,7 @@ int main(void)
 
 	body = j("{\"template\":\"x\",\"bogus\":1}");
 	{
-		static const char *const allowed[] = { "template", NULL };
+		static const char *const allowed[] = {"template", NULL};
 
 		ok(api_json_only(body, allowed, &err) < 0 && strstr(err->message, "bogus"),
 		   "unknown field named");
@@ -146,7 +146,8 @@ int main(void)
 		ok(api_json_str_map(body, "bad", true, &m, &err) < 0, "env key with = refused");
 		isola_err_free(err);
 		err = NULL;
-		ok(api_json_str_map(body, "num", true, &m, &err) < 0, "non-string env value refused");
+		ok(api_json_str_map(body, "num", true, &m, &err) < 0,
+		   "non-string env value refused");
 		isola_err_free(err);
 		err = NULL;
 	}

@@ -27,11 +27,11 @@ static int read_table(const char *file, struct route *out)
 	while (fgets(line, sizeof(line), f)) {
 		char *q1, *q2, *q3, *q4;
 
-		if (strstr(line, "ROUTES-BEGIN")) {
+		if (strstr(line, "/* ROUTES-BEGIN */")) {
 			in = 1;
 			continue;
 		}
-		if (strstr(line, "ROUTES-END"))
+		if (strstr(line, "/* ROUTES-END */"))
 			break;
 		if (!in || !strstr(line, "ROUTE") || n == MAX_ROUTES)
 			continue;
@@ -76,7 +76,7 @@ static int read_spec(const char *file, struct route *out)
 			continue;
 		}
 		if (!strncmp(line, "    ", 4) && line[4] != ' ' && n < MAX_ROUTES && cur[0]) {
-			static const char *const ms[] = { "get", "post", "put", "delete", "patch" };
+			static const char *const ms[] = {"get", "post", "put", "delete", "patch"};
 
 			for (size_t i = 0; i < 5; i++) {
 				size_t ml = strlen(ms[i]);

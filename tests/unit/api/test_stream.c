@@ -18,7 +18,7 @@ static size_t count(const char *s, size_t n, char c)
 int main(void)
 {
 	struct isola_err *err = NULL;
-	struct api_buf b = { 0 };
+	struct api_buf b = {0};
 	enum api_fmt fmt;
 	json_t *ev, *s;
 	bool valid;
@@ -49,8 +49,9 @@ int main(void)
 	}
 	api_buf_fini(&b);
 	ok(api_event_format(API_FMT_SSE, ev, &b) == 0, "sse formatted");
-	ok(b.len > 20 && !strncmp(b.data, "event: stdout\ndata: {", 21), "sse event and data lines");
-	ok(count(b.data, b.len, '\n') == 3 && !strcmp(b.data + b.len - 2, "\n\n"),
+	ok(b.len > 20 && !strncmp(b.data, "event: stdout\ndata: {", 21),
+	   "sse event and data lines");
+	ok(count(b.data, b.len, '\n') == 3 && !memcmp(b.data + b.len - 2, "\n\n", 2),
 	   "sse: exactly one event");
 	api_buf_fini(&b);
 	json_decref(ev);
@@ -65,8 +66,13 @@ int main(void)
 	s = api_utf8_json("h\xc3\xa9llo", 6, &valid);
 	ok(s && valid && !strcmp(json_string_value(s), "h\xc3\xa9llo"), "valid UTF-8 kept");
 	json_decref(s);
-	s = api_utf8_json("a\xff" "b", 3, &valid);
-	ok(s && !valid && !strcmp(json_string_value(s), "a\xef\xbf\xbd" "b"), "0xff replaced");
+	s = api_utf8_json("a\xff"
+			  "b",
+			  3, &valid);
+	ok(s && !valid &&
+		   !strcmp(json_string_value(s), "a\xef\xbf\xbd"
+						 "b"),
+	   "0xff replaced");
 	json_decref(s);
 	s = api_utf8_json("\xc0\xaf", 2, &valid);
 	ok(s && !valid && json_string_length(s) == 6, "overlong replaced byte by byte");
