@@ -424,6 +424,8 @@ int agent_setup_run(int setup_fd)
 	char opts[256];
 
 	report_fd = setup_fd;
+	/* isolad runs with umask 077 for its own files; sandbox users expect the usual 022. */
+	umask(022);
 	memset(p.fds, -1, sizeof(p.fds));
 	recv_plan(setup_fd, &p);
 	fds = json_object_get(p.json, "fds");

@@ -66,7 +66,7 @@ int main(int argc, char **argv)
 	struct core_config cfg;
 	struct api_config api = {.socket_path = DEFAULT_SOCKET, .max_upload_bytes = 8ull << 30};
 	const char *agent_flag = NULL;
-	char agent[PATH_MAX];
+	char agent[PATH_MAX], spool[PATH_MAX];
 	struct core *core = NULL;
 	struct api_server *srv = NULL;
 	sigset_t set;
@@ -125,6 +125,8 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	tier_process_set_agent_path(agent);
+	snprintf(spool, sizeof(spool), "%s/tmp", cfg.state_dir);
+	api.spool_dir = spool;
 	umask(077);
 
 	/* Signals are taken synchronously by the main thread; every other thread blocks them. */

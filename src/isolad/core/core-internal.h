@@ -56,6 +56,7 @@ struct core {
 	pthread_t monitor;	      /* TTL and liveness thread */
 	int monitor_running;	      /* 1 while the thread runs */
 	int stop_fd;		      /* eventfd that stops the monitor */
+	int lock_fd;		      /* flock on <state>/isolad.lock: one isolad per state dir */
 };
 
 /* Allocates a sandbox object (one reference) with state CREATING. */
@@ -73,6 +74,9 @@ const char *sandbox_state_name(enum sandbox_state st);
 /* Registers / unregisters a sandbox in the core's list (takes / drops the list's ref). */
 int core_list_add(struct core *c, struct sandbox *s, struct isola_err **err);
 void core_list_remove(struct core *c, struct sandbox *s);
+
+/* Writes <state>/sandboxes/<id> into out; -ENAMETOOLONG if it does not fit. */
+int core_sandbox_dir(const struct core *c, const char *id, char *out, size_t n);
 
 /* Finds the tier named `name`, or NULL. */
 const struct tier_ops *core_tier_by_name(const char *name);

@@ -8,7 +8,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "../../common/log.h"
 #include "../../common/util.h"
@@ -28,6 +30,13 @@ void core_config_defaults(struct core_config *cfg)
 	cfg->default_pids = 512;
 	cfg->default_ttl_s = 0;
 	cfg->max_ttl_s = 7 * 24 * 3600;
+}
+
+int core_sandbox_dir(const struct core *c, const char *id, char *out, size_t n)
+{
+	int len = snprintf(out, n, "%s/sandboxes/%s", c->cfg.state_dir, id);
+
+	return len < 0 || (size_t)len >= n ? -ENAMETOOLONG : 0;
 }
 
 const struct tier_ops *core_tier_by_name(const char *name)
@@ -67,6 +76,29 @@ static int core_load_token(struct core *c, struct isola_err **err)
 	return 0;
 }
 
+/*
+ * Takes an exclusive flock on <state>/isolad.lock, held for the core's life. Without it a
+ * second isolad on the same state dir would reconcile — and clean up — the first one's
+ * live sandboxes.
+ */
+static int core_lock_state_dir(struct core *c, struct isola_err **err)
+{
+	char path[PATH_MAX];
+
+	snprintf(path, sizeof(path), "%s/isolad.lock", c->cfg.state_dir);
+	c->lock_fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+	if (c->lock_fd < 0)
+		return isola_err_sys(err, errno, NULL, "open lock `%s`", path);
+	if (flock(c->lock_fd, LOCK_EX | LOCK_NB) < 0) {
+		if (errno == EWOULDBLOCK)
+			return isola_err_set(err, EBUSY, "conflict",
+					     "state dir `%s` is in use by another isolad",
+					     c->cfg.state_dir);
+		return isola_err_sys(err, errno, NULL, "lock `%s`", path);
+	}
+	return 0;
+}
+
 int core_new(const struct core_config *cfg, struct core **out, struct isola_err **err)
 {
 	struct core *c = calloc(1, sizeof(*c));
@@ -77,6 +109,7 @@ int core_new(const struct core_config *cfg, struct core **out, struct isola_err 
 		return isola_err_set(err, ENOMEM, NULL, "core: out of memory");
 	c->cfg = *cfg;
 	c->stop_fd = -1;
+	c->lock_fd = -1;
 	pthread_mutex_init(&c->lock, NULL);
 	r = util_mkdir_p(cfg->state_dir, 0700);
 	if (r < 0) {
@@ -84,6 +117,9 @@ int core_new(const struct core_config *cfg, struct core **out, struct isola_err 
 		goto fail;
 	}
 	chmod(cfg->state_dir, 0700);
+	r = core_lock_state_dir(c, err);
+	if (r < 0)
+		goto fail;
 	snprintf(path, sizeof(path), "%s/sandboxes", cfg->state_dir);
 	r = util_mkdir_p(path, 0700);
 	if (r < 0) {
@@ -127,6 +163,8 @@ void core_free(struct core *c)
 	pthread_mutex_unlock(&c->lock);
 	images_shutdown();
 	store_close(c->store);
+	if (c->lock_fd >= 0)
+		close(c->lock_fd);
 	pthread_mutex_destroy(&c->lock);
 	free(c);
 }
@@ -372,7 +410,10 @@ int core_sandbox_create(struct core *c, const struct sandbox_request *req, struc
 
 		s->expires_at = ttl ? s->created_at + ttl : 0;
 	}
-	snprintf(s->spec.dir, sizeof(s->spec.dir), "%s/sandboxes/%s", c->cfg.state_dir, id);
+	if (core_sandbox_dir(c, id, s->spec.dir, sizeof(s->spec.dir)) < 0) {
+		r = isola_err_set(err, ENAMETOOLONG, "internal", "state dir path too long");
+		goto fail_slot;
+	}
 	if (mkdir(s->spec.dir, 0700) < 0) {
 		r = isola_err_sys(err, errno, NULL, "create `%s`", s->spec.dir);
 		goto fail_slot;

@@ -24,7 +24,8 @@ static struct sandbox *sandbox_from_row(struct core *c, const struct store_sandb
 	if (sandbox_spec_load(s, row->spec, &e) < 0)
 		log_warn("sandbox %s: %s", row->id, e->message);
 	snprintf(s->template_id, sizeof(s->template_id), "%s", row->template);
-	snprintf(s->spec.dir, sizeof(s->spec.dir), "%s/sandboxes/%s", c->cfg.state_dir, row->id);
+	if (core_sandbox_dir(c, row->id, s->spec.dir, sizeof(s->spec.dir)) < 0)
+		log_warn("sandbox %s: state dir path too long", row->id);
 	s->uid_slot = row->uid_slot;
 	s->spec.uid_base = CORE_UID_BASE + (uint32_t)row->uid_slot * 65536u;
 	s->created_at = row->created_at;
