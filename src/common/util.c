@@ -53,7 +53,7 @@ int util_read_exact(int fd, void *buf, size_t len)
 int util_read_file(const char *path, size_t max, char **out, size_t *len)
 {
 	cleanup_fd int fd = open(path, O_RDONLY | O_CLOEXEC);
-	size_t cap = 4096, used = 0;
+	size_t cap = max < 4096 ? max : 4096, used = 0;
 	char *buf;
 
 	if (fd < 0)
@@ -68,8 +68,13 @@ int util_read_file(const char *path, size_t max, char **out, size_t *len)
 			char *nb;
 
 			if (cap >= max) {
-				free(buf);
-				return -EFBIG;
+				/* Full: one more byte (into the spare slot) means too big. */
+				n = read(fd, buf + used, 1);
+				if (n != 0) {
+					free(buf);
+					return n < 0 ? -errno : -EFBIG;
+				}
+				break;
 			}
 			cap = cap * 2 > max ? max : cap * 2;
 			nb = realloc(buf, cap + 1);

@@ -135,8 +135,10 @@ out:
 int store_sandbox_put(struct store *st, const struct store_sandbox *r, struct isola_err **err)
 {
 	static const char sql[] =
-		"INSERT OR REPLACE INTO sandboxes(id,state,tier,template,spec,tier_state,error,"
-		"uid_slot,created_at,expires_at) VALUES(?1,?2,?3,?4,?5,?6,?7,?8,?9,?10)";
+		"INSERT INTO sandboxes(id,state,tier,template,spec,tier_state,error,"
+		"uid_slot,created_at,expires_at) VALUES(?1,?2,?3,?4,?5,?6,?7,?8,?9,?10) "
+		"ON CONFLICT(id) DO UPDATE SET state=?2, tier=?3, template=?4, spec=?5, "
+		"tier_state=?6, error=?7, uid_slot=?8, created_at=?9, expires_at=?10";
 	sqlite3_stmt *s = NULL;
 	int ret = 0;
 

@@ -34,7 +34,7 @@ void store_sandbox_fini(struct store_sandbox *r);
 int store_open(const char *path, struct store **out, struct isola_err **err);
 void store_close(struct store *st);
 
-/* Inserts or replaces the row with r->id. */
+/* Inserts the row, or updates the one with r->id; a uid_slot held by another row fails. */
 int store_sandbox_put(struct store *st, const struct store_sandbox *r, struct isola_err **err);
 
 /* Updates state and error (error may be NULL) of an existing row; -ENOENT if none. */
