@@ -258,11 +258,11 @@ def sandbox(make_sandbox):
 
 @pytest.fixture
 def cli(isolad):
-    """cli(*args, input=None, timeout=60, json=False, env=None) -> CompletedProcess (bytes)."""
+    """cli(*args, input=None, timeout=60, json=False, env=None, cwd=None) -> CompletedProcess."""
     if not os.access(CLI, os.X_OK):
         pytest.fail(f"CLI binary `{CLI}` is missing or not executable", pytrace=False)
 
-    def run(*args, input=None, timeout=60, json=False, env=None):
+    def run(*args, input=None, timeout=60, json=False, env=None, cwd=None):
         argv = [str(CLI), "--socket", isolad.socket] + (["--json"] if json else []) + \
             [str(a) for a in args]
         e = dict(os.environ)
@@ -273,7 +273,7 @@ def cli(isolad):
             input = input.encode()
         try:
             cp = subprocess.run(argv, input=input, stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, timeout=timeout, env=e,
+                                stderr=subprocess.PIPE, timeout=timeout, env=e, cwd=cwd,
                                 stdin=None if input is not None else subprocess.DEVNULL)
         except subprocess.TimeoutExpired as ex:
             raise AssertionError(f"`isola {' '.join(map(str, args))}` did not finish in "

@@ -179,13 +179,14 @@ class Client:
     def list_sandboxes(self, query=None):
         return sandbox_list(self.get_json("/v1/sandboxes", query=query))
 
-    def exec(self, sid, cmd=None, command=None, status=200, timeout=60, **fields):
+    def exec(self, sid, cmd=None, command=None, status=200, http_timeout=90, **fields):
+        """POST .../exec; `fields` go into the body (timeout there is the command's)."""
         body = dict(fields)
         if cmd is not None:
             body["cmd"] = cmd
         if command is not None:
             body["command"] = command
-        r = self.request("POST", f"/v1/sandboxes/{sid}/exec", json=body, timeout=timeout)
+        r = self.request("POST", f"/v1/sandboxes/{sid}/exec", json=body, timeout=http_timeout)
         assert r.status == status, f"exec {body}: expected {status}, got {r}"
         return r.json()
 
@@ -713,6 +714,37 @@ def pids_with_uid_in(lo, hi):
     for pid in all_pids():
         st = proc_status(pid)
         if st and "Uid" in st and any(lo <= int(u) < hi for u in st["Uid"].split()):
+            out.append(pid)
+    return out
+
+
+def ns_inode(pid, ns):
+    try:
+        return os.stat(f"/proc/{pid}/ns/{ns}").st_ino
+    except OSError:
+        return None
+
+
+def isola_cgroup_ids(pid):
+    """Sandbox ids of the isola/<id> cgroups pid is in."""
+    raw = _read(f"/proc/{pid}/cgroup") or b""
+    return {m.group(1) for m in re.finditer(r"/isola/([^/\n]+)", raw.decode(errors="replace"))}
+
+
+def sandbox_leftovers(sid, uid_range, pidns, userns):
+    """Host pids still belonging to a destroyed sandbox: in its cgroup, its pid or user
+    namespace, or owning a uid of its range (other isolads on the same host may reuse that
+    range for their own sandboxes: those, in another isola/<id> cgroup, are not counted)."""
+    out = []
+    for pid in all_pids():
+        ids = isola_cgroup_ids(pid)
+        if sid in ids or (pidns and ns_inode(pid, "pid") == pidns) or \
+                (userns and ns_inode(pid, "user") == userns):
+            out.append(pid)
+            continue
+        st = proc_status(pid)
+        if st and "Uid" in st and any(uid_range[0] <= int(u) < uid_range[1]
+                                      for u in st["Uid"].split()) and not (ids - {sid}):
             out.append(pid)
     return out
 

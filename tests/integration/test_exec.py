@@ -78,18 +78,25 @@ def test_user(api, sandbox):
     sid = sandbox["id"]
     assert api.exec(sid, cmd=["id", "-u"])["stdout"] == "0\n"
     assert api.exec(sid, cmd=["id", "-u"], user="root")["stdout"] == "0\n"
-    assert api.exec(sid, cmd=["id", "-u"], user="user")["stdout"] == "1000\n"
+    assert api.exec(sid, cmd=["id", "-u"], user="user", cwd="/tmp")["stdout"] == "1000\n"
     r = api.request("POST", f"/v1/sandboxes/{sid}/exec",
                     json={"cmd": ["id"], "user": "no-such-user"})
     assert r.status in (400, 404), r
     assert "no-such-user" in r.error_message
 
 
+def test_user_without_cwd_starts_somewhere_it_may_enter(api, sandbox):
+    """exec as `user` with no cwd must work: the default cwd must not be root's 0700 home."""
+    res = api.exec(sandbox["id"], cmd=["sh", "-c", "id -u; pwd"], user="user")
+    assert res["exit_code"] == 0, res
+    assert res["stdout"].startswith("1000\n"), res
+
+
 def test_user_is_unprivileged_on_the_host(api, sandbox):
     """Root inside is not root outside: judge the host uid of a sandbox process."""
     sid = sandbox["id"]
     p = api.start_process(sid, cmd=["sleep", "60"], tag="uidprobe")
-    q = api.start_process(sid, cmd=["sleep", "61"], user="user")
+    q = api.start_process(sid, cmd=["sleep", "61"], user="user", cwd="/tmp")
     try:
         init = ic.sandbox_init_pid(sid)
         m = ic.uid_map(init)

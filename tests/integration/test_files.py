@@ -71,6 +71,21 @@ def test_write_mode(api, sandbox):
     assert "mode" in r.error_message
 
 
+def test_default_modes(api, sandbox):
+    """Without a mode, files and directories get the ordinary 0644/0755 (umask 022), so the
+    sandbox's non-root user can read what the API wrote; a daemon's private umask must not
+    leak into the sandbox."""
+    sid = sandbox["id"]
+    api.write_file(sid, "/tmp/plain", b"p")
+    assert mode_bits(api.get_json(fs(sid, "stat"), query={"path": "/tmp/plain"})["mode"]) \
+        == 0o644
+    r = api.request("POST", fs(sid, "mkdir"), json={"path": "/tmp/plaindir"})
+    assert r.status in (200, 201), r
+    assert mode_bits(r.json()["mode"]) == 0o755, r.json()
+    root = api.get_json(fs(sid, "stat"), query={"path": "/"})
+    assert mode_bits(root["mode"]) == 0o755, f"the sandbox's / is {oct(mode_bits(root['mode']))}"
+
+
 def test_range_requests(api, sandbox):
     sid = sandbox["id"]
     data = bytes(range(100))

@@ -216,6 +216,12 @@ PER_SANDBOX_ROUTES = [
 @pytest.mark.parametrize("method,suffix,body,query", PER_SANDBOX_ROUTES,
                          ids=[f"{m} {s or '/'}" for m, s, _, _ in PER_SANDBOX_ROUTES])
 def test_unknown_sandbox_is_404_everywhere(api, gone_id, method, suffix, body, query):
+    if suffix.endswith("/ws"):
+        with pytest.raises(ic.WebSocketError) as e:
+            ic.WebSocket.connect(api, f"/v1/sandboxes/{gone_id}{suffix}")
+        assert getattr(e.value, "status", None) == 404, e.value
+        assert gone_id.encode() in e.value.body
+        return
     kw = {"query": query}
     if isinstance(body, dict):
         kw["json"] = body

@@ -60,7 +60,6 @@ def test_import_run_remove(api, make_sandbox, hello, fmt):
         # PATH from the image config finds bin/hello; Env and WorkingDir apply.
         assert api.exec(sid, cmd=["hello", "env", "GREETING"])["stdout"] == "from-image\n"
         assert api.exec(sid, cmd=["/hello", "cwd"])["stdout"] == "/work\n"
-        assert api.exec(sid, cmd=["/hello", "id"], user="user")["stdout"] == "1000\n"
         # The second layer's whiteout removed /etc/old and added /etc/new.
         assert api.exec(sid, cmd=["/hello", "exists", "/etc/old"])["stdout"] == "no\n"
         assert api.read_file(sid, "/etc/new") == b"added by layer 2\n"
@@ -76,6 +75,8 @@ def test_import_run_remove(api, make_sandbox, hello, fmt):
         r = api.request("DELETE", f"/v1/templates/{name}")
         assert r.status == 409, r
         assert r.error_code == "conflict"
+        # The image's /etc/passwd names `user`.
+        assert api.exec(sid, cmd=["/hello", "id"], user="user")["stdout"] == "1000\n"
         for x in (sid, sb2["id"]):
             assert api.delete_sandbox(x).status == 204
     finally:
