@@ -11,7 +11,7 @@ PKGS=(
 	# run
 	iproute2 uidmap
 	# test and bench
-	python3 python3-pytest bubblewrap runc libclang-rt-14-dev
+	python3 python3-pytest python3-yaml bubblewrap runc libclang-rt-14-dev
 )
 
 missing=()

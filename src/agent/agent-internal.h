@@ -114,6 +114,7 @@ int op_rename(struct chan *ch, json_t *req);  /* files.c */
 int op_remove(struct chan *ch, json_t *req);  /* files.c */
 int op_tar_get(struct chan *ch, json_t *req); /* tarops.c */
 int op_tar_put(struct chan *ch, json_t *req); /* tarops.c */
+int op_watch(struct chan *ch, json_t *req);   /* watch.c */
 
 /* ---- processes (proc.c) ---- */
 

@@ -808,8 +808,12 @@ fail:
 	}
 	free(cargv);
 	free_strv(envp);
-	chan_fail(ch, -r, "exec `%s`: %s: %s", json_string_value(json_array_get(argv, 0)), what,
-		  strerror(-r));
+	if (!strcmp(what, "chdir"))
+		chan_fail(ch, -r, "exec `%s`: working directory `%s`: %s",
+			  json_string_value(json_array_get(argv, 0)), cwd, strerror(-r));
+	else
+		chan_fail(ch, -r, "exec `%s`: %s: %s", json_string_value(json_array_get(argv, 0)),
+			  what, strerror(-r));
 	return 0;
 }
 

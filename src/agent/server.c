@@ -308,7 +308,7 @@ static const struct {
 	{"resize", op_resize},	 {"read", op_read},	{"write", op_write},
 	{"stat", op_stat},	 {"list", op_list},	{"mkdir", op_mkdir},
 	{"rename", op_rename},	 {"remove", op_remove}, {"tar_get", op_tar_get},
-	{"tar_put", op_tar_put}, {"info", NULL},
+	{"tar_put", op_tar_put}, {"info", NULL},	{"watch", op_watch},
 };
 
 static const struct chan_ops noop_ops = {0};

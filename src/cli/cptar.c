@@ -5,6 +5,7 @@
 #include <archive.h>
 #include <archive_entry.h>
 #include <errno.h>
+#include <unistd.h>
 #include <limits.h>
 #include <stdio.h>
 #include <string.h>
@@ -70,6 +71,18 @@ int cptar_extract(int fd, const char *dst, bool into_dir, struct isola_err **err
 	}
 	archive_read_support_format_tar(in);
 	archive_write_disk_set_options(out, CPTAR_EXTRACT_FLAGS);
+	/* SECURE_NOABSOLUTEPATHS refuses the absolute names an absolute DST maps to: extract
+	 * relative to / instead (the CLI exits after the copy, so its cwd is free to change). */
+	if (dst[0] == '/') {
+		if (chdir("/") < 0) {
+			ret = isola_err_sys(err, errno, NULL, "chdir `/`");
+			goto out;
+		}
+		while (dst[0] == '/')
+			dst++;
+		if (!dst[0])
+			dst = ".";
+	}
 	if (archive_read_open_fd(in, fd, 65536) != ARCHIVE_OK) {
 		ret = isola_err_set(err, EPROTO, "internal", "read archive: %s",
 				    archive_error_string(in));

@@ -3,6 +3,7 @@
 #include "cli.h"
 
 #include <errno.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -204,6 +205,8 @@ int main(int argc, char **argv)
 	const char *env;
 	int c, r;
 
+	/* A closed pipe or socket is an error to report, never a silent kill. */
+	signal(SIGPIPE, SIG_IGN);
 	cli.conf.socket = (env = getenv("ISOLA_SOCKET")) && *env ? env : DEFAULT_SOCKET;
 	cli.conf.url = (env = getenv("ISOLA_URL")) && *env ? env : NULL;
 	cli.conf.token = (env = getenv("ISOLA_TOKEN")) && *env ? env : NULL;

@@ -190,6 +190,8 @@ enum MHD_Result api_archive_get(struct api_req *r)
 		return api_respond_err(r, err);
 	}
 	req = json_pack("{s:s, s:s}", "op", "tar_get", "path", path);
+	if (req)
+		sandbox_apply_file_defaults(t->s, req);
 	if (!req || agent_chan_open(conn, req, &t->ch, &err) < 0) {
 		json_decref(req);
 		goto fail;
@@ -482,6 +484,8 @@ int api_archive_put_begin(struct api_req *r)
 	if (api_sandbox_agent(r, &t->s, &conn, &err) < 0)
 		return api_req_fail(r, err);
 	req = json_pack("{s:s, s:s}", "op", "tar_put", "path", path);
+	if (req)
+		sandbox_apply_file_defaults(t->s, req);
 	if (!req || agent_chan_open(conn, req, &t->ch, &err) < 0) {
 		json_decref(req);
 		if (!err)

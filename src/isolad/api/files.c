@@ -54,6 +54,7 @@ static int fs_call(struct api_req *r, json_t *req, json_t **result, struct isola
 		return isola_err_set(err, ENOMEM, "internal", "out of memory");
 	ret = api_sandbox_agent(r, &s, &conn, err);
 	if (ret == 0) {
+		sandbox_apply_file_defaults(s, req);
 		ret = agent_call(conn, req, FS_CALL_TIMEOUT_MS, result, err);
 		sandbox_unref(s);
 	}
@@ -137,6 +138,8 @@ enum MHD_Result api_file_get(struct api_req *r)
 
 		/* The suffix needs the size first. */
 		req = json_pack("{s:s, s:s}", "op", "stat", "path", path);
+		if (req)
+			sandbox_apply_file_defaults(d->s, req);
 		if (!req || agent_call(conn, req, FS_CALL_TIMEOUT_MS, &stat, &err) < 0) {
 			json_decref(req);
 			goto fail;
@@ -156,6 +159,8 @@ enum MHD_Result api_file_get(struct api_req *r)
 			(json_int_t)off, "length",
 			ranged && rg.end != UINT64_MAX ? (json_int_t)(rg.end - rg.start + 1)
 						       : (json_int_t)-1);
+	if (req)
+		sandbox_apply_file_defaults(d->s, req);
 	if (!req || agent_chan_open(conn, req, &d->ch, &err) < 0) {
 		json_decref(req);
 		goto fail;
@@ -262,6 +267,8 @@ int api_file_put_begin(struct api_req *r)
 		return api_req_fail(r, err);
 	req = json_pack("{s:s, s:s, s:i, s:b}", "op", "write", "path", path, "mode", (int)mode,
 			"append", 0);
+	if (req)
+		sandbox_apply_file_defaults(u->s, req);
 	if (!req || agent_chan_open(u->conn, req, &u->ch, &err) < 0) {
 		json_decref(req);
 		if (!err)
@@ -314,6 +321,8 @@ enum MHD_Result api_file_put_end(struct api_req *r)
 	api_req_keepalive(r);
 	/* The write op answers {path,size}; the API answers with the full entry. */
 	req = json_pack("{s:s, s:s}", "op", "stat", "path", u->path);
+	if (req)
+		sandbox_apply_file_defaults(u->s, req);
 	if (req && agent_call(u->conn, req, FS_CALL_TIMEOUT_MS, &entry, NULL) == 0) {
 		json_decref(res);
 		res = entry;
@@ -371,7 +380,7 @@ enum MHD_Result api_fs_mkdir(struct api_req *r)
 	static const char *const fields[] = {"path", "parents", "mode", NULL};
 	cleanup_err struct isola_err *err = NULL;
 	const char *path = NULL, *ms = NULL;
-	bool parents = true;
+	bool parents = false;
 	uint32_t mode = 0755;
 	json_t *res = NULL, *mv;
 

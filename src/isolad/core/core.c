@@ -307,7 +307,7 @@ static int core_prepare(struct core *c, struct sandbox *s, const struct sandbox_
 	if (req->labels)
 		json_object_update(s->labels, (json_t *)req->labels);
 	snprintf(s->workdir, sizeof(s->workdir), "%s",
-		 req->workdir ? req->workdir : (t.workdir[0] ? t.workdir : "/root"));
+		 req->workdir ? req->workdir : t.workdir);
 	snprintf(s->user, sizeof(s->user), "%s",
 		 req->user ? req->user : (t.default_user[0] ? t.default_user : "root"));
 	template_info_fini(&t);

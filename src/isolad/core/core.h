@@ -92,6 +92,10 @@ int sandbox_agent(struct sandbox *s, struct agent_conn **out, struct isola_err *
  */
 void sandbox_apply_exec_defaults(struct sandbox *s, json_t *req);
 
+/* Completes an agent file-op request (read, write, stat, list, tar_*) with the sandbox's
+ * default user when the request names none: file ops run as the sandbox user. */
+void sandbox_apply_file_defaults(struct sandbox *s, json_t *req);
+
 /* Resource counters from the tier. */
 int sandbox_stats(struct sandbox *s, struct tier_stats *out, struct isola_err **err);
 

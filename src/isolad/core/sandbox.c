@@ -231,6 +231,14 @@ void sandbox_apply_exec_defaults(struct sandbox *s, json_t *req)
 	pthread_mutex_unlock(&s->lock);
 }
 
+void sandbox_apply_file_defaults(struct sandbox *s, json_t *req)
+{
+	pthread_mutex_lock(&s->lock);
+	if (!json_is_string(json_object_get(req, "user")) && s->user[0])
+		json_object_set_new(req, "user", json_string(s->user));
+	pthread_mutex_unlock(&s->lock);
+}
+
 int sandbox_stats(struct sandbox *s, struct tier_stats *out, struct isola_err **err)
 {
 	int r;

@@ -299,7 +299,7 @@ int images_host_build(const char *tdir, struct isola_err **err)
 		.name = "host",
 		.source = "host",
 		.default_user = "root",
-		.workdir = "/root",
+		.workdir = "", /* each user starts in their home */
 	};
 	char tmp[PATH_MAX], path[PATH_MAX], final[PATH_MAX];
 	cleanup_fd int rfd = -1;

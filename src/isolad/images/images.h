@@ -25,7 +25,7 @@ struct template_info {
 	double created_at;			/* unix time */
 	char source[16];			/* "host" | "oci" | "docker-archive" */
 	char default_user[32];	  /* user commands run as unless the request says otherwise */
-	char workdir[256];	  /* default cwd from the image config or "/root" */
+	char workdir[256];	  /* default cwd from the image config, "" = the user's home */
 	json_t *env;		  /* image config Env as {K:V} object (owned) */
 	unsigned layers;	  /* layers applied (0 for host) */
 	uint32_t skipped_entries; /* layer entries dropped at import (device nodes) */

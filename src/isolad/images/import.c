@@ -416,7 +416,7 @@ static int read_config(struct import *im, json_t *cfg)
 			return isola_err_set(im->err, EBADMSG, "invalid", "image config: bad User");
 		snprintf(im->t->default_user, sizeof(im->t->default_user), "%s", user);
 	}
-	snprintf(im->t->workdir, sizeof(im->t->workdir), "/root");
+	im->t->workdir[0] = '\0'; /* no WorkingDir: each user starts in their home */
 	if (wd && *wd) {
 		if (wd[0] != '/' || strlen(wd) >= sizeof(im->t->workdir) || strstr(wd, "/../") ||
 		    strspn(wd, "\n\r\t") || strpbrk(wd, "\n\r"))

@@ -132,7 +132,7 @@ static void check_host(void)
 	if (!ok(images_get("host", &t, &e) == 0, "host template exists"))
 		return diag_err(e);
 	ok(!strcmp(t.id, "host") && !strcmp(t.source, "host") && !strcmp(t.default_user, "root") &&
-		   !strcmp(t.workdir, "/root"),
+		   !strcmp(t.workdir, ""),
 	   "host template fields");
 	ok(t.n_binds >= 1 && !strcmp(t.binds[0].src, "/usr") && !strcmp(t.binds[0].dst, "/usr"),
 	   "host binds /usr first");
@@ -306,7 +306,7 @@ static void check_imports(void)
 	if (r == 0) {
 		check_good("docker", &t);
 		ok(!strcmp(t.source, "docker-archive") && t.layers == 3 &&
-			   !strcmp(t.workdir, "/root") && !strcmp(t.default_user, "root"),
+			   !strcmp(t.workdir, "") && !strcmp(t.default_user, "root"),
 		   "docker: template fields and defaults");
 		template_info_fini(&t);
 	}

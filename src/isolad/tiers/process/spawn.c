@@ -235,7 +235,8 @@ int proc_read_start_time(pid_t pid, uint64_t *out)
 	if (!p)
 		return -EINVAL;
 	p++;
-	for (int field = 2; field < 22; field++) {
+	/* p is at the space before field 3; stop at the space before field 22 (starttime). */
+	for (int field = 3; field < 22; field++) {
 		p = strchr(p + 1, ' ');
 		if (!p)
 			return -EINVAL;

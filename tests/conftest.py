@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Fixtures: one real isolad per session (restartable), sandboxes, and the real CLI.
+"""Shared by tests/integration and tests/security. Fixtures: one real isolad per session (restartable), sandboxes, and the real CLI.
 
 Environment:
   ISOLA_BUILD   build tree with src/isolad/isolad and src/cli/isola (default <repo>/build)
@@ -22,11 +22,11 @@ from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent / "integration"))
 
 import isola_client as ic  # noqa: E402
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[1]
 BUILD = Path(os.environ.get("ISOLA_BUILD") or REPO / "build")
 ISOLAD = BUILD / "src" / "isolad" / "isolad"
 CLI = BUILD / "src" / "cli" / "isola"
