@@ -1,22 +1,31 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
-# build: configures and builds isola into build/ (release-ish) and, with --asan, build-asan/.
+# build: configures and builds isola into build/ and, with --asan, an ASan+UBSan tree build-asan/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 werror=false
 [ "${CI:-}" = "true" ] && werror=true
 
-if [ ! -d build ]; then
-	meson setup build -Dwerror=$werror >/dev/null
-fi
-ninja -C build >/dev/null
+# Runs a build step quietly; on failure prints its output and fails.
+quiet() {
+	local log
+	log=$(mktemp)
+	if ! "$@" >"$log" 2>&1; then
+		tail -n 60 "$log"
+		rm -f "$log"
+		echo "build: \`$*\` failed"
+		return 1
+	fi
+	rm -f "$log"
+}
+
+[ -d build ] || quiet meson setup build -Dwerror=$werror
+quiet ninja -C build
 
 if [ "${1:-}" = "--asan" ]; then
-	# Sanitizers cannot link the static agent: the ASan tree uses build/'s agent.
-	if [ ! -d build-asan ]; then
-		meson setup build-asan -Db_sanitize=address,undefined -Db_lundef=false \
-			-Dagent=false -Dwerror=$werror >/dev/null
-	fi
-	ninja -C build-asan >/dev/null
+	# Sanitizers cannot link static binaries: the ASan tree uses build/'s agent and probe.
+	[ -d build-asan ] || quiet meson setup build-asan -Db_sanitize=address,undefined \
+		-Db_lundef=false -Dagent=false -Dwerror=$werror
+	quiet ninja -C build-asan
 fi

@@ -1,0 +1,202 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* e2b-internal: what the E2B adapter's files share — request state, Connect codec, auth. */
+#ifndef ISOLA_E2B_INTERNAL_H
+#define ISOLA_E2B_INTERNAL_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../api/api-internal.h"
+#include "e2b.h"
+
+#define E2B_ENVD_VERSION   "0.6.13"	/* what the SDKs gate features on (>= 0.5.7 etc.) */
+#define E2B_CLIENT_ID	   "isola"	/* Sandbox.clientID */
+#define E2B_MAX_BODY	   (1u << 20)	/* buffered JSON / envelope request bodies */
+#define E2B_DEFAULT_TTL_S  300		/* create without `timeout` (E2B's SDK default) */
+#define E2B_ENVD_PORT	   "49983"	/* E2b-Sandbox-Port the SDK sends for envd */
+#define E2B_CALL_MS	   60000	/* one-shot agent calls */
+#define E2B_KEEPALIVE_MAX  3600		/* cap on Keepalive-Ping-Interval, seconds */
+#define E2B_TOKEN_HEX	   64		/* envdAccessToken length */
+
+enum e2b_kind {
+	E2B_CONTROL, /* api.e2b.app-like: X-API-KEY */
+	E2B_ENVD,    /* the in-sandbox daemon: E2b-Sandbox-Id + X-Access-Token */
+};
+
+/* One E2B route. `api` comes first: r->route points at it, so server.c drives the body
+ * (API_BODY_NONE or API_BODY_STREAM) and calls api.handle at the end. */
+struct e2b_route {
+	struct api_route api; /* method, pattern, body kind, handle, data */
+	enum e2b_kind kind;   /* which auth applies */
+	bool buffered;	      /* API_BODY_STREAM collected into e2b_req.body (<= E2B_MAX_BODY) */
+};
+
+/* Per-request state (r->state), freed by e2b_req_free when MHD completes the request. */
+struct e2b_req {
+	const struct e2b_route *route; /* matched route */
+	bool need_auth;		       /* TCP listener: X-API-KEY / X-Access-Token required */
+	bool too_large;		       /* buffered body passed E2B_MAX_BODY (rest swallowed) */
+	struct api_buf body;	       /* buffered request body */
+	char sandbox[40];	       /* envd: sandbox id from E2b-Sandbox-Id (validated) */
+	char user[64];		       /* envd: user from Authorization: Basic, "" = default */
+	void *op;		       /* route state for streamed uploads, owned via op_free */
+	void (*op_free)(void *op);     /* releases op */
+};
+
+static inline struct e2b_req *e2b_req_of(struct api_req *r)
+{
+	return r->state;
+}
+
+/* --- connect.c: Connect protocol pieces (pure; fuzzed by fuzz/fuzz_connect.c) ---------- */
+
+#define E2B_ENV_HDR	   5	/* envelope header: flags u8, length u32 big-endian */
+#define E2B_FLAG_COMPRESS  0x01 /* compressed message (refused) */
+#define E2B_FLAG_END	   0x02 /* end-of-stream message */
+
+/* Parses a request body that must hold exactly one uncompressed message envelope.
+ * UNTRUSTED input. 0 with *payload/*plen into buf, or -EINVAL (malformed, trailing bytes,
+ * length mismatch), -ENOTSUP (compressed / end-stream flag). */
+int e2b_envelope_parse(const uint8_t *buf, size_t len, const uint8_t **payload, size_t *plen);
+/* Appends one envelope (flags, then JSON text of j) to b. j borrowed. 0 or -ENOMEM. */
+int e2b_envelope_append(struct api_buf *b, uint8_t flags, const json_t *j);
+
+/* Parses a Connect JSON message: an object, depth-checked, duplicates refused. */
+int e2b_json_parse(const void *buf, size_t len, json_t **out, struct isola_err **err);
+/* A proto3 JSON field by its lowerCamelCase name or its original snake_case name. */
+json_t *e2b_jget(const json_t *obj, const char *camel, const char *snake);
+/* Typed proto3 getters. Absent or null: *out untouched, 0. Wrong type: -EINVAL with an
+ * `invalid` error naming the field. Numbers may arrive as JSON numbers or strings. */
+int e2b_jstr(const json_t *obj, const char *camel, const char *snake, size_t max,
+	     const char **out, struct isola_err **err);
+int e2b_juint(const json_t *obj, const char *camel, const char *snake, uint64_t max,
+	      uint64_t *out, struct isola_err **err);
+int e2b_jbool(const json_t *obj, const char *camel, const char *snake, bool *out,
+	      struct isola_err **err);
+/* proto3 `bytes`: standard or URL-safe base64, padding optional. *out malloc'd. */
+int e2b_jbytes(const json_t *obj, const char *camel, const char *snake, size_t max,
+	       uint8_t **out, size_t *len, struct isola_err **err);
+/* Decodes base64 (standard or URL-safe, padding optional). -EINVAL on bad input. */
+int e2b_b64_decode(const char *s, size_t n, uint8_t *out, size_t cap, size_t *outlen);
+
+/* isola error code -> Connect code ("not_found", "invalid_argument", ...). */
+const char *e2b_connect_code(const char *isola_code);
+/* Connect code -> HTTP status for unary errors (Connect protocol table). */
+unsigned e2b_connect_status(const char *connect_code);
+/* {"code": connect code, "message"} (new reference). */
+json_t *e2b_connect_error_json(const char *connect_code, const char *message);
+/* RFC 3339 UTC with seconds ("2026-01-02T03:04:05Z") into out (>= 32 bytes). */
+void e2b_rfc3339(double unix_time, char *out, size_t n);
+
+/* --- auth.c ------------------------------------------------------------------------------- */
+
+/* True when the request carries the API token as X-API-KEY (or Authorization: Bearer). */
+bool e2b_api_key_ok(struct api_req *r);
+/* The envdAccessToken of a sandbox: hex HMAC-SHA-256 of its id under a key derived from
+ * the API token, so it survives isolad restarts without being stored. out >= 65 bytes. */
+void e2b_envd_token(struct api_req *r, const char *sandbox_id, char *out, size_t n);
+/* True when X-Access-Token matches the sandbox's token (constant time). */
+bool e2b_access_token_ok(struct api_req *r, const char *sandbox_id);
+/* The user named by `Authorization: Basic base64(user:)`, "" when absent. -EINVAL when
+ * present but malformed. UNTRUSTED input, validated: [A-Za-z0-9._-], 1..63 bytes. */
+int e2b_basic_user(const char *hdr, char *out, size_t n);
+/* The sandbox id an envd request addresses: E2b-Sandbox-Id, else a Host of the form
+ * "49983-<id>.<domain>". -EINVAL when neither names a valid id. */
+int e2b_envd_sandbox(struct api_req *r, char *out, size_t n);
+
+/* --- control.c: control plane handlers ------------------------------------------------------ */
+
+enum MHD_Result e2b_ctl_create(struct api_req *r);
+enum MHD_Result e2b_ctl_list(struct api_req *r);
+enum MHD_Result e2b_ctl_list_v1(struct api_req *r);
+enum MHD_Result e2b_ctl_get(struct api_req *r);
+enum MHD_Result e2b_ctl_kill(struct api_req *r);
+enum MHD_Result e2b_ctl_timeout(struct api_req *r);
+enum MHD_Result e2b_ctl_refresh(struct api_req *r);
+enum MHD_Result e2b_ctl_pause(struct api_req *r);
+enum MHD_Result e2b_ctl_resume(struct api_req *r);
+enum MHD_Result e2b_ctl_connect(struct api_req *r);
+enum MHD_Result e2b_ctl_metrics(struct api_req *r);
+enum MHD_Result e2b_ctl_not_supported(struct api_req *r);
+/* {"code": status, "message"} with that HTTP status. */
+enum MHD_Result e2b_ctl_error(struct api_req *r, unsigned status, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+/* Maps an isola error to the control plane's shape (429 + Retry-After for a full host). */
+enum MHD_Result e2b_ctl_err(struct api_req *r, const struct isola_err *e);
+
+/* --- envd.c: envd plumbing shared by the services ------------------------------------------ */
+
+/* A Connect unary error response. */
+enum MHD_Result e2b_rpc_error(struct api_req *r, const char *connect_code, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+/* An isola error as a Connect unary error. */
+enum MHD_Result e2b_rpc_err(struct api_req *r, const struct isola_err *e);
+/* A Connect unary success (steals body). */
+enum MHD_Result e2b_rpc_ok(struct api_req *r, json_t *body);
+/* Parses the unary request message (application/json) or the single envelope of a
+ * server-streaming request (application/connect+json, `stream` true). Responds on error
+ * and returns -1. */
+int e2b_rpc_request(struct api_req *r, bool stream, json_t **msg);
+/* The addressed sandbox with its agent (reference in *s). Responds on error, returns -1. */
+int e2b_rpc_sandbox(struct api_req *r, struct sandbox **s, struct agent_conn **conn);
+/* Keepalive-Ping-Interval in ms (0 = none asked). */
+uint64_t e2b_keepalive_ms(struct api_req *r);
+/* Connect-Timeout-Ms (0 = none). */
+uint64_t e2b_timeout_ms(struct api_req *r);
+
+/* A server-streaming response: `next` is called to produce envelopes; it returns 0 to be
+ * called again, 1 after its last message, -1 to abort. On 1 the stream appends the
+ * end-of-stream envelope itself ({} or the error recorded with e2b_stream_fail). */
+struct e2b_stream;
+typedef int (*e2b_next_fn)(struct e2b_stream *st, void *ud);
+struct e2b_stream_cfg {
+	e2b_next_fn next;	  /* producer */
+	void *ud;		  /* producer state, owned */
+	void (*free_ud)(void *ud); /* releases ud */
+	uint64_t keepalive_ms;	  /* 0 = no keepalive messages */
+	json_t *keepalive;	  /* the keepalive message (stolen) */
+};
+enum MHD_Result e2b_stream_respond(struct api_req *r, const struct e2b_stream_cfg *cfg);
+/* Appends one message envelope (steals j). 0 or -ENOMEM. */
+int e2b_stream_msg(struct e2b_stream *st, json_t *j);
+/* Records the error the end-of-stream envelope will carry. */
+void e2b_stream_fail(struct e2b_stream *st, const char *connect_code, const char *message);
+void e2b_stream_fail_err(struct e2b_stream *st, const struct isola_err *e);
+/* True once the client is gone or the server stops; also sends a keepalive when due.
+ * Call while waiting. */
+bool e2b_stream_idle(struct e2b_stream *st);
+/* The api_req's client fd, for waits. */
+int e2b_stream_fd(struct e2b_stream *st);
+
+/* --- envd_process.c / envd_fs.c / envd_files.c -------------------------------------------- */
+
+enum MHD_Result e2b_proc_start(struct api_req *r);
+enum MHD_Result e2b_proc_connect(struct api_req *r);
+enum MHD_Result e2b_proc_list(struct api_req *r);
+enum MHD_Result e2b_proc_send_input(struct api_req *r);
+enum MHD_Result e2b_proc_close_stdin(struct api_req *r);
+enum MHD_Result e2b_proc_send_signal(struct api_req *r);
+enum MHD_Result e2b_proc_update(struct api_req *r);
+enum MHD_Result e2b_rpc_unimplemented(struct api_req *r);
+
+enum MHD_Result e2b_fs_stat(struct api_req *r);
+enum MHD_Result e2b_fs_make_dir(struct api_req *r);
+enum MHD_Result e2b_fs_move(struct api_req *r);
+enum MHD_Result e2b_fs_list_dir(struct api_req *r);
+enum MHD_Result e2b_fs_remove(struct api_req *r);
+enum MHD_Result e2b_fs_watch_dir(struct api_req *r);
+enum MHD_Result e2b_fs_create_watcher(struct api_req *r);
+enum MHD_Result e2b_fs_get_watcher_events(struct api_req *r);
+enum MHD_Result e2b_fs_remove_watcher(struct api_req *r);
+/* EntryInfo (proto3 JSON) from an agent entry (UNTRUSTED: typed fields only). */
+json_t *e2b_entry_info(const json_t *agent_entry);
+
+enum MHD_Result e2b_health(struct api_req *r);
+enum MHD_Result e2b_files_get(struct api_req *r);
+int e2b_files_post_begin(struct api_req *r);
+int e2b_files_post_data(struct api_req *r, const char *buf, size_t len);
+enum MHD_Result e2b_files_post_end(struct api_req *r);
+
+#endif
