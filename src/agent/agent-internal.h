@@ -89,8 +89,21 @@ struct chan *chan_find(uint32_t id);
 /* Calls fn on every live channel (safe against fn ending its channel). */
 void chan_foreach(void (*fn)(struct chan *ch, void *arg), void *arg);
 
-/* Serves the listening socket forever. `privileged` = PID 1 of a real sandbox. */
+/* Serves the listening socket forever (listen_fd -1: only the transport's connections).
+ * `privileged` = PID 1 of a real sandbox. */
 int server_run(int listen_fd, bool standalone);
+
+/* A connection source other than accept() (the microvm guest's virtio-serial port,
+ * guestserial.c). Hooks run on the event loop thread. */
+struct server_transport {
+	int (*start)(void);    /* registers its watches once the loop exists; 0 or -errno */
+	void (*dropped)(void); /* the current connection was dropped (its fd is closed) */
+};
+/* Sets the transport before server_run (borrowed for the process's life). */
+void server_set_transport(const struct server_transport *t);
+/* Hands a connected stream (owned from now on) to the loop; it replaces the current
+ * connection between loop iterations, and the agent sends HELLO on it. */
+void server_install_conn(int fd);
 /* Monotonic ms since the agent started. */
 uint64_t agent_uptime_ms(void);
 

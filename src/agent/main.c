@@ -16,13 +16,15 @@
 
 #include "common/util.h"
 
+#include "guest.h"
+
 #if __has_include("setup.h")
 #include "setup.h"
 #endif
 
 static void usage(void)
 {
-	fprintf(stderr, "usage: isola-agent --setup | --listen PATH\n");
+	fprintf(stderr, "usage: isola-agent --setup | --listen PATH | --serial PATH | --guest-init\n");
 	exit(2);
 }
 
@@ -89,9 +91,29 @@ int main(int argc, char **argv)
 	bool standalone;
 	int fd, r;
 
+	/* As the microvm guest's /init the kernel passes no flag: PID 1 named /init. */
+	if ((getpid() == 1 && argc >= 1 && !strcmp(argv[0], "/init")) ||
+	    (argc == 2 && !strcmp(argv[1], "--guest-init"))) {
+		char port[300];
+
+		ignore_signals(false);
+		guest_init(port, sizeof(port));
+		ensure_std_fds();
+		r = guest_serial_run(port);
+		fprintf(stderr, "isola-agent: serial %s: %s\n", port, strerror(-r));
+		return 1;
+	}
 	if (argc < 2)
 		usage();
 	ensure_std_fds();
+	if (!strcmp(argv[1], "--serial") && argc == 3) {
+		/* a virtio-serial port in a guest whose init is something else */
+		ignore_signals(true);
+		prctl(PR_SET_CHILD_SUBREAPER, 1);
+		r = guest_serial_run(argv[2]);
+		fprintf(stderr, "isola-agent: serial %s: %s\n", argv[2], strerror(-r));
+		return 1;
+	}
 	if (!strcmp(argv[1], "--setup") && argc == 2) {
 #ifdef ISOLA_AGENT_HAVE_SETUP
 		standalone = false;

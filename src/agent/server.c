@@ -39,6 +39,7 @@ static size_t nlive;	    /* entries in live */
 static uint64_t start_ms;   /* for uptime */
 static bool was_congested;  /* a producer found the outbound queue full */
 static int pending_fd = -1; /* accepted connection waiting to replace cur */
+static const struct server_transport *transport; /* serial mode hooks, or NULL */
 
 static void conn_drop(struct conn *c);
 
@@ -121,8 +122,9 @@ static int send_frame(uint32_t id, uint8_t type, const void *payload, size_t len
 static void out_flush(struct conn *c)
 {
 	while (c->out_head < c->out_len) {
-		ssize_t n = send(c->w.fd, c->out + c->out_head, c->out_len - c->out_head,
-				 MSG_NOSIGNAL | MSG_DONTWAIT);
+		/* write(), not send(): the stream may be a virtio-serial port (guest mode). The fd
+		 * is non-blocking and SIGPIPE is ignored. */
+		ssize_t n = write(c->w.fd, c->out + c->out_head, c->out_len - c->out_head);
 
 		if (n < 0 && errno == EINTR)
 			continue;
@@ -480,7 +482,7 @@ static void conn_cb(struct watch *w, uint32_t events)
 		out_flush(c);
 	if (!(events & (EPOLLIN | EPOLLHUP | EPOLLERR)) || c->dead)
 		return;
-	n = recv(w->fd, buf, sizeof(buf), MSG_DONTWAIT);
+	n = read(w->fd, buf, sizeof(buf)); /* non-blocking socket or serial port */
 	if (n < 0 && (errno == EINTR || errno == EAGAIN))
 		return;
 	if (n <= 0) {
@@ -516,6 +518,20 @@ static void conn_drop(struct conn *c)
 	free(c);
 	if (cur == c)
 		cur = NULL;
+	if (transport && transport->dropped)
+		transport->dropped();
+}
+
+void server_set_transport(const struct server_transport *t)
+{
+	transport = t;
+}
+
+void server_install_conn(int fd)
+{
+	if (pending_fd >= 0)
+		close(pending_fd);
+	pending_fd = fd;
 }
 
 /* Takes over a freshly accepted stream. Only called between loop iterations, so no
@@ -602,10 +618,14 @@ int server_run(int listen_fd, bool standalone)
 		return -errno;
 	watch_init(&sw.w, sfd, signal_cb);
 	watch_set(&sw.w, EPOLLIN);
-	util_set_nonblock(listen_fd, true);
-	util_set_cloexec(listen_fd, true);
 	watch_init(&lw, listen_fd, accept_cb);
-	watch_set(&lw, EPOLLIN);
+	if (listen_fd >= 0) {
+		util_set_nonblock(listen_fd, true);
+		util_set_cloexec(listen_fd, true);
+		watch_set(&lw, EPOLLIN);
+	}
+	if (transport && transport->start && transport->start() < 0)
+		return -EIO;
 	for (;;) {
 		struct epoll_event ev[32];
 		int i, n, timeout = proc_tick();

@@ -1,0 +1,247 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* guestinit: early boot of a microvm guest — modules, root disk, switch_root, then the agent. */
+#include "agent-internal.h"
+#include "guest.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/fs.h>
+#include <net/if.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/mount.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/statfs.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "common/util.h"
+
+#ifndef EXT4_IOC_RESIZE_FS
+#define EXT4_IOC_RESIZE_FS _IOW('f', 16, uint64_t)
+#endif
+
+#define WAIT_DEVICE_MS 10000 /* for /dev/vda and the serial port to appear */
+
+/* die() is allowed here (STYLE.md: the agent's early boot): PID 1 exiting panics the
+ * guest, QEMU exits (-no-reboot), and isolad reports the console's last lines. */
+static __attribute__((noreturn, format(printf, 1, 2))) void die(const char *fmt, ...)
+{
+	va_list ap;
+
+	fprintf(stderr, "isola-agent: guest init: ");
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fprintf(stderr, ": %s\n", strerror(errno));
+	exit(1);
+}
+
+static void mount_or_die(const char *src, const char *dst, const char *type, unsigned long fl,
+			 const char *data)
+{
+	mkdir(dst, 0755);
+	if (mount(src, dst, type, fl, data) < 0 && errno != EBUSY)
+		die("mount %s on %s", type ? type : src, dst);
+}
+
+static void sleep_ms(long ms)
+{
+	struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+
+	nanosleep(&ts, NULL);
+}
+
+/* Loads every module named in GUEST_MODULE_ORDER, in order, with finit_module. */
+static void load_modules(void)
+{
+	cleanup_free char *order = NULL;
+	char *save = NULL;
+
+	if (util_read_file(GUEST_MODULE_ORDER, 1 << 16, &order, NULL) < 0)
+		return; /* a kernel with virtio built in needs none */
+	for (char *name = strtok_r(order, "\n", &save); name; name = strtok_r(NULL, "\n", &save)) {
+		char path[512];
+		int fd;
+
+		if (!*name || strchr(name, '/'))
+			continue;
+		snprintf(path, sizeof(path), "%s/%s", GUEST_MODULE_DIR, name);
+		fd = open(path, O_RDONLY | O_CLOEXEC);
+		if (fd < 0)
+			die("open module %s", path);
+		if (syscall(SYS_finit_module, fd, "", 0) < 0 && errno != EEXIST)
+			die("load module %s", name);
+		close(fd);
+		unlink(path); /* the initramfs stays in RAM: give the pages back */
+	}
+	unlink(GUEST_MODULE_ORDER);
+}
+
+/* Finds the /dev node of the virtio-serial port named GUEST_PORT_NAME. */
+static bool find_port(char *out, size_t len)
+{
+	DIR *d = opendir("/sys/class/virtio-ports");
+	struct dirent *de;
+	bool found = false;
+
+	if (!d)
+		return false;
+	while (!found && (de = readdir(d))) {
+		char path[300];
+		cleanup_free char *name = NULL;
+
+		if (de->d_name[0] == '.')
+			continue;
+		snprintf(path, sizeof(path), "/sys/class/virtio-ports/%s/name", de->d_name);
+		if (util_read_file(path, 256, &name, NULL) < 0)
+			continue;
+		name[strcspn(name, "\n")] = '\0';
+		if (strcmp(name, GUEST_PORT_NAME) == 0) {
+			snprintf(out, len, "/dev/%s", de->d_name);
+			found = access(out, F_OK) == 0;
+		}
+	}
+	closedir(d);
+	return found;
+}
+
+/* Grows the mounted ext4 at dir to fill its block device (the qcow2 overlay is
+ * base image + the sandbox's disk allowance). */
+static void grow_root(const char *dev, const char *dir)
+{
+	struct statfs sf;
+	uint64_t bytes = 0, blocks;
+	int bfd, dfd;
+
+	bfd = open(dev, O_RDONLY | O_CLOEXEC);
+	if (bfd < 0 || ioctl(bfd, BLKGETSIZE64, &bytes) < 0 || statfs(dir, &sf) < 0) {
+		if (bfd >= 0)
+			close(bfd);
+		return;
+	}
+	close(bfd);
+	blocks = bytes / (uint64_t)sf.f_bsize;
+	if (blocks <= (uint64_t)sf.f_blocks)
+		return;
+	dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (dfd < 0)
+		return;
+	if (ioctl(dfd, EXT4_IOC_RESIZE_FS, &blocks) < 0)
+		fprintf(stderr, "isola-agent: guest init: grow root to %llu blocks: %s\n",
+			(unsigned long long)blocks, strerror(errno));
+	close(dfd);
+}
+
+/* The value of `key=` on the kernel command line, or "" (out has len bytes). */
+static void cmdline_get(const char *key, char *out, size_t len)
+{
+	cleanup_free char *cmd = NULL;
+	size_t kl = strlen(key);
+	char *save = NULL;
+
+	out[0] = '\0';
+	if (util_read_file("/proc/cmdline", 4096, &cmd, NULL) < 0)
+		return;
+	for (char *t = strtok_r(cmd, " \n", &save); t; t = strtok_r(NULL, " \n", &save))
+		if (strncmp(t, key, kl) == 0 && t[kl] == '=')
+			snprintf(out, len, "%s", t + kl + 1);
+}
+
+static void lo_up(void)
+{
+	struct ifreq ifr;
+	int s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+
+	if (s < 0)
+		return;
+	memset(&ifr, 0, sizeof(ifr));
+	snprintf(ifr.ifr_name, sizeof(ifr.ifr_name), "lo");
+	if (ioctl(s, SIOCGIFFLAGS, &ifr) == 0) {
+		ifr.ifr_flags |= IFF_UP;
+		ioctl(s, SIOCSIFFLAGS, &ifr);
+	}
+	close(s);
+}
+
+/* Valid hostnames only ([a-z0-9-], as sandbox ids are); anything else keeps "isola". */
+static bool hostname_ok(const char *h)
+{
+	size_t n = strlen(h);
+
+	if (n == 0 || n > 63)
+		return false;
+	for (size_t i = 0; i < n; i++)
+		if (!((h[i] >= 'a' && h[i] <= 'z') || (h[i] >= '0' && h[i] <= '9') || h[i] == '-'))
+			return false;
+	return true;
+}
+
+int guest_init(char *port, size_t len)
+{
+	char host[80];
+	struct stat st;
+	uint64_t deadline;
+	int fd;
+
+	mount_or_die("devtmpfs", "/dev", "devtmpfs", MS_NOSUID, "mode=0755");
+	/* The initramfs has no /dev/console, so the kernel gave us no fds 0-2: take the
+	 * console now, so our messages reach the host's console log. */
+	fd = open("/dev/console", O_RDWR | O_NOCTTY);
+	if (fd >= 0) {
+		for (int i = 0; i < 3; i++)
+			if (fd != i)
+				dup2(fd, i);
+		if (fd > 2)
+			close(fd);
+	}
+	mount_or_die("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL);
+	mount_or_die("sysfs", "/sys", "sysfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL);
+	load_modules();
+
+	deadline = util_now_ms() + WAIT_DEVICE_MS;
+	while (stat("/dev/vda", &st) < 0 || !find_port(port, len)) {
+		if (util_now_ms() > deadline)
+			die("no root disk /dev/vda or no port `%s` after %d ms", GUEST_PORT_NAME,
+			    WAIT_DEVICE_MS);
+		sleep_ms(5);
+	}
+	mount_or_die("/dev/vda", "/newroot", "ext4", MS_NOATIME, NULL);
+	grow_root("/dev/vda", "/newroot");
+	for (const char *const *d = (const char *const[]){"dev", "proc", "sys", NULL}; *d; d++) {
+		char src[16], dst[32];
+
+		snprintf(src, sizeof(src), "/%s", *d);
+		snprintf(dst, sizeof(dst), "/newroot/%s", *d);
+		mkdir(dst, 0755);
+		if (mount(src, dst, NULL, MS_MOVE, NULL) < 0)
+			die("move %s", src);
+	}
+	/* switch_root: the initramfs (rootfs) cannot be pivoted away, so move the new root
+	 * over / and chroot into it. The agent's own pages stay as long as it runs. */
+	unlink("/init");
+	if (chdir("/newroot") < 0 || mount(".", "/", NULL, MS_MOVE, NULL) < 0 || chroot(".") < 0 ||
+	    chdir("/") < 0)
+		die("switch to the root disk");
+	mount_or_die("devpts", "/dev/pts", "devpts", MS_NOSUID | MS_NOEXEC,
+		     "newinstance,ptmxmode=0666,mode=0620,gid=5");
+	mount_or_die("tmpfs", "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777");
+	mount_or_die("tmpfs", "/run", "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755");
+	symlink("/proc/self/fd", "/dev/fd");
+	symlink("/proc/self/fd/0", "/dev/stdin");
+	symlink("/proc/self/fd/1", "/dev/stdout");
+	symlink("/proc/self/fd/2", "/dev/stderr");
+	cmdline_get("isola.hostname", host, sizeof(host));
+	if (!hostname_ok(host))
+		snprintf(host, sizeof(host), "isola");
+	sethostname(host, strlen(host));
+	lo_up();
+	return 0;
+}

@@ -1,0 +1,126 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* auth: X-API-KEY (control plane), per-sandbox envd access tokens, Basic users, sandbox ids. */
+#include "e2b-internal.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <strings.h>
+
+#include <sodium.h>
+
+#include "../core/core.h"
+
+/* Compares without an early exit, so timing says nothing about the secret b. */
+static bool secret_equal(const char *a, const char *b)
+{
+	size_t alen = strlen(a), blen = strlen(b);
+	unsigned char diff = alen != blen;
+
+	for (size_t i = 0; i < blen; i++)
+		diff |= (unsigned char)(b[i] ^ (i < alen ? a[i] : 0));
+	return diff == 0;
+}
+
+bool e2b_api_key_ok(struct api_req *r)
+{
+	const char *tok = core_api_token(r->srv->core);
+	const char *key = api_header(r, "X-API-KEY");
+	const char *auth = api_header(r, MHD_HTTP_HEADER_AUTHORIZATION);
+
+	/* UNTRUSTED: client headers. An empty server token never matches. */
+	if (!tok || !*tok)
+		return false;
+	if (key && secret_equal(key, tok))
+		return true;
+	return auth && !strncmp(auth, "Bearer ", 7) && secret_equal(auth + 7, tok);
+}
+
+void e2b_envd_token(struct api_req *r, const char *sandbox_id, char *out, size_t n)
+{
+	const char *tok = core_api_token(r->srv->core);
+	unsigned char key[crypto_auth_hmacsha256_KEYBYTES], mac[crypto_auth_hmacsha256_BYTES];
+	char msg[96];
+	int len;
+
+	/* A token per sandbox that a client cannot derive for another sandbox without the API
+	 * token, and that needs no storage (it survives an isolad restart with the sandbox). */
+	if (sodium_init() < 0 || n < 2 * sizeof(mac) + 1) {
+		if (n)
+			out[0] = '\0';
+		return;
+	}
+	crypto_hash_sha256(key, (const unsigned char *)(tok ? tok : ""), tok ? strlen(tok) : 0);
+	len = snprintf(msg, sizeof(msg), "isola-e2b-envd:%s", sandbox_id);
+	crypto_auth_hmacsha256(mac, (const unsigned char *)msg, (unsigned long long)len, key);
+	sodium_bin2hex(out, n, mac, sizeof(mac));
+	sodium_memzero(key, sizeof(key));
+}
+
+bool e2b_access_token_ok(struct api_req *r, const char *sandbox_id)
+{
+	const char *got = api_header(r, "X-Access-Token");
+	char want[E2B_TOKEN_HEX + 1];
+
+	e2b_envd_token(r, sandbox_id, want, sizeof(want));
+	/* UNTRUSTED: the client's header. */
+	return got && want[0] && secret_equal(got, want);
+}
+
+int e2b_basic_user(const char *hdr, char *out, size_t n)
+{
+	uint8_t dec[192];
+	size_t dl = 0, ul;
+	const char *b64;
+	uint8_t *colon;
+
+	out[0] = '\0';
+	if (!hdr)
+		return 0;
+	/* UNTRUSTED: Authorization header. "Basic base64(user:)"; anything else is refused. */
+	if (strncasecmp(hdr, "Basic ", 6) != 0)
+		return -EINVAL;
+	b64 = hdr + 6;
+	while (*b64 == ' ')
+		b64++;
+	if (strlen(b64) > 4 * (sizeof(dec) / 3) ||
+	    e2b_b64_decode(b64, strlen(b64), dec, sizeof(dec), &dl) < 0)
+		return -EINVAL;
+	colon = memchr(dec, ':', dl);
+	ul = colon ? (size_t)(colon - dec) : dl;
+	if (ul == 0 || ul >= n || ul > 63)
+		return -EINVAL;
+	for (size_t i = 0; i < ul; i++) {
+		char c = (char)dec[i];
+
+		if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+		      c == '.' || c == '_' || c == '-'))
+			return -EINVAL;
+	}
+	memcpy(out, dec, ul);
+	out[ul] = '\0';
+	return 0;
+}
+
+int e2b_envd_sandbox(struct api_req *r, char *out, size_t n)
+{
+	const char *id = api_header(r, "E2b-Sandbox-Id");
+	const char *host = api_header(r, MHD_HTTP_HEADER_HOST);
+	char buf[64];
+
+	/* UNTRUSTED: headers; the id must look like one of ours before it is used at all. */
+	if (!id && host && !strncmp(host, E2B_ENVD_PORT "-", strlen(E2B_ENVD_PORT) + 1)) {
+		const char *s = host + strlen(E2B_ENVD_PORT) + 1;
+		size_t l = strcspn(s, ".:");
+
+		if (l == 0 || l >= sizeof(buf))
+			return -EINVAL;
+		memcpy(buf, s, l);
+		buf[l] = '\0';
+		id = buf;
+	}
+	if (!id || !api_valid_sandbox_id(id) || strlen(id) >= n)
+		return -EINVAL;
+	snprintf(out, n, "%s", id);
+	return 0;
+}

@@ -1,0 +1,686 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* control: E2B's control plane — create, connect, kill, timeout, pause, info, list, metrics. */
+#include "e2b-internal.h"
+
+#include <errno.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../../common/util.h"
+#include "../core/core.h"
+
+#define LIST_DEFAULT_LIMIT 100
+#define LIST_MAX_LIMIT	   100
+#define RETRY_AFTER_S	   "5"
+
+enum MHD_Result e2b_ctl_error(struct api_req *r, unsigned status, const char *fmt, ...)
+{
+	char *msg = NULL;
+	enum MHD_Result ret;
+	va_list ap;
+
+	va_start(ap, fmt);
+	if (vasprintf(&msg, fmt, ap) < 0)
+		msg = NULL;
+	va_end(ap);
+	ret = api_respond_json(r, status,
+			       json_pack("{s:i, s:s}", "code", (int)status, "message",
+					 msg ? msg : "error"));
+	free(msg);
+	return ret;
+}
+
+enum MHD_Result e2b_ctl_err(struct api_req *r, const struct isola_err *e)
+{
+	const char *code = e ? e->code : "internal";
+	const char *msg = e && e->message ? e->message : "error";
+
+	/* A full host is what E2B reports as its concurrency limit: 429 + Retry-After, which
+	 * its SDK surfaces as RateLimitError. */
+	if (code && !strcmp(code, "unavailable")) {
+		json_t *body = json_pack("{s:i, s:s}", "code", 429, "message", msg);
+		char *s = body ? json_dumps(body, JSON_COMPACT) : NULL;
+		struct MHD_Response *resp;
+
+		json_decref(body);
+		if (!s)
+			return MHD_NO;
+		resp = MHD_create_response_from_buffer(strlen(s), s, MHD_RESPMEM_MUST_FREE);
+		if (!resp) {
+			free(s);
+			return MHD_NO;
+		}
+		MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "application/json");
+		MHD_add_response_header(resp, MHD_HTTP_HEADER_RETRY_AFTER, RETRY_AFTER_S);
+		return api_respond_response(r, 429, resp);
+	}
+	return e2b_ctl_error(r, api_status_for_code(code), "%s", msg);
+}
+
+enum MHD_Result e2b_ctl_not_supported(struct api_req *r)
+{
+	return e2b_ctl_error(r, 501, "%s %s is not supported by isola yet (see docs/e2b.md)",
+			     e2b_req_of(r)->route->api.method, e2b_req_of(r)->route->api.pattern);
+}
+
+/* The buffered JSON body (an object; {} when empty). Responds and returns -1 on error. */
+static int ctl_body(struct api_req *r, json_t **out)
+{
+	struct e2b_req *er = e2b_req_of(r);
+	cleanup_err struct isola_err *err = NULL;
+
+	if (er->too_large) {
+		e2b_ctl_error(r, 413, "request body is larger than %u bytes", E2B_MAX_BODY);
+		return -1;
+	}
+	if (e2b_json_parse(er->body.data, er->body.len, out, &err) < 0) {
+		e2b_ctl_error(r, 400, "%s", err->message);
+		return -1;
+	}
+	return 0;
+}
+
+/* --- sandbox objects ----------------------------------------------------------------------- */
+
+/* E2B's template ids: `base` is isola's default template (the host view). */
+static const char *template_to_e2b(const char *name)
+{
+	return !name || !*name || !strcmp(name, "host") ? "base" : name;
+}
+
+static json_t *sandbox_obj(struct api_req *r, const json_t *sj, bool detail)
+{
+	const char *id = json_string_value(json_object_get(sj, "id"));
+	const char *tmpl = json_string_value(json_object_get(sj, "template"));
+	const char *state = json_string_value(json_object_get(sj, "state"));
+	double created = json_real_value(json_object_get(sj, "created_at"));
+	json_t *exp = json_object_get(sj, "expires_at");
+	double cpu = json_number_value(json_object_get(sj, "cpu"));
+	char token[E2B_TOKEN_HEX + 1], started[40], end[40];
+	json_t *o;
+
+	e2b_envd_token(r, id, token, sizeof(token));
+	o = json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:n}", "templateID", template_to_e2b(tmpl),
+		      "sandboxID", id, "clientID", E2B_CLIENT_ID, "alias", tmpl ? tmpl : "",
+		      "envdVersion", E2B_ENVD_VERSION, "envdAccessToken", token, "domain");
+	if (!o || !detail)
+		return o;
+	e2b_rfc3339(created, started, sizeof(started));
+	if (json_is_number(exp))
+		e2b_rfc3339(json_number_value(exp), end, sizeof(end));
+	else
+		snprintf(end, sizeof(end), "9999-12-31T23:59:59Z"); /* no TTL: never ends */
+	json_object_set_new(o, "startedAt", json_string(started));
+	json_object_set_new(o, "endAt", json_string(end));
+	json_object_set_new(o, "cpuCount", json_integer((json_int_t)ceil(cpu > 0 ? cpu : 1)));
+	json_object_set_new(
+		o, "memoryMB",
+		json_integer(json_integer_value(json_object_get(sj, "memory")) / (1024 * 1024)));
+	json_object_set_new(
+		o, "diskSizeMB",
+		json_integer(json_integer_value(json_object_get(sj, "disk")) / (1024 * 1024)));
+	json_object_set(o, "metadata", json_object_get(sj, "labels"));
+	/* E2B knows running and paused; isola's error state is shown as it is. */
+	json_object_set_new(o, "state", json_string(state ? state : "error"));
+	return o;
+}
+
+/* The sandbox of {id} as JSON (sandbox_to_json); responds 404 and returns -1 if unknown. */
+static int ctl_sandbox(struct api_req *r, struct sandbox **s, json_t **sj)
+{
+	cleanup_err struct isola_err *err = NULL;
+
+	if (core_sandbox_get(r->srv->core, api_match_get(&r->match, "id"), s, &err) < 0) {
+		e2b_ctl_err(r, err);
+		return -1;
+	}
+	*sj = sandbox_to_json(*s);
+	if (!*sj) {
+		sandbox_unref(*s);
+		e2b_ctl_error(r, 500, "out of memory");
+		return -1;
+	}
+	return 0;
+}
+
+/* --- create ---------------------------------------------------------------------------------- */
+
+enum MHD_Result e2b_ctl_create(struct api_req *r)
+{
+	cleanup_err struct isola_err *err = NULL;
+	struct sandbox_request req = {0};
+	const char *tmpl = NULL;
+	const json_t *net;
+	uint64_t timeout = E2B_DEFAULT_TTL_S;
+	bool internet = false, auto_pause = false;
+	struct sandbox *s = NULL;
+	json_t *b = NULL, *sj, *out;
+	enum MHD_Result ret;
+
+	if (ctl_body(r, &b) < 0)
+		return MHD_YES;
+	/* UNTRUSTED: the client's body. Unknown members are ignored (E2B adds fields often);
+	 * those isola cannot honour are refused rather than silently dropped. */
+	if (e2b_jstr(b, "templateID", NULL, 255, &tmpl, &err) < 0 ||
+	    e2b_juint(b, "timeout", NULL, UINT32_MAX, &timeout, &err) < 0 ||
+	    api_json_str_map(b, "metadata", false, &req.labels, &err) < 0 ||
+	    api_json_str_map(b, "envVars", true, &req.env, &err) < 0 ||
+	    e2b_jbool(b, "allow_internet_access", "allowInternetAccess", &internet, &err) < 0 ||
+	    e2b_jbool(b, "autoPause", NULL, &auto_pause, &err) < 0) {
+		ret = e2b_ctl_error(r, 400, "%s", err->message);
+		goto out;
+	}
+	if (auto_pause) {
+		ret = e2b_ctl_error(r, 501, "autoPause is not supported: isola's process tier "
+					    "cannot pause yet (see docs/e2b.md)");
+		goto out;
+	}
+	net = e2b_jget(b, "network", NULL);
+	if (internet || (json_is_object(net) && json_object_size(net))) {
+		ret = e2b_ctl_error(r, 501,
+				    "internet access and network rules are not available through "
+				    "the E2B API yet: isola sandboxes have no egress by default "
+				    "(see docs/e2b.md)");
+		goto out;
+	}
+	if (tmpl && *tmpl && strcmp(tmpl, "base") != 0) {
+		if (!api_valid_template_name(tmpl) || strlen(tmpl) >= sizeof(req.template_name)) {
+			ret = e2b_ctl_error(r, 400, "invalid templateID `%.64s`", tmpl);
+			goto out;
+		}
+		snprintf(req.template_name, sizeof(req.template_name), "%s", tmpl);
+	}
+	req.ttl_s = timeout ? (uint32_t)timeout : E2B_DEFAULT_TTL_S;
+	if (core_sandbox_create(r->srv->core, &req, &s, &err) < 0) {
+		ret = e2b_ctl_err(r, err);
+		goto out;
+	}
+	api_req_keepalive(r);
+	sj = sandbox_to_json(s);
+	out = sj ? sandbox_obj(r, sj, false) : NULL;
+	/* Report the template id as the client named it. */
+	if (out && tmpl && *tmpl)
+		json_object_set_new(out, "templateID", json_string(tmpl));
+	json_decref(sj);
+	sandbox_unref(s);
+	ret = api_respond_json(r, 201, out);
+out:
+	json_decref(b);
+	return ret;
+}
+
+/* --- info, kill, timeout, pause, connect ---------------------------------------------------- */
+
+enum MHD_Result e2b_ctl_get(struct api_req *r)
+{
+	struct sandbox *s;
+	json_t *sj;
+	enum MHD_Result ret;
+
+	if (ctl_sandbox(r, &s, &sj) < 0)
+		return MHD_YES;
+	ret = api_respond_json(r, 200, sandbox_obj(r, sj, true));
+	json_decref(sj);
+	sandbox_unref(s);
+	return ret;
+}
+
+enum MHD_Result e2b_ctl_kill(struct api_req *r)
+{
+	cleanup_err struct isola_err *err = NULL;
+
+	if (core_sandbox_destroy(r->srv->core, api_match_get(&r->match, "id"), &err) < 0)
+		return e2b_ctl_err(r, err);
+	api_req_keepalive(r);
+	return api_respond_empty(r, 204);
+}
+
+static enum MHD_Result set_ttl(struct api_req *r, const char *camel)
+{
+	cleanup_err struct isola_err *err = NULL;
+	uint64_t secs = UINT64_MAX;
+	json_t *b = NULL;
+	int rc;
+
+	if (ctl_body(r, &b) < 0)
+		return MHD_YES;
+	rc = e2b_juint(b, camel, NULL, UINT32_MAX, &secs, &err);
+	json_decref(b);
+	if (rc < 0)
+		return e2b_ctl_error(r, 400, "%s", err->message);
+	if (secs == UINT64_MAX)
+		return e2b_ctl_error(r, 400, "missing field `%s`", camel);
+	if (core_sandbox_set_ttl(r->srv->core, api_match_get(&r->match, "id"), (uint32_t)secs,
+				 &err) < 0)
+		return e2b_ctl_err(r, err);
+	return api_respond_empty(r, 204);
+}
+
+enum MHD_Result e2b_ctl_timeout(struct api_req *r)
+{
+	return set_ttl(r, "timeout");
+}
+
+enum MHD_Result e2b_ctl_refresh(struct api_req *r)
+{
+	struct e2b_req *er = e2b_req_of(r);
+
+	/* Older SDKs: {duration} seconds; an empty body keeps the sandbox alive as it is. */
+	if (!er->too_large && er->body.len == 0) {
+		struct sandbox *s;
+		json_t *sj;
+
+		if (ctl_sandbox(r, &s, &sj) < 0)
+			return MHD_YES;
+		json_decref(sj);
+		sandbox_unref(s);
+		return api_respond_empty(r, 204);
+	}
+	return set_ttl(r, "duration");
+}
+
+enum MHD_Result e2b_ctl_pause(struct api_req *r)
+{
+	struct sandbox *s;
+	const char *state;
+	json_t *sj;
+	enum MHD_Result ret;
+
+	if (ctl_sandbox(r, &s, &sj) < 0)
+		return MHD_YES;
+	state = json_string_value(json_object_get(sj, "state"));
+	/* Honest: the process tier cannot pause (docs/e2b.md). 409 would make E2B's SDK report
+	 * "already paused", so a running sandbox gets 501 instead. */
+	if (state && strcmp(state, "running") != 0)
+		ret = e2b_ctl_error(r, 409, "sandbox `%s` is %s, not running", sandbox_id(s),
+				    state);
+	else
+		ret = e2b_ctl_error(r, 501,
+				    "pause is not supported for sandbox `%s`: isola's process "
+				    "tier keeps no memory or process state across a stop yet",
+				    sandbox_id(s));
+	json_decref(sj);
+	sandbox_unref(s);
+	return ret;
+}
+
+enum MHD_Result e2b_ctl_resume(struct api_req *r)
+{
+	struct sandbox *s;
+	json_t *sj;
+	enum MHD_Result ret;
+
+	if (ctl_sandbox(r, &s, &sj) < 0)
+		return MHD_YES;
+	ret = e2b_ctl_error(r, 409, "sandbox `%s` is %s, not paused", sandbox_id(s),
+			    json_string_value(json_object_get(sj, "state")));
+	json_decref(sj);
+	sandbox_unref(s);
+	return ret;
+}
+
+enum MHD_Result e2b_ctl_connect(struct api_req *r)
+{
+	cleanup_err struct isola_err *err = NULL;
+	uint64_t timeout = 0;
+	struct sandbox *s;
+	const char *state;
+	json_t *b = NULL, *sj, *exp;
+	enum MHD_Result ret;
+
+	if (ctl_body(r, &b) < 0)
+		return MHD_YES;
+	if (e2b_juint(b, "timeout", NULL, UINT32_MAX, &timeout, &err) < 0) {
+		json_decref(b);
+		return e2b_ctl_error(r, 400, "%s", err->message);
+	}
+	json_decref(b);
+	if (ctl_sandbox(r, &s, &sj) < 0)
+		return MHD_YES;
+	state = json_string_value(json_object_get(sj, "state"));
+	if (!state || strcmp(state, "running") != 0) {
+		ret = e2b_ctl_error(r, 409, "sandbox `%s` is %s and cannot be resumed%s%s",
+				    sandbox_id(s), state ? state : "unknown",
+				    json_is_string(json_object_get(sj, "error")) ? ": " : "",
+				    json_is_string(json_object_get(sj, "error"))
+					    ? json_string_value(json_object_get(sj, "error"))
+					    : "");
+		goto out;
+	}
+	/* A running sandbox: connect only ever extends its timeout (E2B's semantics). */
+	exp = json_object_get(sj, "expires_at");
+	if (timeout && json_is_number(exp) &&
+	    json_number_value(exp) < util_wall_time() + (double)timeout &&
+	    core_sandbox_set_ttl(r->srv->core, sandbox_id(s), (uint32_t)timeout, &err) < 0) {
+		ret = e2b_ctl_err(r, err);
+		goto out;
+	}
+	ret = api_respond_json(r, 200, sandbox_obj(r, sj, false));
+out:
+	json_decref(sj);
+	sandbox_unref(s);
+	return ret;
+}
+
+/* --- list ------------------------------------------------------------------------------------ */
+
+static int hexval(char c)
+{
+	if (c >= '0' && c <= '9')
+		return c - '0';
+	if (c >= 'a' && c <= 'f')
+		return c - 'a' + 10;
+	if (c >= 'A' && c <= 'F')
+		return c - 'A' + 10;
+	return -1;
+}
+
+/* Percent-decodes s[0..n) into out (NUL-terminated); `plus` turns '+' into ' '. */
+static int pct_decode(const char *s, size_t n, bool plus, char *out, size_t cap)
+{
+	size_t o = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		char c = s[i];
+
+		if (c == '%') {
+			int h, l;
+
+			if (i + 2 >= n)
+				return -EINVAL;
+			h = hexval(s[i + 1]);
+			l = hexval(s[i + 2]);
+			if (h < 0 || l < 0)
+				return -EINVAL;
+			c = (char)(h << 4 | l);
+			i += 2;
+		} else if (c == '+' && plus) {
+			c = ' ';
+		}
+		if (c == '\0' || o + 1 >= cap)
+			return -EINVAL;
+		out[o++] = c;
+	}
+	out[o] = '\0';
+	return 0;
+}
+
+/*
+ * E2B's `metadata` query: `k1=v1&k2=v2` (already URL-decoded once by MHD), each key and
+ * value percent-encoded again by the SDK. UNTRUSTED: bounded per pair and in count.
+ */
+static int parse_metadata(const char *q, json_t *filter)
+{
+	const char *p = q;
+
+	while (p && *p) {
+		const char *amp = strchr(p, '&');
+		size_t len = amp ? (size_t)(amp - p) : strlen(p);
+		const char *eq = memchr(p, '=', len);
+		char k[256], v[1024], k2[256], v2[1024];
+
+		if (!eq || eq == p || json_object_size(filter) >= 64)
+			return -EINVAL;
+		if (pct_decode(p, (size_t)(eq - p), true, k, sizeof(k)) < 0 ||
+		    pct_decode(eq + 1, len - (size_t)(eq - p) - 1, true, v, sizeof(v)) < 0 ||
+		    pct_decode(k, strlen(k), false, k2, sizeof(k2)) < 0 ||
+		    pct_decode(v, strlen(v), false, v2, sizeof(v2)) < 0)
+			return -EINVAL;
+		json_object_set_new(filter, k2, json_string(v2));
+		p = amp ? amp + 1 : NULL;
+	}
+	return 0;
+}
+
+/* Sort key of a listed sandbox: creation time (µs) then id. */
+struct list_item {
+	long long created_us; /* created_at in microseconds */
+	const char *id;	      /* borrowed from the list */
+	json_t *j;	      /* borrowed */
+};
+
+static int item_cmp(const void *a, const void *b)
+{
+	const struct list_item *x = a, *y = b;
+
+	if (x->created_us != y->created_us)
+		return x->created_us < y->created_us ? -1 : 1;
+	return strcmp(x->id, y->id);
+}
+
+/* nextToken: hex of "<created_us>.<id>" — opaque to clients, stable across kills. */
+static void token_make(const struct list_item *it, char *out, size_t n)
+{
+	char raw[64];
+	size_t l = (size_t)snprintf(raw, sizeof(raw), "%lld.%s", it->created_us, it->id);
+
+	for (size_t i = 0; i < l && 2 * i + 2 < n; i++)
+		snprintf(out + 2 * i, 3, "%02x", (unsigned char)raw[i]);
+}
+
+static int token_parse(const char *t, long long *created_us, char *id, size_t idn)
+{
+	char raw[64];
+	size_t l = strlen(t);
+	char *dot, *end;
+
+	/* UNTRUSTED: the client's nextToken. */
+	if (l == 0 || l % 2 || l / 2 >= sizeof(raw))
+		return -EINVAL;
+	for (size_t i = 0; i < l / 2; i++) {
+		int h = hexval(t[2 * i]), lo = hexval(t[2 * i + 1]);
+
+		if (h < 0 || lo < 0)
+			return -EINVAL;
+		raw[i] = (char)(h << 4 | lo);
+	}
+	raw[l / 2] = '\0';
+	dot = strchr(raw, '.');
+	if (!dot || strlen(dot + 1) >= idn)
+		return -EINVAL;
+	*dot = '\0';
+	*created_us = strtoll(raw, &end, 10);
+	if (*end || end == raw)
+		return -EINVAL;
+	snprintf(id, idn, "%s", dot + 1);
+	return api_valid_sandbox_id(id) ? 0 : -EINVAL;
+}
+
+static bool state_wanted(const char *states, const char *state)
+{
+	const char *p = states;
+	size_t n = strlen(state);
+
+	if (!states || !*states)
+		return !strcmp(state, "running"); /* running and paused; isola has no paused */
+	while (p && *p) {
+		size_t l = strcspn(p, ",");
+
+		if (l == n && !strncmp(p, state, n))
+			return true;
+		p += l;
+		if (*p == ',')
+			p++;
+	}
+	return false;
+}
+
+static enum MHD_Result list_common(struct api_req *r, bool paginate)
+{
+	cleanup_err struct isola_err *err = NULL;
+	const char *mq = api_query(r, "metadata"), *lq = api_query(r, "limit");
+	const char *tq = api_query(r, "nextToken"), *sq = api_query(r, "state");
+	uint64_t limit = LIST_DEFAULT_LIMIT;
+	long long after_us = 0;
+	char after_id[40] = "", next[160] = "";
+	json_t *filter = json_object(), *list = NULL, *out = NULL, *sj;
+	struct list_item *items = NULL;
+	size_t n = 0, i, start = 0, emitted = 0;
+	struct MHD_Response *resp;
+	enum MHD_Result ret;
+	char *s;
+
+	if (!filter)
+		return MHD_NO;
+	if (mq && parse_metadata(mq, filter) < 0) {
+		ret = e2b_ctl_error(r, 400, "query `metadata` must be key=value pairs joined by &");
+		goto out;
+	}
+	if (paginate && lq &&
+	    (api_parse_u64(lq, LIST_MAX_LIMIT, &limit) < 0 || limit == 0)) {
+		ret = e2b_ctl_error(r, 400, "query `limit` must be 1-%d", LIST_MAX_LIMIT);
+		goto out;
+	}
+	if (paginate && tq && *tq && token_parse(tq, &after_us, after_id, sizeof(after_id)) < 0) {
+		ret = e2b_ctl_error(r, 400, "invalid nextToken");
+		goto out;
+	}
+	if (core_sandbox_list(r->srv->core, json_object_size(filter) ? filter : NULL, &list,
+			      &err) < 0) {
+		ret = e2b_ctl_err(r, err);
+		goto out;
+	}
+	items = calloc(json_array_size(list) + 1, sizeof(*items));
+	out = json_array();
+	if (!items || !out) {
+		ret = MHD_NO;
+		goto out;
+	}
+	json_array_foreach(list, i, sj) {
+		const char *st = json_string_value(json_object_get(sj, "state"));
+
+		if (!st || !state_wanted(sq, st))
+			continue;
+		items[n].created_us =
+			(long long)(json_number_value(json_object_get(sj, "created_at")) * 1e6);
+		items[n].id = json_string_value(json_object_get(sj, "id"));
+		items[n].j = sj;
+		if (items[n].id)
+			n++;
+	}
+	qsort(items, n, sizeof(*items), item_cmp);
+	if (after_id[0]) {
+		struct list_item key = {.created_us = after_us, .id = after_id};
+
+		while (start < n && item_cmp(&items[start], &key) <= 0)
+			start++;
+	}
+	for (i = start; i < n && (!paginate || emitted < limit); i++, emitted++)
+		json_array_append_new(out, sandbox_obj(r, items[i].j, true));
+	if (paginate && i < n && emitted > 0)
+		token_make(&items[i - 1], next, sizeof(next));
+	s = json_dumps(out, JSON_COMPACT);
+	if (!s) {
+		ret = MHD_NO;
+		goto out;
+	}
+	resp = MHD_create_response_from_buffer(strlen(s), s, MHD_RESPMEM_MUST_FREE);
+	if (!resp) {
+		free(s);
+		ret = MHD_NO;
+		goto out;
+	}
+	MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "application/json");
+	if (next[0])
+		MHD_add_response_header(resp, "X-Next-Token", next);
+	ret = api_respond_response(r, 200, resp);
+out:
+	free(items);
+	json_decref(out);
+	json_decref(list);
+	json_decref(filter);
+	return ret;
+}
+
+enum MHD_Result e2b_ctl_list(struct api_req *r)
+{
+	return list_common(r, true);
+}
+
+enum MHD_Result e2b_ctl_list_v1(struct api_req *r)
+{
+	return list_common(r, false);
+}
+
+/* --- metrics --------------------------------------------------------------------------------- */
+
+/* Last CPU sample per sandbox, to turn the cumulative counter into a percentage. */
+struct cpu_sample {
+	char id[40];	   /* sandbox id */
+	uint64_t cpu_usec; /* cumulative CPU time at `at` */
+	double at;	   /* wall time of the sample */
+};
+
+#define CPU_SAMPLES 256
+static struct cpu_sample cpu_samples[CPU_SAMPLES]; /* small cache, oldest overwritten */
+static unsigned cpu_next;
+static pthread_mutex_t cpu_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* CPU use since the previous sample of this sandbox (since creation for the first). */
+static double cpu_pct(const char *id, uint64_t cpu_usec, double created, double now, double cpus)
+{
+	struct cpu_sample *found = NULL;
+	double prev_t = created, pct;
+	uint64_t prev_cpu = 0;
+
+	pthread_mutex_lock(&cpu_lock);
+	for (unsigned i = 0; i < CPU_SAMPLES; i++)
+		if (!strcmp(cpu_samples[i].id, id))
+			found = &cpu_samples[i];
+	if (found && found->at < now && found->cpu_usec <= cpu_usec) {
+		prev_t = found->at;
+		prev_cpu = found->cpu_usec;
+	}
+	if (!found) {
+		found = &cpu_samples[cpu_next];
+		cpu_next = (cpu_next + 1) % CPU_SAMPLES;
+		snprintf(found->id, sizeof(found->id), "%s", id);
+	}
+	found->cpu_usec = cpu_usec;
+	found->at = now;
+	pthread_mutex_unlock(&cpu_lock);
+	if (now - prev_t <= 0 || cpus <= 0)
+		return 0;
+	pct = (double)(cpu_usec - prev_cpu) / 1e6 / (now - prev_t) / cpus * 100.0;
+	return pct < 0 ? 0 : (pct > 100 ? 100 : pct);
+}
+
+enum MHD_Result e2b_ctl_metrics(struct api_req *r)
+{
+	cleanup_err struct isola_err *err = NULL;
+	struct tier_stats st;
+	struct sandbox *s;
+	double now = util_wall_time(), cpus;
+	char ts[40];
+	json_t *sj, *m;
+	enum MHD_Result ret;
+
+	if (ctl_sandbox(r, &s, &sj) < 0)
+		return MHD_YES;
+	if (sandbox_stats(s, &st, &err) < 0) {
+		ret = e2b_ctl_err(r, err);
+		goto out;
+	}
+	cpus = ceil(json_number_value(json_object_get(sj, "cpu")));
+	if (cpus < 1)
+		cpus = 1;
+	e2b_rfc3339(now, ts, sizeof(ts));
+	/* One sample, taken now: isola keeps no metrics history (docs/e2b.md). */
+	m = json_pack("{s:s, s:I, s:i, s:f, s:I, s:I, s:I, s:I, s:I}", "timestamp", ts,
+		      "timestampUnix", (json_int_t)now, "cpuCount", (int)cpus, "cpuUsedPct",
+		      cpu_pct(sandbox_id(s), st.cpu_usec,
+			      json_number_value(json_object_get(sj, "created_at")), now, cpus),
+		      "memUsed", (json_int_t)st.memory_bytes, "memTotal",
+		      json_integer_value(json_object_get(sj, "memory")), "memCache", (json_int_t)0,
+		      "diskUsed", (json_int_t)st.disk_bytes, "diskTotal",
+		      json_integer_value(json_object_get(sj, "disk")));
+	ret = api_respond_json(r, 200, m ? json_pack("[o]", m) : NULL);
+out:
+	json_decref(sj);
+	sandbox_unref(s);
+	return ret;
+}

@@ -1,0 +1,433 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* envd: E2B routing table, per-request auth and state, Connect unary and streaming responses. */
+#include "e2b-internal.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "../../common/util.h"
+#include "../core/core.h"
+
+static int body_data(struct api_req *r, const char *buf, size_t len);
+
+#define CTL(m, p, h)                                                                               \
+	{                                                                                          \
+		{m, p, API_BODY_NONE, h, NULL, NULL}, E2B_CONTROL, false                           \
+	}
+#define CTL_BODY(m, p, h)                                                                          \
+	{                                                                                          \
+		{m, p, API_BODY_STREAM, h, NULL, body_data}, E2B_CONTROL, true                     \
+	}
+#define ENVD(m, p, h)                                                                              \
+	{                                                                                          \
+		{m, p, API_BODY_NONE, h, NULL, NULL}, E2B_ENVD, false                              \
+	}
+#define RPC(p, h)                                                                                  \
+	{                                                                                          \
+		{"POST", p, API_BODY_STREAM, h, NULL, body_data}, E2B_ENVD, true                   \
+	}
+
+/* clang-format off */
+static const struct e2b_route e2b_routes[] = {
+	/* control plane (E2B's OpenAPI spec, the parts its SDKs call) */
+	CTL_BODY("POST", "/sandboxes", e2b_ctl_create),
+	CTL_BODY("POST", "/v2/sandboxes", e2b_ctl_create),
+	CTL("GET", "/sandboxes", e2b_ctl_list_v1),
+	CTL("GET", "/v2/sandboxes", e2b_ctl_list),
+	CTL("GET", "/sandboxes/{id}", e2b_ctl_get),
+	CTL("DELETE", "/sandboxes/{id}", e2b_ctl_kill),
+	CTL_BODY("POST", "/sandboxes/{id}/timeout", e2b_ctl_timeout),
+	CTL_BODY("POST", "/sandboxes/{id}/refreshes", e2b_ctl_refresh),
+	CTL_BODY("POST", "/sandboxes/{id}/pause", e2b_ctl_pause),
+	CTL_BODY("POST", "/sandboxes/{id}/resume", e2b_ctl_resume),
+	CTL_BODY("POST", "/sandboxes/{id}/connect", e2b_ctl_connect),
+	CTL_BODY("POST", "/v2/sandboxes/{id}/connect", e2b_ctl_connect),
+	CTL("GET", "/sandboxes/{id}/metrics", e2b_ctl_metrics),
+	CTL_BODY("PUT", "/sandboxes/{id}/network", e2b_ctl_not_supported),
+	CTL_BODY("POST", "/sandboxes/{id}/snapshots", e2b_ctl_not_supported),
+	CTL_BODY("POST", "/sandboxes/{id}/fork", e2b_ctl_not_supported),
+	/* envd: plain HTTP */
+	ENVD("GET", "/health", e2b_health),
+	ENVD("GET", "/files", e2b_files_get),
+	{{"POST", "/files", API_BODY_STREAM, e2b_files_post_end, e2b_files_post_begin,
+	  e2b_files_post_data}, E2B_ENVD, false},
+	/* envd: Connect RPC, package process */
+	RPC("/process.Process/Start", e2b_proc_start),
+	RPC("/process.Process/Connect", e2b_proc_connect),
+	RPC("/process.Process/List", e2b_proc_list),
+	RPC("/process.Process/SendInput", e2b_proc_send_input),
+	RPC("/process.Process/CloseStdin", e2b_proc_close_stdin),
+	RPC("/process.Process/SendSignal", e2b_proc_send_signal),
+	RPC("/process.Process/Update", e2b_proc_update),
+	RPC("/process.Process/StreamInput", e2b_rpc_unimplemented),
+	/* envd: Connect RPC, package filesystem */
+	RPC("/filesystem.Filesystem/Stat", e2b_fs_stat),
+	RPC("/filesystem.Filesystem/MakeDir", e2b_fs_make_dir),
+	RPC("/filesystem.Filesystem/Move", e2b_fs_move),
+	RPC("/filesystem.Filesystem/ListDir", e2b_fs_list_dir),
+	RPC("/filesystem.Filesystem/Remove", e2b_fs_remove),
+	RPC("/filesystem.Filesystem/WatchDir", e2b_fs_watch_dir),
+	RPC("/filesystem.Filesystem/CreateWatcher", e2b_fs_create_watcher),
+	RPC("/filesystem.Filesystem/GetWatcherEvents", e2b_fs_get_watcher_events),
+	RPC("/filesystem.Filesystem/RemoveWatcher", e2b_fs_remove_watcher),
+};
+/* clang-format on */
+
+static void e2b_req_free(void *p)
+{
+	struct e2b_req *er = p;
+
+	if (!er)
+		return;
+	if (er->op_free)
+		er->op_free(er->op);
+	api_buf_fini(&er->body);
+	free(er);
+}
+
+/* Buffers a JSON or envelope body; past E2B_MAX_BODY the rest is swallowed and the
+ * handler answers resource_exhausted / 413. UNTRUSTED bytes, only counted and copied. */
+static int body_data(struct api_req *r, const char *buf, size_t len)
+{
+	struct e2b_req *er = e2b_req_of(r);
+
+	if (er->too_large || len > E2B_MAX_BODY - er->body.len) {
+		er->too_large = true;
+		return 0;
+	}
+	return api_buf_append(&er->body, buf, len);
+}
+
+static bool is_rpc(const struct e2b_route *rt)
+{
+	return rt->kind == E2B_ENVD && rt->buffered;
+}
+
+/* Envd-side auth failure in the shape the route's client expects. */
+static enum MHD_Result envd_deny(struct api_req *r, const struct e2b_route *rt, unsigned status,
+				 const char *code, const char *msg)
+{
+	if (is_rpc(rt))
+		return api_respond_json(r, status, e2b_connect_error_json(code, msg));
+	return api_respond_json(r, status, json_pack("{s:i, s:s}", "code", (int)status, "message",
+						     msg));
+}
+
+int e2b_request_begin(struct api_req *r, const char *url, const char *method, bool need_auth)
+{
+	const struct e2b_route *rt = NULL;
+	struct api_match m;
+	struct e2b_req *er;
+	bool path_seen = false;
+
+	for (size_t i = 0; i < ARRAY_SIZE(e2b_routes); i++) {
+		struct api_match tmp;
+
+		if (!api_route_match(e2b_routes[i].api.pattern, url, &tmp))
+			continue;
+		path_seen = true;
+		if (!strcmp(e2b_routes[i].api.method, method)) {
+			rt = &e2b_routes[i];
+			m = tmp;
+			break;
+		}
+	}
+	if (!path_seen)
+		return E2B_NOT_MINE;
+	if (!rt)
+		return e2b_ctl_error(r, 405, "method %.16s not allowed on %.200s", method, url);
+	er = calloc(1, sizeof(*er));
+	if (!er)
+		return MHD_NO;
+	er->route = rt;
+	er->need_auth = need_auth;
+	r->state = er;
+	r->state_free = e2b_req_free;
+	r->match = m;
+	if (rt->kind == E2B_CONTROL) {
+		/* An id that cannot be one of ours names no sandbox. */
+		for (unsigned i = 0; i < m.n; i++)
+			if (!api_valid_sandbox_id(m.values[i]))
+				return e2b_ctl_error(r, 404, "sandbox `%.64s` not found",
+						     m.values[i]);
+		if (need_auth && !e2b_api_key_ok(r))
+			return e2b_ctl_error(r, 401, "missing or wrong X-API-KEY");
+	} else {
+		if (e2b_envd_sandbox(r, er->sandbox, sizeof(er->sandbox)) < 0)
+			return envd_deny(r, rt, 400, "invalid_argument",
+					 "missing or invalid E2b-Sandbox-Id header");
+		/* The access token is checked before the sandbox is looked up: without it, a
+		 * client learns nothing, not even whether the id exists. */
+		if (need_auth && !e2b_access_token_ok(r, er->sandbox))
+			return envd_deny(r, rt, 401, "unauthenticated",
+					 "missing or wrong X-Access-Token");
+		if (e2b_basic_user(api_header(r, MHD_HTTP_HEADER_AUTHORIZATION), er->user,
+				   sizeof(er->user)) < 0)
+			return envd_deny(r, rt, 400, "invalid_argument",
+					 "Authorization must be `Basic base64(user:)`");
+	}
+	r->route = &rt->api;
+	if (rt->api.begin)
+		rt->api.begin(r); /* failures are kept in the route's state, answered at the end */
+	return MHD_YES;
+}
+
+/* --- unary ---------------------------------------------------------------------------- */
+
+enum MHD_Result e2b_rpc_error(struct api_req *r, const char *code, const char *fmt, ...)
+{
+	char *msg = NULL;
+	enum MHD_Result ret;
+	va_list ap;
+
+	va_start(ap, fmt);
+	if (vasprintf(&msg, fmt, ap) < 0)
+		msg = NULL;
+	va_end(ap);
+	ret = api_respond_json(r, e2b_connect_status(code), e2b_connect_error_json(code, msg));
+	free(msg);
+	return ret;
+}
+
+enum MHD_Result e2b_rpc_err(struct api_req *r, const struct isola_err *e)
+{
+	return e2b_rpc_error(r, e2b_connect_code(e ? e->code : "internal"), "%s",
+			     e && e->message ? e->message : "error");
+}
+
+enum MHD_Result e2b_rpc_ok(struct api_req *r, json_t *body)
+{
+	return api_respond_json(r, 200, body);
+}
+
+enum MHD_Result e2b_rpc_unimplemented(struct api_req *r)
+{
+	return e2b_rpc_error(r, "unimplemented", "%s is not implemented by isola",
+			     e2b_req_of(r)->route->api.pattern);
+}
+
+static bool content_type_is(struct api_req *r, const char *want)
+{
+	const char *ct = api_header(r, MHD_HTTP_HEADER_CONTENT_TYPE);
+	size_t n = strlen(want);
+
+	return ct && !strncasecmp(ct, want, n) && (ct[n] == '\0' || ct[n] == ';' || ct[n] == ' ');
+}
+
+int e2b_rpc_request(struct api_req *r, bool stream, json_t **msg)
+{
+	struct e2b_req *er = e2b_req_of(r);
+	cleanup_err struct isola_err *err = NULL;
+	const uint8_t *p = (const uint8_t *)er->body.data;
+	size_t n = er->body.len;
+	const char *enc = api_header(r, "Connect-Content-Encoding");
+
+	if (er->too_large) {
+		e2b_rpc_error(r, "resource_exhausted", "request message is larger than %u bytes",
+			      E2B_MAX_BODY);
+		return -1;
+	}
+	if (stream) {
+		if (!content_type_is(r, "application/connect+json")) {
+			api_respond_json(r, 415,
+					 e2b_connect_error_json("unimplemented",
+								"isola's envd speaks the Connect "
+								"protocol with the JSON codec only"));
+			return -1;
+		}
+		if ((enc && strcmp(enc, "identity") != 0) ||
+		    e2b_envelope_parse(p, n, &p, &n) < 0) {
+			e2b_rpc_error(r, "invalid_argument",
+				      "request body must be one uncompressed Connect envelope");
+			return -1;
+		}
+	} else {
+		enc = api_header(r, MHD_HTTP_HEADER_CONTENT_ENCODING);
+		if (!content_type_is(r, "application/json")) {
+			api_respond_json(r, 415,
+					 e2b_connect_error_json("unimplemented",
+								"isola's envd speaks the Connect "
+								"protocol with the JSON codec only"));
+			return -1;
+		}
+		if (enc && strcmp(enc, "identity") != 0) {
+			e2b_rpc_error(r, "unimplemented", "compressed requests are not supported");
+			return -1;
+		}
+	}
+	if (e2b_json_parse(p, n, msg, &err) < 0) {
+		e2b_rpc_err(r, err);
+		return -1;
+	}
+	return 0;
+}
+
+int e2b_rpc_sandbox(struct api_req *r, struct sandbox **s, struct agent_conn **conn)
+{
+	struct e2b_req *er = e2b_req_of(r);
+	cleanup_err struct isola_err *err = NULL;
+
+	/* E2B's edge answers 502 for a sandbox that is gone; its SDK turns that (Connect code
+	 * unavailable) into "the sandbox was killed or timed out". */
+	if (core_sandbox_get(r->srv->core, er->sandbox, s, &err) < 0) {
+		api_respond_json(r, 502,
+				 e2b_connect_error_json("unavailable",
+							"sandbox not found: it was killed or its "
+							"timeout expired"));
+		return -1;
+	}
+	sandbox_touch(*s);
+	if (conn && sandbox_agent(*s, conn, &err) < 0) {
+		sandbox_unref(*s);
+		*s = NULL;
+		api_respond_json(r, 502,
+				 e2b_connect_error_json("unavailable",
+							err && err->message ? err->message
+									    : "sandbox is not running"));
+		return -1;
+	}
+	return 0;
+}
+
+uint64_t e2b_keepalive_ms(struct api_req *r)
+{
+	const char *h = api_header(r, "Keepalive-Ping-Interval");
+	uint64_t s = 0;
+
+	/* UNTRUSTED: seconds; bounded so a client cannot ask for pings every 0 s. */
+	if (!h || api_parse_u64(h, E2B_KEEPALIVE_MAX, &s) < 0 || s == 0)
+		return 0;
+	return s * 1000;
+}
+
+uint64_t e2b_timeout_ms(struct api_req *r)
+{
+	const char *h = api_header(r, "Connect-Timeout-Ms");
+	uint64_t ms = 0;
+
+	if (!h || api_parse_u64(h, (uint64_t)INT32_MAX, &ms) < 0)
+		return 0;
+	return ms;
+}
+
+/* --- server streaming ------------------------------------------------------------------ */
+
+struct e2b_stream {
+	struct api_server *srv;	   /* for the stopping flag */
+	struct api_stream *st;	   /* the MHD-side stream, set while producing */
+	e2b_next_fn next;	   /* producer */
+	void *ud;		   /* producer state, owned */
+	void (*free_ud)(void *ud); /* releases ud */
+	uint64_t keepalive_ms;	   /* 0 = none */
+	uint64_t last_sent;	   /* monotonic ms of the last message */
+	json_t *keepalive;	   /* keepalive message, owned */
+	json_t *end_error;	   /* error for the end-of-stream envelope, owned */
+	int fd;			   /* client socket */
+};
+
+static void stream_free(void *p)
+{
+	struct e2b_stream *es = p;
+
+	if (es->free_ud)
+		es->free_ud(es->ud);
+	json_decref(es->keepalive);
+	json_decref(es->end_error);
+	free(es);
+}
+
+static int stream_produce(struct api_stream *st, void *ud)
+{
+	struct e2b_stream *es = ud;
+	struct api_buf b = {0};
+	json_t *end;
+	int r;
+
+	es->st = st;
+	r = es->next(es, es->ud);
+	if (r <= 0)
+		return r;
+	/* The end-of-stream envelope is mandatory in the Connect protocol. */
+	end = es->end_error ? json_pack("{s:O, s:{}}", "error", es->end_error, "metadata")
+			    : json_object();
+	r = end ? e2b_envelope_append(&b, E2B_FLAG_END, end) : -ENOMEM;
+	json_decref(end);
+	if (!r)
+		r = api_stream_write(st, b.data, b.len);
+	api_buf_fini(&b);
+	return r < 0 ? -1 : 1;
+}
+
+enum MHD_Result e2b_stream_respond(struct api_req *r, const struct e2b_stream_cfg *cfg)
+{
+	struct e2b_stream *es = calloc(1, sizeof(*es));
+	struct MHD_Response *resp;
+
+	if (!es) {
+		cfg->free_ud(cfg->ud);
+		json_decref(cfg->keepalive);
+		return MHD_NO;
+	}
+	es->srv = r->srv;
+	es->next = cfg->next;
+	es->ud = cfg->ud;
+	es->free_ud = cfg->free_ud;
+	es->keepalive_ms = cfg->keepalive_ms;
+	es->keepalive = cfg->keepalive;
+	es->last_sent = util_now_ms();
+	es->fd = api_req_fd(r);
+	resp = api_stream_response(r, API_FMT_RAW, MHD_SIZE_UNKNOWN, stream_produce, es,
+				   stream_free);
+	if (!resp)
+		return MHD_NO;
+	MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "application/connect+json");
+	return api_respond_response(r, 200, resp);
+}
+
+int e2b_stream_msg(struct e2b_stream *es, json_t *j)
+{
+	struct api_buf b = {0};
+	int r;
+
+	if (!j)
+		return -ENOMEM;
+	r = e2b_envelope_append(&b, 0, j);
+	json_decref(j);
+	if (!r)
+		r = api_stream_write(es->st, b.data, b.len);
+	api_buf_fini(&b);
+	es->last_sent = util_now_ms();
+	return r;
+}
+
+void e2b_stream_fail(struct e2b_stream *es, const char *code, const char *message)
+{
+	if (es->end_error)
+		return;
+	es->end_error = e2b_connect_error_json(code, message);
+}
+
+void e2b_stream_fail_err(struct e2b_stream *es, const struct isola_err *e)
+{
+	e2b_stream_fail(es, e2b_connect_code(e ? e->code : "internal"),
+			e && e->message ? e->message : "error");
+}
+
+bool e2b_stream_idle(struct e2b_stream *es)
+{
+	if (api_fd_peer_gone(es->fd) || api_server_is_stopping(es->srv))
+		return true;
+	if (es->keepalive_ms && es->keepalive &&
+	    util_now_ms() - es->last_sent >= es->keepalive_ms)
+		e2b_stream_msg(es, json_incref(es->keepalive));
+	return false;
+}
+
+int e2b_stream_fd(struct e2b_stream *es)
+{
+	return es->fd;
+}
