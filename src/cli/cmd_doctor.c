@@ -7,28 +7,54 @@
 #include "../common/util.h"
 #include "output.h"
 
-/* One check: {"name","ok","value","detail"}; `status` ("ok"/"warn"/"fail") is accepted too. */
-static bool check_ok(const json_t *c)
+/* One check: {"ok", "detail", "isola", ...facts}. `status` ("ok"/"warn"/"fail") is accepted
+ * too. Returns the mark to print: a check without a verdict is informational. */
+static const char *check_mark(const json_t *c)
 {
 	const char *status = json_string_value(json_object_get(c, "status"));
 	const json_t *ok = json_object_get(c, "ok");
 
 	if (json_is_boolean(ok))
-		return json_is_true(ok);
-	return status && (!strcmp(status, "ok") || !strcmp(status, "pass"));
+		return json_is_true(ok) ? "\u2713" : "\u2717";
+	if (status)
+		return !strcmp(status, "ok") || !strcmp(status, "pass") ? "\u2713" : "\u2717";
+	return "\u2022";
+}
+
+/* Prints the check's facts: its `detail`, or its scalar fields as k=v. */
+static void print_facts(const json_t *c)
+{
+	const char *detail = json_string_value(json_object_get(c, "detail"));
+	const char *k;
+	json_t *v;
+	bool first = true;
+
+	if (!detail)
+		detail = json_string_value(json_object_get(c, "message"));
+	if (detail) {
+		fputs(detail, stdout);
+		return;
+	}
+	json_object_foreach((json_t *)c, k, v) {
+		cleanup_free char *text = NULL;
+
+		if (!strcmp(k, "ok") || !strcmp(k, "isola") || !strcmp(k, "status"))
+			continue;
+		text = out_fmt_value(v);
+		printf("%s%s=%s", first ? "" : ", ", k, text ? text : "?");
+		first = false;
+	}
 }
 
 static void print_check(const char *name, const json_t *c)
 {
-	cleanup_free char *value = NULL;
-	const char *detail = json_string_value(json_object_get(c, "detail"));
+	const char *isola = json_string_value(json_object_get(c, "isola"));
 
-	if (!detail)
-		detail = json_string_value(json_object_get(c, "message"));
-	if (json_object_get(c, "value"))
-		value = out_fmt_value(json_object_get(c, "value"));
-	printf("%s %s: %s%s%s\n", check_ok(c) ? "\u2713" : "\u2717", name, value ? value : "-",
-	       detail ? " \u2014 " : "", detail ? detail : "");
+	printf("%s %s: ", check_mark(c), name);
+	print_facts(c);
+	putchar('\n');
+	if (isola)
+		printf("    isola: %s\n", isola);
 }
 
 int cmd_doctor(struct cli *cli, int argc, char **argv)
