@@ -28,5 +28,9 @@ echo "==> integration tests against the ASan+UBSan isolad"
 ISOLA_BUILD=$PWD/build-asan ISOLA_SANITIZED=1 $PY -m pytest -q tests/integration \
 	--junitxml=build/test-results/pytest-asan.xml -p no:cacheprovider
 
+echo "==> fuzz targets (libFuzzer + ASan/UBSan, ${ISOLA_FUZZ_SECONDS:-30}s each)"
+scripts/fuzz.sh "${ISOLA_FUZZ_SECONDS:-30}"
+
 $PY scripts/summarize.py build/meson-logs/testlog.json build-asan/meson-logs/testlog.json \
-	build/test-results/pytest.xml build/test-results/pytest-asan.xml
+	build/test-results/pytest.xml build/test-results/pytest-asan.xml \
+	build/test-results/fuzz.xml
