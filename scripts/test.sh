@@ -25,7 +25,7 @@ echo "==> integration and security tests (pytest, real isolad)"
 $PY -m pytest -q tests/integration tests/security --junitxml=build/test-results/pytest.xml \
 	-p no:cacheprovider
 echo "==> integration tests against the ASan+UBSan isolad"
-ISOLA_BUILD=$PWD/build-asan ISOLA_SANITIZED=1 $PY -m pytest -q tests/integration \
+ISOLA_BUILD=$PWD/build-asan ISOLA_SANITIZED=1 $PY -m pytest -q tests/integration tests/security \
 	--junitxml=build/test-results/pytest-asan.xml -p no:cacheprovider
 
 echo "==> fuzz targets (libFuzzer + ASan/UBSan, ${ISOLA_FUZZ_SECONDS:-30}s each)"

@@ -174,6 +174,8 @@ static int start_request(const json_t *msg, const char *user, uint64_t timeout_m
 		return isola_err_set(err, EINVAL, "invalid",
 				     "field `process.args` must be an array of strings");
 	argv = json_pack("[s]", cmd);
+	if (!argv)
+		return isola_err_set(err, ENOMEM, "internal", "out of memory");
 	json_array_foreach(args, i, a) {
 		if (!json_is_string(a) || memchr(json_string_value(a), '\0', json_string_length(a))) {
 			json_decref(argv);
