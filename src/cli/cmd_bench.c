@@ -24,9 +24,9 @@
  */
 
 struct bench_sample {
-	double *ms;   /* latencies of successful runs */
-	size_t n;     /* entries used */
-	size_t fails; /* runs that failed */
+	double *ms;	   /* latencies of successful runs */
+	size_t n;	   /* entries used */
+	size_t fails;	   /* runs that failed */
 	char *first_error; /* message of the first failure, owned */
 };
 
@@ -198,10 +198,29 @@ static bool have_program(const char *name)
 
 static void bench_bwrap(int n, struct bench_sample *s)
 {
-	char *argv[] = {"bwrap", "--unshare-all", "--die-with-parent", "--ro-bind", "/usr", "/usr",
-			"--symlink", "usr/bin", "/bin", "--symlink", "usr/lib", "/lib",
-			"--symlink", "usr/lib64", "/lib64", "--proc", "/proc", "--dev", "/dev",
-			"--tmpfs", "/tmp", "/bin/true", NULL};
+	char *argv[] = {"bwrap",
+			"--unshare-all",
+			"--die-with-parent",
+			"--ro-bind",
+			"/usr",
+			"/usr",
+			"--symlink",
+			"usr/bin",
+			"/bin",
+			"--symlink",
+			"usr/lib",
+			"/lib",
+			"--symlink",
+			"usr/lib64",
+			"/lib64",
+			"--proc",
+			"/proc",
+			"--dev",
+			"/dev",
+			"--tmpfs",
+			"/tmp",
+			"/bin/true",
+			NULL};
 
 	for (int i = 0; i < n; i++) {
 		double ms = run_peer(argv);
@@ -218,10 +237,12 @@ static int runc_bundle(const char *dir)
 {
 	char cmd[1024];
 
-	snprintf(cmd, sizeof(cmd),
-		 "set -e; cd '%s'; mkdir -p rootfs/usr rootfs/proc rootfs/dev rootfs/tmp rootfs/sys;"
-		 " ln -sfn usr/bin rootfs/bin; ln -sfn usr/lib rootfs/lib;"
-		 " ln -sfn usr/lib64 rootfs/lib64; rm -f config.json; runc spec", dir);
+	snprintf(
+		cmd, sizeof(cmd),
+		"set -e; cd '%s'; mkdir -p rootfs/usr rootfs/proc rootfs/dev rootfs/tmp rootfs/sys;"
+		" ln -sfn usr/bin rootfs/bin; ln -sfn usr/lib rootfs/lib;"
+		" ln -sfn usr/lib64 rootfs/lib64; rm -f config.json; runc spec",
+		dir);
 	if (system(cmd) != 0)
 		return -1;
 	snprintf(cmd, sizeof(cmd), "%s/config.json", dir);
@@ -234,11 +255,12 @@ static int runc_bundle(const char *dir)
 		proc = json_object_get(c, "process");
 		json_object_set_new(proc, "terminal", json_false());
 		json_object_set_new(proc, "args", json_pack("[s]", "/bin/true"));
-		json_object_set_new(c, "root", json_pack("{s:s,s:b}", "path", "rootfs", "readonly", 1));
+		json_object_set_new(c, "root",
+				    json_pack("{s:s,s:b}", "path", "rootfs", "readonly", 1));
 		mounts = json_object_get(c, "mounts");
-		json_array_append_new(mounts, json_pack("{s:s,s:s,s:s,s:[s,s]}", "destination", "/usr",
-							"type", "bind", "source", "/usr", "options",
-							"rbind", "ro"));
+		json_array_append_new(mounts, json_pack("{s:s,s:s,s:s,s:[s,s]}", "destination",
+							"/usr", "type", "bind", "source", "/usr",
+							"options", "rbind", "ro"));
 		r = json_dump_file(c, cmd, 0);
 		json_decref(c);
 		return r;
@@ -284,7 +306,8 @@ static void print_row(const char *name, const json_t *j)
 	       json_real_value(json_object_get(j, "p90_ms")),
 	       json_real_value(json_object_get(j, "p99_ms")));
 	if (json_string_value(json_object_get(j, "first_error")))
-		printf("  first failure: %s\n", json_string_value(json_object_get(j, "first_error")));
+		printf("  first failure: %s\n",
+		       json_string_value(json_object_get(j, "first_error")));
 }
 
 static double ratio(const json_t *a, const json_t *b)
@@ -407,11 +430,12 @@ int cmd_bench(struct cli *cli, int argc, char **argv)
 		json_object_set_new(report, "ratio_loop_to_bwrap", json_real(ratio(jseq, jbw)));
 		json_object_set_new(report, "ratio_loop_to_runc", json_real(ratio(jseq, jrc)));
 	}
-	json_object_set_new(report, "ratio_burst_p99_to_seq_p50",
-			    json_real(json_real_value(json_object_get(jseq, "p50_ms")) > 0
-					      ? json_real_value(json_object_get(jburst, "p99_ms")) /
-							json_real_value(json_object_get(jseq, "p50_ms"))
-					      : 0));
+	json_object_set_new(
+		report, "ratio_burst_p99_to_seq_p50",
+		json_real(json_real_value(json_object_get(jseq, "p50_ms")) > 0
+				  ? json_real_value(json_object_get(jburst, "p99_ms")) /
+					    json_real_value(json_object_get(jseq, "p50_ms"))
+				  : 0));
 	if (cli->json) {
 		out_json(stdout, report);
 	} else {

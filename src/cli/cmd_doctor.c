@@ -35,7 +35,8 @@ static void print_facts(const json_t *c)
 		fputs(detail, stdout);
 		return;
 	}
-	json_object_foreach((json_t *)c, k, v) {
+	json_object_foreach((json_t *)c, k, v)
+	{
 		cleanup_free char *text = NULL;
 
 		if (!strcmp(k, "ok") || !strcmp(k, "isola") || !strcmp(k, "status"))

@@ -14,9 +14,9 @@
  * "unavailable", "internal", ...) that the API maps to an HTTP status in one place.
  */
 struct isola_err {
-	int errnum;	  /* positive errno that best describes the failure */
-	char code[32];	  /* machine-readable class, see above */
-	char *message;	  /* human text naming the object, heap-owned */
+	int errnum;    /* positive errno that best describes the failure */
+	char code[32]; /* machine-readable class, see above */
+	char *message; /* human text naming the object, heap-owned */
 };
 
 /* Sets *err (unless err is NULL or *err already set) and returns -errnum. */

@@ -43,7 +43,8 @@ void log_msg(enum log_level lvl, const char *fmt, ...)
 		msg = NULL;
 	va_end(ap);
 	flockfile(stderr);
-	fprintf(stderr, "{\"ts\":%.3f,\"level\":\"%s\",\"msg\":\"", util_wall_time(), level_names[lvl]);
+	fprintf(stderr, "{\"ts\":%.3f,\"level\":\"%s\",\"msg\":\"", util_wall_time(),
+		level_names[lvl]);
 	json_escape(stderr, msg ? msg : fmt);
 	fputs("\"}\n", stderr);
 	funlockfile(stderr);

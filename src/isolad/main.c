@@ -57,9 +57,12 @@ static void find_agent(const char *flag, char *out, size_t n)
 int main(int argc, char **argv)
 {
 	static const struct option opts[] = {
-		{"state-dir", required_argument, NULL, 's'}, {"socket", required_argument, NULL, 'S'},
-		{"listen", required_argument, NULL, 'l'},    {"agent", required_argument, NULL, 'a'},
-		{"log-level", required_argument, NULL, 'L'}, {"help", no_argument, NULL, 'h'},
+		{"state-dir", required_argument, NULL, 's'},
+		{"socket", required_argument, NULL, 'S'},
+		{"listen", required_argument, NULL, 'l'},
+		{"agent", required_argument, NULL, 'a'},
+		{"log-level", required_argument, NULL, 'L'},
+		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
 	};
 	cleanup_err struct isola_err *err = NULL;
@@ -95,8 +98,10 @@ int main(int argc, char **argv)
 			else if (!strcmp(optarg, "error"))
 				log_set_level(LOG_ERROR);
 			else if (strcmp(optarg, "info")) {
-				fprintf(stderr, "isolad: --log-level `%s` is not one of "
-						"debug|info|warn|error\n", optarg);
+				fprintf(stderr,
+					"isolad: --log-level `%s` is not one of "
+					"debug|info|warn|error\n",
+					optarg);
 				return 2;
 			}
 			break;

@@ -45,8 +45,8 @@ static void report(const char *name, long ret, int err)
 
 static void status_lines(void)
 {
-	static const char *keys[] = {"Uid:", "Gid:", "NoNewPrivs:", "Seccomp:", "CapInh:",
-				     "CapPrm:", "CapEff:", "CapBnd:", "CapAmb:"};
+	static const char *keys[] = {"Uid:",	"Gid:",	   "NoNewPrivs:", "Seccomp:", "CapInh:",
+				     "CapPrm:", "CapEff:", "CapBnd:",	  "CapAmb:"};
 	char line[256];
 	FILE *f = fopen("/proc/self/status", "r");
 

@@ -16,7 +16,7 @@ static int tap_n, tap_failed;
 		printf("\n");                                                                      \
 		if (!_c) {                                                                         \
 			tap_failed++;                                                              \
-			printf("#   failed at %s:%d\n", __FILE__, __LINE__);                           \
+			printf("#   failed at %s:%d\n", __FILE__, __LINE__);                       \
 		}                                                                                  \
 		_c;                                                                                \
 	})

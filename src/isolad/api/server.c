@@ -17,6 +17,7 @@
 #include "../../common/log.h"
 #include "../../common/util.h"
 #include "../core/core.h"
+#include "../e2b/e2b.h"
 
 /*
  * The routing table: every route of the native API, one per line, between the ROUTES-BEGIN
@@ -222,6 +223,13 @@ static enum MHD_Result request_begin(struct api_listener *lst, struct api_req *r
 	uint64_t cl;
 	int ret;
 
+	/* The E2B-compatible API (src/isolad/e2b) owns every path outside /v1/ that it knows,
+	 * with its own auth (X-API-KEY, X-Access-Token) and error shapes. */
+	if (strncmp(url, "/v1/", 4) != 0) {
+		ret = e2b_request_begin(r, url, method, lst->need_auth);
+		if (ret != E2B_NOT_MINE)
+			return (enum MHD_Result)ret;
+	}
 	if (lst->need_auth && !(strcmp(method, "GET") == 0 && strcmp(url, "/v1/health") == 0) &&
 	    !authorized(r)) {
 		struct MHD_Response *resp;

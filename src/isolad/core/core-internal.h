@@ -9,7 +9,7 @@
 #include "../store/store.h"
 #include "core.h"
 
-#define CORE_MAX_SANDBOXES 4096	   /* uid slots; also the hard cap on live sandboxes */
+#define CORE_MAX_SANDBOXES 4096	    /* uid slots; also the hard cap on live sandboxes */
 #define CORE_UID_BASE	   1048576u /* first host uid handed to sandboxes (above subuid ranges) */
 
 enum sandbox_state {
@@ -20,43 +20,43 @@ enum sandbox_state {
 };
 
 struct sandbox {
-	atomic_int refs;		 /* references; the core's list holds one */
-	pthread_mutex_t lock;		 /* protects everything below */
-	struct core *core;		 /* owner, borrowed */
-	char id[40];			 /* public id */
-	enum sandbox_state state;	 /* lifecycle state */
-	char *error;			 /* reason when state is ERROR, owned */
-	const struct tier_ops *tier;	 /* tier implementation */
-	struct tier_sandbox *ts;	 /* tier handle, NULL once destroyed or lost */
-	struct agent_conn *conn;	 /* current agent connection or NULL */
-	struct agent_conn **old_conns;	 /* replaced connections, freed with the sandbox */
-	size_t n_old_conns;		 /* entries of old_conns */
-	struct sandbox_spec spec;	 /* what the tier built */
-	int uid_slot;			 /* index of the host uid range */
-	char template_id[65];		 /* template id */
-	char template_name[64];		 /* template name as requested */
-	json_t *env;			 /* merged template + request env {K:V}, owned */
-	json_t *labels;			 /* {K:V}, owned */
-	char workdir[256];		 /* default cwd for commands */
-	char user[64];			 /* default user for commands */
-	double created_at;		 /* unix time */
-	double expires_at;		 /* unix time, 0 = never */
-	double last_active;		 /* unix time of the last API use */
+	atomic_int refs;	       /* references; the core's list holds one */
+	pthread_mutex_t lock;	       /* protects everything below */
+	struct core *core;	       /* owner, borrowed */
+	char id[40];		       /* public id */
+	enum sandbox_state state;      /* lifecycle state */
+	char *error;		       /* reason when state is ERROR, owned */
+	const struct tier_ops *tier;   /* tier implementation */
+	struct tier_sandbox *ts;       /* tier handle, NULL once destroyed or lost */
+	struct agent_conn *conn;       /* current agent connection or NULL */
+	struct agent_conn **old_conns; /* replaced connections, freed with the sandbox */
+	size_t n_old_conns;	       /* entries of old_conns */
+	struct sandbox_spec spec;      /* what the tier built */
+	int uid_slot;		       /* index of the host uid range */
+	char template_id[65];	       /* template id */
+	char template_name[64];	       /* template name as requested */
+	json_t *env;		       /* merged template + request env {K:V}, owned */
+	json_t *labels;		       /* {K:V}, owned */
+	char workdir[256];	       /* default cwd for commands */
+	char user[64];		       /* default user for commands */
+	double created_at;	       /* unix time */
+	double expires_at;	       /* unix time, 0 = never */
+	double last_active;	       /* unix time of the last API use */
 };
 
 struct core {
-	struct core_config cfg;	      /* settings, copied */
-	struct store *store;	      /* durable state */
-	pthread_mutex_t lock;	      /* protects sandboxes, n_sandboxes, slots */
-	struct sandbox **sandboxes;   /* live sandboxes (one reference each) */
-	size_t n_sandboxes;	      /* used entries */
-	size_t cap_sandboxes;	      /* allocated entries */
+	struct core_config cfg;			 /* settings, copied */
+	struct store *store;			 /* durable state */
+	pthread_mutex_t lock;			 /* protects sandboxes, n_sandboxes, slots */
+	struct sandbox **sandboxes;		 /* live sandboxes (one reference each) */
+	size_t n_sandboxes;			 /* used entries */
+	size_t cap_sandboxes;			 /* allocated entries */
 	unsigned char slots[CORE_MAX_SANDBOXES]; /* 1 = uid slot in use */
-	char token[65];		      /* API bearer token (hex) */
-	pthread_t monitor;	      /* TTL and liveness thread */
-	int monitor_running;	      /* 1 while the thread runs */
-	int stop_fd;		      /* eventfd that stops the monitor */
-	int lock_fd;		      /* flock on <state>/isolad.lock: one isolad per state dir */
+	char token[65];				 /* API bearer token (hex) */
+	pthread_t monitor;			 /* TTL and liveness thread */
+	int monitor_running;			 /* 1 while the thread runs */
+	int stop_fd;				 /* eventfd that stops the monitor */
+	int lock_fd; /* flock on <state>/isolad.lock: one isolad per state dir */
 };
 
 /* Allocates a sandbox object (one reference) with state CREATING. */

@@ -270,10 +270,11 @@ static int check_string_map(const json_t *m, const char *what, size_t max_entrie
 	if (json_object_size(m) > max_entries)
 		return isola_err_set(err, E2BIG, "invalid", "%s: more than %zu entries", what,
 				     max_entries);
-	json_object_foreach((json_t *)m, k, v) {
+	json_object_foreach((json_t *)m, k, v)
+	{
 		if (!json_is_string(v))
-			return isola_err_set(err, EINVAL, "invalid", "%s `%s`: value must be a string",
-					     what, k);
+			return isola_err_set(err, EINVAL, "invalid",
+					     "%s `%s`: value must be a string", what, k);
 		if (!*k || strlen(k) > 255 || strchr(k, '=') || json_string_length(v) > 32768)
 			return isola_err_set(err, EINVAL, "invalid",
 					     "%s `%.64s`: key must be 1-255 chars without `=`, "
@@ -306,8 +307,7 @@ static int core_prepare(struct core *c, struct sandbox *s, const struct sandbox_
 		json_object_update(s->env, (json_t *)req->env);
 	if (req->labels)
 		json_object_update(s->labels, (json_t *)req->labels);
-	snprintf(s->workdir, sizeof(s->workdir), "%s",
-		 req->workdir ? req->workdir : t.workdir);
+	snprintf(s->workdir, sizeof(s->workdir), "%s", req->workdir ? req->workdir : t.workdir);
 	snprintf(s->user, sizeof(s->user), "%s",
 		 req->user ? req->user : (t.default_user[0] ? t.default_user : "root"));
 	template_info_fini(&t);
@@ -321,8 +321,7 @@ static int core_prepare(struct core *c, struct sandbox *s, const struct sandbox_
 	return 0;
 }
 
-static int core_validate(struct core *c, const struct sandbox_request *req,
-			 struct isola_err **err)
+static int core_validate(struct core *c, const struct sandbox_request *req, struct isola_err **err)
 {
 	int r;
 
@@ -343,9 +342,10 @@ static int core_validate(struct core *c, const struct sandbox_request *req,
 		return isola_err_set(err, EINVAL, "invalid", "ttl must be at most %u seconds",
 				     c->cfg.max_ttl_s);
 	if (req->workdir && (req->workdir[0] != '/' || strlen(req->workdir) > 255))
-		return isola_err_set(err, EINVAL, "invalid",
-				     "workdir `%.64s` must be an absolute path of at most 255 chars",
-				     req->workdir);
+		return isola_err_set(
+			err, EINVAL, "invalid",
+			"workdir `%.64s` must be an absolute path of at most 255 chars",
+			req->workdir);
 	if (req->user && (!*req->user || strlen(req->user) > 63))
 		return isola_err_set(err, EINVAL, "invalid", "user must be 1-63 characters");
 	r = check_string_map(req->env, "env", 1024, err);
@@ -440,8 +440,7 @@ int core_sandbox_create(struct core *c, const struct sandbox_request *req, struc
 	r = core_list_add(c, s, err);
 	if (r < 0)
 		goto fail_tier;
-	log_info("sandbox %s created (template %s, tier %s)", id, s->template_name,
-		 s->tier->name);
+	log_info("sandbox %s created (template %s, tier %s)", id, s->template_name, s->tier->name);
 	*out = s;
 	return 0;
 
@@ -479,8 +478,7 @@ static bool id_is_valid(const char *id)
 	return true;
 }
 
-int core_sandbox_get(struct core *c, const char *id, struct sandbox **out,
-		     struct isola_err **err)
+int core_sandbox_get(struct core *c, const char *id, struct sandbox **out, struct isola_err **err)
 {
 	struct sandbox *found = NULL;
 
@@ -509,7 +507,8 @@ static bool labels_match(const json_t *labels, const json_t *filter)
 
 	if (!filter)
 		return true;
-	json_object_foreach((json_t *)filter, k, v) {
+	json_object_foreach((json_t *)filter, k, v)
+	{
 		json_t *have = json_object_get(labels, k);
 
 		if (!have || !json_equal(have, v))
@@ -559,8 +558,8 @@ int core_sandbox_destroy_obj(struct core *c, struct sandbox *s, struct isola_err
 	pthread_mutex_lock(&s->lock);
 	if (s->state == SANDBOX_DESTROYING) {
 		pthread_mutex_unlock(&s->lock);
-		return isola_err_set(err, EBUSY, "conflict", "sandbox `%s` is already being destroyed",
-				     s->id);
+		return isola_err_set(err, EBUSY, "conflict",
+				     "sandbox `%s` is already being destroyed", s->id);
 	}
 	s->state = SANDBOX_DESTROYING;
 	store_sandbox_set_state(c->store, s->id, "destroying", NULL, NULL);

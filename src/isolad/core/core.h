@@ -57,8 +57,7 @@ int core_sandbox_create(struct core *c, const struct sandbox_request *req, struc
 			struct isola_err **err);
 
 /* Looks a sandbox up; *out holds a reference. -ENOENT `not_found` naming the id. */
-int core_sandbox_get(struct core *c, const char *id, struct sandbox **out,
-		     struct isola_err **err);
+int core_sandbox_get(struct core *c, const char *id, struct sandbox **out, struct isola_err **err);
 
 /* JSON array of sandbox objects whose labels contain every pair of `filter` (may be NULL). */
 int core_sandbox_list(struct core *c, const json_t *filter, json_t **out, struct isola_err **err);

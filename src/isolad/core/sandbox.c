@@ -100,14 +100,13 @@ json_t *sandbox_to_json(struct sandbox *s)
 
 char *sandbox_spec_dump(struct sandbox *s)
 {
-	json_t *j = json_pack("{s:s, s:i, s:I, s:I, s:I, s:i, s:i, s:O, s:O, s:s, s:s, s:s}",
-			      "template_name", s->template_name, "cpu_millis",
-			      (int)s->spec.cpu_millis, "memory_bytes",
-			      (json_int_t)s->spec.memory_bytes, "disk_bytes",
-			      (json_int_t)s->spec.disk_bytes, "inodes", (json_int_t)s->spec.inodes,
-			      "pids", (int)s->spec.pids, "nofile", (int)s->spec.nofile, "env",
-			      s->env, "labels", s->labels, "workdir", s->workdir, "user", s->user,
-			      "rootfs", s->spec.rootfs);
+	json_t *j = json_pack(
+		"{s:s, s:i, s:I, s:I, s:I, s:i, s:i, s:O, s:O, s:s, s:s, s:s}", "template_name",
+		s->template_name, "cpu_millis", (int)s->spec.cpu_millis, "memory_bytes",
+		(json_int_t)s->spec.memory_bytes, "disk_bytes", (json_int_t)s->spec.disk_bytes,
+		"inodes", (json_int_t)s->spec.inodes, "pids", (int)s->spec.pids, "nofile",
+		(int)s->spec.nofile, "env", s->env, "labels", s->labels, "workdir", s->workdir,
+		"user", s->user, "rootfs", s->spec.rootfs);
 	json_t *binds = json_array();
 	char *out;
 
@@ -130,11 +129,12 @@ int sandbox_spec_load(struct sandbox *s, const char *text, struct isola_err **er
 	size_t i;
 	json_t *b;
 
-	if (!j || json_unpack(j, "{s?s, s?i, s?I, s?I, s?I, s?i, s?i, s?o, s?o, s?s, s?s, s?s, s?o}",
-			      "template_name", &tname, "cpu_millis", &cpu, "memory_bytes", &mem,
-			      "disk_bytes", &disk, "inodes", &inodes, "pids", &pids, "nofile",
-			      &nofile, "env", &env, "labels", &labels, "workdir", &workdir, "user",
-			      &user, "rootfs", &rootfs, "binds", &binds) < 0) {
+	if (!j ||
+	    json_unpack(j, "{s?s, s?i, s?I, s?I, s?I, s?i, s?i, s?o, s?o, s?s, s?s, s?s, s?o}",
+			"template_name", &tname, "cpu_millis", &cpu, "memory_bytes", &mem,
+			"disk_bytes", &disk, "inodes", &inodes, "pids", &pids, "nofile", &nofile,
+			"env", &env, "labels", &labels, "workdir", &workdir, "user", &user,
+			"rootfs", &rootfs, "binds", &binds) < 0) {
 		json_decref(j);
 		return isola_err_set(err, EINVAL, "internal", "sandbox `%s`: malformed stored spec",
 				     s->id);
@@ -154,7 +154,8 @@ int sandbox_spec_load(struct sandbox *s, const char *text, struct isola_err **er
 	if (json_is_object(labels))
 		json_object_update(s->labels, labels);
 	s->spec.n_binds = 0;
-	json_array_foreach(binds, i, b) {
+	json_array_foreach(binds, i, b)
+	{
 		const char *src = json_string_value(json_object_get(b, "src"));
 		const char *dst = json_string_value(json_object_get(b, "dst"));
 

@@ -12,7 +12,7 @@ struct api_req;
 /*
  * First call for a request whose path is outside /v1/ (api/server.c). When method+url is
  * an E2B route (control plane: /sandboxes, /v2/sandboxes, ...; envd: /health, /files,
- * /process.Process/*, /filesystem.Filesystem/*), it sets r->route to the E2B handler,
+ * /process.Process/..., /filesystem.Filesystem/...), it sets r->route to the E2B handler,
  * prepares its state (r->state) and returns MHD_YES/MHD_NO as an enum MHD_Result would,
  * possibly having queued an error response already. E2B routes authenticate themselves
  * (X-API-KEY or X-Access-Token) when `need_auth` (TCP listener); the native bearer token

@@ -13,9 +13,9 @@
 #define STORE_SCHEMA_VERSION "1"
 
 struct store {
-	sqlite3 *db;	       /* the connection, used under lock */
-	pthread_mutex_t lock;  /* serialises every statement */
-	char path[512];	       /* for error messages */
+	sqlite3 *db;	      /* the connection, used under lock */
+	pthread_mutex_t lock; /* serialises every statement */
+	char path[512];	      /* for error messages */
 };
 
 static const char schema_sql[] =
@@ -59,9 +59,10 @@ int store_open(const char *path, struct store **out, struct isola_err **err)
 		return r;
 	}
 	sqlite3_busy_timeout(st->db, 5000);
-	if (sqlite3_exec(st->db,
-			 "PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL; PRAGMA foreign_keys=ON;",
-			 NULL, NULL, &msg) != SQLITE_OK ||
+	if (sqlite3_exec(
+		    st->db,
+		    "PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL; PRAGMA foreign_keys=ON;",
+		    NULL, NULL, &msg) != SQLITE_OK ||
 	    sqlite3_exec(st->db, schema_sql, NULL, NULL, &msg) != SQLITE_OK) {
 		int r = isola_err_set(err, EIO, NULL, "open store `%s`: %s", path,
 				      msg ? msg : "schema failed");
@@ -106,8 +107,9 @@ static void bind_text(sqlite3_stmt *s, int i, const char *v)
 
 /* Prepares sql, binds text parameters (NULL allowed) and an optional real at index
  * real_idx (0 = none), runs it; returns rows changed or -errno. */
-static int store_write(struct store *st, const char *what, const char *sql, const char *const *texts,
-		       int n_texts, int real_idx, double real_val, struct isola_err **err)
+static int store_write(struct store *st, const char *what, const char *sql,
+		       const char *const *texts, int n_texts, int real_idx, double real_val,
+		       struct isola_err **err)
 {
 	sqlite3_stmt *s = NULL;
 	int r;
@@ -175,14 +177,14 @@ static int store_expect_row(int changed, const char *id, struct isola_err **err)
 	return 0;
 }
 
-int store_sandbox_set_state(struct store *st, const char *id, const char *state,
-			    const char *error, struct isola_err **err)
+int store_sandbox_set_state(struct store *st, const char *id, const char *state, const char *error,
+			    struct isola_err **err)
 {
 	const char *t[] = {state, error, id};
 
 	return store_expect_row(store_write(st, "set sandbox state",
-					    "UPDATE sandboxes SET state=?1, error=?2 WHERE id=?3", t,
-					    3, 0, 0, err),
+					    "UPDATE sandboxes SET state=?1, error=?2 WHERE id=?3",
+					    t, 3, 0, 0, err),
 				id, err);
 }
 
@@ -256,7 +258,8 @@ int store_sandbox_list(struct store *st, struct store_sandbox **out, size_t *n,
 			cap = cap ? cap * 2 : 16;
 			nr = realloc(rows, cap * sizeof(*rows));
 			if (!nr) {
-				ret = isola_err_set(err, ENOMEM, NULL, "list sandboxes: out of memory");
+				ret = isola_err_set(err, ENOMEM, NULL,
+						    "list sandboxes: out of memory");
 				goto out;
 			}
 			rows = nr;

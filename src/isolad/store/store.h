@@ -38,8 +38,8 @@ void store_close(struct store *st);
 int store_sandbox_put(struct store *st, const struct store_sandbox *r, struct isola_err **err);
 
 /* Updates state and error (error may be NULL) of an existing row; -ENOENT if none. */
-int store_sandbox_set_state(struct store *st, const char *id, const char *state,
-			    const char *error, struct isola_err **err);
+int store_sandbox_set_state(struct store *st, const char *id, const char *state, const char *error,
+			    struct isola_err **err);
 
 /* Updates the tier's saved state of an existing row. */
 int store_sandbox_set_tier_state(struct store *st, const char *id, const char *tier_state,

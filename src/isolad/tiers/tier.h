@@ -22,18 +22,18 @@ struct tier_bind {
  * tier for the duration of the call (copy what you keep).
  */
 struct sandbox_spec {
-	char id[40];			       /* sandbox id, [a-z0-9-], also the hostname */
-	char dir[512];			       /* per-sandbox state dir, created by core, 0700 */
-	char rootfs[512];		       /* template rootfs dir (lower layer), read-only */
+	char id[40];				/* sandbox id, [a-z0-9-], also the hostname */
+	char dir[512];				/* per-sandbox state dir, created by core, 0700 */
+	char rootfs[512];			/* template rootfs dir (lower layer), read-only */
 	struct tier_bind binds[TIER_MAX_BINDS]; /* extra read-only binds (host template) */
-	unsigned n_binds;		       /* used entries of binds */
-	uint32_t uid_base;		       /* first host uid/gid of this sandbox's 65536 range */
-	uint32_t cpu_millis;		       /* CPU quota in millicores, 0 = unlimited */
-	uint64_t memory_bytes;		       /* memory limit, 0 = unlimited */
-	uint64_t disk_bytes;		       /* writable-layer size limit */
-	uint64_t inodes;		       /* writable-layer inode limit */
-	uint32_t pids;			       /* max processes, 0 = unlimited */
-	uint32_t nofile;		       /* RLIMIT_NOFILE for sandbox processes */
+	unsigned n_binds;			/* used entries of binds */
+	uint32_t uid_base;     /* first host uid/gid of this sandbox's 65536 range */
+	uint32_t cpu_millis;   /* CPU quota in millicores, 0 = unlimited */
+	uint64_t memory_bytes; /* memory limit, 0 = unlimited */
+	uint64_t disk_bytes;   /* writable-layer size limit */
+	uint64_t inodes;       /* writable-layer inode limit */
+	uint32_t pids;	       /* max processes, 0 = unlimited */
+	uint32_t nofile;       /* RLIMIT_NOFILE for sandbox processes */
 };
 
 /* Resource counters of a running sandbox. */

@@ -305,8 +305,8 @@ static void check_imports(void)
 	e = NULL;
 	if (r == 0) {
 		check_good("docker", &t);
-		ok(!strcmp(t.source, "docker-archive") && t.layers == 3 &&
-			   !strcmp(t.workdir, "") && !strcmp(t.default_user, "root"),
+		ok(!strcmp(t.source, "docker-archive") && t.layers == 3 && !strcmp(t.workdir, "") &&
+			   !strcmp(t.default_user, "root"),
 		   "docker: template fields and defaults");
 		template_info_fini(&t);
 	}
