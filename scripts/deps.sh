@@ -24,3 +24,12 @@ if [ "${#missing[@]}" -gt 0 ]; then
 	apt-get update -qq
 	apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
+
+# E2B compatibility suite (tests/e2b): node >= 20.18.1 (the e2b package's engines) with npm.
+# The machines isola is tested on ship node 20 and npm 11; Debian 12's own nodejs is too old.
+command -v node >/dev/null || apt-get install -y -qq --no-install-recommends nodejs npm >/dev/null || true
+if ! node -e 'const [a,b]=process.versions.node.split(".").map(Number);process.exit((a===20&&b>=18)||a>=22?0:1)' ||
+	! command -v npm >/dev/null; then
+	echo "isola: the E2B and SDK suites need node >=20.18.1 (<21 or >=22) with npm"
+	exit 1
+fi

@@ -28,9 +28,16 @@ echo "==> integration tests against the ASan+UBSan isolad"
 ISOLA_BUILD=$PWD/build-asan ISOLA_SANITIZED=1 $PY -m pytest -q tests/integration tests/security \
 	--junitxml=build/test-results/pytest-asan.xml -p no:cacheprovider
 
+echo "==> E2B compatibility (unmodified e2b npm SDK against isolad)"
+tests/e2b/run.sh build/test-results/e2b.xml >build/test-results/e2b.txt 2>&1
+tail -n 12 build/test-results/e2b.txt
+ISOLA_BUILD=$PWD/build-asan E2B_SKIP_NPM_CI=1 tests/e2b/run.sh build/test-results/e2b-asan.xml \
+	>build/test-results/e2b-asan.txt 2>&1
+tail -n 12 build/test-results/e2b-asan.txt
+
 echo "==> fuzz targets (libFuzzer + ASan/UBSan, ${ISOLA_FUZZ_SECONDS:-30}s each)"
 scripts/fuzz.sh "${ISOLA_FUZZ_SECONDS:-30}"
 
 $PY scripts/summarize.py build/meson-logs/testlog.json build-asan/meson-logs/testlog.json \
 	build/test-results/pytest.xml build/test-results/pytest-asan.xml \
-	build/test-results/fuzz.xml
+	build/test-results/e2b.xml build/test-results/e2b-asan.xml build/test-results/fuzz.xml

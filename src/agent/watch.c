@@ -21,7 +21,7 @@
 #define WATCH_TMP_COOKIES 16   /* remembered renames of isola's own temp files */
 
 #define WATCH_MASK                                                                                 \
-	(IN_CREATE | IN_MODIFY | IN_DELETE | IN_MOVED_FROM | IN_MOVED_TO | IN_ATTRIB |            \
+	(IN_CREATE | IN_MODIFY | IN_DELETE | IN_MOVED_FROM | IN_MOVED_TO | IN_ATTRIB |             \
 	 IN_DELETE_SELF | IN_MOVE_SELF | IN_EXCL_UNLINK | IN_ONLYDIR)
 
 struct wdir {
@@ -30,16 +30,16 @@ struct wdir {
 };
 
 struct watcher {
-	struct watch w;				/* the inotify fd in the event loop */
-	struct chan *ch;			/* owning channel */
-	bool recursive;				/* watch subdirectories too */
-	char root[AGENT_MAX_PATH + 1];		/* watched directory */
-	struct wdir *dirs;			/* watched directories */
-	size_t ndirs;				/* entries in dirs */
-	json_t *queue;				/* events not yet sent (array) */
-	uint64_t dropped;			/* events lost to the queue cap, not yet reported */
+	struct watch w;		       /* the inotify fd in the event loop */
+	struct chan *ch;	       /* owning channel */
+	bool recursive;		       /* watch subdirectories too */
+	char root[AGENT_MAX_PATH + 1]; /* watched directory */
+	struct wdir *dirs;	       /* watched directories */
+	size_t ndirs;		       /* entries in dirs */
+	json_t *queue;		       /* events not yet sent (array) */
+	uint64_t dropped;	       /* events lost to the queue cap, not yet reported */
 	uint32_t tmp_cookies[WATCH_TMP_COOKIES]; /* MOVED_FROM cookies of isola temp files */
-	unsigned tmp_next;			/* next slot in tmp_cookies */
+	unsigned tmp_next;			 /* next slot in tmp_cookies */
 };
 
 /* True for the temp names the agent's own `write` op uses (files.c: ".isola-%08x.tmp"). */
@@ -350,7 +350,7 @@ int op_watch(struct chan *ch, json_t *req)
 		return 0;
 	}
 	watch_set(&wt->w, EPOLLIN);
-	chan_send_json(ch, PROTO_RESULT, json_pack("{s:s,s:b}", "path", wt->root, "recursive",
-						   recursive));
+	chan_send_json(ch, PROTO_RESULT,
+		       json_pack("{s:s,s:b}", "path", wt->root, "recursive", recursive));
 	return 0;
 }

@@ -85,8 +85,8 @@ json_t *e2b_jget(const json_t *obj, const char *camel, const char *snake)
 	return json_is_null(v) ? NULL : v;
 }
 
-int e2b_jstr(const json_t *obj, const char *camel, const char *snake, size_t max,
-	     const char **out, struct isola_err **err)
+int e2b_jstr(const json_t *obj, const char *camel, const char *snake, size_t max, const char **out,
+	     struct isola_err **err)
 {
 	json_t *v = e2b_jget(obj, camel, snake);
 
@@ -94,7 +94,8 @@ int e2b_jstr(const json_t *obj, const char *camel, const char *snake, size_t max
 		return 0;
 	if (!json_is_string(v))
 		return isola_err_set(err, EINVAL, "invalid", "field `%s` must be a string", camel);
-	if (json_string_length(v) > max || memchr(json_string_value(v), '\0', json_string_length(v)))
+	if (json_string_length(v) > max ||
+	    memchr(json_string_value(v), '\0', json_string_length(v)))
 		return isola_err_set(err, EINVAL, "invalid",
 				     "field `%s` is longer than %zu bytes or contains NUL", camel,
 				     max);
@@ -102,8 +103,8 @@ int e2b_jstr(const json_t *obj, const char *camel, const char *snake, size_t max
 	return 0;
 }
 
-int e2b_juint(const json_t *obj, const char *camel, const char *snake, uint64_t max,
-	      uint64_t *out, struct isola_err **err)
+int e2b_juint(const json_t *obj, const char *camel, const char *snake, uint64_t max, uint64_t *out,
+	      struct isola_err **err)
 {
 	json_t *v = e2b_jget(obj, camel, snake);
 	uint64_t n;
@@ -183,8 +184,8 @@ int e2b_b64_decode(const char *s, size_t n, uint8_t *out, size_t cap, size_t *ou
 	return 0;
 }
 
-int e2b_jbytes(const json_t *obj, const char *camel, const char *snake, size_t max,
-	       uint8_t **out, size_t *len, struct isola_err **err)
+int e2b_jbytes(const json_t *obj, const char *camel, const char *snake, size_t max, uint8_t **out,
+	       size_t *len, struct isola_err **err)
 {
 	json_t *v = e2b_jget(obj, camel, snake);
 	size_t sl, cap;
@@ -247,11 +248,21 @@ static const struct {
 	unsigned status;
 } connect_status[] = {
 	/* connectrpc.com/docs/protocol#error-codes */
-	{"canceled", 499},	    {"unknown", 500},		  {"invalid_argument", 400},
-	{"deadline_exceeded", 504}, {"not_found", 404},		  {"already_exists", 409},
-	{"permission_denied", 403}, {"resource_exhausted", 429}, {"failed_precondition", 400},
-	{"aborted", 409},	    {"out_of_range", 400},	  {"unimplemented", 501},
-	{"internal", 500},	    {"unavailable", 503},	  {"data_loss", 500},
+	{"canceled", 499},
+	{"unknown", 500},
+	{"invalid_argument", 400},
+	{"deadline_exceeded", 504},
+	{"not_found", 404},
+	{"already_exists", 409},
+	{"permission_denied", 403},
+	{"resource_exhausted", 429},
+	{"failed_precondition", 400},
+	{"aborted", 409},
+	{"out_of_range", 400},
+	{"unimplemented", 501},
+	{"internal", 500},
+	{"unavailable", 503},
+	{"data_loss", 500},
 	{"unauthenticated", 401},
 };
 

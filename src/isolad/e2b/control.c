@@ -27,9 +27,9 @@ enum MHD_Result e2b_ctl_error(struct api_req *r, unsigned status, const char *fm
 	if (vasprintf(&msg, fmt, ap) < 0)
 		msg = NULL;
 	va_end(ap);
-	ret = api_respond_json(r, status,
-			       json_pack("{s:i, s:s}", "code", (int)status, "message",
-					 msg ? msg : "error"));
+	ret = api_respond_json(
+		r, status,
+		json_pack("{s:i, s:s}", "code", (int)status, "message", msg ? msg : "error"));
 	free(msg);
 	return ret;
 }
@@ -38,11 +38,21 @@ enum MHD_Result e2b_ctl_err(struct api_req *r, const struct isola_err *e)
 {
 	const char *code = e ? e->code : "internal";
 	const char *msg = e && e->message ? e->message : "error";
+	unsigned status;
 
-	/* A full host is what E2B reports as its concurrency limit: 429 + Retry-After, which
-	 * its SDK surfaces as RateLimitError. */
-	if (code && !strcmp(code, "unavailable")) {
-		json_t *body = json_pack("{s:i, s:s}", "code", 429, "message", msg);
+	if (!code)
+		code = "internal";
+	/* Limits are what E2B reports as its concurrency/rate limit: 429 + Retry-After, which
+	 * its SDK surfaces as RateLimitError. A full host is 503 (ServiceBusyError), also with
+	 * Retry-After. */
+	if (!strcmp(code, "rate_limited") || !strcmp(code, "quota_exceeded"))
+		status = 429;
+	else if (!strcmp(code, "unavailable"))
+		status = 503;
+	else
+		return e2b_ctl_error(r, api_status_for_code(code), "%s", msg);
+	{
+		json_t *body = json_pack("{s:i, s:s}", "code", (int)status, "message", msg);
 		char *s = body ? json_dumps(body, JSON_COMPACT) : NULL;
 		struct MHD_Response *resp;
 
@@ -56,9 +66,8 @@ enum MHD_Result e2b_ctl_err(struct api_req *r, const struct isola_err *e)
 		}
 		MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "application/json");
 		MHD_add_response_header(resp, MHD_HTTP_HEADER_RETRY_AFTER, RETRY_AFTER_S);
-		return api_respond_response(r, 429, resp);
+		return api_respond_response(r, status, resp);
 	}
-	return e2b_ctl_error(r, api_status_for_code(code), "%s", msg);
 }
 
 enum MHD_Result e2b_ctl_not_supported(struct api_req *r)
@@ -175,8 +184,9 @@ enum MHD_Result e2b_ctl_create(struct api_req *r)
 		goto out;
 	}
 	if (auto_pause) {
-		ret = e2b_ctl_error(r, 501, "autoPause is not supported: isola's process tier "
-					    "cannot pause yet (see docs/e2b.md)");
+		ret = e2b_ctl_error(r, 501,
+				    "autoPause is not supported: isola's process tier "
+				    "cannot pause yet (see docs/e2b.md)");
 		goto out;
 	}
 	net = e2b_jget(b, "network", NULL);
@@ -530,8 +540,7 @@ static enum MHD_Result list_common(struct api_req *r, bool paginate)
 		ret = e2b_ctl_error(r, 400, "query `metadata` must be key=value pairs joined by &");
 		goto out;
 	}
-	if (paginate && lq &&
-	    (api_parse_u64(lq, LIST_MAX_LIMIT, &limit) < 0 || limit == 0)) {
+	if (paginate && lq && (api_parse_u64(lq, LIST_MAX_LIMIT, &limit) < 0 || limit == 0)) {
 		ret = e2b_ctl_error(r, 400, "query `limit` must be 1-%d", LIST_MAX_LIMIT);
 		goto out;
 	}
@@ -539,8 +548,8 @@ static enum MHD_Result list_common(struct api_req *r, bool paginate)
 		ret = e2b_ctl_error(r, 400, "invalid nextToken");
 		goto out;
 	}
-	if (core_sandbox_list(r->srv->core, json_object_size(filter) ? filter : NULL, &list,
-			      &err) < 0) {
+	if (core_sandbox_list(r->srv->core, json_object_size(filter) ? filter : NULL, &list, &err) <
+	    0) {
 		ret = e2b_ctl_err(r, err);
 		goto out;
 	}
@@ -550,7 +559,8 @@ static enum MHD_Result list_common(struct api_req *r, bool paginate)
 		ret = MHD_NO;
 		goto out;
 	}
-	json_array_foreach(list, i, sj) {
+	json_array_foreach(list, i, sj)
+	{
 		const char *st = json_string_value(json_object_get(sj, "state"));
 
 		if (!st || !state_wanted(sq, st))

@@ -11,14 +11,14 @@
 #include "../api/api-internal.h"
 #include "e2b.h"
 
-#define E2B_ENVD_VERSION   "0.6.13"	/* what the SDKs gate features on (>= 0.5.7 etc.) */
-#define E2B_CLIENT_ID	   "isola"	/* Sandbox.clientID */
-#define E2B_MAX_BODY	   (1u << 20)	/* buffered JSON / envelope request bodies */
-#define E2B_DEFAULT_TTL_S  300		/* create without `timeout` (E2B's SDK default) */
-#define E2B_ENVD_PORT	   "49983"	/* E2b-Sandbox-Port the SDK sends for envd */
-#define E2B_CALL_MS	   60000	/* one-shot agent calls */
-#define E2B_KEEPALIVE_MAX  3600		/* cap on Keepalive-Ping-Interval, seconds */
-#define E2B_TOKEN_HEX	   64		/* envdAccessToken length */
+#define E2B_ENVD_VERSION  "0.6.13"   /* what the SDKs gate features on (>= 0.5.7 etc.) */
+#define E2B_CLIENT_ID	  "isola"    /* Sandbox.clientID */
+#define E2B_MAX_BODY	  (1u << 20) /* buffered JSON / envelope request bodies */
+#define E2B_DEFAULT_TTL_S 300	     /* create without `timeout` (E2B's SDK default) */
+#define E2B_ENVD_PORT	  "49983"    /* E2b-Sandbox-Port the SDK sends for envd */
+#define E2B_CALL_MS	  60000	     /* one-shot agent calls */
+#define E2B_KEEPALIVE_MAX 3600	     /* cap on Keepalive-Ping-Interval, seconds */
+#define E2B_TOKEN_HEX	  64	     /* envdAccessToken length */
 
 enum e2b_kind {
 	E2B_CONTROL, /* api.e2b.app-like: X-API-KEY */
@@ -52,12 +52,12 @@ static inline struct e2b_req *e2b_req_of(struct api_req *r)
 
 /* --- connect.c: Connect protocol pieces (pure; fuzzed by fuzz/fuzz_connect.c) ---------- */
 
-#define E2B_ENV_HDR	   5	/* envelope header: flags u8, length u32 big-endian */
-#define E2B_FLAG_COMPRESS  0x01 /* compressed message (refused) */
-#define E2B_FLAG_END	   0x02 /* end-of-stream message */
+#define E2B_ENV_HDR	  5    /* envelope header: flags u8, length u32 big-endian */
+#define E2B_FLAG_COMPRESS 0x01 /* compressed message (refused) */
+#define E2B_FLAG_END	  0x02 /* end-of-stream message */
 
 /* Parses a request body that must hold exactly one uncompressed message envelope.
- * UNTRUSTED input. 0 with *payload/*plen into buf, or -EINVAL (malformed, trailing bytes,
+ * UNTRUSTED input. 0 with *payload and *plen into buf, or -EINVAL (malformed, trailing bytes,
  * length mismatch), -ENOTSUP (compressed / end-stream flag). */
 int e2b_envelope_parse(const uint8_t *buf, size_t len, const uint8_t **payload, size_t *plen);
 /* Appends one envelope (flags, then JSON text of j) to b. j borrowed. 0 or -ENOMEM. */
@@ -69,15 +69,15 @@ int e2b_json_parse(const void *buf, size_t len, json_t **out, struct isola_err *
 json_t *e2b_jget(const json_t *obj, const char *camel, const char *snake);
 /* Typed proto3 getters. Absent or null: *out untouched, 0. Wrong type: -EINVAL with an
  * `invalid` error naming the field. Numbers may arrive as JSON numbers or strings. */
-int e2b_jstr(const json_t *obj, const char *camel, const char *snake, size_t max,
-	     const char **out, struct isola_err **err);
-int e2b_juint(const json_t *obj, const char *camel, const char *snake, uint64_t max,
-	      uint64_t *out, struct isola_err **err);
+int e2b_jstr(const json_t *obj, const char *camel, const char *snake, size_t max, const char **out,
+	     struct isola_err **err);
+int e2b_juint(const json_t *obj, const char *camel, const char *snake, uint64_t max, uint64_t *out,
+	      struct isola_err **err);
 int e2b_jbool(const json_t *obj, const char *camel, const char *snake, bool *out,
 	      struct isola_err **err);
 /* proto3 `bytes`: standard or URL-safe base64, padding optional. *out malloc'd. */
-int e2b_jbytes(const json_t *obj, const char *camel, const char *snake, size_t max,
-	       uint8_t **out, size_t *len, struct isola_err **err);
+int e2b_jbytes(const json_t *obj, const char *camel, const char *snake, size_t max, uint8_t **out,
+	       size_t *len, struct isola_err **err);
 /* Decodes base64 (standard or URL-safe, padding optional). -EINVAL on bad input. */
 int e2b_b64_decode(const char *s, size_t n, uint8_t *out, size_t cap, size_t *outlen);
 
@@ -141,6 +141,9 @@ enum MHD_Result e2b_rpc_ok(struct api_req *r, json_t *body);
 int e2b_rpc_request(struct api_req *r, bool stream, json_t **msg);
 /* The addressed sandbox with its agent (reference in *s). Responds on error, returns -1. */
 int e2b_rpc_sandbox(struct api_req *r, struct sandbox **s, struct agent_conn **conn);
+/* agent_call() with E2B_CALL_MS; result may be NULL (the reply is dropped). */
+int e2b_agent_call(struct agent_conn *conn, const json_t *req, json_t **result,
+		   struct isola_err **err);
 /* Keepalive-Ping-Interval in ms (0 = none asked). */
 uint64_t e2b_keepalive_ms(struct api_req *r);
 /* Connect-Timeout-Ms (0 = none). */
@@ -152,11 +155,11 @@ uint64_t e2b_timeout_ms(struct api_req *r);
 struct e2b_stream;
 typedef int (*e2b_next_fn)(struct e2b_stream *st, void *ud);
 struct e2b_stream_cfg {
-	e2b_next_fn next;	  /* producer */
-	void *ud;		  /* producer state, owned */
+	e2b_next_fn next;	   /* producer */
+	void *ud;		   /* producer state, owned */
 	void (*free_ud)(void *ud); /* releases ud */
-	uint64_t keepalive_ms;	  /* 0 = no keepalive messages */
-	json_t *keepalive;	  /* the keepalive message (stolen) */
+	uint64_t keepalive_ms;	   /* 0 = no keepalive messages */
+	json_t *keepalive;	   /* the keepalive message (stolen) */
 };
 enum MHD_Result e2b_stream_respond(struct api_req *r, const struct e2b_stream_cfg *cfg);
 /* Appends one message envelope (steals j). 0 or -ENOMEM. */

@@ -10,6 +10,7 @@
 #include <strings.h>
 
 #include "../../common/util.h"
+#include "../core/agentconn.h"
 #include "../core/core.h"
 
 static int body_data(struct api_req *r, const char *buf, size_t len);
@@ -113,8 +114,8 @@ static enum MHD_Result envd_deny(struct api_req *r, const struct e2b_route *rt, 
 {
 	if (is_rpc(rt))
 		return api_respond_json(r, status, e2b_connect_error_json(code, msg));
-	return api_respond_json(r, status, json_pack("{s:i, s:s}", "code", (int)status, "message",
-						     msg));
+	return api_respond_json(r, status,
+				json_pack("{s:i, s:s}", "code", (int)status, "message", msg));
 }
 
 int e2b_request_begin(struct api_req *r, const char *url, const char *method, bool need_auth)
@@ -233,14 +234,14 @@ int e2b_rpc_request(struct api_req *r, bool stream, json_t **msg)
 	}
 	if (stream) {
 		if (!content_type_is(r, "application/connect+json")) {
-			api_respond_json(r, 415,
-					 e2b_connect_error_json("unimplemented",
-								"isola's envd speaks the Connect "
-								"protocol with the JSON codec only"));
+			api_respond_json(
+				r, 415,
+				e2b_connect_error_json("unimplemented",
+						       "isola's envd speaks the Connect "
+						       "protocol with the JSON codec only"));
 			return -1;
 		}
-		if ((enc && strcmp(enc, "identity") != 0) ||
-		    e2b_envelope_parse(p, n, &p, &n) < 0) {
+		if ((enc && strcmp(enc, "identity") != 0) || e2b_envelope_parse(p, n, &p, &n) < 0) {
 			e2b_rpc_error(r, "invalid_argument",
 				      "request body must be one uncompressed Connect envelope");
 			return -1;
@@ -248,10 +249,11 @@ int e2b_rpc_request(struct api_req *r, bool stream, json_t **msg)
 	} else {
 		enc = api_header(r, MHD_HTTP_HEADER_CONTENT_ENCODING);
 		if (!content_type_is(r, "application/json")) {
-			api_respond_json(r, 415,
-					 e2b_connect_error_json("unimplemented",
-								"isola's envd speaks the Connect "
-								"protocol with the JSON codec only"));
+			api_respond_json(
+				r, 415,
+				e2b_connect_error_json("unimplemented",
+						       "isola's envd speaks the Connect "
+						       "protocol with the JSON codec only"));
 			return -1;
 		}
 		if (enc && strcmp(enc, "identity") != 0) {
@@ -284,13 +286,27 @@ int e2b_rpc_sandbox(struct api_req *r, struct sandbox **s, struct agent_conn **c
 	if (conn && sandbox_agent(*s, conn, &err) < 0) {
 		sandbox_unref(*s);
 		*s = NULL;
-		api_respond_json(r, 502,
-				 e2b_connect_error_json("unavailable",
-							err && err->message ? err->message
-									    : "sandbox is not running"));
+		api_respond_json(
+			r, 502,
+			e2b_connect_error_json("unavailable", err && err->message
+								      ? err->message
+								      : "sandbox is not running"));
 		return -1;
 	}
 	return 0;
+}
+
+int e2b_agent_call(struct agent_conn *conn, const json_t *req, json_t **result,
+		   struct isola_err **err)
+{
+	json_t *res = NULL;
+	int r = agent_call(conn, req, E2B_CALL_MS, &res, err);
+
+	if (result)
+		*result = res;
+	else
+		json_decref(res);
+	return r;
 }
 
 uint64_t e2b_keepalive_ms(struct api_req *r)
@@ -421,8 +437,7 @@ bool e2b_stream_idle(struct e2b_stream *es)
 {
 	if (api_fd_peer_gone(es->fd) || api_server_is_stopping(es->srv))
 		return true;
-	if (es->keepalive_ms && es->keepalive &&
-	    util_now_ms() - es->last_sent >= es->keepalive_ms)
+	if (es->keepalive_ms && es->keepalive && util_now_ms() - es->last_sent >= es->keepalive_ms)
 		e2b_stream_msg(es, json_incref(es->keepalive));
 	return false;
 }

@@ -67,8 +67,7 @@ static json_t *end_event(const json_t *ex)
 				status, "error", status);
 	} else {
 		snprintf(status, sizeof(status), "exit status %d", code);
-		end = json_pack("{s:i, s:b, s:s}", "exitCode", code, "exited", 1, "status",
-				status);
+		end = json_pack("{s:i, s:b, s:s}", "exitCode", code, "exited", 1, "status", status);
 		if (end && code != 0)
 			json_object_set_new(end, "error", json_string(status));
 	}
@@ -88,8 +87,8 @@ static int proc_next(struct e2b_stream *es, void *ud)
 	}
 	if (!ps->start_sent) {
 		ps->start_sent = true;
-		return e2b_stream_msg(es, event("start", json_pack("{s:I}", "pid",
-								    (json_int_t)ps->pid)));
+		return e2b_stream_msg(
+			es, event("start", json_pack("{s:I}", "pid", (json_int_t)ps->pid)));
 	}
 	r = agent_chan_recv(ps->ch, &m, API_POLL_MS, &err);
 	if (r == -ETIMEDOUT)
@@ -102,10 +101,10 @@ static int proc_next(struct e2b_stream *es, void *ud)
 	case PROTO_STDOUT:
 	case PROTO_STDERR:
 		r = e2b_stream_msg(es, event("data", json_pack("{s:o}",
-							      ps->tty			  ? "pty"
-							      : m.type == PROTO_STDOUT ? "stdout"
-										 : "stderr",
-							      api_b64_json(m.data, m.len))));
+							       ps->tty			? "pty"
+							       : m.type == PROTO_STDOUT ? "stdout"
+											: "stderr",
+							       api_b64_json(m.data, m.len))));
 		break;
 	case PROTO_EXIT:
 		r = e2b_stream_msg(es, end_event(m.json));
@@ -176,8 +175,10 @@ static int start_request(const json_t *msg, const char *user, uint64_t timeout_m
 	argv = json_pack("[s]", cmd);
 	if (!argv)
 		return isola_err_set(err, ENOMEM, "internal", "out of memory");
-	json_array_foreach(args, i, a) {
-		if (!json_is_string(a) || memchr(json_string_value(a), '\0', json_string_length(a))) {
+	json_array_foreach(args, i, a)
+	{
+		if (!json_is_string(a) ||
+		    memchr(json_string_value(a), '\0', json_string_length(a))) {
 			json_decref(argv);
 			return isola_err_set(err, EINVAL, "invalid",
 					     "field `process.args` must be strings without NUL");
@@ -243,7 +244,7 @@ enum MHD_Result e2b_proc_start(struct api_req *r)
 static int agent_ps(struct agent_conn *conn, json_t **list, struct isola_err **err)
 {
 	json_t *req = json_pack("{s:s}", "op", "ps"), *res = NULL;
-	int ret = req ? agent_call(conn, req, E2B_CALL_MS, &res, err) : -ENOMEM;
+	int ret = req ? e2b_agent_call(conn, req, &res, err) : -ENOMEM;
 
 	json_decref(req);
 	if (ret < 0)
@@ -252,7 +253,8 @@ static int agent_ps(struct agent_conn *conn, json_t **list, struct isola_err **e
 	json_decref(res);
 	if (!json_is_array(*list)) {
 		json_decref(*list);
-		return isola_err_set(err, EPROTO, "internal", "agent sent a malformed process list");
+		return isola_err_set(err, EPROTO, "internal",
+				     "agent sent a malformed process list");
 	}
 	return 0;
 }
@@ -276,14 +278,16 @@ static int select_pid(struct agent_conn *conn, const json_t *msg, bool running, 
 	    e2b_jstr(sel, "tag", NULL, 256, &tag, err) < 0)
 		return -EINVAL;
 	if (!want && !tag)
-		return isola_err_set(err, EINVAL, "invalid", "process selector needs `pid` or `tag`");
+		return isola_err_set(err, EINVAL, "invalid",
+				     "process selector needs `pid` or `tag`");
 	if (want && !running && !tag) {
 		*pid = (int)want;
 		return 0;
 	}
 	if (agent_ps(conn, &list, err) < 0)
 		return -EIO;
-	json_array_foreach(list, i, p) {
+	json_array_foreach(list, i, p)
+	{
 		const char *ptag = json_string_value(json_object_get(p, "tag"));
 		long ppid = (long)json_integer_value(json_object_get(p, "pid"));
 
@@ -382,13 +386,15 @@ enum MHD_Result e2b_proc_list(struct api_req *r)
 		json_t *procs = json_array();
 
 		/* UNTRUSTED: the agent's list, re-encoded field by field. */
-		json_array_foreach(list, i, p) {
-			json_t *argv = json_object_get(p, "argv"), *args = json_array(), *a, *info;
+		json_array_foreach(list, i, p)
+		{
+			json_t *argv = json_object_get(p, "argv"), *args, *a, *info;
 			const char *tag = json_string_value(json_object_get(p, "tag"));
 			size_t k;
 
 			if (!json_is_true(json_object_get(p, "running")) || !json_is_array(argv))
 				continue;
+			args = json_array();
 			json_array_foreach(argv, k, a) if (k > 0 && json_is_string(a))
 				json_array_append(args, a);
 			info = json_pack("{s:{s:s, s:o, s:{}}, s:I}", "config", "cmd",
@@ -506,7 +512,7 @@ enum MHD_Result e2b_proc_send_signal(struct api_req *r)
 		ret = select_pid(conn, msg, false, &pid, &err);
 	if (ret == 0) {
 		req = json_pack("{s:s, s:i, s:i}", "op", "signal", "pid", pid, "signal", sig);
-		ret = req ? agent_call(conn, req, E2B_CALL_MS, NULL, &err) : -ENOMEM;
+		ret = req ? e2b_agent_call(conn, req, NULL, &err) : -ENOMEM;
 		json_decref(req);
 	}
 	return unary_end(r, msg, s, ret, err, NULL);
@@ -533,11 +539,12 @@ enum MHD_Result e2b_proc_update(struct api_req *r)
 		ret = -EINVAL;
 	if (ret == 0 && size) {
 		if (!cols || !rows) {
-			ret = isola_err_set(&err, EINVAL, "invalid", "pty size must be at least 1x1");
+			ret = isola_err_set(&err, EINVAL, "invalid",
+					    "pty size must be at least 1x1");
 		} else {
 			req = json_pack("{s:s, s:i, s:I, s:I}", "op", "resize", "pid", pid, "cols",
 					(json_int_t)cols, "rows", (json_int_t)rows);
-			ret = req ? agent_call(conn, req, E2B_CALL_MS, NULL, &err) : -ENOMEM;
+			ret = req ? e2b_agent_call(conn, req, NULL, &err) : -ENOMEM;
 			json_decref(req);
 		}
 	}

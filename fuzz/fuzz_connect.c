@@ -1,0 +1,96 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* fuzz_connect: libFuzzer target for the E2B adapter's Connect envelope parser, proto3 JSON
+ * getters and base64 decoder (src/isolad/e2b/connect.c). */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "isolad/e2b/e2b-internal.h"
+
+/* Every typed getter on every member of a parsed message, as the handlers call them. */
+static void getters(const json_t *msg, unsigned depth)
+{
+	const char *k;
+	json_t *v;
+
+	if (depth > 4)
+		return;
+	json_object_foreach((json_t *)msg, k, v)
+	{
+		struct isola_err *err = NULL;
+		const char *s = NULL;
+		uint64_t u = 0;
+		bool b = false;
+		uint8_t *bytes = NULL;
+		size_t blen = 0;
+
+		e2b_jstr(msg, k, NULL, 4096, &s, &err);
+		isola_err_free(err);
+		err = NULL;
+		e2b_juint(msg, k, NULL, UINT32_MAX, &u, &err);
+		isola_err_free(err);
+		err = NULL;
+		e2b_jbool(msg, k, NULL, &b, &err);
+		isola_err_free(err);
+		err = NULL;
+		if (e2b_jbytes(msg, k, NULL, 1 << 16, &bytes, &blen, &err) == 0 && bytes) {
+			if (blen > (1 << 16))
+				abort();
+			free(bytes);
+		}
+		isola_err_free(err);
+		if (json_is_object(v))
+			getters(v, depth + 1);
+	}
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	const uint8_t *payload = NULL;
+	size_t plen = 0, outlen = 0;
+	struct isola_err *err = NULL;
+	json_t *msg = NULL;
+	uint8_t *out;
+
+	/* 1. A request body as the envd handlers see it: one envelope, then its JSON. */
+	if (e2b_envelope_parse(data, size, &payload, &plen) == 0) {
+		if (payload != data + E2B_ENV_HDR || plen != size - E2B_ENV_HDR)
+			abort();
+		if (e2b_json_parse(payload, plen, &msg, &err) == 0) {
+			struct api_buf b = {0};
+			const uint8_t *p2;
+			size_t l2;
+
+			getters(msg, 0);
+			/* Round trip: what we frame, we parse back to the same message. */
+			if (e2b_envelope_append(&b, 0, msg) == 0) {
+				json_t *again = NULL;
+
+				if (e2b_envelope_parse((const uint8_t *)b.data, b.len, &p2, &l2) !=
+				    0)
+					abort();
+				if (e2b_json_parse(p2, l2, &again, NULL) != 0 ||
+				    !json_equal(msg, again))
+					abort();
+				json_decref(again);
+			}
+			api_buf_fini(&b);
+			json_decref(msg);
+		}
+		isola_err_free(err);
+	}
+	/* 2. A unary body: bare JSON. */
+	err = NULL;
+	if (e2b_json_parse(data, size, &msg, &err) == 0) {
+		getters(msg, 0);
+		json_decref(msg);
+	}
+	isola_err_free(err);
+	/* 3. base64 (bytes fields, Basic auth) with a tight output bound. */
+	out = malloc(size + 1);
+	if (out && e2b_b64_decode((const char *)data, size, out, size / 2 + 1, &outlen) == 0 &&
+	    outlen > size / 2 + 1)
+		abort();
+	free(out);
+	return 0;
+}
