@@ -9,9 +9,10 @@ PKGS=(
 	libjansson-dev libmicrohttpd-dev libsqlite3-dev libseccomp-dev libarchive-dev
 	libsodium-dev nettle-dev libcurl4-openssl-dev
 	# run
-	iproute2 uidmap
+	iproute2 uidmap qemu-system-x86 qemu-utils e2fsprogs
 	# test and bench
 	python3 python3-pytest python3-yaml bubblewrap runc libclang-rt-14-dev
+	prometheus # promtool checks GET /metrics (tests/integration/test_metrics.py)
 )
 
 missing=()

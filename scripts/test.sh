@@ -21,11 +21,14 @@ ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
 	meson test -C build-asan --print-errorlogs --num-processes 2 >build/test-results/unit-asan.txt 2>&1
 tail -n 12 build/test-results/unit-asan.txt
 
+echo "==> guest kernel for the microvm tier (apt-get download linux-image-cloud-amd64)"
+scripts/kernel.sh >build/test-results/kernel.txt 2>&1 || { tail -n 20 build/test-results/kernel.txt; }
+
 echo "==> integration and security tests (pytest, real isolad)"
-$PY -m pytest -q tests/integration tests/security --junitxml=build/test-results/pytest.xml \
+$PY -m pytest -q tests/integration tests/security tests/sdk --junitxml=build/test-results/pytest.xml \
 	-p no:cacheprovider
 echo "==> integration tests against the ASan+UBSan isolad"
-ISOLA_BUILD=$PWD/build-asan ISOLA_SANITIZED=1 $PY -m pytest -q tests/integration tests/security \
+ISOLA_BUILD=$PWD/build-asan ISOLA_SANITIZED=1 $PY -m pytest -q tests/integration tests/security tests/sdk \
 	--junitxml=build/test-results/pytest-asan.xml -p no:cacheprovider
 
 echo "==> E2B compatibility (unmodified e2b npm SDK against isolad)"
@@ -35,9 +38,17 @@ ISOLA_BUILD=$PWD/build-asan E2B_SKIP_NPM_CI=1 tests/e2b/run.sh build/test-result
 	>build/test-results/e2b-asan.txt 2>&1
 tail -n 12 build/test-results/e2b-asan.txt
 
+echo "==> TypeScript SDK (node:test, real isolad)"
+tests/sdk-js/run.sh build/test-results/sdk-js.xml >build/test-results/sdk-js.txt 2>&1
+tail -n 8 build/test-results/sdk-js.txt
+echo "==> MCP server (official MCP SDK client, real isolad)"
+tests/mcp/run.sh build/test-results/mcp.xml >build/test-results/mcp.txt 2>&1
+tail -n 8 build/test-results/mcp.txt
+
 echo "==> fuzz targets (libFuzzer + ASan/UBSan, ${ISOLA_FUZZ_SECONDS:-30}s each)"
 scripts/fuzz.sh "${ISOLA_FUZZ_SECONDS:-30}"
 
 $PY scripts/summarize.py build/meson-logs/testlog.json build-asan/meson-logs/testlog.json \
 	build/test-results/pytest.xml build/test-results/pytest-asan.xml \
-	build/test-results/e2b.xml build/test-results/e2b-asan.xml build/test-results/fuzz.xml
+	build/test-results/e2b.xml build/test-results/e2b-asan.xml build/test-results/sdk-js.xml \
+	build/test-results/mcp.xml build/test-results/fuzz.xml

@@ -54,7 +54,16 @@ def sanitizer_report(text):
 class Isolad:
     """A real isolad process on a private state dir, socket and TCP port."""
 
-    def __init__(self):
+    def __init__(self, extra_env=None, extra_args=(), tty=False):
+        """extra_env/extra_args: added to every start (test hooks such as
+        ISOLA_TEST_NO_OPENAT2, --idle-timeout). tty: run isolad as the leader of a session
+        whose controlling terminal is a fresh pty, as when an operator starts it from a
+        shell (tests/security checks that no sandbox reaches that terminal)."""
+        self.extra_env = dict(extra_env or {})
+        self.extra_args = [str(a) for a in extra_args]
+        self.tty = tty
+        self.pty_master = None
+        self.pty_name = None
         for what, p in (("isolad", ISOLAD), ("agent", AGENT)):
             if not os.access(p, os.X_OK):
                 pytest.fail(f"{what} binary `{p}` is missing or not executable: build first "
@@ -104,13 +113,29 @@ class Isolad:
         env = dict(os.environ)
         env.setdefault("ASAN_OPTIONS", "detect_leaks=1:abort_on_error=0")
         env.setdefault("UBSAN_OPTIONS", "print_stacktrace=1")
+        env.update(self.extra_env)
+        stdin, preexec, slave = subprocess.DEVNULL, None, None
+        if self.tty:
+            import fcntl
+            import termios
+            if self.pty_master is None:
+                self.pty_master, slave = os.openpty()
+                self.pty_name = os.ttyname(slave)
+            else:
+                slave = os.open(self.pty_name, os.O_RDWR | os.O_NOCTTY)
+            stdin = slave
+
+            def preexec():  # after setsid (start_new_session): take the pty as ctty
+                fcntl.ioctl(0, termios.TIOCSCTTY, 0)
         with open(log, "wb") as errf:
             self.proc = subprocess.Popen(
                 [str(ISOLAD), "--state-dir", self.state_dir, "--socket", self.socket,
                  "--listen", f"127.0.0.1:{self.port}", "--agent", str(AGENT),
-                 "--log-level", "debug"],
-                stdin=subprocess.DEVNULL, stdout=errf, stderr=errf, env=env,
-                start_new_session=True)
+                 "--log-level", "debug"] + self.extra_args,
+                stdin=stdin, stdout=errf, stderr=errf, env=env,
+                start_new_session=True, preexec_fn=preexec)
+        if slave is not None:
+            os.close(slave)
         deadline = time.monotonic() + START_TIMEOUT
         c = ic.Client(socket_path=self.socket, timeout=2)
         while True:
@@ -150,6 +175,11 @@ class Isolad:
         if not kill9:
             assert rc == 0, f"isolad exited with {rc} on SIGTERM:\n{self.log_text()[-3000:]}"
         self.start()
+
+    def close_tty(self):
+        if self.pty_master is not None:
+            os.close(self.pty_master)
+            self.pty_master = None
 
     def alive(self):
         return self.proc is not None and self.proc.poll() is None

@@ -186,6 +186,10 @@ extern bool safeopen_force_fallback;
  * "" or "." is root_fd itself. Returns the fd or -errno.
  */
 int safe_open_dir(int root_fd, const char *rel, bool create);
+/* open(path, flags | O_CLOEXEC, mode) that refuses /proc magic links (-ELOOP) in any
+ * component: the files API must not reach the agent's own fds, memory or root through
+ * /proc/self or /proc/1 (tests/security/test_files_traversal.py). Returns fd or -errno. */
+int safe_open_path(const char *path, int flags, mode_t mode);
 /* Checks an archive member name: relative, no `..` component, no NUL, <= AGENT_MAX_PATH;
  * writes it normalized (no "./", no duplicate or trailing '/') into out. 0 or -EINVAL. */
 int safe_rel_name(const char *name, char out[AGENT_MAX_PATH + 1]);

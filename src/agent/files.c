@@ -154,9 +154,9 @@ int op_list(struct chan *ch, json_t *req)
 	    req_int(ch, req, "depth", 1, 1, LIST_MAX_DEPTH, &depth) < 0)
 		return 0;
 	ident_enter(&ch->user);
-	fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	fd = safe_open_path(path, O_RDONLY | O_DIRECTORY, 0);
 	if (fd < 0) {
-		r = errno;
+		r = -fd;
 		ident_leave();
 		chan_fail(ch, r, "list `%s`: %s", path, strerror(r));
 		return 0;
@@ -350,8 +350,8 @@ int op_read(struct chan *ch, json_t *req)
 		return 0;
 	ident_enter(&ch->user);
 	/* O_NONBLOCK: a FIFO planted at the path must not block PID 1 */
-	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
-	e = errno;
+	fd = safe_open_path(path, O_RDONLY | O_NOCTTY | O_NONBLOCK, 0);
+	e = fd < 0 ? -fd : 0;
 	ident_leave();
 	if (fd < 0) {
 		chan_fail(ch, e, "open `%s`: %s", path, strerror(e));
@@ -487,17 +487,23 @@ int op_write(struct chan *ch, json_t *req)
 	w->append = append;
 	ident_enter(&ch->user);
 	if (append) {
-		w->fd = open(w->path,
-			     O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOCTTY | O_NONBLOCK,
-			     w->mode);
+		w->fd = safe_open_path(
+			w->path, O_WRONLY | O_APPEND | O_CREAT | O_NOCTTY | O_NONBLOCK, w->mode);
+		if (w->fd < 0) {
+			errno = -w->fd;
+			w->fd = -1;
+		}
 	} else {
 		util_random(&rnd, sizeof(rnd));
 		slash = strrchr(w->path, '/');
 		snprintf(w->tmp, sizeof(w->tmp), "%.*s/.isola-%08x.tmp", (int)(slash - w->path),
 			 w->path, rnd);
-		w->fd = open(w->tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-		if (w->fd < 0)
+		w->fd = safe_open_path(w->tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, 0600);
+		if (w->fd < 0) {
+			errno = -w->fd;
+			w->fd = -1;
 			w->tmp[0] = '\0';
+		}
 	}
 	e = errno;
 	ident_leave();

@@ -58,6 +58,7 @@ struct proc {
 	bool exited;			    /* reaped */
 	bool finished;			    /* reaped and both streams at EOF */
 	bool timed_out;			    /* killed by timeout_ms */
+	int64_t oom_base;		    /* isolad's OOM-kill count at start, echoed; -1 none */
 	int status;			    /* wait status */
 	uint64_t start_ms, exit_ms;	    /* monotonic */
 	uint64_t deadline_ms;		    /* timeout, 0 = none */
@@ -172,9 +173,15 @@ static json_t *exit_json(const struct proc *p)
 		code = WEXITSTATUS(p->status);
 	else if (WIFSIGNALED(p->status))
 		sig = WTERMSIG(p->status), code = 128 + sig;
-	return json_pack("{s:i,s:i,s:i,s:b,s:I}", "pid", (int)p->pid, "exit_code", code, "signal",
-			 sig, "timed_out", p->timed_out, "duration_ms",
-			 (json_int_t)(p->exit_ms - p->start_ms));
+	json_t *j = json_pack("{s:i,s:i,s:i,s:b,s:I}", "pid", (int)p->pid, "exit_code", code,
+			      "signal", sig, "timed_out", p->timed_out, "duration_ms",
+			      (json_int_t)(p->exit_ms - p->start_ms));
+
+	/* isolad compares it with the sandbox's OOM-kill counter to report oom_killed on
+	 * every path that sees this EXIT (exec, attach, wait, ws). */
+	if (j && p->oom_base >= 0)
+		json_object_set_new(j, "oom_base", json_integer((json_int_t)p->oom_base));
+	return j;
 }
 
 /* Sends what the subscriber's credit allows; ends it with EXIT once all is delivered. */
@@ -670,7 +677,7 @@ static struct proc *proc_new(size_t retention)
 int op_exec(struct chan *ch, json_t *req)
 {
 	json_t *argv = json_object_get(req, "argv"), *env = json_object_get(req, "env");
-	int64_t cols, rows, timeout, retention;
+	int64_t cols, rows, timeout, retention, oom_base;
 	bool tty, want_stdin, background;
 	const char *tag, *what;
 	char cwd[AGENT_MAX_PATH + 1], slave[128];
@@ -690,7 +697,8 @@ int op_exec(struct chan *ch, json_t *req)
 	    req_int(ch, req, "timeout_ms", 0, 0, INT32_MAX, &timeout) < 0 ||
 	    req_int(ch, req, "retention", DEFAULT_RETENTION, MIN_RETENTION, MAX_RETENTION,
 		    &retention) < 0 ||
-	    req_str(ch, req, "tag", 256, &tag) < 0)
+	    req_str(ch, req, "tag", 256, &tag) < 0 ||
+	    req_int(ch, req, "oom_base", -1, -1, INT64_MAX, &oom_base) < 0)
 		return 0;
 	if (json_object_get(req, "cwd")) {
 		if (req_path(ch, req, "cwd", cwd) < 0)
@@ -764,6 +772,7 @@ int op_exec(struct chan *ch, json_t *req)
 		util_set_nonblock(p->in.fd, true);
 	p->argv = json_incref(argv);
 	p->tag = tag ? strdup(tag) : NULL;
+	p->oom_base = oom_base;
 	p->start_ms = util_now_ms();
 	p->started_at = util_wall_time();
 	p->deadline_ms = timeout ? p->start_ms + (uint64_t)timeout : 0;

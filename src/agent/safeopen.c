@@ -4,9 +4,12 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/magic.h>
 #include <linux/openat2.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -81,6 +84,44 @@ static int walk(int root_fd, const char *rel, bool create)
 		if (nfd < 0)
 			return errno == ENOTDIR ? -ELOOP : -errno;
 		fd = nfd;
+	}
+	return fd;
+}
+
+int safe_open_path(const char *path, int flags, mode_t mode)
+{
+	/* The agent is PID 1: /proc/self/... and /proc/1/... are its own fd table (isolad's
+	 * connection, every process's pipes and PTY masters), memory and root, which no
+	 * process in the sandbox may open (the agent is not dumpable). Through the files API
+	 * the agent would open them as itself, for the client: refuse magic links. Ordinary
+	 * symlinks are followed, inside the sandbox's root. */
+	struct open_how how = {
+		.flags = (uint64_t)flags | O_CLOEXEC,
+		.mode = flags & O_CREAT ? mode : 0,
+		.resolve = RESOLVE_NO_MAGICLINKS,
+	};
+	int fd = (int)syscall(SYS_openat2, AT_FDCWD, path, &how, sizeof(how));
+	struct statfs sf;
+
+	if (fd < 0 && errno == ENOSYS) /* before 5.6; the process tier needs 5.12 anyway */
+		fd = open(path, flags | O_CLOEXEC, mode);
+	if (fd < 0)
+		return -errno;
+	/* Nor the agent's own /proc/<pid> files (oom_score_adj, comm, mem, environ...),
+	 * reached however: by name, through /proc/self, or a symlink planted inside. */
+	if (fstatfs(fd, &sf) == 0 && sf.f_type == PROC_SUPER_MAGIC) {
+		char link[64], got[128], own[32];
+		ssize_t n;
+		size_t ol;
+
+		snprintf(link, sizeof(link), "/proc/self/fd/%d", fd);
+		ol = (size_t)snprintf(own, sizeof(own), "/proc/%d", (int)getpid());
+		n = readlink(link, got, sizeof(got) - 1);
+		if (n < 0 || ((size_t)n >= ol && !memcmp(got, own, ol) &&
+			      (got[ol] == '/' || (size_t)n == ol))) {
+			close(fd);
+			return -EACCES;
+		}
 	}
 	return fd;
 }

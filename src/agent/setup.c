@@ -3,6 +3,7 @@
 #include "setup.h"
 
 #include <errno.h>
+#include <dirent.h>
 #include <fcntl.h>
 #include <grp.h>
 #include <jansson.h>
@@ -39,18 +40,33 @@
 
 static int report_fd = -1; /* the setup socket: failures are reported here */
 
-/* Reports "error: <msg>" to isolad and exits. Only this short-lived stage may die. */
-static __attribute__((noreturn, format(printf, 1, 2))) void fail(const char *fmt, ...)
+static __attribute__((noreturn)) void report_exit(const char *prefix, const char *fmt, va_list ap)
 {
-	char buf[1024] = "error: ";
-	va_list ap;
+	char buf[1024];
+	int n = snprintf(buf, sizeof(buf), "%s: ", prefix);
 
-	va_start(ap, fmt);
-	vsnprintf(buf + 7, sizeof(buf) - 7, fmt, ap);
-	va_end(ap);
+	vsnprintf(buf + n, sizeof(buf) - (size_t)n, fmt, ap);
 	if (report_fd >= 0)
 		send(report_fd, buf, strlen(buf), MSG_NOSIGNAL);
 	_exit(1);
+}
+
+/* Reports "error: <msg>" to isolad and exits. Only this short-lived stage may die. */
+static __attribute__((noreturn, format(printf, 1, 2))) void fail(const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	report_exit("error", fmt, ap);
+}
+
+/* Reports "refused: <msg>" (the template is unusable, not isola broken) and exits. */
+static __attribute__((noreturn, format(printf, 1, 2))) void refuse(const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	report_exit("refused", fmt, ap);
 }
 
 #define fail_errno(fmt, ...) fail(fmt ": %s", ##__VA_ARGS__, strerror(errno))
@@ -142,11 +158,13 @@ static int open_target_dir(int rootfd, const char *path, bool no_openat2)
 		if (!strcmp(c, "."))
 			continue;
 		if (!strcmp(c, ".."))
-			fail("mount target `%s`: `..` not allowed", path);
+			refuse("mount target `%s`: `..` not allowed", path);
 		if (mkdirat(cur, c, 0755) < 0 && errno != EEXIST)
-			fail_errno("mount target `%s`: mkdir `%s`", path, c);
+			refuse("mount target `%s`: mkdir `%s`: %s", path, c, strerror(errno));
 		if (!no_openat2) {
-			next = open_how(cur, c, O_PATH | O_DIRECTORY | O_NOFOLLOW,
+			/* No O_NOFOLLOW: with O_PATH it would hand back the link itself;
+			 * without it, RESOLVE_NO_SYMLINKS refuses a symlink here with ELOOP. */
+			next = open_how(cur, c, O_PATH | O_DIRECTORY,
 					RESOLVE_IN_ROOT | RESOLVE_NO_SYMLINKS |
 						RESOLVE_NO_MAGICLINKS);
 			if (next < 0 && errno == ENOSYS)
@@ -155,9 +173,9 @@ static int open_target_dir(int rootfd, const char *path, bool no_openat2)
 		if (no_openat2)
 			next = openat(cur, c, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 		if (next < 0 || fstat(next, &st) < 0 || !S_ISDIR(st.st_mode))
-			fail("mount target `%s`: `%s` is a symlink or not a directory in the "
-			     "template; refusing (%s)",
-			     path, c, strerror(next < 0 ? errno : ENOTDIR));
+			refuse("mount target `%s`: `%s` is a symlink or not a directory in the "
+			       "template (%s)",
+			       path, c, strerror(next < 0 ? errno : ENOTDIR));
 		close(cur);
 		cur = next;
 	}
@@ -221,37 +239,62 @@ static int clone_at(int dfd, const char *name, bool ro)
 	return m;
 }
 
-/* Covers procfs entries that leak host information or reach host-wide knobs
- * (Docker's masked and read-only path lists). */
-static void mask_proc(int procfd)
+/*
+ * Masking: an entry that leaks host information or reaches a host-wide knob is covered
+ * by an overmount. Files get a clone of /dev/null (reads are empty, writes vanish);
+ * directories get an empty read-only tmpfs. The first tmpfs is made with fsopen, later
+ * ones are clones of it (one superblock however many CPUs have a thermal_throttle dir).
+ * The masks cannot be lifted from inside: no process there holds CAP_SYS_ADMIN, and
+ * seccomp refuses umount2/move_mount/open_tree (tests/security/test_fsview.py).
+ */
+struct masker {
+	int empty; /* O_PATH fd of the first attached empty tmpfs, -1 until made */
+};
+
+static const char *const ro_tmpfs_opts[] = {"size", "0", "nr_inodes", "1", "mode", "0555", NULL};
+
+/* Masks dfd/name if it exists (entries this kernel lacks are skipped). */
+static void mask_at(struct masker *mk, int dfd, const char *name, const char *what)
+{
+	struct stat st;
+	int t, m;
+
+	if (fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+		return;
+	t = openat(dfd, name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+	if (t < 0)
+		fail_errno("open %s", what);
+	if (!S_ISDIR(st.st_mode))
+		m = open_tree(AT_FDCWD, "/dev/null", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
+	else if (mk->empty >= 0)
+		m = open_tree(mk->empty, "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH);
+	else
+		m = new_fs("tmpfs", ro_tmpfs_opts,
+			   MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV |
+				   MOUNT_ATTR_NOEXEC);
+	if (m < 0)
+		fail_errno("mask %s", what);
+	attach(m, t, what);
+	/* Looked up again, the name now resolves to the root of the tmpfs just attached. */
+	if (S_ISDIR(st.st_mode) && mk->empty < 0) {
+		mk->empty = openat(dfd, name, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		if (mk->empty < 0)
+			fail_errno("reopen mask %s", what);
+	}
+}
+
+/* Docker's masked and read-only procfs lists, plus /proc/interrupts (host IRQ counts
+ * per CPU: a side channel on other tenants' activity). */
+static void mask_proc(struct masker *mk, int procfd)
 {
 	static const char *const masked[] = {
 		"kcore",	 "keys", "timer_list", "timer_stats", "sched_debug",
 		"latency_stats", "acpi", "scsi",       "asound",      "interrupts",
 	};
 	static const char *const readonly[] = {"bus", "fs", "irq", "sys", "sysrq-trigger"};
-	static const char *const ro_tmpfs[] = {"size", "0", "nr_inodes", "1", "mode", "0555", NULL};
 
-	for (size_t i = 0; i < sizeof(masked) / sizeof(masked[0]); i++) {
-		struct stat st;
-		int t, m;
-
-		if (fstatat(procfd, masked[i], &st, AT_SYMLINK_NOFOLLOW) < 0)
-			continue; /* not on this kernel */
-		t = openat(procfd, masked[i], O_PATH | O_NOFOLLOW | O_CLOEXEC);
-		if (t < 0)
-			fail_errno("open /proc/%s", masked[i]);
-		/* Files get /dev/null (reads empty), directories an empty read-only tmpfs. */
-		if (S_ISDIR(st.st_mode))
-			m = new_fs("tmpfs", ro_tmpfs,
-				   MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV |
-					   MOUNT_ATTR_NOEXEC);
-		else
-			m = open_tree(AT_FDCWD, "/dev/null", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
-		if (m < 0)
-			fail_errno("mask /proc/%s", masked[i]);
-		attach(m, t, masked[i]);
-	}
+	for (size_t i = 0; i < sizeof(masked) / sizeof(masked[0]); i++)
+		mask_at(mk, procfd, masked[i], masked[i]);
 	for (size_t i = 0; i < sizeof(readonly) / sizeof(readonly[0]); i++) {
 		int t, m;
 
@@ -265,7 +308,42 @@ static void mask_proc(int procfd)
 	}
 }
 
-/* Minimal /dev: a small tmpfs with host device nodes bound in, devpts, shm, links. */
+/* Docker's masked sysfs paths: firmware tables (ACPI, DMI, EFI variables), RAPL energy
+ * counters (powercap: the Platypus power side channel, CVE-2020-8694/8695) and per-CPU
+ * thermal_throttle counters (a covert channel between tenants). /sys itself is
+ * read-only already; these are also unreadable. */
+static void mask_sys(struct masker *mk, int sysfd)
+{
+	int cpus;
+	DIR *d;
+	struct dirent *de;
+
+	mask_at(mk, sysfd, "firmware", "/sys/firmware");
+	mask_at(mk, sysfd, "devices/virtual/powercap", "/sys/devices/virtual/powercap");
+	cpus = openat(sysfd, "devices/system/cpu", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (cpus < 0)
+		return;
+	d = fdopendir(cpus);
+	if (!d)
+		fail_errno("list /sys/devices/system/cpu");
+	while ((de = readdir(d))) {
+		char rel[64];
+
+		if (strncmp(de->d_name, "cpu", 3) || de->d_name[3] < '0' || de->d_name[3] > '9' ||
+		    strlen(de->d_name) > 32)
+			continue;
+		snprintf(rel, sizeof(rel), "%s/thermal_throttle", de->d_name);
+		mask_at(mk, dirfd(d), rel, "/sys/devices/system/cpu/cpuN/thermal_throttle");
+	}
+	closedir(d);
+}
+
+/*
+ * Minimal /dev, exactly: null zero full random urandom tty (the host's nodes, bound),
+ * pts (a private devpts), shm (bounded tmpfs), and the symlinks ptmx -> pts/ptmx,
+ * fd stdin stdout stderr -> /proc/self/fd/... that programs expect. Nothing else: no
+ * console, kmsg, mem, block or loop devices, no mqueue mount (mq_open works without it).
+ */
 static void make_dev(int rootfd, uint64_t shm_bytes, bool no_openat2)
 {
 	static const char *const nodes[] = {"null", "zero", "full", "random", "urandom", "tty"};
@@ -283,7 +361,7 @@ static void make_dev(int rootfd, uint64_t shm_bytes, bool no_openat2)
 	int devfd, t, m;
 
 	snprintf(shm_size, sizeof(shm_size), "%llu", (unsigned long long)shm_bytes);
-	devfd = new_fs("tmpfs", dev_opts, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NOEXEC);
+	devfd = new_fs("tmpfs", dev_opts, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC);
 	if (devfd < 0)
 		fail_errno("tmpfs for /dev");
 	attach(fcntl(devfd, F_DUPFD_CLOEXEC, 3), open_target_dir(rootfd, "dev", no_openat2),
@@ -302,8 +380,7 @@ static void make_dev(int rootfd, uint64_t shm_bytes, bool no_openat2)
 			fail_errno("bind %s", host);
 		attach(m, t, host);
 	}
-	if (mkdirat(devfd, "pts", 0755) < 0 || mkdirat(devfd, "shm", 01777) < 0 ||
-	    mkdirat(devfd, "mqueue", 0755) < 0)
+	if (mkdirat(devfd, "pts", 0755) < 0 || mkdirat(devfd, "shm", 01777) < 0)
 		fail_errno("mkdir in /dev");
 	m = new_fs("devpts", pts_opts, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NOEXEC);
 	t = openat(devfd, "pts", O_PATH | O_NOFOLLOW | O_DIRECTORY | O_CLOEXEC);
@@ -316,17 +393,13 @@ static void make_dev(int rootfd, uint64_t shm_bytes, bool no_openat2)
 	if (m < 0 || t < 0)
 		fail_errno("/dev/shm");
 	attach(m, t, "/dev/shm");
-	m = new_fs("mqueue", NULL, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC);
-	t = openat(devfd, "mqueue", O_PATH | O_NOFOLLOW | O_DIRECTORY | O_CLOEXEC);
-	if (m >= 0 && t >= 0)
-		attach(m, t, "/dev/mqueue"); /* optional: POSIX mqueues still work without */
 	for (size_t i = 0; i < sizeof(links) / sizeof(links[0]); i++)
 		if (symlinkat(links[i][1], devfd, links[i][0]) < 0)
 			fail_errno("symlink /dev/%s", links[i][0]);
 	close(devfd);
 }
 
-static void mount_sys(int rootfd, bool no_openat2)
+static void mount_sys(struct masker *mk, int rootfd, bool no_openat2)
 {
 	unsigned ro = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC;
 	int m = new_fs("sysfs", NULL, ro);
@@ -337,7 +410,9 @@ static void mount_sys(int rootfd, bool no_openat2)
 		m = clone_at(AT_FDCWD, "/sys", true);
 	if (m < 0)
 		fail_errno("sysfs");
-	attach(m, open_target_dir(rootfd, "sys", no_openat2), "/sys");
+	attach(fcntl(m, F_DUPFD_CLOEXEC, 3), open_target_dir(rootfd, "sys", no_openat2), "/sys");
+	mask_sys(mk, m);
+	close(m);
 }
 
 static void loopback_up(void)
@@ -414,6 +489,7 @@ static void install_seccomp(int memfd)
 int agent_setup_run(int setup_fd)
 {
 	struct plan p = {.json = NULL};
+	struct masker mk = {.empty = -1};
 	json_t *fds, *binds, *b;
 	const char *hostname;
 	int listen_fd, rootfs, upper, sc, stage, rootfd, t, m;
@@ -476,10 +552,13 @@ int agent_setup_run(int setup_fd)
 	 * unprivileged (userns) mount may write. Fall back for older kernels. */
 	snprintf(opts, sizeof(opts),
 		 "lowerdir=" STAGE "/lower,upperdir=" STAGE "/upper,workdir=" STAGE "/work");
-	if (mount("overlay", STAGE "/root", "overlay", MS_NOSUID,
+	/* nosuid, nodev: a setuid binary or device node in the template or written later
+	 * grants nothing (no_new_privs and the userns already say so; this is the third
+	 * layer). */
+	if (mount("overlay", STAGE "/root", "overlay", MS_NOSUID | MS_NODEV,
 		  strncat(opts, ",userxattr", sizeof(opts) - strlen(opts) - 1)) < 0) {
 		opts[strlen(opts) - strlen(",userxattr")] = '\0';
-		if (mount("overlay", STAGE "/root", "overlay", MS_NOSUID, opts) < 0)
+		if (mount("overlay", STAGE "/root", "overlay", MS_NOSUID | MS_NODEV, opts) < 0)
 			fail_errno("mount overlay root");
 	}
 	rootfd = open(STAGE "/root", O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
@@ -503,10 +582,12 @@ int agent_setup_run(int setup_fd)
 		fail_errno("procfs");
 	attach(fcntl(m, F_DUPFD_CLOEXEC, 3), open_target_dir(rootfd, "proc", p.no_openat2),
 	       "/proc");
-	mask_proc(m);
+	mask_proc(&mk, m);
 	close(m);
 	make_dev(rootfd, shm ? shm : 64ull << 20, p.no_openat2);
-	mount_sys(rootfd, p.no_openat2);
+	mount_sys(&mk, rootfd, p.no_openat2);
+	if (mk.empty >= 0)
+		close(mk.empty);
 
 	/* Enter the new root; the old one (the host's tree) is detached entirely. */
 	if (fchdir(rootfd) < 0 || syscall(SYS_pivot_root, ".", ".") < 0 ||

@@ -434,8 +434,10 @@ int op_tar_put(struct chan *ch, json_t *req)
 		return 0;
 	ident_enter(&ch->user);
 	/* the destination itself may be reached through symlinks: the user named it */
-	p->root = open(p->path, O_PATH | O_DIRECTORY | O_CLOEXEC);
-	e = errno;
+	p->root = safe_open_path(p->path, O_PATH | O_DIRECTORY, 0);
+	e = p->root < 0 ? -p->root : 0;
+	if (p->root < 0)
+		p->root = -1;
 	ident_leave();
 	if (p->root < 0)
 		chan_fail(ch, e, "tar_put `%s`: %s", p->path, strerror(e));

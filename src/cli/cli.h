@@ -83,6 +83,11 @@ int cmd_fs(struct cli *cli, int argc, char **argv);
 int cmd_template(struct cli *cli, int argc, char **argv);
 int cmd_doctor(struct cli *cli, int argc, char **argv);
 int cmd_bench(struct cli *cli, int argc, char **argv);
+int cmd_token(struct cli *cli, int argc, char **argv);
+int cmd_tenant(struct cli *cli, int argc, char **argv);
+int cmd_audit(struct cli *cli, int argc, char **argv);
+int cmd_compliance(struct cli *cli, int argc, char **argv);
+int cmd_mcp(struct cli *cli, int argc, char **argv);
 
 /* Output of a running command as the exec event stream delivers it (cmd_exec.c). */
 struct cli_stream {

@@ -35,6 +35,11 @@ static const struct cli_cmd commands[] = {
 	{"doctor", cmd_doctor, "", "check what this host supports"},
 	{"bench", cmd_bench, "[-n N] [-c K] [--no-peers]",
 	 "time the create-write-exec-destroy loop beside bwrap and runc"},
+	{"mcp", cmd_mcp, "", "serve sandbox tools over the Model Context Protocol (stdio)"},
+	{"token", cmd_token, "create|ls|revoke ...", "manage API tokens (admin)"},
+	{"tenant", cmd_tenant, "create|ls|rm ...", "manage tenants and quotas (operator)"},
+	{"audit", cmd_audit, "verify|export ...", "check and export the audit trail (operator)"},
+	{"compliance", cmd_compliance, "report", "print the compliance posture (operator)"},
 	{"version", cmd_version, "", "print the CLI version"},
 	{"help", cmd_help, "[COMMAND]", "show help"},
 };

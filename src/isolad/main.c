@@ -16,13 +16,18 @@
 #include "api/api.h"
 #include "core/core.h"
 #include "tiers/process/process.h"
+#include "tiers/microvm/microvm.h"
 
 #define DEFAULT_SOCKET "/run/isola/isolad.sock"
 
 static void usage(FILE *f)
 {
 	fprintf(f, "usage: isolad [--state-dir DIR] [--socket PATH] [--listen 127.0.0.1:PORT]\n"
-		   "              [--agent PATH] [--log-level debug|info|warn|error]\n");
+		   "              [--agent PATH] [--log-level debug|info|warn|error]\n"
+		   "              [--idle-timeout SECONDS]\n"
+		   "              [--audit-segment-records N] [--audit-seal-interval SECONDS]\n"
+		   "              [--audit-retention SECONDS] [--cpu-overcommit X]\n"
+		   "              [--memory-overcommit X]\n");
 }
 
 /* Finds the static agent: flag, $ISOLA_AGENT, next to isolad, the build tree, libexec. */
@@ -62,7 +67,13 @@ int main(int argc, char **argv)
 		{"listen", required_argument, NULL, 'l'},
 		{"agent", required_argument, NULL, 'a'},
 		{"log-level", required_argument, NULL, 'L'},
+		{"idle-timeout", required_argument, NULL, 'T'},
 		{"help", no_argument, NULL, 'h'},
+		{"audit-segment-records", required_argument, NULL, 1001},
+		{"audit-seal-interval", required_argument, NULL, 1002},
+		{"audit-retention", required_argument, NULL, 1003},
+		{"cpu-overcommit", required_argument, NULL, 1004},
+		{"memory-overcommit", required_argument, NULL, 1005},
 		{NULL, 0, NULL, 0},
 	};
 	cleanup_err struct isola_err *err = NULL;
@@ -105,6 +116,45 @@ int main(int argc, char **argv)
 				return 2;
 			}
 			break;
+		case 'T': {
+			char *end;
+			unsigned long v = strtoul(optarg, &end, 10);
+
+			if (*optarg < '1' || *optarg > '9' || *end || v > 86400) {
+				fprintf(stderr,
+					"isolad: --idle-timeout `%s` is not 1-86400 seconds\n",
+					optarg);
+				return 2;
+			}
+			api.idle_timeout_s = (unsigned)v;
+			break;
+		}
+		case 1001: /* audit and admission settings (docs/compliance.md) */
+		case 1002:
+		case 1003:
+		case 1004:
+		case 1005: {
+			char *end = NULL;
+			double v = strtod(optarg, &end);
+
+			if (!*optarg || *end || !(v >= 0) || v > 1e12 ||
+			    ((c == 1001 || c == 1002) && v < 1) || (c >= 1004 && v <= 0)) {
+				fprintf(stderr, "isolad: `%s` is not a valid value for that option\n",
+					optarg);
+				return 2;
+			}
+			if (c == 1001)
+				cfg.audit_segment_records = (uint32_t)v;
+			else if (c == 1002)
+				cfg.audit_seal_interval_s = (uint32_t)v;
+			else if (c == 1003)
+				cfg.audit_retention_s = (uint64_t)v;
+			else if (c == 1004)
+				cfg.cpu_overcommit = v;
+			else
+				cfg.memory_overcommit = v;
+			break;
+		}
 		case 'h':
 			usage(stdout);
 			return 0;
@@ -130,6 +180,7 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	tier_process_set_agent_path(agent);
+	tier_microvm_set_agent_path(agent);
 	snprintf(spool, sizeof(spool), "%s/tmp", cfg.state_dir);
 	api.spool_dir = spool;
 	umask(077);

@@ -127,7 +127,6 @@ BAD_CREATES = [
     ("label value not a string", b'{"labels": {"k": 1}}', 400, "invalid", ["label"]),
     ("ttl negative", b'{"ttl": -3}', 400, "invalid", ["ttl"]),
     ("tier bogus", b'{"tier": "bogus"}', 400, "invalid", ["tier", "bogus"]),
-    ("tier microvm not yet", b'{"tier": "microvm"}', 501, "not_supported", ["microvm"]),
     ("unknown template", b'{"template": "no-such-template-xyz"}', 404, "not_found",
      ["no-such-template-xyz"]),
     ("deep nesting", b'{"labels": ' + b"[" * 100000 + b"]" * 100000 + b"}", 400, "invalid", []),

@@ -12,6 +12,7 @@
 
 #include "api.h"
 #include "../../common/err.h"
+#include "../tenancy/tenancy.h"
 
 #define API_VERSION	     "0.1.0"
 #define API_MAX_JSON_BODY    (1u << 20)	   /* JSON request bodies */
@@ -50,6 +51,7 @@ struct api_server {
 	char socket_path[108];	    /* unix socket path (removed at stop) */
 	char spool_dir[512];	    /* template upload spool directory */
 	uint64_t max_upload;	    /* cap on streamed uploads, bytes */
+	unsigned idle_timeout_s;    /* MHD connection timeout, seconds */
 	pthread_mutex_t lock;	    /* protects what follows */
 	pthread_cond_t cond;	    /* signalled when `workers` drops */
 	unsigned workers;	    /* live threads we started (WebSocket sessions, imports) */
@@ -108,6 +110,13 @@ struct api_req {
 	struct isola_err *fail;	       /* failure decided while the body was arriving, owned */
 	unsigned fail_status;	       /* status override for `fail` (0 = from its code) */
 	bool responded;		       /* a response was queued */
+	struct tenancy_principal who;  /* the caller, resolved before routing */
+	char method[8];		       /* request method (for the audit record) */
+	char path[128];		       /* request path, truncated (for the audit record) */
+	unsigned status;	       /* HTTP status queued (0 = none yet) */
+	char err_code[32];	       /* code of the error response, "" on success */
+	char audit_target[64];	       /* object acted on, when no path parameter names it */
+	double retry_after_s;	       /* > 0: a 429 carries Retry-After */
 	void *state;		       /* handler state for streamed bodies, owned via state_free */
 	void (*state_free)(void *state); /* releases state; runs on completion or disconnect */
 };
@@ -265,22 +274,26 @@ int api_req_fail(struct api_req *r, struct isola_err *e);
 
 /* A channel being drained into an HTTP response: a foreground exec or an attach. */
 struct api_output {
-	struct api_server *srv; /* for the stopping flag */
-	struct sandbox *s;	/* reference, owned */
-	struct agent_chan *ch;	/* owned */
-	int peer_fd;		/* client socket (hang-up checks), borrowed */
-	bool check_oom;		/* compare oom_kills on a SIGKILL exit */
-	uint64_t oom_before;	/* sandbox oom_kills before the command started */
-	int quiet_ms;		/* > 0: end after this long without a frame (no follow) */
-	long pid;		/* process id, 0 until known */
-	bool start_sent;	/* streamed: the start event went out */
-	bool ended;		/* EXIT, ERROR or quiet end seen */
-	size_t cap;		/* JSON: bytes kept per stream */
-	struct api_buf out[2];	/* JSON: stdout, stderr (first cap bytes) */
-	uint64_t bytes[2];	/* total bytes seen per stream */
-	json_t *exit;		/* exit object once seen, owned */
-	json_t *dropped;	/* array of dropped events, owned */
-	json_t *error;		/* error event once seen, owned */
+	struct api_server *srv;	      /* for the stopping flag */
+	struct sandbox *s;	      /* reference, owned */
+	struct agent_chan *ch;	      /* owned */
+	int peer_fd;		      /* client socket (hang-up checks), borrowed */
+	bool check_oom;		      /* compare oom_kills on a SIGKILL exit */
+	uint64_t oom_before;	      /* sandbox oom_kills before the command started */
+	int quiet_ms;		      /* > 0: end after this long without a frame (no follow) */
+	long pid;		      /* process id, 0 until known */
+	bool start_sent;	      /* streamed: the start event went out */
+	bool ended;		      /* EXIT, ERROR or quiet end seen */
+	size_t cap;		      /* JSON: bytes kept per stream */
+	struct api_buf out[2];	      /* JSON: stdout, stderr (first cap bytes) */
+	uint64_t bytes[2];	      /* total bytes seen per stream */
+	json_t *exit;		      /* exit object once seen, owned */
+	json_t *dropped;	      /* array of dropped events, owned */
+	json_t *error;		      /* error event once seen, owned */
+	json_t *audit_argv;	      /* exec: argv to audit at exit, owned; NULL = not audited */
+	char audit_user[64];	      /* exec: the user it runs as */
+	struct tenancy_principal who; /* exec: who started it */
+	uint64_t started_ms;	      /* exec: when it was started */
 };
 
 /* Takes ownership of s (a reference) and ch. NULL on ENOMEM (both released). */
@@ -290,11 +303,41 @@ void api_output_free(void *o);
  * Consumes o on every path. */
 enum MHD_Result api_output_respond(struct api_req *r, struct api_output *o, enum api_fmt fmt);
 
+/* Whether the process of an agent EXIT frame was killed by the OOM killer: SIGKILL, and the
+ * sandbox's OOM-kill counter grew past the `oom_base` the frame echoes (the counter when
+ * the process started; api_exec_set_oom_base put it in the request), or past
+ * fallback_base (-1: unknown) for frames without one. Concurrent kills in one sandbox
+ * are not told apart: a SIGKILL from user code while another process is OOM-killed
+ * reads as OOM too. */
+bool api_exit_oom(struct sandbox *s, const json_t *agent_exit, int64_t fallback_base);
+/* Adds `oom_base` (the sandbox's OOM-kill counter now) to an agent exec request. */
+void api_exec_set_oom_base(struct sandbox *s, json_t *req);
 /* Builds the "exit" object from an agent EXIT frame (UNTRUSTED: typed fields only). */
 json_t *api_exit_json(const json_t *agent_exit, bool oom_killed);
 /* Waits for a channel's first RESULT; an ERROR becomes *err. *result may be NULL. */
 int api_chan_expect_result(struct agent_chan *ch, int peer_fd, int timeout_ms, json_t **result,
 			   struct isola_err **err);
+
+/* --- audit and metrics hooks (admin.c, metrics.c) ------------------------------------ */
+
+/* Tenant the request acts for (the principal's). */
+#define api_tenant(r) ((r)->who.tenant)
+/* Appends an audit record as r's principal. detail borrowed, may be NULL. */
+void api_audit(struct api_req *r, const char *action, const char *target, const char *outcome,
+	       const json_t *detail);
+/* The audit record of a finished API call (server.c's completion callback). */
+void api_audit_request(struct api_req *r);
+/* Audits a command that ended (or whose end was not seen: exit NULL). */
+void api_audit_command(struct api_server *srv, const struct tenancy_principal *who,
+		       const char *sandbox, const json_t *argv, const char *user, long pid,
+		       const json_t *exit, uint64_t started_ms);
+/* True (after responding 403) when r's principal is not the operator (admin of default). */
+bool api_deny_unless_operator(struct api_req *r, enum MHD_Result *ret);
+
+/* Counters for GET /metrics. Thread-safe. */
+void api_metrics_request(const struct api_req *r);
+void api_metrics_create(double seconds, const char *err_code);
+void api_metrics_exec(const char *kind);
 
 /* --- handlers (one file per resource) ---------------------------------------------------- */
 
@@ -336,5 +379,21 @@ int api_template_import_begin(struct api_req *r);
 int api_template_import_data(struct api_req *r, const char *buf, size_t len);
 enum MHD_Result api_template_import_end(struct api_req *r);
 enum MHD_Result api_template_delete(struct api_req *r);
+enum MHD_Result api_metrics(struct api_req *r);
+enum MHD_Result api_sandbox_stats(struct api_req *r);
+enum MHD_Result api_whoami(struct api_req *r);
+enum MHD_Result api_token_create(struct api_req *r);
+enum MHD_Result api_token_list(struct api_req *r);
+enum MHD_Result api_token_revoke(struct api_req *r);
+enum MHD_Result api_tenant_create(struct api_req *r);
+enum MHD_Result api_tenant_list(struct api_req *r);
+enum MHD_Result api_tenant_get(struct api_req *r);
+enum MHD_Result api_tenant_update(struct api_req *r);
+enum MHD_Result api_tenant_delete(struct api_req *r);
+enum MHD_Result api_audit_verify(struct api_req *r);
+enum MHD_Result api_audit_export(struct api_req *r);
+enum MHD_Result api_audit_seal(struct api_req *r);
+enum MHD_Result api_audit_prune(struct api_req *r);
+enum MHD_Result api_compliance(struct api_req *r);
 
 #endif

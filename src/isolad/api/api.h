@@ -17,6 +17,8 @@ struct api_config {
 	uint64_t max_upload_bytes; /* cap on file/archive/template uploads, 0 = 1 GiB */
 	const char *spool_dir;	   /* where template uploads are spooled (0700, created);
 				      NULL = "/var/lib/isola/tmp" */
+	unsigned idle_timeout_s;   /* a connection that sends nothing this long is closed
+				      (slow or stalled clients); 0 = 120 s */
 };
 
 /*

@@ -21,6 +21,7 @@ static const struct {
 	{"is_dir", 400},
 	{"unauthorized", 401},
 	{"forbidden", 403},
+	{"quota_exceeded", 403},
 	{"not_found", 404},
 	{"method_not_allowed", 405},
 	{"conflict", 409},
@@ -28,6 +29,7 @@ static const struct {
 	{"busy", 409},
 	{"too_large", 413},
 	{"range_not_satisfiable", 416},
+	{"rate_limited", 429},
 	{"internal", 500},
 	{"not_supported", 501},
 	{"unavailable", 503},
@@ -57,10 +59,19 @@ enum MHD_Result api_respond_response(struct api_req *r, unsigned status, struct 
 
 	if (!resp)
 		return MHD_NO;
+	/* A refused create says when to come back (RFC 6585): whole seconds, at least 1. */
+	if (status == 429 && r->retry_after_s > 0) {
+		char ra[24];
+
+		snprintf(ra, sizeof(ra), "%llu", (unsigned long long)(r->retry_after_s + 0.999));
+		MHD_add_response_header(resp, MHD_HTTP_HEADER_RETRY_AFTER, ra[0] == '0' ? "1" : ra);
+	}
 	ret = MHD_queue_response(r->conn, status, resp);
 	MHD_destroy_response(resp);
-	if (ret == MHD_YES)
+	if (ret == MHD_YES) {
 		r->responded = true;
+		r->status = status;
+	}
 	return ret;
 }
 
@@ -91,6 +102,7 @@ enum MHD_Result api_respond_err(struct api_req *r, const struct isola_err *e)
 	if (!e)
 		return api_respond_error(r, "internal", "unknown error");
 	status = api_status_for_code(e->code);
+	snprintf(r->err_code, sizeof(r->err_code), "%s", e->code);
 	if (status >= 500)
 		log_warn("api: %s: %s", e->code, e->message ? e->message : "");
 	return api_respond_json(r, status, api_error_json(e->code, e->message));
@@ -106,6 +118,7 @@ enum MHD_Result api_respond_error(struct api_req *r, const char *code, const cha
 	if (vasprintf(&msg, fmt, ap) < 0)
 		msg = NULL;
 	va_end(ap);
+	snprintf(r->err_code, sizeof(r->err_code), "%s", code);
 	ret = api_respond_json(r, api_status_for_code(code), api_error_json(code, msg));
 	free(msg);
 	return ret;

@@ -94,6 +94,10 @@ void api_output_free(void *p)
 
 	if (!o)
 		return;
+	if (o->audit_argv) /* the command's end was not seen (client gone, agent failed) */
+		api_audit_command(o->srv, &o->who, sandbox_id(o->s), o->audit_argv, o->audit_user,
+				  o->pid, NULL, o->started_ms);
+	json_decref(o->audit_argv);
 	agent_chan_close(o->ch);
 	sandbox_unref(o->s);
 	api_buf_fini(&o->out[0]);
@@ -104,16 +108,35 @@ void api_output_free(void *p)
 	free(o);
 }
 
-static bool oom_killed(struct api_output *o, const json_t *e)
+bool api_exit_oom(struct sandbox *s, const json_t *e, int64_t fallback_base)
 {
+	/* UNTRUSTED: oom_base comes back from the agent. A lying agent can only misreport
+	 * its own command's end. */
+	json_t *b = json_object_get(e, "oom_base");
+	int64_t base = json_is_integer(b) && json_integer_value(b) >= 0
+			       ? (int64_t)json_integer_value(b)
+			       : fallback_base;
 	struct tier_stats st;
 	cleanup_err struct isola_err *err = NULL;
 
-	if (!o->check_oom || jint(e, "signal") != SIGKILL)
+	if (base < 0 || jint(e, "signal") != SIGKILL)
 		return false;
-	if (sandbox_stats(o->s, &st, &err) < 0)
+	if (sandbox_stats(s, &st, &err) < 0)
 		return false;
-	return st.oom_kills > o->oom_before;
+	return st.oom_kills > (uint64_t)base;
+}
+
+void api_exec_set_oom_base(struct sandbox *s, json_t *req)
+{
+	struct tier_stats st;
+
+	if (sandbox_stats(s, &st, NULL) == 0)
+		json_object_set_new(req, "oom_base", json_integer((json_int_t)st.oom_kills));
+}
+
+static bool oom_killed(struct api_output *o, const json_t *e)
+{
+	return api_exit_oom(o->s, e, o->check_oom ? (int64_t)o->oom_before : -1);
 }
 
 /*
@@ -183,6 +206,12 @@ static json_t *output_event(struct api_output *o, struct agent_msg *m, bool coll
 		json_t *ex = api_exit_json(m->json, oom_killed(o, m->json));
 
 		o->ended = true;
+		if (o->audit_argv) {
+			api_audit_command(o->srv, &o->who, sandbox_id(o->s), o->audit_argv,
+					  o->audit_user, o->pid, ex, o->started_ms);
+			json_decref(o->audit_argv);
+			o->audit_argv = NULL;
+		}
 		if (collect) {
 			o->exit = ex;
 			return NULL;
@@ -404,6 +433,7 @@ enum MHD_Result api_exec(struct api_req *r)
 	if (api_sandbox_agent(r, &s, &conn, &err) < 0)
 		goto fail;
 	sandbox_apply_exec_defaults(s, req);
+	api_exec_set_oom_base(s, req);
 	if (agent_chan_open(conn, req, &ch, &err) < 0)
 		goto fail;
 	o = api_output_new(r, s, ch);
@@ -413,6 +443,14 @@ enum MHD_Result api_exec(struct api_req *r)
 		json_decref(req);
 		return MHD_NO;
 	}
+	/* Every command is audited: argv and user now, exit status and duration at its end;
+	 * never its output. */
+	api_metrics_exec("exec");
+	o->who = r->who;
+	o->started_ms = util_now_ms();
+	o->audit_argv = json_incref(json_object_get(req, "argv"));
+	snprintf(o->audit_user, sizeof(o->audit_user), "%s",
+		 json_string_value(json_object_get(req, "user")) ?: "");
 	o->cap = (size_t)max_output;
 	if (sandbox_stats(o->s, &st, NULL) == 0) {
 		o->check_oom = true;

@@ -101,9 +101,21 @@ enum MHD_Result api_proc_start(struct api_req *r)
 		return api_respond_err(r, err);
 	}
 	sandbox_apply_exec_defaults(s, req);
+	api_exec_set_oom_base(s, req);
 	if (agent_chan_open(conn, req, &ch, &err) == 0)
 		api_chan_expect_result(ch, api_req_fd(r), PROC_CALL_TIMEOUT_MS, &res, &err);
 	agent_chan_close(ch);
+	api_metrics_exec("process");
+	{
+		/* A background command: audited when it starts; its exit when a client waits. */
+		json_t *d = json_pack("{s:O, s:s, s:b, s:O}", "argv", argv, "user",
+				      json_string_value(json_object_get(req, "user")) ?: "",
+				      "background", 1, "pid",
+				      res ? json_object_get(res, "pid") : json_null());
+
+		api_audit(r, "command.start", sandbox_id(s), res ? "ok" : "error", d);
+		json_decref(d);
+	}
 	sandbox_unref(s);
 	json_decref(req);
 	if (!res) {
@@ -378,6 +390,7 @@ enum MHD_Result api_proc_wait(struct api_req *r)
 	struct agent_msg m = {0};
 	struct sandbox *s;
 	json_t *req, *ex;
+	bool oom;
 	int ret;
 
 	if (tq && api_parse_seconds_ms(tq, 366ull * 86400 * 1000, &timeout_ms) < 0)
@@ -406,6 +419,7 @@ enum MHD_Result api_proc_wait(struct api_req *r)
 		ret = 0;
 	}
 	agent_chan_close(ch);
+	oom = ret == 0 && m.type == PROTO_EXIT && api_exit_oom(s, m.json, -1);
 	sandbox_unref(s);
 	api_req_keepalive(r);
 	if (ret == -ECONNABORTED)
@@ -421,9 +435,10 @@ enum MHD_Result api_proc_wait(struct api_req *r)
 		agent_msg_fini(&m);
 		return api_respond_error(r, "internal", "unexpected frame type from the agent");
 	}
-	ex = api_exit_json(m.json, false);
+	ex = api_exit_json(m.json, oom);
 	if (ex)
 		json_object_set_new(ex, "pid", json_integer(req_pid(r)));
 	agent_msg_fini(&m);
+	api_audit(r, "command.exit", api_match_get(&r->match, "id"), "ok", ex);
 	return api_respond_json(r, 200, ex);
 }

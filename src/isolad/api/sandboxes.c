@@ -42,10 +42,7 @@ static int parse_create(const json_t *b, struct sandbox_request *req, struct iso
 		snprintf(req->template_name, sizeof(req->template_name), "%s", tmpl);
 	}
 	if (tier && *tier) {
-		if (!strcmp(tier, "microvm"))
-			return isola_err_set(err, EOPNOTSUPP, "not_supported",
-					     "tier `microvm` is not available in this build");
-		if (strcmp(tier, "process") != 0)
+		if (strcmp(tier, "process") != 0 && strcmp(tier, "microvm") != 0)
 			return isola_err_set(err, EINVAL, "invalid",
 					     "unknown tier `%s`: expected process or microvm",
 					     tier);
@@ -67,12 +64,20 @@ enum MHD_Result api_sandbox_create(struct api_req *r)
 	struct sandbox *s = NULL;
 	enum MHD_Result ret;
 
+	uint64_t t0 = util_now_ns();
+
 	if (!r->json)
 		r->json = json_object();
 	if (parse_create(r->json, &req, &err) < 0)
 		return api_respond_err(r, err);
-	if (core_sandbox_create(r->srv->core, &req, &s, &err) < 0)
+	req.tenant = api_tenant(r);
+	req.retry_after_s = &r->retry_after_s;
+	if (core_sandbox_create(r->srv->core, &req, &s, &err) < 0) {
+		api_metrics_create(0, err ? err->code : "internal");
 		return api_respond_err(r, err);
+	}
+	api_metrics_create((double)(util_now_ns() - t0) / 1e9, NULL);
+	snprintf(r->audit_target, sizeof(r->audit_target), "%s", sandbox_id(s));
 	api_req_keepalive(r);
 	ret = api_respond_json(r, 201, sandbox_to_json(s));
 	sandbox_unref(s);
@@ -122,8 +127,9 @@ enum MHD_Result api_sandbox_list(struct api_req *r)
 		json_decref(lc.filter);
 		return ret;
 	}
-	if (core_sandbox_list(r->srv->core, json_object_size(lc.filter) ? lc.filter : NULL, &list,
-			      &err) < 0) {
+	if (core_sandbox_list_for(r->srv->core, api_tenant(r),
+				  json_object_size(lc.filter) ? lc.filter : NULL, &list,
+				  &err) < 0) {
 		json_decref(lc.filter);
 		return api_respond_err(r, err);
 	}
@@ -137,7 +143,8 @@ enum MHD_Result api_sandbox_get(struct api_req *r)
 	struct sandbox *s = NULL;
 	enum MHD_Result ret;
 
-	if (core_sandbox_get(r->srv->core, api_match_get(&r->match, "id"), &s, &err) < 0)
+	if (core_sandbox_get_for(r->srv->core, api_tenant(r), api_match_get(&r->match, "id"), &s,
+				 &err) < 0)
 		return api_respond_err(r, err);
 	ret = api_respond_json(r, 200, sandbox_to_json(s));
 	sandbox_unref(s);
@@ -148,7 +155,8 @@ enum MHD_Result api_sandbox_delete(struct api_req *r)
 {
 	cleanup_err struct isola_err *err = NULL;
 
-	if (core_sandbox_destroy(r->srv->core, api_match_get(&r->match, "id"), &err) < 0)
+	if (core_sandbox_destroy_for(r->srv->core, api_tenant(r), api_match_get(&r->match, "id"),
+				     &err) < 0)
 		return api_respond_err(r, err);
 	api_req_keepalive(r);
 	return api_respond_empty(r, 204);
@@ -170,8 +178,8 @@ enum MHD_Result api_sandbox_timeout(struct api_req *r)
 		return api_respond_err(r, err);
 	if (ttl == UINT64_MAX)
 		return api_respond_error(r, "invalid", "missing field `ttl`");
-	if (core_sandbox_set_ttl(r->srv->core, id, (uint32_t)ttl, &err) < 0 ||
-	    core_sandbox_get(r->srv->core, id, &s, &err) < 0)
+	if (core_sandbox_set_ttl_for(r->srv->core, api_tenant(r), id, (uint32_t)ttl, &err) < 0 ||
+	    core_sandbox_get_for(r->srv->core, api_tenant(r), id, &s, &err) < 0)
 		return api_respond_err(r, err);
 	ret = api_respond_json(r, 200, sandbox_to_json(s));
 	sandbox_unref(s);

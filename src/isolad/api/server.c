@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -71,6 +72,22 @@ static const struct api_route api_routes[] = {
 	ROUTE("GET", "/v1/templates", api_template_list),
 	ROUTE_STREAM("POST", "/v1/templates", api_template_import_begin, api_template_import_data, api_template_import_end),
 	ROUTE("DELETE", "/v1/templates/{name}", api_template_delete),
+	ROUTE("GET", "/v1/sandboxes/{id}/stats", api_sandbox_stats),
+	ROUTE("GET", "/metrics", api_metrics),
+	ROUTE("GET", "/v1/whoami", api_whoami),
+	ROUTE_JSON("POST", "/v1/tokens", api_token_create),
+	ROUTE("GET", "/v1/tokens", api_token_list),
+	ROUTE("DELETE", "/v1/tokens/{token}", api_token_revoke),
+	ROUTE_JSON("POST", "/v1/tenants", api_tenant_create),
+	ROUTE("GET", "/v1/tenants", api_tenant_list),
+	ROUTE("GET", "/v1/tenants/{tenant}", api_tenant_get),
+	ROUTE_JSON("PUT", "/v1/tenants/{tenant}", api_tenant_update),
+	ROUTE("DELETE", "/v1/tenants/{tenant}", api_tenant_delete),
+	ROUTE("GET", "/v1/audit/verify", api_audit_verify),
+	ROUTE("GET", "/v1/audit/export", api_audit_export),
+	ROUTE("POST", "/v1/audit/seal", api_audit_seal),
+	ROUTE_JSON("POST", "/v1/audit/prune", api_audit_prune),
+	ROUTE("GET", "/v1/compliance", api_compliance),
 	/* ROUTES-END */
 };
 /* clang-format on */
@@ -110,7 +127,8 @@ int api_sandbox_agent(struct api_req *r, struct sandbox **s, struct agent_conn *
 	struct sandbox *sb = NULL;
 	int ret;
 
-	ret = core_sandbox_get(r->srv->core, api_match_get(&r->match, "id"), &sb, err);
+	ret = core_sandbox_get_for(r->srv->core, api_tenant(r), api_match_get(&r->match, "id"), &sb,
+				   err);
 	if (ret < 0)
 		return ret;
 	sandbox_touch(sb);
@@ -166,15 +184,40 @@ static bool token_equal(const char *a, size_t alen, const char *b)
 	return diff == 0;
 }
 
+/* The unix socket's caller: the built-in admin of `default` (the socket is 0600, so only
+ * root or isolad's uid get here); the peer uid goes into the audit trail. */
+static void unix_principal(struct api_req *r)
+{
+	const union MHD_ConnectionInfo *ci =
+		MHD_get_connection_info(r->conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+	struct ucred cred = {.uid = (uid_t)-1};
+	socklen_t len = sizeof(cred);
+
+	if (ci)
+		getsockopt(ci->connect_fd, SOL_SOCKET, SO_PEERCRED, &cred, &len);
+	snprintf(r->who.who, sizeof(r->who.who), "unix:uid=%d", (int)cred.uid);
+	snprintf(r->who.tenant, sizeof(r->who.tenant), "%s", TENANCY_DEFAULT);
+	r->who.role = TENANCY_ADMIN;
+}
+
+/* Resolves the bearer token to r->who: the legacy api.token is the admin of `default`,
+ * anything else must be a live tenant token. */
 static bool authorized(struct api_req *r)
 {
 	const char *h = api_header(r, MHD_HTTP_HEADER_AUTHORIZATION);
 	const char *tok = core_api_token(r->srv->core);
 
 	/* UNTRUSTED: the client's Authorization header. */
-	if (!h || !tok || !*tok || strncmp(h, "Bearer ", 7) != 0)
+	snprintf(r->who.who, sizeof(r->who.who), "anonymous");
+	if (!h || strncmp(h, "Bearer ", 7) != 0)
 		return false;
-	return token_equal(h + 7, strlen(h + 7), tok);
+	if (tok && *tok && token_equal(h + 7, strlen(h + 7), tok)) {
+		snprintf(r->who.who, sizeof(r->who.who), "api.token");
+		snprintf(r->who.tenant, sizeof(r->who.tenant), "%s", TENANCY_DEFAULT);
+		r->who.role = TENANCY_ADMIN;
+		return true;
+	}
+	return tenancy_authenticate(core_tenancy(r->srv->core), h + 7, strlen(h + 7), &r->who) == 0;
 }
 
 /* Finds the route for method+url: 0 found, -ENOENT no path, -EPERM path but not method. */
@@ -213,6 +256,45 @@ static uint64_t content_length(struct api_req *r, bool *known)
 	return v;
 }
 
+/* Counts the headers that frame the body. */
+struct framing {
+	unsigned n_cl;	/* Content-Length headers */
+	bool cl_differ; /* two of them disagree */
+	const char *cl; /* the first one's value */
+	bool te;	/* Transfer-Encoding present */
+};
+
+static enum MHD_Result framing_header(void *cls, enum MHD_ValueKind kind, const char *key,
+				      const char *value)
+{
+	struct framing *f = cls;
+
+	/* UNTRUSTED: header names and values from the client; only compared. */
+	if (!strcasecmp(key, MHD_HTTP_HEADER_CONTENT_LENGTH)) {
+		if (f->n_cl++ && strcmp(f->cl, value ? value : ""))
+			f->cl_differ = true;
+		if (f->n_cl == 1)
+			f->cl = value ? value : "";
+	} else if (!strcasecmp(key, MHD_HTTP_HEADER_TRANSFER_ENCODING)) {
+		f->te = true;
+	}
+	return MHD_YES;
+}
+
+/*
+ * A body whose length two headers state differently (two Content-Lengths that disagree,
+ * or Content-Length with Transfer-Encoding) is refused before anything else: each reader
+ * of such a request may see a different body, the root of request smuggling (RFC 9112
+ * 6.3). libmicrohttpd would take the first header and go on.
+ */
+static bool framing_is_ambiguous(struct api_req *r)
+{
+	struct framing f = {0};
+
+	MHD_get_connection_values(r->conn, MHD_HEADER_KIND, framing_header, &f);
+	return f.cl_differ || (f.n_cl && f.te);
+}
+
 /* First call for a request: authenticate, route, check declared sizes, begin a stream. */
 static enum MHD_Result request_begin(struct api_listener *lst, struct api_req *r, const char *url,
 				     const char *method)
@@ -223,6 +305,11 @@ static enum MHD_Result request_begin(struct api_listener *lst, struct api_req *r
 	uint64_t cl;
 	int ret;
 
+	if (framing_is_ambiguous(r))
+		return api_respond_error(r, "invalid",
+					 "conflicting Content-Length / Transfer-Encoding headers");
+	if (!lst->need_auth)
+		unix_principal(r);
 	/* The E2B-compatible API (src/isolad/e2b) owns every path outside /v1/ that it knows,
 	 * with its own auth (X-API-KEY, X-Access-Token) and error shapes. */
 	if (strncmp(url, "/v1/", 4) != 0) {
@@ -247,6 +334,7 @@ static enum MHD_Result request_begin(struct api_listener *lst, struct api_req *r
 		MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "application/json");
 		MHD_add_response_header(resp, MHD_HTTP_HEADER_WWW_AUTHENTICATE,
 					"Bearer realm=\"isola\"");
+		snprintf(r->err_code, sizeof(r->err_code), "unauthorized");
 		return api_respond_response(r, 401, resp);
 	}
 	ret = route_find(method, url, &r->route, &r->match, allow, sizeof(allow));
@@ -267,8 +355,13 @@ static enum MHD_Result request_begin(struct api_listener *lst, struct api_req *r
 		}
 		MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "application/json");
 		MHD_add_response_header(resp, MHD_HTTP_HEADER_ALLOW, allow);
+		snprintf(r->err_code, sizeof(r->err_code), "method_not_allowed");
 		return api_respond_response(r, 405, resp);
 	}
+	/* Roles: read-only tokens may only read; a WebSocket attach writes stdin. */
+	if (r->who.role == TENANCY_READONLY &&
+	    (strcmp(method, "GET") != 0 || r->route->handle == api_proc_ws))
+		return api_respond_error(r, "forbidden", "a read-only token may only read (GET)");
 	for (unsigned i = 0; i < r->match.n; i++) {
 		char name[16];
 		size_t nl = r->match.name_lens[i] < sizeof(name) - 1 ? r->match.name_lens[i]
@@ -350,6 +443,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 			return MHD_NO;
 		r->srv = lst->srv;
 		r->conn = conn;
+		snprintf(r->method, sizeof(r->method), "%s", method);
+		snprintf(r->path, sizeof(r->path), "%s", url);
 		*req_cls = r;
 		return request_begin(lst, r, url, method);
 	}
@@ -379,6 +474,8 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **req_cls,
 
 	if (!r)
 		return;
+	api_audit_request(r);
+	api_metrics_request(r);
 	if (r->state_free)
 		r->state_free(r->state);
 	isola_err_free(r->fail);
@@ -491,6 +588,9 @@ static int tcp_listen(const char *addr, struct isola_err **err)
 	return steal_fd(&fd);
 }
 
+/* A stalled client (headers or body never finished, lying Content-Length) holds one
+ * thread until it has been silent for idle_timeout_s; other connections are served by
+ * their own threads meanwhile (tests/security/test_api_limits.py). */
 static struct MHD_Daemon *daemon_start(int fd, struct api_listener *lst)
 {
 	unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD |
@@ -499,7 +599,7 @@ static struct MHD_Daemon *daemon_start(int fd, struct api_listener *lst)
 	return MHD_start_daemon(flags, 0, NULL, NULL, on_request, lst, MHD_OPTION_EXTERNAL_LOGGER,
 				on_log, NULL, MHD_OPTION_LISTEN_SOCKET, (MHD_socket)fd,
 				MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)API_MAX_HEADER_BYTES,
-				MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)API_IDLE_TIMEOUT_S,
+				MHD_OPTION_CONNECTION_TIMEOUT, lst->srv->idle_timeout_s,
 				MHD_OPTION_CONNECTION_LIMIT, 512u, MHD_OPTION_NOTIFY_COMPLETED,
 				on_completed, NULL, MHD_OPTION_END);
 }
@@ -515,6 +615,7 @@ int api_server_start(struct core *c, const struct api_config *cfg, struct api_se
 		return isola_err_set(err, ENOMEM, "internal", "out of memory");
 	s->core = c;
 	s->max_upload = cfg->max_upload_bytes ? cfg->max_upload_bytes : (1ull << 30);
+	s->idle_timeout_s = cfg->idle_timeout_s ? cfg->idle_timeout_s : API_IDLE_TIMEOUT_S;
 	snprintf(s->spool_dir, sizeof(s->spool_dir), "%s",
 		 cfg->spool_dir ? cfg->spool_dir : "/var/lib/isola/tmp");
 	pthread_mutex_init(&s->lock, NULL);

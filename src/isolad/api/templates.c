@@ -18,7 +18,7 @@ enum MHD_Result api_template_list(struct api_req *r)
 	cleanup_err struct isola_err *err = NULL;
 	json_t *list = NULL;
 
-	if (core_template_list(r->srv->core, &list, &err) < 0)
+	if (core_template_list_for(r->srv->core, api_tenant(r), &list, &err) < 0)
 		return api_respond_err(r, err);
 	return api_respond_json(r, 200, json_pack("{s:o}", "templates", list));
 }
@@ -27,7 +27,8 @@ enum MHD_Result api_template_delete(struct api_req *r)
 {
 	cleanup_err struct isola_err *err = NULL;
 
-	if (core_template_remove(r->srv->core, api_match_get(&r->match, "name"), &err) < 0)
+	if (core_template_remove_for(r->srv->core, api_tenant(r), api_match_get(&r->match, "name"),
+				     &err) < 0)
 		return api_respond_err(r, err);
 	return api_respond_empty(r, 204);
 }
@@ -41,6 +42,7 @@ enum MHD_Result api_template_delete(struct api_req *r)
 struct import {
 	struct api_server *srv; /* server (worker registered with it) */
 	char name[64];		/* template name */
+	char tenant[64];	/* importing tenant (becomes the owner) */
 	char path[600];		/* spool file */
 	int fd;			/* spool file, written by the connection thread */
 	pthread_mutex_t lock;	/* protects what follows */
@@ -101,6 +103,8 @@ int api_template_import_begin(struct api_req *r)
 	pthread_mutex_init(&im->lock, NULL);
 	pthread_cond_init(&im->cond, NULL);
 	snprintf(im->name, sizeof(im->name), "%s", name);
+	snprintf(im->tenant, sizeof(im->tenant), "%s", api_tenant(r));
+	snprintf(r->audit_target, sizeof(r->audit_target), "%s", name);
 	r->state = im;
 	r->state_free = import_state_free;
 	q = util_mkdir_p(r->srv->spool_dir, 0700);
@@ -152,8 +156,8 @@ static void *import_thread(void *p)
 	cleanup_err struct isola_err *err = NULL;
 	json_t *tmpl = NULL, *ev;
 
-	if (core_template_import(srv->core, im->name, im->path, import_progress, im, &tmpl, &err) <
-	    0)
+	if (core_template_import_for(srv->core, im->tenant, im->name, im->path, import_progress, im,
+				     &tmpl, &err) < 0)
 		ev = json_pack("{s:s, s:s, s:s}", "type", "error", "code",
 			       err ? err->code : "internal", "message",
 			       err && err->message ? err->message : "import failed");

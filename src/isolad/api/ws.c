@@ -212,7 +212,7 @@ static int ws_agent_msg(struct ws_session *ss, struct agent_msg *m)
 						  json_integer_value(
 							  json_object_get(m->json, "bytes")))) < 0;
 	case PROTO_EXIT: {
-		json_t *ex = api_exit_json(m->json, false);
+		json_t *ex = api_exit_json(m->json, api_exit_oom(ss->s, m->json, -1));
 
 		if (ex)
 			json_object_set_new(ex, "type", json_string("exit"));

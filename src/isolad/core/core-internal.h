@@ -42,6 +42,16 @@ struct sandbox {
 	double created_at;	       /* unix time */
 	double expires_at;	       /* unix time, 0 = never */
 	double last_active;	       /* unix time of the last API use */
+	char tenant[64];	       /* owning tenant; set before the list add, never changed */
+};
+
+/* Resources a create in flight was admitted for (core.c's admission). */
+struct core_reservation {
+	char tenant[64];	       /* who */
+	uint64_t cpu_millis;	       /* CPU limit */
+	uint64_t memory_bytes;	       /* memory limit */
+	uint64_t disk_bytes;	       /* writable layer */
+	struct core_reservation *next; /* list under core.lock */
 };
 
 struct core {
@@ -57,6 +67,11 @@ struct core {
 	int monitor_running;			 /* 1 while the thread runs */
 	int stop_fd;				 /* eventfd that stops the monitor */
 	int lock_fd; /* flock on <state>/isolad.lock: one isolad per state dir */
+	struct core_reservation *pending; /* admitted creates not yet in the list (under lock) */
+	struct tenancy *tenancy;	  /* tenants, tokens, rate buckets */
+	struct audit *audit;		  /* the audit trail */
+	uint32_t host_cpus;		  /* online CPUs at start */
+	uint64_t host_memory;		  /* MemTotal at start */
 };
 
 /* Allocates a sandbox object (one reference) with state CREATING. */

@@ -10,11 +10,14 @@
 #include <string.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <sys/sysinfo.h>
 #include <unistd.h>
 
 #include "../../common/log.h"
 #include "../../common/util.h"
+#include "../audit/audit.h"
 #include "../images/images.h"
+#include "../tenancy/tenancy.h"
 #include "agentconn.h"
 
 #define AGENT_CONNECT_TIMEOUT_MS 5000
@@ -30,6 +33,10 @@ void core_config_defaults(struct core_config *cfg)
 	cfg->default_pids = 512;
 	cfg->default_ttl_s = 0;
 	cfg->max_ttl_s = 7 * 24 * 3600;
+	/* CPU is time-shared, so limits may add up past the host; memory is not: a sandbox
+	 * admitted past RAM would be OOM-killed later instead of refused now. */
+	cfg->cpu_overcommit = 16.0;
+	cfg->memory_overcommit = 1.0;
 }
 
 int core_sandbox_dir(const struct core *c, const char *id, char *out, size_t n)
@@ -43,6 +50,8 @@ const struct tier_ops *core_tier_by_name(const char *name)
 {
 	if (!name || !*name || !strcmp(name, "process"))
 		return &tier_process_ops;
+	if (!strcmp(name, "microvm"))
+		return &tier_microvm_ops;
 	return NULL;
 }
 
@@ -133,6 +142,24 @@ int core_new(const struct core_config *cfg, struct core **out, struct isola_err 
 	r = store_open(path, &c->store, err);
 	if (r < 0)
 		goto fail;
+	r = tenancy_new(c->store, &c->tenancy, err);
+	if (r < 0)
+		goto fail;
+	{
+		struct audit_config ac = {.segment_records = cfg->audit_segment_records,
+					  .seal_interval_s = cfg->audit_seal_interval_s,
+					  .retention_s = cfg->audit_retention_s};
+		struct sysinfo si;
+
+		snprintf(ac.dir, sizeof(ac.dir), "%s/audit", cfg->state_dir);
+		snprintf(ac.key_path, sizeof(ac.key_path), "%s/audit.key", cfg->state_dir);
+		r = audit_open(&ac, &c->audit, err);
+		if (r < 0)
+			goto fail;
+		c->host_cpus = (uint32_t)sysconf(_SC_NPROCESSORS_ONLN);
+		if (sysinfo(&si) == 0)
+			c->host_memory = (uint64_t)si.totalram * si.mem_unit;
+	}
 	r = images_init(cfg->state_dir, err);
 	if (r < 0)
 		goto fail;
@@ -142,6 +169,7 @@ int core_new(const struct core_config *cfg, struct core **out, struct isola_err 
 	r = core_monitor_start(c, err);
 	if (r < 0)
 		goto fail;
+	audit_append(c->audit, "isolad", "", "isolad.start", "", "ok", NULL);
 	*out = c;
 	return 0;
 fail:
@@ -162,6 +190,10 @@ void core_free(struct core *c)
 	c->n_sandboxes = 0;
 	pthread_mutex_unlock(&c->lock);
 	images_shutdown();
+	if (c->audit)
+		audit_append(c->audit, "isolad", "", "isolad.stop", "", "ok", NULL);
+	audit_close(c->audit);
+	tenancy_free(c->tenancy);
 	store_close(c->store);
 	if (c->lock_fd >= 0)
 		close(c->lock_fd);
@@ -371,21 +403,200 @@ static int core_persist(struct core *c, struct sandbox *s, struct isola_err **er
 	row.error = s->error ? strdup(s->error) : NULL;
 	row.created_at = s->created_at;
 	row.expires_at = s->expires_at;
+	snprintf(row.tenant, sizeof(row.tenant), "%s", s->tenant);
 	r = store_sandbox_put(c->store, &row, err);
 	store_sandbox_fini(&row);
 	return r;
 }
 
+/* Usable RAM for sandboxes: MemTotal minus what the host keeps for itself. */
+static uint64_t core_memory_capacity(const struct core *c)
+{
+	uint64_t reserve = c->host_memory / 20;
+
+	if (reserve < (256ull << 20))
+		reserve = 256ull << 20;
+	if (c->host_memory <= reserve)
+		return 0;
+	return (uint64_t)((double)(c->host_memory - reserve) * c->cfg.memory_overcommit);
+}
+
+/* Sums what one tenant's sandboxes and admitted creates hold (tenant NULL: the whole host,
+ * counting only sandboxes that hold resources — an errored one holds none). Lock held. */
+static void core_usage_locked(struct core *c, const char *tenant, struct core_reservation *u,
+			      uint32_t *count)
+{
+	memset(u, 0, sizeof(*u));
+	*count = 0;
+	for (size_t i = 0; i < c->n_sandboxes; i++) {
+		struct sandbox *s = c->sandboxes[i];
+		bool holds = s->state != SANDBOX_ERROR;
+
+		/* tenant, spec and state are read without s->lock: tenant and spec never change
+		 * after the list add, and a stale state only shifts one admission. */
+		if (tenant && strcmp(s->tenant, tenant))
+			continue;
+		if (!tenant && !holds)
+			continue;
+		(*count)++;
+		if (!holds)
+			continue;
+		u->cpu_millis += s->spec.cpu_millis;
+		u->memory_bytes += s->spec.memory_bytes;
+		u->disk_bytes += s->spec.disk_bytes;
+	}
+	for (struct core_reservation *p = c->pending; p; p = p->next) {
+		if (tenant && strcmp(p->tenant, tenant))
+			continue;
+		(*count)++;
+		u->cpu_millis += p->cpu_millis;
+		u->memory_bytes += p->memory_bytes;
+		u->disk_bytes += p->disk_bytes;
+	}
+}
+
+/* The quota check under c->lock; 0 or -EDQUOT with *err. */
+static int core_check_quota(struct core *c, const char *tenant, const struct tenancy_quota *q,
+			    const struct core_reservation *want, struct isola_err **err)
+{
+	struct core_reservation u;
+	uint32_t count;
+
+	core_usage_locked(c, tenant, &u, &count);
+	if (q->max_sandboxes && count + 1 > q->max_sandboxes)
+		return isola_err_set(err, EDQUOT, "quota_exceeded",
+				     "tenant `%s` has %u of its %u sandboxes", tenant, count,
+				     q->max_sandboxes);
+	if (q->max_cpu_millis && u.cpu_millis + want->cpu_millis > q->max_cpu_millis)
+		return isola_err_set(err, EDQUOT, "quota_exceeded",
+				     "tenant `%s`: %g CPUs in use + %g requested exceeds its quota "
+				     "of %g",
+				     tenant, u.cpu_millis / 1000.0, want->cpu_millis / 1000.0,
+				     q->max_cpu_millis / 1000.0);
+	if (q->max_memory_bytes && u.memory_bytes + want->memory_bytes > q->max_memory_bytes)
+		return isola_err_set(err, EDQUOT, "quota_exceeded",
+				     "tenant `%s`: %llu bytes of memory in use + %llu requested "
+				     "exceeds its quota of %llu",
+				     tenant, (unsigned long long)u.memory_bytes,
+				     (unsigned long long)want->memory_bytes,
+				     (unsigned long long)q->max_memory_bytes);
+	if (q->max_disk_bytes && u.disk_bytes + want->disk_bytes > q->max_disk_bytes)
+		return isola_err_set(err, EDQUOT, "quota_exceeded",
+				     "tenant `%s`: %llu bytes of disk in use + %llu requested "
+				     "exceeds its quota of %llu",
+				     tenant, (unsigned long long)u.disk_bytes,
+				     (unsigned long long)want->disk_bytes,
+				     (unsigned long long)q->max_disk_bytes);
+	return 0;
+}
+
+/* The host capacity check under c->lock; 0 or -EAGAIN (`unavailable`, 503). */
+static int core_check_capacity(struct core *c, const struct core_reservation *want,
+			       struct isola_err **err)
+{
+	uint64_t cpu_cap = (uint64_t)(c->host_cpus * 1000.0 * c->cfg.cpu_overcommit);
+	uint64_t mem_cap = core_memory_capacity(c);
+	struct core_reservation u;
+	uint32_t count;
+
+	core_usage_locked(c, NULL, &u, &count);
+	if (cpu_cap && u.cpu_millis + want->cpu_millis > cpu_cap)
+		return isola_err_set(
+			err, EAGAIN, "unavailable",
+			"host is at capacity: %g CPUs committed + %g requested exceeds "
+			"%g",
+			u.cpu_millis / 1000.0, want->cpu_millis / 1000.0, cpu_cap / 1000.0);
+	if (mem_cap && u.memory_bytes + want->memory_bytes > mem_cap)
+		return isola_err_set(err, EAGAIN, "unavailable",
+				     "host is at capacity: %llu bytes of memory committed + %llu "
+				     "requested exceeds %llu",
+				     (unsigned long long)u.memory_bytes,
+				     (unsigned long long)want->memory_bytes,
+				     (unsigned long long)mem_cap);
+	return 0;
+}
+
+/*
+ * Admission: the tenant's creation rate, its quotas, then the host's capacity. On success
+ * *res is a reservation in c->pending (release with core_release) so concurrent creates see
+ * each other: a burst cannot overshoot between the check and the list add.
+ */
+static int core_admit(struct core *c, struct sandbox *s, const struct sandbox_request *req,
+		      struct core_reservation **res, struct isola_err **err)
+{
+	struct tenancy_quota q;
+	struct core_reservation *mine;
+	double retry = 0;
+	int r;
+
+	r = tenancy_tenant_get(c->tenancy, s->tenant, &q, NULL);
+	if (r == -ENOENT)
+		return isola_err_set(err, EPERM, "forbidden", "tenant `%s` does not exist",
+				     s->tenant);
+	if (r < 0)
+		return isola_err_set(err, -r, "internal", "tenant `%s`: quota unreadable",
+				     s->tenant);
+	if (tenancy_rate_take(c->tenancy, s->tenant, &q, &retry) < 0) {
+		if (req->retry_after_s)
+			*req->retry_after_s = retry;
+		return isola_err_set(
+			err, EAGAIN, "rate_limited",
+			"tenant `%s` creates sandboxes faster than its limit of %g per "
+			"second: retry in %.2f s",
+			s->tenant, q.create_rate, retry);
+	}
+	mine = calloc(1, sizeof(*mine));
+	if (!mine)
+		return isola_err_set(err, ENOMEM, NULL, "admission: out of memory");
+	snprintf(mine->tenant, sizeof(mine->tenant), "%s", s->tenant);
+	mine->cpu_millis = s->spec.cpu_millis;
+	mine->memory_bytes = s->spec.memory_bytes;
+	mine->disk_bytes = s->spec.disk_bytes;
+	pthread_mutex_lock(&c->lock);
+	r = core_check_quota(c, s->tenant, &q, mine, err);
+	if (r == 0)
+		r = core_check_capacity(c, mine, err);
+	if (r == 0) {
+		mine->next = c->pending;
+		c->pending = mine;
+		*res = mine;
+	}
+	pthread_mutex_unlock(&c->lock);
+	if (r < 0)
+		free(mine);
+	return r;
+}
+
+static void core_release(struct core *c, struct core_reservation *res)
+{
+	if (!res)
+		return;
+	pthread_mutex_lock(&c->lock);
+	for (struct core_reservation **pp = &c->pending; *pp; pp = &(*pp)->next) {
+		if (*pp == res) {
+			*pp = res->next;
+			break;
+		}
+	}
+	pthread_mutex_unlock(&c->lock);
+	free(res);
+}
+
 int core_sandbox_create(struct core *c, const struct sandbox_request *req, struct sandbox **out,
 			struct isola_err **err)
 {
+	struct core_reservation *res = NULL;
 	struct sandbox *s = NULL;
+	const char *tenant = req->tenant ? req->tenant : TENANCY_DEFAULT;
 	char id[40];
 	int r, fd;
 
 	r = core_validate(c, req, err);
 	if (r < 0)
 		return r;
+	if (!core_template_visible(c, tenant, req->template_name[0] ? req->template_name : "host"))
+		return isola_err_set(err, ENOENT, "not_found",
+				     "create sandbox: template `%s` not found", req->template_name);
 	r = core_new_id(id, sizeof(id));
 	if (r < 0)
 		return isola_err_sys(err, -r, NULL, "generate sandbox id");
@@ -393,7 +604,11 @@ int core_sandbox_create(struct core *c, const struct sandbox_request *req, struc
 	if (!s)
 		return isola_err_set(err, ENOMEM, NULL, "create sandbox: out of memory");
 	s->tier = core_tier_by_name(req->tier);
+	snprintf(s->tenant, sizeof(s->tenant), "%s", tenant);
 	r = core_prepare(c, s, req, err);
+	if (r < 0)
+		goto fail_obj;
+	r = core_admit(c, s, req, &res, err);
 	if (r < 0)
 		goto fail_obj;
 	s->uid_slot = core_slot_alloc(c);
@@ -440,7 +655,9 @@ int core_sandbox_create(struct core *c, const struct sandbox_request *req, struc
 	r = core_list_add(c, s, err);
 	if (r < 0)
 		goto fail_tier;
-	log_info("sandbox %s created (template %s, tier %s)", id, s->template_name, s->tier->name);
+	core_release(c, res);
+	log_info("sandbox %s created (template %s, tier %s, tenant %s)", id, s->template_name,
+		 s->tier->name, s->tenant);
 	*out = s;
 	return 0;
 
@@ -458,6 +675,7 @@ fail_dir:
 fail_slot:
 	core_slot_free(c, s->uid_slot);
 fail_obj:
+	core_release(c, res);
 	sandbox_unref(s);
 	return isola_err_wrap(err, "create sandbox");
 }
@@ -480,13 +698,21 @@ static bool id_is_valid(const char *id)
 
 int core_sandbox_get(struct core *c, const char *id, struct sandbox **out, struct isola_err **err)
 {
+	return core_sandbox_get_for(c, NULL, id, out, err);
+}
+
+int core_sandbox_get_for(struct core *c, const char *tenant, const char *id, struct sandbox **out,
+			 struct isola_err **err)
+{
 	struct sandbox *found = NULL;
 
 	if (!id_is_valid(id))
 		return isola_err_set(err, ENOENT, "not_found", "sandbox `%.64s` not found", id);
 	pthread_mutex_lock(&c->lock);
 	for (size_t i = 0; i < c->n_sandboxes; i++) {
-		if (!strcmp(c->sandboxes[i]->id, id)) {
+		/* Another tenant's sandbox is skipped, so it answers exactly like a missing id. */
+		if (!strcmp(c->sandboxes[i]->id, id) &&
+		    (!tenant || !strcmp(c->sandboxes[i]->tenant, tenant))) {
 			found = c->sandboxes[i];
 			sandbox_ref(found);
 			break;
@@ -519,6 +745,12 @@ static bool labels_match(const json_t *labels, const json_t *filter)
 
 int core_sandbox_list(struct core *c, const json_t *filter, json_t **out, struct isola_err **err)
 {
+	return core_sandbox_list_for(c, NULL, filter, out, err);
+}
+
+int core_sandbox_list_for(struct core *c, const char *tenant, const json_t *filter, json_t **out,
+			  struct isola_err **err)
+{
 	struct sandbox **snap;
 	json_t *arr = json_array();
 	size_t n;
@@ -540,7 +772,8 @@ int core_sandbox_list(struct core *c, const json_t *filter, json_t **out, struct
 		bool match;
 
 		pthread_mutex_lock(&snap[i]->lock);
-		match = labels_match(snap[i]->labels, filter);
+		match = labels_match(snap[i]->labels, filter) &&
+			(!tenant || !strcmp(snap[i]->tenant, tenant));
 		pthread_mutex_unlock(&snap[i]->lock);
 		if (match)
 			json_array_append_new(arr, sandbox_to_json(snap[i]));
@@ -584,8 +817,14 @@ int core_sandbox_destroy_obj(struct core *c, struct sandbox *s, struct isola_err
 
 int core_sandbox_destroy(struct core *c, const char *id, struct isola_err **err)
 {
+	return core_sandbox_destroy_for(c, NULL, id, err);
+}
+
+int core_sandbox_destroy_for(struct core *c, const char *tenant, const char *id,
+			     struct isola_err **err)
+{
 	struct sandbox *s;
-	int r = core_sandbox_get(c, id, &s, err);
+	int r = core_sandbox_get_for(c, tenant, id, &s, err);
 
 	if (r < 0)
 		return r;
@@ -614,13 +853,19 @@ void core_sandbox_fail(struct core *c, struct sandbox *s, const char *reason)
 
 int core_sandbox_set_ttl(struct core *c, const char *id, uint32_t ttl_s, struct isola_err **err)
 {
+	return core_sandbox_set_ttl_for(c, NULL, id, ttl_s, err);
+}
+
+int core_sandbox_set_ttl_for(struct core *c, const char *tenant, const char *id, uint32_t ttl_s,
+			     struct isola_err **err)
+{
 	struct sandbox *s;
 	int r;
 
 	if (ttl_s > c->cfg.max_ttl_s)
 		return isola_err_set(err, EINVAL, "invalid", "ttl must be at most %u seconds",
 				     c->cfg.max_ttl_s);
-	r = core_sandbox_get(c, id, &s, err);
+	r = core_sandbox_get_for(c, tenant, id, &s, err);
 	if (r < 0)
 		return r;
 	pthread_mutex_lock(&s->lock);
@@ -634,4 +879,69 @@ int core_sandbox_set_ttl(struct core *c, const char *id, uint32_t ttl_s, struct 
 const char *core_api_token(struct core *c)
 {
 	return c->token;
+}
+
+const char *sandbox_tenant(const struct sandbox *s)
+{
+	return s->tenant;
+}
+
+struct tenancy *core_tenancy(struct core *c)
+{
+	return c->tenancy;
+}
+
+struct audit *core_audit(struct core *c)
+{
+	return c->audit;
+}
+
+const struct core_config *core_config(struct core *c)
+{
+	return &c->cfg;
+}
+
+json_t *core_tenant_usage(struct core *c, const char *tenant)
+{
+	struct core_reservation u;
+	uint32_t count;
+
+	pthread_mutex_lock(&c->lock);
+	core_usage_locked(c, tenant, &u, &count);
+	pthread_mutex_unlock(&c->lock);
+	return json_pack("{s:I, s:f, s:I, s:I}", "sandboxes", (json_int_t)count, "cpu",
+			 u.cpu_millis / 1000.0, "memory", (json_int_t)u.memory_bytes, "disk",
+			 (json_int_t)u.disk_bytes);
+}
+
+int core_tenant_remove(struct core *c, const char *name, struct isola_err **err)
+{
+	struct core_reservation u;
+	uint32_t count;
+
+	pthread_mutex_lock(&c->lock);
+	core_usage_locked(c, name, &u, &count);
+	pthread_mutex_unlock(&c->lock);
+	if (count)
+		return isola_err_set(err, EBUSY, "conflict",
+				     "tenant `%s` still owns %u sandbox%s: destroy them first",
+				     name, count, count == 1 ? "" : "es");
+	return tenancy_tenant_remove(c->tenancy, name, err);
+}
+
+json_t *core_capacity(struct core *c)
+{
+	struct core_reservation u;
+	uint32_t count;
+
+	pthread_mutex_lock(&c->lock);
+	core_usage_locked(c, NULL, &u, &count);
+	pthread_mutex_unlock(&c->lock);
+	return json_pack("{s:I, s:f, s:f, s:I, s:I, s:I, s:f, s:f}", "cpus",
+			 (json_int_t)c->host_cpus, "cpu_capacity",
+			 c->host_cpus * c->cfg.cpu_overcommit, "cpu_committed",
+			 u.cpu_millis / 1000.0, "memory_total", (json_int_t)c->host_memory,
+			 "memory_capacity", (json_int_t)core_memory_capacity(c), "memory_committed",
+			 (json_int_t)u.memory_bytes, "cpu_overcommit", c->cfg.cpu_overcommit,
+			 "memory_overcommit", c->cfg.memory_overcommit);
 }

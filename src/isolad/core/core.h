@@ -16,14 +16,19 @@ struct agent_conn; /* core/agentconn.h */
 
 /* Daemon-wide settings; defaults apply where a create request is silent. */
 struct core_config {
-	char state_dir[512];	       /* /var/lib/isola */
-	uint32_t default_cpu_millis;   /* 1000 = one CPU */
-	uint64_t default_memory_bytes; /* 512 MiB */
-	uint64_t default_disk_bytes;   /* 1 GiB writable layer */
-	uint64_t default_inodes;       /* writable-layer inodes */
-	uint32_t default_pids;	       /* process limit */
-	uint32_t default_ttl_s;	       /* 0 = no TTL */
-	uint32_t max_ttl_s;	       /* cap on requested TTL */
+	char state_dir[512];		/* /var/lib/isola */
+	uint32_t default_cpu_millis;	/* 1000 = one CPU */
+	uint64_t default_memory_bytes;	/* 512 MiB */
+	uint64_t default_disk_bytes;	/* 1 GiB writable layer */
+	uint64_t default_inodes;	/* writable-layer inodes */
+	uint32_t default_pids;		/* process limit */
+	uint32_t default_ttl_s;		/* 0 = no TTL */
+	uint32_t max_ttl_s;		/* cap on requested TTL */
+	double cpu_overcommit;		/* admission: sum of CPU limits <= online CPUs x this */
+	double memory_overcommit;	/* admission: sum of memory limits <= usable RAM x this */
+	uint32_t audit_segment_records; /* audit: records per sealed segment (0 = 10000) */
+	uint32_t audit_seal_interval_s; /* audit: seal at least this often (0 = 3600) */
+	uint64_t audit_retention_s;	/* audit: drop sealed segments older (0 = keep) */
 };
 
 void core_config_defaults(struct core_config *cfg);
@@ -41,6 +46,8 @@ struct sandbox_request {
 	const char *workdir;	/* default cwd for commands, or NULL */
 	const char *user;	/* default user for commands, or NULL */
 	const json_t *labels;	/* {K:V} string labels, or NULL */
+	const char *tenant;	/* owning tenant, NULL = "default" */
+	double *retry_after_s;	/* out, may be NULL: set when refused as `rate_limited` */
 };
 
 /* Opens the store, initialises templates, reconciles sandboxes left by an earlier isolad
@@ -51,8 +58,10 @@ int core_new(const struct core_config *cfg, struct core **out, struct isola_err 
  * next start). */
 void core_free(struct core *c);
 
-/* Creates and starts a sandbox; *out holds a reference. Validation errors are `invalid`,
- * unknown template `not_found`. Nothing is left behind on failure. */
+/* Creates and starts a sandbox for req->tenant; *out holds a reference. Validation errors
+ * are `invalid`, unknown template `not_found`; the tenant's creation rate `rate_limited`
+ * (429, req->retry_after_s set), its quotas `quota_exceeded` (403), host capacity
+ * `unavailable` (503). Nothing is left behind on failure. */
 int core_sandbox_create(struct core *c, const struct sandbox_request *req, struct sandbox **out,
 			struct isola_err **err);
 
@@ -64,6 +73,38 @@ int core_sandbox_list(struct core *c, const json_t *filter, json_t **out, struct
 
 /* Destroys a sandbox (any state); the id is gone afterwards. */
 int core_sandbox_destroy(struct core *c, const char *id, struct isola_err **err);
+
+/*
+ * The same, seen by one tenant (NULL = every tenant, the operator's view): another
+ * tenant's sandbox answers exactly like a missing id (`not_found`, same message), so its
+ * existence is not revealed. The unscoped functions above are these with tenant NULL.
+ */
+int core_sandbox_get_for(struct core *c, const char *tenant, const char *id, struct sandbox **out,
+			 struct isola_err **err);
+int core_sandbox_list_for(struct core *c, const char *tenant, const json_t *filter, json_t **out,
+			  struct isola_err **err);
+int core_sandbox_destroy_for(struct core *c, const char *tenant, const char *id,
+			     struct isola_err **err);
+int core_sandbox_set_ttl_for(struct core *c, const char *tenant, const char *id, uint32_t ttl_s,
+			     struct isola_err **err);
+
+/* Tenant that owns s (borrowed, lives as long as s). */
+const char *sandbox_tenant(const struct sandbox *s);
+
+/* {sandboxes, cpu, memory, disk} a tenant holds now (new reference). */
+json_t *core_tenant_usage(struct core *c, const char *tenant);
+
+/* Removes a tenant that owns no sandbox (`conflict` otherwise) and revokes its tokens. */
+int core_tenant_remove(struct core *c, const char *name, struct isola_err **err);
+
+/* Host capacity as admission sees it: {cpus, cpu_capacity, cpu_committed, memory_total,
+ * memory_capacity, memory_committed, cpu_overcommit, memory_overcommit} (new reference). */
+json_t *core_capacity(struct core *c);
+
+/* The tenancy layer and the audit trail the core owns (borrowed for the core's life). */
+struct tenancy *core_tenancy(struct core *c);
+struct audit *core_audit(struct core *c);
+const struct core_config *core_config(struct core *c);
 
 /* Extends (or sets) a sandbox's TTL to ttl_s seconds from now. */
 int core_sandbox_set_ttl(struct core *c, const char *id, uint32_t ttl_s, struct isola_err **err);
@@ -107,6 +148,19 @@ int core_template_remove(struct core *c, const char *name, struct isola_err **er
 typedef void (*core_progress_fn)(void *ud, const char *phase, uint64_t done, uint64_t total);
 int core_template_import(struct core *c, const char *name, const char *tar_path,
 			 core_progress_fn cb, void *ud, json_t **out, struct isola_err **err);
+
+/* The same, seen by one tenant (NULL = all): a tenant sees the built-in `host` template and
+ * the templates it imported (templates from before tenancy belong to `default`); another
+ * tenant's template is `not_found`. Import records the tenant as the owner. */
+int core_template_list_for(struct core *c, const char *tenant, json_t **out,
+			   struct isola_err **err);
+int core_template_remove_for(struct core *c, const char *tenant, const char *name,
+			     struct isola_err **err);
+int core_template_import_for(struct core *c, const char *tenant, const char *name,
+			     const char *tar_path, core_progress_fn cb, void *ud, json_t **out,
+			     struct isola_err **err);
+/* True when tenant (NULL = anyone) may use template `name` (name or id). */
+bool core_template_visible(struct core *c, const char *tenant, const char *name);
 
 /* Host capability report (JSON, new reference). */
 json_t *core_doctor(struct core *c);

@@ -11,6 +11,7 @@
 
 #include "../../common/log.h"
 #include "../../common/util.h"
+#include "../audit/audit.h"
 
 #define MONITOR_TICK_MS 250
 
@@ -38,6 +39,7 @@ static struct sandbox **monitor_snapshot(struct core *c, size_t *n)
 static void monitor_check(struct core *c, struct sandbox *s, double now)
 {
 	bool dead = false, expired = false;
+	char *why = NULL; /* the tier's reason (microvm: panic + console lines), owned */
 
 	pthread_mutex_lock(&s->lock);
 	if (s->state == SANDBOX_RUNNING && s->ts) {
@@ -45,16 +47,25 @@ static void monitor_check(struct core *c, struct sandbox *s, double now)
 
 		dead = p.fd >= 0 && poll(&p, 1, 0) > 0;
 		expired = s->expires_at > 0 && now >= s->expires_at;
+		if (dead && s->tier->last_error && s->tier->last_error(s->ts))
+			why = strdup(s->tier->last_error(s->ts));
 	}
 	pthread_mutex_unlock(&s->lock);
 	if (dead) {
-		core_sandbox_fail(c, s, "sandbox init exited unexpectedly");
+		core_sandbox_fail(c, s, why ? why : "sandbox init exited unexpectedly");
+		free(why);
+		audit_append(c->audit, "isolad", s->tenant, "sandbox.fail", s->id,
+			     "sandbox init exited unexpectedly", NULL);
 	} else if (expired) {
 		cleanup_err struct isola_err *e = NULL;
+		int r;
 
 		log_info("sandbox %s: TTL expired, destroying", s->id);
-		if (core_sandbox_destroy_obj(c, s, &e) < 0 && e)
+		r = core_sandbox_destroy_obj(c, s, &e);
+		if (r < 0 && e)
 			log_warn("sandbox %s: TTL destroy: %s", s->id, e->message);
+		audit_append(c->audit, "isolad", s->tenant, "sandbox.expire", s->id,
+			     r < 0 ? "error" : "ok", NULL);
 	}
 }
 

@@ -31,6 +31,8 @@ static struct sandbox *sandbox_from_row(struct core *c, const struct store_sandb
 	s->created_at = row->created_at;
 	s->expires_at = row->expires_at;
 	s->last_active = util_wall_time();
+	if (row->tenant[0])
+		snprintf(s->tenant, sizeof(s->tenant), "%s", row->tenant);
 	return s;
 }
 

@@ -29,6 +29,7 @@ struct sandbox *sandbox_alloc(struct core *c, const char *id)
 	s->env = json_object();
 	s->labels = json_object();
 	snprintf(s->user, sizeof(s->user), "root");
+	snprintf(s->tenant, sizeof(s->tenant), "default");
 	return s;
 }
 
@@ -93,6 +94,11 @@ json_t *sandbox_to_json(struct sandbox *s)
 		json_object_set_new(j, "expires_at",
 				    s->expires_at > 0 ? json_real(s->expires_at) : json_null());
 		json_object_set_new(j, "error", s->error ? json_string(s->error) : json_null());
+		json_object_set_new(j, "tenant", json_string(s->tenant));
+		/* The other limits the tier enforces, so a client can tell EMFILE and ENOSPC
+		 * (inodes) apart from faults (tests/security/test_limits.py). */
+		json_object_set_new(j, "nofile", json_integer((json_int_t)s->spec.nofile));
+		json_object_set_new(j, "inodes", json_integer((json_int_t)s->spec.inodes));
 	}
 	pthread_mutex_unlock(&s->lock);
 	return j;

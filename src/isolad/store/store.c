@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define STORE_SCHEMA_VERSION "1"
+#define STORE_SCHEMA_VERSION "2"
 
 struct store {
 	sqlite3 *db;	      /* the connection, used under lock */
@@ -30,7 +30,46 @@ static const char schema_sql[] =
 	" tier_state TEXT,"
 	" error TEXT,"
 	" created_at REAL NOT NULL,"
-	" expires_at REAL NOT NULL DEFAULT 0);";
+	" expires_at REAL NOT NULL DEFAULT 0);"
+	"CREATE TABLE IF NOT EXISTS tenants("
+	" name TEXT PRIMARY KEY,"
+	" quota TEXT NOT NULL,"
+	" created_at REAL NOT NULL);"
+	"CREATE TABLE IF NOT EXISTS tokens("
+	" id TEXT PRIMARY KEY,"
+	" tenant TEXT NOT NULL,"
+	" role TEXT NOT NULL,"
+	" name TEXT NOT NULL,"
+	" salt TEXT NOT NULL,"
+	" hash TEXT NOT NULL,"
+	" created_at REAL NOT NULL,"
+	" last_used REAL NOT NULL DEFAULT 0,"
+	" revoked_at REAL NOT NULL DEFAULT 0);"
+	"CREATE TABLE IF NOT EXISTS template_owners("
+	" template TEXT PRIMARY KEY,"
+	" tenant TEXT NOT NULL);";
+
+/* Schema 1 -> 2: sandboxes gained their tenant; older rows belong to `default`. */
+static const char migrate_tenant_sql[] =
+	"ALTER TABLE sandboxes ADD COLUMN tenant TEXT NOT NULL DEFAULT 'default';";
+
+static int store_has_column(sqlite3 *db, const char *table, const char *col)
+{
+	sqlite3_stmt *s = NULL;
+	int found = 0;
+
+	if (sqlite3_prepare_v2(db, "SELECT COUNT(*) FROM pragma_table_info(?1) WHERE name=?2", -1,
+			       &s, NULL) != SQLITE_OK)
+		return -1;
+	sqlite3_bind_text(s, 1, table, -1, SQLITE_STATIC);
+	sqlite3_bind_text(s, 2, col, -1, SQLITE_STATIC);
+	if (sqlite3_step(s) == SQLITE_ROW)
+		found = sqlite3_column_int(s, 0) > 0;
+	else
+		found = -1;
+	sqlite3_finalize(s);
+	return found;
+}
 
 static int store_fail(struct store *st, struct isola_err **err, const char *what)
 {
@@ -61,9 +100,11 @@ int store_open(const char *path, struct store **out, struct isola_err **err)
 	sqlite3_busy_timeout(st->db, 5000);
 	if (sqlite3_exec(
 		    st->db,
-		    "PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL; PRAGMA foreign_keys=ON;",
+		    "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; PRAGMA foreign_keys=ON;",
 		    NULL, NULL, &msg) != SQLITE_OK ||
-	    sqlite3_exec(st->db, schema_sql, NULL, NULL, &msg) != SQLITE_OK) {
+	    sqlite3_exec(st->db, schema_sql, NULL, NULL, &msg) != SQLITE_OK ||
+	    (store_has_column(st->db, "sandboxes", "tenant") == 0 &&
+	     sqlite3_exec(st->db, migrate_tenant_sql, NULL, NULL, &msg) != SQLITE_OK)) {
 		int r = isola_err_set(err, EIO, NULL, "open store `%s`: %s", path,
 				      msg ? msg : "schema failed");
 		sqlite3_free(msg);
@@ -138,9 +179,9 @@ int store_sandbox_put(struct store *st, const struct store_sandbox *r, struct is
 {
 	static const char sql[] =
 		"INSERT INTO sandboxes(id,state,tier,template,spec,tier_state,error,"
-		"uid_slot,created_at,expires_at) VALUES(?1,?2,?3,?4,?5,?6,?7,?8,?9,?10) "
+		"uid_slot,created_at,expires_at,tenant) VALUES(?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11) "
 		"ON CONFLICT(id) DO UPDATE SET state=?2, tier=?3, template=?4, spec=?5, "
-		"tier_state=?6, error=?7, uid_slot=?8, created_at=?9, expires_at=?10";
+		"tier_state=?6, error=?7, uid_slot=?8, created_at=?9, expires_at=?10, tenant=?11";
 	sqlite3_stmt *s = NULL;
 	int ret = 0;
 
@@ -159,6 +200,7 @@ int store_sandbox_put(struct store *st, const struct store_sandbox *r, struct is
 	sqlite3_bind_int(s, 8, r->uid_slot);
 	sqlite3_bind_double(s, 9, r->created_at);
 	sqlite3_bind_double(s, 10, r->expires_at);
+	bind_text(s, 11, r->tenant[0] ? r->tenant : "default");
 	if (sqlite3_step(s) != SQLITE_DONE)
 		ret = store_fail(st, err, "put sandbox");
 out:
@@ -238,7 +280,7 @@ int store_sandbox_list(struct store *st, struct store_sandbox **out, size_t *n,
 		       struct isola_err **err)
 {
 	static const char sql[] = "SELECT id,state,tier,template,spec,tier_state,error,uid_slot,"
-				  "created_at,expires_at FROM sandboxes ORDER BY created_at";
+				  "created_at,expires_at,tenant FROM sandboxes ORDER BY created_at";
 	struct store_sandbox *rows = NULL;
 	size_t used = 0, cap = 0;
 	sqlite3_stmt *s = NULL;
@@ -276,6 +318,7 @@ int store_sandbox_list(struct store *st, struct store_sandbox **out, size_t *n,
 		r->uid_slot = sqlite3_column_int(s, 7);
 		r->created_at = sqlite3_column_double(s, 8);
 		r->expires_at = sqlite3_column_double(s, 9);
+		col_copy(s, 10, r->tenant, sizeof(r->tenant));
 	}
 	if (rc != SQLITE_DONE && ret == 0)
 		ret = store_fail(st, err, "list sandboxes");
@@ -322,6 +365,332 @@ int store_meta_set(struct store *st, const char *key, const char *val, struct is
 	const char *t[] = {key, val};
 	int r = store_write(st, "set meta", "INSERT OR REPLACE INTO meta(key,value) VALUES(?1,?2)",
 			    t, 2, 0, 0, err);
+
+	return r < 0 ? r : 0;
+}
+
+/* --- tenancy ------------------------------------------------------------------------- */
+
+void store_tenant_fini(struct store_tenant *t)
+{
+	free(t->quota);
+	t->quota = NULL;
+}
+
+int store_tenant_add(struct store *st, const struct store_tenant *t, struct isola_err **err)
+{
+	sqlite3_stmt *s = NULL;
+	int ret = 0, rc;
+
+	pthread_mutex_lock(&st->lock);
+	if (sqlite3_prepare_v2(st->db,
+			       "INSERT INTO tenants(name,quota,created_at) VALUES(?1,?2,?3)", -1,
+			       &s, NULL) != SQLITE_OK) {
+		ret = store_fail(st, err, "add tenant");
+		goto out;
+	}
+	bind_text(s, 1, t->name);
+	bind_text(s, 2, t->quota ? t->quota : "{}");
+	sqlite3_bind_double(s, 3, t->created_at);
+	rc = sqlite3_step(s);
+	if (rc == SQLITE_CONSTRAINT)
+		ret = isola_err_set(err, EEXIST, "exists", "tenant `%s` already exists", t->name);
+	else if (rc != SQLITE_DONE)
+		ret = store_fail(st, err, "add tenant");
+out:
+	sqlite3_finalize(s);
+	pthread_mutex_unlock(&st->lock);
+	return ret;
+}
+
+int store_tenant_set_quota(struct store *st, const char *name, const char *quota,
+			   struct isola_err **err)
+{
+	const char *t[] = {quota, name};
+	int r = store_write(st, "set tenant quota", "UPDATE tenants SET quota=?1 WHERE name=?2", t,
+			    2, 0, 0, err);
+
+	if (r == 0)
+		return isola_err_set(err, ENOENT, "not_found", "tenant `%s` not found", name);
+	return r < 0 ? r : 0;
+}
+
+static void tenant_from_row(sqlite3_stmt *s, struct store_tenant *t)
+{
+	memset(t, 0, sizeof(*t));
+	col_copy(s, 0, t->name, sizeof(t->name));
+	t->quota = col_dup(s, 1);
+	t->created_at = sqlite3_column_double(s, 2);
+}
+
+int store_tenant_get(struct store *st, const char *name, struct store_tenant *out,
+		     struct isola_err **err)
+{
+	sqlite3_stmt *s = NULL;
+	int ret = 0, rc;
+
+	pthread_mutex_lock(&st->lock);
+	if (sqlite3_prepare_v2(st->db, "SELECT name,quota,created_at FROM tenants WHERE name=?1",
+			       -1, &s, NULL) != SQLITE_OK) {
+		ret = store_fail(st, err, "get tenant");
+		goto out;
+	}
+	bind_text(s, 1, name);
+	rc = sqlite3_step(s);
+	if (rc == SQLITE_ROW)
+		tenant_from_row(s, out);
+	else if (rc == SQLITE_DONE)
+		ret = isola_err_set(err, ENOENT, "not_found", "tenant `%s` not found", name);
+	else
+		ret = store_fail(st, err, "get tenant");
+out:
+	sqlite3_finalize(s);
+	pthread_mutex_unlock(&st->lock);
+	return ret;
+}
+
+int store_tenant_list(struct store *st, struct store_tenant **out, size_t *n,
+		      struct isola_err **err)
+{
+	struct store_tenant *rows = NULL;
+	size_t used = 0, cap = 0;
+	sqlite3_stmt *s = NULL;
+	int ret = 0, rc;
+
+	pthread_mutex_lock(&st->lock);
+	if (sqlite3_prepare_v2(st->db, "SELECT name,quota,created_at FROM tenants ORDER BY name",
+			       -1, &s, NULL) != SQLITE_OK) {
+		ret = store_fail(st, err, "list tenants");
+		goto out;
+	}
+	while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+		if (used == cap) {
+			struct store_tenant *nr;
+
+			cap = cap ? cap * 2 : 8;
+			nr = realloc(rows, cap * sizeof(*rows));
+			if (!nr) {
+				ret = isola_err_set(err, ENOMEM, NULL,
+						    "list tenants: out of memory");
+				goto out;
+			}
+			rows = nr;
+		}
+		tenant_from_row(s, &rows[used++]);
+	}
+	if (rc != SQLITE_DONE && ret == 0)
+		ret = store_fail(st, err, "list tenants");
+out:
+	sqlite3_finalize(s);
+	pthread_mutex_unlock(&st->lock);
+	if (ret < 0) {
+		for (size_t i = 0; i < used; i++)
+			store_tenant_fini(&rows[i]);
+		free(rows);
+		return ret;
+	}
+	*out = rows;
+	*n = used;
+	return 0;
+}
+
+int store_tenant_delete(struct store *st, const char *name, struct isola_err **err)
+{
+	const char *t[] = {name};
+	int r;
+
+	/* Tokens first: a crash half-way never leaves live tokens of a removed tenant. */
+	r = store_write(st, "delete tenant", "DELETE FROM tokens WHERE tenant=?1", t, 1, 0, 0, err);
+	if (r < 0)
+		return r;
+	r = store_write(st, "delete tenant", "DELETE FROM template_owners WHERE tenant=?1", t, 1, 0,
+			0, err);
+	if (r < 0)
+		return r;
+	r = store_write(st, "delete tenant", "DELETE FROM tenants WHERE name=?1", t, 1, 0, 0, err);
+	if (r == 0)
+		return isola_err_set(err, ENOENT, "not_found", "tenant `%s` not found", name);
+	return r < 0 ? r : 0;
+}
+
+int store_token_add(struct store *st, const struct store_token *t, struct isola_err **err)
+{
+	sqlite3_stmt *s = NULL;
+	int ret = 0;
+
+	pthread_mutex_lock(&st->lock);
+	if (sqlite3_prepare_v2(st->db,
+			       "INSERT INTO tokens(id,tenant,role,name,salt,hash,created_at) "
+			       "VALUES(?1,?2,?3,?4,?5,?6,?7)",
+			       -1, &s, NULL) != SQLITE_OK) {
+		ret = store_fail(st, err, "add token");
+		goto out;
+	}
+	bind_text(s, 1, t->id);
+	bind_text(s, 2, t->tenant);
+	bind_text(s, 3, t->role);
+	bind_text(s, 4, t->name);
+	bind_text(s, 5, t->salt);
+	bind_text(s, 6, t->hash);
+	sqlite3_bind_double(s, 7, t->created_at);
+	if (sqlite3_step(s) != SQLITE_DONE)
+		ret = store_fail(st, err, "add token");
+out:
+	sqlite3_finalize(s);
+	pthread_mutex_unlock(&st->lock);
+	return ret;
+}
+
+#define TOKEN_COLS "id,tenant,role,name,salt,hash,created_at,last_used,revoked_at"
+
+static void token_from_row(sqlite3_stmt *s, struct store_token *t)
+{
+	memset(t, 0, sizeof(*t));
+	col_copy(s, 0, t->id, sizeof(t->id));
+	col_copy(s, 1, t->tenant, sizeof(t->tenant));
+	col_copy(s, 2, t->role, sizeof(t->role));
+	col_copy(s, 3, t->name, sizeof(t->name));
+	col_copy(s, 4, t->salt, sizeof(t->salt));
+	col_copy(s, 5, t->hash, sizeof(t->hash));
+	t->created_at = sqlite3_column_double(s, 6);
+	t->last_used = sqlite3_column_double(s, 7);
+	t->revoked_at = sqlite3_column_double(s, 8);
+}
+
+int store_token_get(struct store *st, const char *id, struct store_token *out,
+		    struct isola_err **err)
+{
+	sqlite3_stmt *s = NULL;
+	int ret = 0, rc;
+
+	pthread_mutex_lock(&st->lock);
+	if (sqlite3_prepare_v2(st->db, "SELECT " TOKEN_COLS " FROM tokens WHERE id=?1", -1, &s,
+			       NULL) != SQLITE_OK) {
+		ret = store_fail(st, err, "get token");
+		goto out;
+	}
+	bind_text(s, 1, id);
+	rc = sqlite3_step(s);
+	if (rc == SQLITE_ROW)
+		token_from_row(s, out);
+	else if (rc == SQLITE_DONE)
+		ret = isola_err_set(err, ENOENT, "not_found", "token `%s` not found", id);
+	else
+		ret = store_fail(st, err, "get token");
+out:
+	sqlite3_finalize(s);
+	pthread_mutex_unlock(&st->lock);
+	return ret;
+}
+
+int store_token_list(struct store *st, const char *tenant, struct store_token **out, size_t *n,
+		     struct isola_err **err)
+{
+	struct store_token *rows = NULL;
+	size_t used = 0, cap = 0;
+	sqlite3_stmt *s = NULL;
+	int ret = 0, rc;
+
+	pthread_mutex_lock(&st->lock);
+	if (sqlite3_prepare_v2(st->db,
+			       "SELECT " TOKEN_COLS " FROM tokens WHERE ?1 IS NULL OR tenant=?1 "
+			       "ORDER BY created_at",
+			       -1, &s, NULL) != SQLITE_OK) {
+		ret = store_fail(st, err, "list tokens");
+		goto out;
+	}
+	bind_text(s, 1, tenant);
+	while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+		if (used == cap) {
+			struct store_token *nr;
+
+			cap = cap ? cap * 2 : 8;
+			nr = realloc(rows, cap * sizeof(*rows));
+			if (!nr) {
+				ret = isola_err_set(err, ENOMEM, NULL,
+						    "list tokens: out of memory");
+				goto out;
+			}
+			rows = nr;
+		}
+		token_from_row(s, &rows[used++]);
+	}
+	if (rc != SQLITE_DONE && ret == 0)
+		ret = store_fail(st, err, "list tokens");
+out:
+	sqlite3_finalize(s);
+	pthread_mutex_unlock(&st->lock);
+	if (ret < 0) {
+		free(rows);
+		return ret;
+	}
+	*out = rows;
+	*n = used;
+	return 0;
+}
+
+int store_token_revoke(struct store *st, const char *id, double when, struct isola_err **err)
+{
+	const char *t[] = {id};
+	int r = store_write(st, "revoke token",
+			    "UPDATE tokens SET revoked_at=?2 WHERE id=?1 AND revoked_at=0", t, 1, 2,
+			    when, err);
+
+	if (r == 0)
+		return isola_err_set(err, ENOENT, "not_found", "token `%s` not found", id);
+	return r < 0 ? r : 0;
+}
+
+int store_token_touch(struct store *st, const char *id, double when, struct isola_err **err)
+{
+	const char *t[] = {id};
+	int r = store_write(st, "touch token", "UPDATE tokens SET last_used=?2 WHERE id=?1", t, 1,
+			    2, when, err);
+
+	return r < 0 ? r : 0;
+}
+
+int store_template_owner_set(struct store *st, const char *template, const char *tenant,
+			     struct isola_err **err)
+{
+	const char *t[] = {template, tenant};
+	int r = store_write(st, "set template owner",
+			    "INSERT OR REPLACE INTO template_owners(template,tenant) VALUES(?1,?2)",
+			    t, 2, 0, 0, err);
+
+	return r < 0 ? r : 0;
+}
+
+int store_template_owner_get(struct store *st, const char *template, char *tenant, size_t n,
+			     struct isola_err **err)
+{
+	sqlite3_stmt *s = NULL;
+	int ret = 0, rc;
+
+	tenant[0] = '\0';
+	pthread_mutex_lock(&st->lock);
+	if (sqlite3_prepare_v2(st->db, "SELECT tenant FROM template_owners WHERE template=?1", -1,
+			       &s, NULL) != SQLITE_OK) {
+		ret = store_fail(st, err, "get template owner");
+		goto out;
+	}
+	bind_text(s, 1, template);
+	rc = sqlite3_step(s);
+	if (rc == SQLITE_ROW)
+		col_copy(s, 0, tenant, n);
+	else if (rc != SQLITE_DONE)
+		ret = store_fail(st, err, "get template owner");
+out:
+	sqlite3_finalize(s);
+	pthread_mutex_unlock(&st->lock);
+	return ret;
+}
+
+int store_template_owner_delete(struct store *st, const char *template, struct isola_err **err)
+{
+	const char *t[] = {template};
+	int r = store_write(st, "delete template owner",
+			    "DELETE FROM template_owners WHERE template=?1", t, 1, 0, 0, err);
 
 	return r < 0 ? r : 0;
 }

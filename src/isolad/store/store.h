@@ -8,9 +8,12 @@
 #include "../../common/err.h"
 
 /*
- * One connection shared by isolad's threads, serialised by an internal mutex.
- * Every write is its own transaction, durable (synchronous=FULL) before the call
- * returns, so a `kill -9` right after a call loses nothing the call reported done.
+ * One connection shared by isolad's threads, serialised by an internal mutex. Every write
+ * is its own transaction in WAL mode with synchronous=NORMAL: a committed write survives
+ * a crash or `kill -9` of isolad (it is in the OS's page cache and the WAL), and only a
+ * power loss or kernel crash can drop the last transactions — which also ends every
+ * sandbox those rows describe. This keeps fsync off the create/destroy path (see
+ * docs/benchmarks.md: with synchronous=FULL a burst of creates queued behind fsyncs).
  */
 struct store;
 
@@ -26,6 +29,7 @@ struct store_sandbox {
 	char *error;	   /* reason when state is error, or NULL */
 	double created_at; /* unix time */
 	double expires_at; /* unix time, 0 = never */
+	char tenant[64];   /* owning tenant ("default" for rows from before tenancy) */
 };
 
 void store_sandbox_fini(struct store_sandbox *r);
@@ -60,5 +64,60 @@ int store_sandbox_list(struct store *st, struct store_sandbox **out, size_t *n,
 /* Small key/value settings (e.g. the schema version). *val is heap-owned, NULL if absent. */
 int store_meta_get(struct store *st, const char *key, char **val, struct isola_err **err);
 int store_meta_set(struct store *st, const char *key, const char *val, struct isola_err **err);
+
+/* --- tenancy (src/isolad/tenancy): tenants, hashed tokens, template owners ------------- */
+
+/* A tenant row. quota is heap-owned JSON (tenancy's format); free with store_tenant_fini. */
+struct store_tenant {
+	char name[64];	   /* primary key, [a-z0-9-] */
+	char *quota;	   /* JSON limits, owned */
+	double created_at; /* unix time */
+};
+void store_tenant_fini(struct store_tenant *t);
+
+/* Inserts a tenant; -EEXIST (code exists) when the name is taken. */
+int store_tenant_add(struct store *st, const struct store_tenant *t, struct isola_err **err);
+/* Replaces a tenant's quota JSON; -ENOENT if the tenant does not exist. */
+int store_tenant_set_quota(struct store *st, const char *name, const char *quota,
+			   struct isola_err **err);
+/* Reads one tenant into *out (caller finis it); -ENOENT (not_found) if missing. */
+int store_tenant_get(struct store *st, const char *name, struct store_tenant *out,
+		     struct isola_err **err);
+/* All tenants by name; heap array of *n rows (fini each, free the array). */
+int store_tenant_list(struct store *st, struct store_tenant **out, size_t *n,
+		      struct isola_err **err);
+/* Deletes a tenant, its tokens and its template ownership rows in one transaction. */
+int store_tenant_delete(struct store *st, const char *name, struct isola_err **err);
+
+/* A token row: never the secret, only a salted keyed BLAKE2b of it. */
+struct store_token {
+	char id[32];	   /* public id, primary key */
+	char tenant[64];   /* owning tenant */
+	char role[16];	   /* admin|user|read-only */
+	char name[64];	   /* operator's label */
+	char salt[65];	   /* hex, per token */
+	char hash[129];	   /* hex BLAKE2b(secret, key = salt) */
+	double created_at; /* unix time */
+	double last_used;  /* unix time, 0 = never */
+	double revoked_at; /* unix time, 0 = active */
+};
+int store_token_add(struct store *st, const struct store_token *t, struct isola_err **err);
+/* -ENOENT (not_found) if no token has this id. */
+int store_token_get(struct store *st, const char *id, struct store_token *out,
+		    struct isola_err **err);
+/* Tokens of `tenant` (NULL = all), oldest first. */
+int store_token_list(struct store *st, const char *tenant, struct store_token **out, size_t *n,
+		     struct isola_err **err);
+/* Marks a token revoked at `when`; -ENOENT if missing or already revoked. */
+int store_token_revoke(struct store *st, const char *id, double when, struct isola_err **err);
+int store_token_touch(struct store *st, const char *id, double when, struct isola_err **err);
+
+/* Which tenant imported a template (templates without a row belong to `default`). */
+int store_template_owner_set(struct store *st, const char *template, const char *tenant,
+			     struct isola_err **err);
+/* *tenant (size n) receives the owner, or "" when the template has no row. */
+int store_template_owner_get(struct store *st, const char *template, char *tenant, size_t n,
+			     struct isola_err **err);
+int store_template_owner_delete(struct store *st, const char *template, struct isola_err **err);
 
 #endif

@@ -4,6 +4,7 @@
 #define ISOLA_TIER_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
 
@@ -87,9 +88,18 @@ struct tier_ops {
 
 	/* Frees the handle without touching the sandbox (isolad shutting down). */
 	void (*release)(struct tier_sandbox *s);
+
+	/* Optional (NULL: none). The last max bytes of the sandbox's console log as a heap
+	 * string (caller frees; *len = bytes), or NULL. */
+	char *(*console)(struct tier_sandbox *s, size_t max, size_t *len);
+
+	/* Optional (NULL: none). Once exit_fd fired: why (e.g. "guest kernel panicked" with
+	 * the last console lines). Borrowed, valid until destroy/release. */
+	const char *(*last_error)(struct tier_sandbox *s);
 };
 
 extern const struct tier_ops tier_process_ops;
+extern const struct tier_ops tier_microvm_ops; /* microvm/ */
 
 /* Host capability report for `isola doctor` (JSON object as a heap string). */
 char *tier_process_doctor(void);

@@ -171,7 +171,7 @@ static int send_plan(int sock, const char *json, const int *fds, unsigned nfds)
 	return sendmsg(sock, &m, MSG_NOSIGNAL) < 0 ? -errno : 0;
 }
 
-/* Waits for setup's one-message reply: "ok" or "error: <reason>". */
+/* Waits for setup's one-message reply: "ok", "error: <reason>" or "refused: <reason>". */
 static int wait_setup(int sock, const char *id, struct isola_err **err)
 {
 	struct pollfd p = {.fd = sock, .events = POLLIN};
@@ -197,6 +197,11 @@ static int wait_setup(int sock, const char *id, struct isola_err **err)
 			buf[i] = '?';
 	if (strcmp(buf, "ok") == 0)
 		return 0;
+	/* The template itself is unusable (a symlinked /dev, /proc or /sys, a mount target
+	 * that is a file): the client's choice, not an isola fault. */
+	if (strncmp(buf, "refused: ", 9) == 0)
+		return isola_err_set(err, EINVAL, "invalid",
+				     "sandbox `%s`: the template is refused: %.900s", id, buf + 9);
 	return isola_err_set(err, EIO, "internal", "sandbox `%s`: setup failed: %.900s", id,
 			     strncmp(buf, "error: ", 7) == 0 ? buf + 7 : buf);
 }

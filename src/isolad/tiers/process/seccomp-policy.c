@@ -17,7 +17,9 @@
  * Derived from Docker's default profile (moby profiles/seccomp/default.json),
  * tightened per SECURITY.md. Every process in a sandbox runs under it, the agent
  * (PID 1) included, so the agent's needs are listed too. Anything not listed
- * gets EPERM (seccomp.c sets the default); x32 and i386 calls kill the process.
+ * gets EPERM (seccomp.c sets the default), and so does every x32 or i386 call. No
+ * rule kills: a denial is always an errno the caller sees (tests/unit/process/
+ * test_seccomp_bpf.c evaluates the compiled program to prove it).
  *
  * `nr` is the x86_64 number for syscalls newer than the libseccomp we build
  * against (Debian 12 ships 2.5.4, which knows kernels up to ~6.0).

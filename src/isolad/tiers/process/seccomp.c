@@ -41,8 +41,11 @@ int proc_seccomp_compile_memfd(struct isola_err **err)
 	if (!ctx)
 		return isola_err_set(err, ENOMEM, "internal", "seccomp_init failed");
 	/* Only the native x86_64 ABI: i386 (int 0x80) and x32 (nr | 0x40000000) calls
-	 * kill the process; they bypass per-number rules written for x86_64. */
-	r = seccomp_attr_set(ctx, SCMP_FLTATR_ACT_BADARCH, SCMP_ACT_KILL_PROCESS);
+	 * would bypass per-number rules written for x86_64, so every one of them is
+	 * refused with EPERM. EPERM, not a kill: a denial is an answer the caller can
+	 * handle, and no process in the sandbox (the agent least of all) dies because
+	 * some library probed an ABI. */
+	r = seccomp_attr_set(ctx, SCMP_FLTATR_ACT_BADARCH, SCMP_ACT_ERRNO(EPERM));
 	if (r < 0)
 		return isola_err_sys(err, -r, "internal", "seccomp: set bad-arch action");
 	/* The agent is single-threaded when it installs the filter: no TSYNC needed. */

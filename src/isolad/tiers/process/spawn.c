@@ -142,6 +142,11 @@ static __attribute__((noreturn)) void child_exec(int setup_fd, int agent_fd, int
 	 * syscalls: glibc's setresuid would try to signal isolad's other threads. */
 	if (read(setup_fd, &go, 1) != 1 || go != 'm')
 		_exit(125);
+	/* A session of our own, without a controlling terminal: isolad's terminal (when it
+	 * runs in one) must be unreachable through /dev/tty, and job-control signals sent to
+	 * isolad's session must not reach the sandbox (nor the reverse). */
+	if (syscall(SYS_setsid) < 0)
+		_exit(125);
 	if (syscall(SYS_setresgid, 0, 0, 0) < 0 || syscall(SYS_setresuid, 0, 0, 0) < 0 ||
 	    syscall(SYS_setgroups, 0, NULL) < 0)
 		_exit(125);

@@ -1,0 +1,170 @@
+// SPDX-License-Identifier: Apache-2.0
+// The API's objects (docs/openapi.yaml). Objects may carry more fields than listed.
+
+export interface Health {
+  status: string;
+  version: string;
+}
+
+export type Size = number | string; // bytes or "512M"
+
+export interface CreateSandboxOptions {
+  template?: string;
+  tier?: "process" | "microvm";
+  cpu?: number;
+  memory?: Size;
+  disk?: Size;
+  pids?: number;
+  env?: Record<string, string>;
+  workdir?: string;
+  user?: string;
+  /** seconds until the sandbox expires; 0 = daemon default */
+  ttl?: number;
+  labels?: Record<string, string>;
+}
+
+export interface SandboxInfo {
+  id: string;
+  state: "creating" | "running" | "paused" | "hibernated" | "destroying" | "error" | "lost" | string;
+  tier: string;
+  template: string;
+  labels?: Record<string, string>;
+  created_at?: number;
+  expires_at?: number | null;
+  persistence?: "none" | "files" | "files+memory" | string;
+  error?: string | null;
+  cpu?: number;
+  memory?: number;
+  disk?: number;
+  pids?: number;
+  env?: Record<string, string>;
+  workdir?: string;
+  user?: string;
+  [key: string]: unknown;
+}
+
+/** A shell line (run by /bin/sh -c) or an argv array. */
+export type Command = string | string[];
+
+export interface ExecOptions {
+  env?: Record<string, string>;
+  cwd?: string;
+  user?: string;
+  /** seconds; the agent kills the command after it (result.timed_out) */
+  timeout?: number;
+  /** fed to the command, then closed */
+  stdin?: string;
+  /** bytes kept per stream in the result (whole-result exec only) */
+  maxOutput?: number;
+  onStdout?: (data: Buffer) => void;
+  onStderr?: (data: Buffer) => void;
+}
+
+export interface ExitStatus {
+  exit_code: number;
+  signal: number;
+  timed_out: boolean;
+  oom_killed: boolean;
+  duration_ms: number;
+  pid?: number;
+}
+
+export interface ExecResult extends ExitStatus {
+  stdout: string;
+  stderr: string;
+  stdout_truncated: boolean;
+  stderr_truncated: boolean;
+  stdout_bytes: number;
+  stderr_bytes: number;
+  /** present when the stream was not valid UTF-8 */
+  stdout_b64?: string;
+  stderr_b64?: string;
+}
+
+export interface OutputResult {
+  stdout: string;
+  stderr: string;
+  stdout_truncated: boolean;
+  stderr_truncated: boolean;
+  stdout_bytes: number;
+  stderr_bytes: number;
+  stdout_b64?: string;
+  stderr_b64?: string;
+  dropped?: { type: "dropped"; stream: "stdout" | "stderr"; bytes: number }[];
+  exit_code?: number;
+  signal?: number;
+  timed_out?: boolean;
+  oom_killed?: boolean;
+  duration_ms?: number;
+}
+
+/** One event of an exec or output stream; `data` is decoded from base64. */
+export type ExecEvent =
+  | { type: "start"; pid: number }
+  | { type: "stdout" | "stderr"; data: Buffer }
+  | { type: "dropped"; stream: "stdout" | "stderr"; bytes: number }
+  | ({ type: "exit" } & ExitStatus)
+  | { type: "error"; code: string; message: string };
+
+export interface ProcessStartOptions {
+  env?: Record<string, string>;
+  cwd?: string;
+  user?: string;
+  tty?: boolean;
+  cols?: number;
+  rows?: number;
+  timeout?: number;
+  tag?: string;
+}
+
+export interface ProcessInfo {
+  pid: number;
+  argv: string[];
+  running: boolean;
+  tty?: boolean;
+  tag?: string | null;
+  exit_code?: number | null;
+  signal?: number;
+  started_at?: number;
+  [key: string]: unknown;
+}
+
+export interface Entry {
+  name: string;
+  path?: string;
+  type: "file" | "dir" | "symlink" | "other";
+  size?: number;
+  mode?: number;
+  uid?: number;
+  gid?: number;
+  mtime?: number;
+  target?: string | null;
+  [key: string]: unknown;
+}
+
+export interface Listing {
+  entries: Entry[];
+  truncated: boolean;
+}
+
+export interface ArchiveResult {
+  entries: number;
+  bytes: number;
+}
+
+export interface Template {
+  name: string;
+  id?: string;
+  source?: string;
+  size_bytes?: number;
+  created_at?: number;
+  [key: string]: unknown;
+}
+
+export interface ImportProgress {
+  phase: string;
+  done: number;
+  total: number;
+}
+
+export type Signal = number | string;

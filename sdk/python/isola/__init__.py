@@ -1,0 +1,32 @@
+# SPDX-License-Identifier: Apache-2.0
+"""isola: Python SDK for isola's native sandbox API (docs/openapi.yaml).
+
+    import isola
+    c = isola.Client()                   # ISOLA_SOCKET / ISOLA_URL + ISOLA_TOKEN, or the default socket
+    with c.create_sandbox() as sb:
+        print(sb.exec(["python3", "-c", "print(6*7)"]).stdout)
+
+Standard library only. See docs/sdk.md.
+"""
+
+from .client import Client, EventStream, Files, Processes, Sandbox
+from .errors import (ConflictError, ForbiddenError, InternalError, InvalidError, IsolaError,
+                     MethodNotAllowedError, NoSpaceError, NotFoundError, NotSupportedError,
+                     ProtocolError, QuotaExceededError, RangeNotSatisfiableError,
+                     RateLimitedError, TimeoutError, TooLargeError,
+                     UnauthorizedError, UnavailableError, error_for)
+from .models import (ArchiveResult, Entry, Event, ExecResult, ExitStatus, Health,
+                     ImportProgress, Listing, OutputResult, Process, SandboxInfo, Template)
+from .ws import PtySession, WebSocket, WebSocketError
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Client", "Sandbox", "Processes", "Files", "EventStream", "PtySession", "WebSocket",
+    "ArchiveResult", "Entry", "Event", "ExecResult", "ExitStatus", "Health", "ImportProgress",
+    "Listing", "OutputResult", "Process", "SandboxInfo", "Template",
+    "IsolaError", "InvalidError", "UnauthorizedError", "ForbiddenError", "NotFoundError",
+    "MethodNotAllowedError", "ConflictError", "TooLargeError", "RangeNotSatisfiableError",
+    "InternalError", "NotSupportedError", "UnavailableError", "TimeoutError", "NoSpaceError",
+    "ProtocolError", "QuotaExceededError", "RateLimitedError", "WebSocketError", "error_for", "__version__",
+]

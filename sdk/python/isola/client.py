@@ -1,0 +1,614 @@
+# SPDX-License-Identifier: Apache-2.0
+"""The isola client: sandboxes, commands, processes, files, archives, templates."""
+
+import os
+import socket
+import tarfile
+import tempfile
+from typing import (IO, Any, Callable, Dict, Iterable, Iterator, List, Mapping, Optional,
+                    Sequence, Union)
+
+from . import errors
+from ._http import FOREVER, Transport, seg
+from .models import (ArchiveResult, Entry, Event, ExecResult, ExitStatus, Health,
+                     ImportProgress, Listing, OutputResult, Process, SandboxInfo, Template)
+from .ws import PtySession, WebSocket
+
+Command = Union[str, Sequence[str]]
+Callback = Callable[[bytes], Any]
+
+# Headroom added to a command's own timeout for the HTTP read timeout.
+_SLACK = 30.0
+
+
+def _cmd_fields(cmd: Command) -> Dict[str, Any]:
+    """A str runs under /bin/sh -c ("command"); a sequence is the argv ("cmd")."""
+    if isinstance(cmd, str):
+        return {"command": cmd}
+    argv = [str(a) for a in cmd]
+    if not argv:
+        raise ValueError("empty command")
+    return {"cmd": argv}
+
+
+def _http_timeout(cmd_timeout: Optional[float]) -> float:
+    """The socket timeout for a call that lasts as long as a command: its timeout plus
+    slack, or none at all when the command has none (it may run for hours)."""
+    return FOREVER if not cmd_timeout else float(cmd_timeout) + _SLACK
+
+
+def _put(d: Dict[str, Any], **kw) -> Dict[str, Any]:
+    for k, v in kw.items():
+        if v is not None:
+            d[k] = v
+    return d
+
+
+class Client:
+    """One isolad endpoint.
+
+    Client() reads ISOLA_URL / ISOLA_SOCKET / ISOLA_TOKEN like the CLI (default socket
+    /run/isola/isolad.sock). Client(socket_path=...) or Client(url="http://HOST:PORT",
+    token=...) chooses explicitly. `timeout` bounds each network wait (seconds); streaming
+    and waiting calls extend it by their own timeout. Thread-safe: every request uses its
+    own connection.
+    """
+
+    def __init__(self, socket_path: Optional[str] = None, url: Optional[str] = None,
+                 token: Optional[str] = None, timeout: Optional[float] = 60.0):
+        self.transport = Transport(socket_path=socket_path, url=url, token=token,
+                                   timeout=timeout)
+
+    # -- host --------------------------------------------------------------------------
+    def health(self) -> Health:
+        return Health.from_json(self.transport.json("GET", "/v1/health"))
+
+    def doctor(self) -> Dict[str, Any]:
+        """The host capability report (one object per check)."""
+        return self.transport.json("GET", "/v1/doctor")
+
+    def whoami(self) -> Dict[str, Any]:
+        """The caller as isolad resolved it: {who, tenant, role}."""
+        return self.transport.json("GET", "/v1/whoami")
+
+    def metrics(self) -> str:
+        """Prometheus metrics (text format 0.0.4)."""
+        with self.transport.open("GET", "/metrics") as r:
+            return r.read_all().decode("utf-8", "replace")
+
+    def compliance(self) -> Dict[str, Any]:
+        """This installation's compliance posture as evidence (operator)."""
+        return self.transport.json("GET", "/v1/compliance")
+
+    # -- tokens, tenants, audit (admin / operator) ----------------------------------------
+    def create_token(self, *, tenant: Optional[str] = None, role: Optional[str] = None,
+                     name: Optional[str] = None) -> Dict[str, Any]:
+        """Creates an API token; the secret is in the reply's `token`, shown only once."""
+        return self.transport.json("POST", "/v1/tokens",
+                                   json_body=_put({}, tenant=tenant, role=role, name=name))
+
+    def list_tokens(self, tenant: Optional[str] = None) -> List[Dict[str, Any]]:
+        """Token inventory (never secrets)."""
+        d = self.transport.json("GET", "/v1/tokens", query={"tenant": tenant})
+        return d.get("tokens", [])
+
+    def revoke_token(self, token_id: str) -> None:
+        self.transport.json("DELETE", f"/v1/tokens/{seg(token_id)}")
+
+    def create_tenant(self, name: str, **quota: Any) -> Dict[str, Any]:
+        """Creates a tenant; quota fields as in the API (max_sandboxes, max_cpu, ...)."""
+        return self.transport.json("POST", "/v1/tenants", json_body=dict(quota, name=name))
+
+    def list_tenants(self) -> List[Dict[str, Any]]:
+        return self.transport.json("GET", "/v1/tenants").get("tenants", [])
+
+    def get_tenant(self, name: str) -> Dict[str, Any]:
+        return self.transport.json("GET", f"/v1/tenants/{seg(name)}")
+
+    def update_tenant(self, name: str, **quota: Any) -> Dict[str, Any]:
+        """Changes a tenant's quotas; fields not given keep their value."""
+        return self.transport.json("PUT", f"/v1/tenants/{seg(name)}", json_body=quota)
+
+    def delete_tenant(self, name: str) -> None:
+        self.transport.json("DELETE", f"/v1/tenants/{seg(name)}")
+
+    def audit_verify(self) -> Dict[str, Any]:
+        """Checks the audit trail: {ok, records, segments, sealed, ..., problems}."""
+        return self.transport.json("GET", "/v1/audit/verify")
+
+    def audit_export(self, since: Optional[str] = None) -> Iterator[Dict[str, Any]]:
+        """Audit records, one dict per JSON line (streamed)."""
+        r = self.transport.open("GET", "/v1/audit/export", query={"since": since})
+        try:
+            yield from r.json_lines()
+        finally:
+            r.close()
+
+    def audit_seal(self) -> Dict[str, Any]:
+        return self.transport.json("POST", "/v1/audit/seal") or {}
+
+    def audit_prune(self, max_age: Optional[int] = None) -> Dict[str, Any]:
+        return self.transport.json("POST", "/v1/audit/prune", json_body=_put({}, max_age=max_age))
+
+    # -- sandboxes ---------------------------------------------------------------------
+    def create_sandbox(self, template: Optional[str] = None, *, tier: Optional[str] = None,
+                       cpu: Optional[float] = None, memory: Union[int, str, None] = None,
+                       disk: Union[int, str, None] = None, pids: Optional[int] = None,
+                       env: Optional[Mapping[str, str]] = None, workdir: Optional[str] = None,
+                       user: Optional[str] = None, ttl: Optional[int] = None,
+                       labels: Optional[Mapping[str, str]] = None) -> "Sandbox":
+        """Creates and starts a sandbox (POST /v1/sandboxes). memory/disk: bytes or "512M"."""
+        body = _put({}, template=template, tier=tier, cpu=cpu, memory=memory, disk=disk,
+                    pids=pids, env=dict(env) if env is not None else None, workdir=workdir,
+                    user=user, ttl=ttl, labels=dict(labels) if labels is not None else None)
+        info = SandboxInfo.from_json(self.transport.json("POST", "/v1/sandboxes",
+                                                         json_body=body))
+        return Sandbox(self, info.id, info)
+
+    def get_sandbox(self, sandbox_id: str) -> "Sandbox":
+        """Fetches a sandbox; NotFoundError when it does not exist."""
+        sb = Sandbox(self, sandbox_id)
+        sb.refresh()
+        return sb
+
+    def sandbox(self, sandbox_id: str) -> "Sandbox":
+        """A handle on a sandbox by id, without a request."""
+        return Sandbox(self, sandbox_id)
+
+    def list_sandboxes(self, labels: Optional[Mapping[str, str]] = None) -> List["Sandbox"]:
+        """Sandboxes carrying every given label (all when labels is empty)."""
+        q = [("label", f"{k}={v}") for k, v in (labels or {}).items()]
+        d = self.transport.json("GET", "/v1/sandboxes", query=q)
+        items = d.get("sandboxes", []) if isinstance(d, dict) else d
+        return [Sandbox(self, x["id"], SandboxInfo.from_json(x)) for x in items]
+
+    def delete_sandbox(self, sandbox_id: str) -> None:
+        self.transport.json("DELETE", f"/v1/sandboxes/{seg(sandbox_id)}")
+
+    # -- templates ---------------------------------------------------------------------
+    def list_templates(self) -> List[Template]:
+        d = self.transport.json("GET", "/v1/templates")
+        return [Template.from_json(t) for t in d.get("templates", [])]
+
+    def import_template(self, name: str, source: Union[str, os.PathLike, bytes, IO[bytes]],
+                        on_progress: Optional[Callable[[ImportProgress], Any]] = None,
+                        timeout: float = 600.0) -> Template:
+        """Imports a root filesystem tar (OCI layout or `docker save` archive) under name.
+        source: a path, bytes, or a binary file object. on_progress gets each progress
+        event. Raises the import's error (typed by its code)."""
+        if isinstance(source, (str, os.PathLike)):
+            with open(source, "rb") as f:
+                return self.import_template(name, f, on_progress, timeout)
+        r = self.transport.open("POST", "/v1/templates", query={"name": name}, body=source,
+                                headers={"Content-Type": "application/x-tar"}, timeout=timeout)
+        try:
+            for ev in r.json_lines():
+                t = ev.get("type")
+                if t == "progress" and on_progress:
+                    on_progress(ImportProgress(ev.get("phase", ""), ev.get("done", 0),
+                                               ev.get("total", 0)))
+                elif t == "done":
+                    return Template.from_json(ev.get("template") or {"name": name})
+                elif t == "error":
+                    raise errors.error_for(ev.get("code"), ev.get("message") or "import failed")
+        finally:
+            r.close()
+        raise errors.ProtocolError(f"template import `{name}`: stream ended without a result")
+
+    def delete_template(self, name: str) -> None:
+        self.transport.json("DELETE", f"/v1/templates/{seg(name)}")
+
+
+class Sandbox:
+    """A handle on one sandbox. `info` is the last fetched state (refresh() updates it).
+    Used as a context manager, the sandbox is destroyed on exit."""
+
+    def __init__(self, client: Client, sandbox_id: str, info: Optional[SandboxInfo] = None):
+        self.client = client
+        self.id = sandbox_id
+        self.info = info
+        self._t = client.transport
+        self._base = f"/v1/sandboxes/{seg(sandbox_id)}"
+        self.files = Files(self)
+        self.processes = Processes(self)
+
+    def __repr__(self) -> str:
+        return f"<Sandbox {self.id} {self.info.state if self.info else '?'}>"
+
+    @property
+    def state(self) -> str:
+        return self.refresh().state
+
+    def refresh(self) -> SandboxInfo:
+        self.info = SandboxInfo.from_json(self._t.json("GET", self._base))
+        return self.info
+
+    def set_timeout(self, ttl: int) -> SandboxInfo:
+        """Sets the sandbox to expire `ttl` seconds from now (capped by the daemon)."""
+        self.info = SandboxInfo.from_json(self._t.json("POST", f"{self._base}/timeout",
+                                                       json_body={"ttl": int(ttl)}))
+        return self.info
+
+    def delete(self) -> None:
+        """Destroys the sandbox (any state); the id is gone afterwards."""
+        self._t.json("DELETE", self._base)
+
+    kill = delete
+
+    def stats(self) -> Dict[str, Any]:
+        """One resource sample: cpu_seconds, memory_bytes, disk_bytes, pids, limits, ..."""
+        return self._t.json("GET", f"{self._base}/stats")
+
+    def __enter__(self) -> "Sandbox":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        try:
+            self.delete()
+        except errors.NotFoundError:
+            pass
+
+    # -- commands ----------------------------------------------------------------------
+    def _exec_body(self, cmd, env, cwd, user, timeout, stdin, max_output) -> Dict[str, Any]:
+        if isinstance(stdin, bytes):
+            stdin = stdin.decode()
+        return _put(_cmd_fields(cmd), env=dict(env) if env is not None else None, cwd=cwd,
+                    user=user, timeout=timeout, stdin=stdin, max_output=max_output)
+
+    def exec(self, cmd: Command, *, env: Optional[Mapping[str, str]] = None,
+             cwd: Optional[str] = None, user: Optional[str] = None,
+             timeout: Optional[float] = None, stdin: Union[str, bytes, None] = None,
+             max_output: Optional[int] = None, on_stdout: Optional[Callback] = None,
+             on_stderr: Optional[Callback] = None) -> ExecResult:
+        """Runs a command to completion. cmd: a shell line (str) or an argv list. timeout:
+        seconds, after which the agent kills it (result.timed_out). With on_stdout /
+        on_stderr the output streams to them as it arrives (and is also in the result).
+        A program that cannot be started raises (NotFoundError for a missing program)."""
+        if on_stdout or on_stderr:
+            with self.exec_stream(cmd, env=env, cwd=cwd, user=user, timeout=timeout,
+                                  stdin=stdin) as s:
+                for ev in s:
+                    if ev.type == "stdout" and on_stdout:
+                        on_stdout(ev.data)
+                    elif ev.type == "stderr" and on_stderr:
+                        on_stderr(ev.data)
+                return s.result()
+        body = self._exec_body(cmd, env, cwd, user, timeout, stdin, max_output)
+        return ExecResult.from_json(self._t.json("POST", f"{self._base}/exec", json_body=body,
+                                                 timeout=_http_timeout(timeout)))
+
+    def exec_stream(self, cmd: Command, *, env: Optional[Mapping[str, str]] = None,
+                    cwd: Optional[str] = None, user: Optional[str] = None,
+                    timeout: Optional[float] = None,
+                    stdin: Union[str, bytes, None] = None) -> "EventStream":
+        """Runs a command and returns an iterator of its events (start, stdout, stderr,
+        dropped, exit). Closing the stream early leaves the command running as a background
+        process."""
+        body = self._exec_body(cmd, env, cwd, user, timeout, stdin, None)
+        r = self._t.open("POST", f"{self._base}/exec", query={"stream": "ndjson"},
+                         json_body=body, headers={"Accept": "application/x-ndjson"},
+                         timeout=_http_timeout(timeout))
+        return EventStream(r)
+
+    def attach(self, pid: int, timeout: float = 30.0) -> PtySession:
+        """Attaches to a process over WebSocket (see PtySession)."""
+        return self.processes.attach(pid, timeout)
+
+    def pty(self, cmd: Command = "/bin/sh", *, cols: int = 80, rows: int = 24,
+            env: Optional[Mapping[str, str]] = None, cwd: Optional[str] = None,
+            user: Optional[str] = None) -> PtySession:
+        """Starts cmd on a terminal and attaches to it."""
+        p = self.processes.start(cmd, tty=True, cols=cols, rows=rows, env=env, cwd=cwd,
+                                 user=user)
+        return self.processes.attach(p.pid)
+
+
+class EventStream:
+    """Events of an exec or output stream, as an iterator. After the iteration, result()
+    is the finished command (ExecResult) and `exit` its exit event. An `error` event
+    raises its typed error. Use as a context manager or close() it."""
+
+    def __init__(self, reply):
+        self._r = reply
+        self._lines = reply.json_lines()
+        self.events: List[Event] = []
+        self.exit: Optional[ExitStatus] = None
+        self.pid: Optional[int] = None
+        self._stdout: List[bytes] = []
+        self._stderr: List[bytes] = []
+        self.dropped = 0
+
+    def __iter__(self) -> Iterator[Event]:
+        return self
+
+    def __next__(self) -> Event:
+        try:
+            d = next(self._lines)
+        except socket.timeout:
+            self.close()
+            raise errors.TimeoutError("no event from isolad within the timeout",
+                                      "timeout") from None
+        except StopIteration:
+            self.close()
+            raise
+        ev = Event.from_json(d)
+        self.events.append(ev)
+        if ev.type == "start":
+            self.pid = ev.pid
+        elif ev.type == "stdout":
+            self._stdout.append(ev.data)
+        elif ev.type == "stderr":
+            self._stderr.append(ev.data)
+        elif ev.type == "dropped":
+            self.dropped += ev.bytes
+        elif ev.type == "exit":
+            self.exit = ev.exit
+        elif ev.type == "error":
+            self.close()
+            raise errors.error_for(ev.code, ev.message or "error event from isolad")
+        return ev
+
+    def read_all(self) -> List[Event]:
+        for _ in self:
+            pass
+        return self.events
+
+    def result(self) -> ExecResult:
+        """Reads to the end; the output collected and the exit."""
+        self.read_all()
+        if self.exit is None:
+            raise errors.ProtocolError("event stream ended without an exit event")
+        out, err = b"".join(self._stdout), b"".join(self._stderr)
+        e = self.exit
+        return ExecResult(stdout=out.decode("utf-8", "replace"),
+                          stderr=err.decode("utf-8", "replace"), exit_code=e.exit_code,
+                          signal=e.signal, timed_out=e.timed_out, oom_killed=e.oom_killed,
+                          duration_ms=e.duration_ms, stdout_bytes=len(out),
+                          stderr_bytes=len(err), stdout_raw=out, stderr_raw=err)
+
+    def close(self) -> None:
+        self._r.close()
+
+    def __enter__(self) -> "EventStream":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+class Processes:
+    """Background processes of a sandbox (POST/GET .../processes...)."""
+
+    def __init__(self, sb: Sandbox):
+        self._sb = sb
+        self._t = sb._t
+        self._base = f"{sb._base}/processes"
+
+    def start(self, cmd: Command, *, env: Optional[Mapping[str, str]] = None,
+              cwd: Optional[str] = None, user: Optional[str] = None, tty: bool = False,
+              cols: Optional[int] = None, rows: Optional[int] = None,
+              timeout: Optional[float] = None, tag: Optional[str] = None) -> Process:
+        body = _put(_cmd_fields(cmd), env=dict(env) if env is not None else None, cwd=cwd,
+                    user=user, tty=tty or None, cols=cols, rows=rows, timeout=timeout, tag=tag)
+        return Process.from_json(self._t.json("POST", self._base, json_body=body))
+
+    def list(self) -> List[Process]:
+        """Running processes and up to 256 exited ones, newest first."""
+        d = self._t.json("GET", self._base)
+        return [Process.from_json(p) for p in d.get("processes", [])]
+
+    def get(self, pid: int) -> Process:
+        return Process.from_json(self._t.json("GET", f"{self._base}/{int(pid)}"))
+
+    def output(self, pid: int) -> OutputResult:
+        """The buffered output (the last `retention` bytes of each stream)."""
+        return OutputResult.from_json(self._t.json("GET", f"{self._base}/{int(pid)}/output"))
+
+    def stream(self, pid: int, follow: bool = True,
+               timeout: Optional[float] = None) -> EventStream:
+        """The buffered output as events, then (follow) live output until exit. timeout
+        bounds each wait for the next event (None: the client's timeout)."""
+        r = self._t.open("GET", f"{self._base}/{int(pid)}/output",
+                         query={"follow": follow, "stream": "ndjson"},
+                         headers={"Accept": "application/x-ndjson"}, timeout=timeout)
+        return EventStream(r)
+
+    def write_stdin(self, pid: int, data: Union[bytes, str, IO[bytes], Iterable[bytes]],
+                    close: bool = False) -> int:
+        """Writes data to the process's stdin (streamed); returns the bytes written."""
+        d = self._t.json("POST", f"{self._base}/{int(pid)}/stdin",
+                         query={"close": True} if close else None, body=data,
+                         headers={"Content-Type": "application/octet-stream"})
+        return int(d.get("bytes", 0)) if d else 0
+
+    def close_stdin(self, pid: int) -> None:
+        self._t.json("POST", f"{self._base}/{int(pid)}/close-stdin")
+
+    def signal(self, pid: int, sig: Union[int, str] = "TERM") -> None:
+        """Sends a signal: a number or a name ("TERM", "SIGKILL")."""
+        self._t.json("POST", f"{self._base}/{int(pid)}/signal", json_body={"signal": sig})
+
+    kill = signal
+
+    def resize(self, pid: int, cols: int, rows: int) -> None:
+        self._t.json("POST", f"{self._base}/{int(pid)}/resize",
+                     json_body={"cols": int(cols), "rows": int(rows)})
+
+    def wait(self, pid: int, timeout: Optional[float] = None) -> ExitStatus:
+        """Waits for the process to exit; TimeoutError (504) when still running after
+        timeout seconds (None: until it exits)."""
+        d = self._t.json("POST", f"{self._base}/{int(pid)}/wait",
+                         query={"timeout": timeout} if timeout is not None else None,
+                         timeout=_http_timeout(timeout))
+        return ExitStatus.from_json(d)
+
+    def attach(self, pid: int, timeout: float = 30.0) -> PtySession:
+        """A WebSocket session on the process: replayed tail, then live output."""
+        return PtySession(WebSocket.connect(self._t, f"{self._base}/{int(pid)}/ws", timeout))
+
+
+class Files:
+    """Files of a sandbox, resolved inside it by its agent as the sandbox user."""
+
+    def __init__(self, sb: Sandbox):
+        self._sb = sb
+        self._t = sb._t
+        self._base = sb._base
+
+    def read(self, path: str, offset: Optional[int] = None,
+             length: Optional[int] = None) -> bytes:
+        """The file's bytes, or length bytes from offset (an HTTP Range). offset alone reads
+        to the end; length alone (offset None) reads the last length bytes."""
+        h = {}
+        if offset is not None or length is not None:
+            if offset is None:
+                h["Range"] = f"bytes=-{int(length)}"
+            elif length is None:
+                h["Range"] = f"bytes={int(offset)}-"
+            elif length <= 0:
+                return b""
+            else:
+                h["Range"] = f"bytes={int(offset)}-{int(offset) + int(length) - 1}"
+        with self._t.open("GET", f"{self._base}/files", query={"path": path}, headers=h) as r:
+            return r.read_all()
+
+    def read_text(self, path: str, encoding: str = "utf-8") -> str:
+        return self.read(path).decode(encoding)
+
+    def read_to(self, path: str, out: IO[bytes]) -> int:
+        """Streams the file into a binary file object; returns the bytes copied."""
+        n = 0
+        with self._t.open("GET", f"{self._base}/files", query={"path": path}) as r:
+            for chunk in r.chunks():
+                out.write(chunk)
+                n += len(chunk)
+        return n
+
+    def write(self, path: str, data: Union[bytes, str, IO[bytes], Iterable[bytes]],
+              mode: Union[int, str, None] = None) -> Entry:
+        """Creates or replaces a file atomically (parents must exist). data: bytes, str,
+        a binary file object or an iterable of bytes (streamed). mode: 0o644 or "644"."""
+        if isinstance(mode, int):
+            mode = format(mode, "o")
+        d = self._t.json("PUT", f"{self._base}/files", query={"path": path, "mode": mode},
+                         body=data, headers={"Content-Type": "application/octet-stream"})
+        return Entry.from_json(d or {"name": os.path.basename(path), "type": "file",
+                                     "path": path})
+
+    def list(self, path: str, depth: int = 1) -> Listing:
+        d = self._t.json("GET", f"{self._base}/fs/list", query={"path": path, "depth": depth})
+        return Listing([Entry.from_json(e) for e in d.get("entries", [])],
+                       bool(d.get("truncated")))
+
+    def stat(self, path: str) -> Entry:
+        """The entry (symlinks not followed); NotFoundError when missing."""
+        return Entry.from_json(self._t.json("GET", f"{self._base}/fs/stat",
+                                            query={"path": path}))
+
+    def exists(self, path: str) -> bool:
+        try:
+            self.stat(path)
+            return True
+        except errors.NotFoundError:
+            return False
+
+    def mkdir(self, path: str, parents: bool = False,
+              mode: Union[int, str, None] = None) -> Entry:
+        body = _put({"path": path, "parents": parents},
+                    mode=format(mode, "o") if isinstance(mode, int) else mode)
+        return Entry.from_json(self._t.json("POST", f"{self._base}/fs/mkdir", json_body=body))
+
+    def rename(self, src: str, dst: str, overwrite: bool = False) -> Entry:
+        return Entry.from_json(self._t.json("POST", f"{self._base}/fs/rename",
+                                            json_body={"from": src, "to": dst,
+                                                       "overwrite": overwrite}))
+
+    move = rename
+
+    def remove(self, path: str, recursive: bool = False) -> None:
+        self._t.json("POST", f"{self._base}/fs/remove",
+                     json_body={"path": path, "recursive": recursive})
+
+    # -- archives ------------------------------------------------------------------------
+    def upload_archive(self, path: str, tar: Union[bytes, IO[bytes], Iterable[bytes]]
+                       ) -> ArchiveResult:
+        """Extracts a tar (optionally compressed) under the directory `path`."""
+        d = self._t.json("PUT", f"{self._base}/archive", query={"path": path}, body=tar,
+                         headers={"Content-Type": "application/x-tar"})
+        return ArchiveResult(int(d.get("entries", 0)), int(d.get("bytes", 0)))
+
+    def download_archive(self, path: str, out: Optional[IO[bytes]] = None) -> Optional[bytes]:
+        """The tar of a file or tree (names start with the basename of path). Written to
+        out when given (returns None), else returned as bytes."""
+        with self._t.open("GET", f"{self._base}/archive", query={"path": path},
+                          headers={"Accept": "application/x-tar"}) as r:
+            if out is None:
+                return r.read_all()
+            for chunk in r.chunks():
+                out.write(chunk)
+        return None
+
+    def upload_dir(self, local_dir: Union[str, os.PathLike], path: str) -> ArchiveResult:
+        """Copies a local directory's contents into the sandbox directory `path` (which
+        must exist). Symlinks are stored, not followed."""
+        local_dir = os.fspath(local_dir)
+        if not os.path.isdir(local_dir):
+            raise NotADirectoryError(local_dir)
+        with tempfile.TemporaryFile() as spool:
+            with tarfile.open(fileobj=spool, mode="w", format=tarfile.PAX_FORMAT) as tar:
+                for name in sorted(os.listdir(local_dir)):
+                    tar.add(os.path.join(local_dir, name), arcname=name, recursive=True)
+            spool.seek(0)
+            return self.upload_archive(path, spool)
+
+    def download_dir(self, path: str, local_dir: Union[str, os.PathLike]) -> List[str]:
+        """Copies the sandbox directory `path` into local_dir (created if missing): its
+        contents land directly in local_dir. Returns the extracted names. The archive is
+        untrusted: absolute names, `..`, links leaving local_dir and special files are
+        refused or skipped; owners and setuid bits are not restored."""
+        local_dir = os.path.realpath(os.fspath(local_dir))
+        os.makedirs(local_dir, exist_ok=True)
+        with tempfile.TemporaryFile() as spool:
+            self.download_archive(path, spool)
+            spool.seek(0)
+            with tarfile.open(fileobj=spool, mode="r:") as tar:
+                return _safe_extract(tar, local_dir)
+
+
+def _safe_extract(tar: tarfile.TarFile, dest: str) -> List[str]:
+    """Extracts a tar whose first component is the downloaded directory's own name into
+    dest, refusing anything that would land outside dest."""
+    done = []
+    for m in tar:
+        parts = [p for p in m.name.split("/") if p not in ("", ".")]
+        if m.name.startswith("/") or ".." in parts:
+            raise errors.ProtocolError(f"archive entry `{m.name}` escapes the destination")
+        rel = parts[1:]  # drop the top directory (the basename of the remote path)
+        if not rel:
+            continue
+        target = os.path.join(dest, *rel)
+        parent = os.path.realpath(os.path.dirname(target))
+        if parent != dest and not parent.startswith(dest + os.sep):
+            raise errors.ProtocolError(f"archive entry `{m.name}` leaves the destination")
+        if m.isdir():
+            os.makedirs(target, exist_ok=True)
+            os.chmod(target, (m.mode & 0o777) | 0o700)
+        elif m.isfile():
+            src = tar.extractfile(m)
+            with open(target + ".isola-tmp", "wb") as f:
+                while True:
+                    b = src.read(65536)
+                    if not b:
+                        break
+                    f.write(b)
+            os.chmod(target + ".isola-tmp", m.mode & 0o777)
+            os.replace(target + ".isola-tmp", target)
+        elif m.issym():
+            if os.path.lexists(target):
+                os.remove(target)
+            os.symlink(m.linkname, target)
+        else:
+            continue  # hard links, devices, fifos: skipped
+        done.append("/".join(rel))
+    return done
+

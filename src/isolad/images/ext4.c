@@ -1,0 +1,280 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* ext4: builds and caches templates/<id>/rootfs.ext4 for the microvm tier (mkfs.ext4 -d). */
+#include "ext4.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <limits.h>
+#include <pthread.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "../../common/log.h"
+#include "../../common/util.h"
+
+#define EXT4_MAX_EXCLUDES 32
+
+/* Host paths a guest never needs: documentation, firmware and the host's kernel modules
+ * (the guest has its own kernel), debug symbols, and GPU toolkits. */
+static const char *const default_excludes[] = {
+	"/usr/share/doc", "/usr/share/man",   "/usr/share/info", "/usr/lib/debug",
+	"/usr/lib/firmware", "/usr/lib/modules", "/usr/src",	    "/usr/local/cuda",
+};
+
+static pthread_mutex_t build_lock = PTHREAD_MUTEX_INITIALIZER;
+
+uint64_t images_ext4_size_for(uint64_t used, uint64_t inodes)
+{
+	/* 256-byte inodes plus their bitmap/table share, journal (64 MiB for these sizes),
+	 * metadata and directory blocks: 10% + 96 MiB covers it; round to MiB. */
+	uint64_t sz = used + used / 10 + inodes * 512 + (96ull << 20);
+
+	return (sz + (1ull << 20) - 1) & ~((1ull << 20) - 1);
+}
+
+/* The exclude list: defaults plus $ISOLA_MICROVM_EXCLUDE; the strings are static or
+ * point into `buf`. */
+static unsigned excludes(const char **out, char *buf, size_t buflen)
+{
+	const char *env = getenv("ISOLA_MICROVM_EXCLUDE");
+	unsigned n = 0;
+	char *save = NULL;
+
+	for (size_t i = 0; i < ARRAY_SIZE(default_excludes); i++)
+		out[n++] = default_excludes[i];
+	if (env && strlen(env) < buflen) {
+		snprintf(buf, buflen, "%s", env);
+		for (char *t = strtok_r(buf, ":", &save); t && n < EXT4_MAX_EXCLUDES;
+		     t = strtok_r(NULL, ":", &save))
+			if (t[0] == '/' && !strstr(t, ".."))
+				out[n++] = t;
+	}
+	return n;
+}
+
+/* ---- size walk (parent, under build_lock: nftw has no user pointer) ---- */
+
+static struct {
+	const char **ex;  /* excluded host paths */
+	unsigned n_ex;	  /* entries of ex */
+	uint64_t bytes;	  /* allocated bytes seen */
+	uint64_t inodes;  /* entries seen */
+} walk;
+
+static bool excluded(const char *path)
+{
+	for (unsigned i = 0; i < walk.n_ex; i++) {
+		size_t l = strlen(walk.ex[i]);
+
+		if (!strncmp(path, walk.ex[i], l) && (path[l] == '\0' || path[l] == '/'))
+			return true;
+	}
+	return false;
+}
+
+static int walk_cb(const char *path, const struct stat *st, int type, struct FTW *f)
+{
+	(void)f;
+	if (excluded(path))
+		return type == FTW_D ? FTW_SKIP_SUBTREE : FTW_CONTINUE;
+	walk.inodes++;
+	if (type == FTW_F && st->st_nlink <= 1)
+		walk.bytes += (uint64_t)st->st_blocks * 512;
+	else if (type == FTW_F)
+		walk.bytes += (uint64_t)st->st_blocks * 512 / st->st_nlink + 1;
+	else
+		walk.bytes += 4096;
+	return FTW_CONTINUE;
+}
+
+/* ---- the staging child (fork of a multithreaded process: syscalls only) ---- */
+
+struct stage_plan {
+	const char *stage;		      /* staging dir (empty on the host) */
+	const char *rootfs;		      /* template rootfs dir */
+	char bind_dst[TIER_MAX_BINDS][PATH_MAX + 300];   /* stage + dst */
+	const char *bind_src[TIER_MAX_BINDS]; /* host dirs */
+	unsigned n_binds;		      /* used entries */
+	char ex_dst[EXT4_MAX_EXCLUDES][PATH_MAX + 300];  /* stage + excluded path (existing dirs only) */
+	unsigned n_ex;			      /* used entries */
+	char *const *argv;		      /* mkfs.ext4 command */
+};
+
+static __attribute__((noreturn)) void stage_child(const struct stage_plan *p, int devnull)
+{
+	/* A private mount namespace: nothing below is visible on the host, and it all goes
+	 * away when mkfs exits. */
+	if (unshare(CLONE_NEWNS) < 0 || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
+		_exit(120);
+	if (mount(p->rootfs, p->stage, NULL, MS_BIND | MS_REC, NULL) < 0)
+		_exit(121);
+	for (unsigned i = 0; i < p->n_binds; i++)
+		if (mount(p->bind_src[i], p->bind_dst[i], NULL, MS_BIND | MS_REC, NULL) < 0)
+			_exit(122);
+	for (unsigned i = 0; i < p->n_ex; i++)
+		mount("tmpfs", p->ex_dst[i], "tmpfs", MS_RDONLY, "size=4k,mode=0755");
+	dup2(devnull, 0);
+	dup2(devnull, 1);
+	execvp(p->argv[0], p->argv);
+	_exit(127);
+}
+
+static int run_build(const struct stage_plan *p, struct isola_err **err)
+{
+	cleanup_fd int devnull = open("/dev/null", O_RDWR | O_CLOEXEC);
+	int status;
+	pid_t pid;
+
+	pid = fork();
+	if (pid < 0)
+		return isola_err_sys(err, errno, "internal", "fork for mkfs.ext4");
+	if (pid == 0)
+		stage_child(p, devnull);
+	while (waitpid(pid, &status, 0) < 0)
+		if (errno != EINTR)
+			return isola_err_sys(err, errno, "internal", "wait for mkfs.ext4");
+	if (WIFEXITED(status) && WEXITSTATUS(status) == 0)
+		return 0;
+	if (WIFEXITED(status) && WEXITSTATUS(status) == 127)
+		return isola_err_set(err, ENOENT, "unavailable",
+				     "mkfs.ext4 not found (install e2fsprogs)");
+	return isola_err_set(err, EIO, "internal",
+			     "building the template's ext4 image failed (mkfs.ext4 status %d, "
+			     "staging step %d)",
+			     WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status),
+			     WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+}
+
+/* Everything after the template dir is known; caller holds build_lock. */
+static int build(const char *tdir, const char *rootfs, const struct tier_bind *binds,
+		 unsigned n_binds, const char *img, struct isola_err **err)
+{
+	static struct stage_plan p; /* large; build_lock serialises */
+	char stage[PATH_MAX + 32], tmp[PATH_MAX + 32], exbuf[4096], size_s[32], inodes_s[32];
+	const char *ex[EXT4_MAX_EXCLUDES];
+	uint64_t size, inodes;
+	cleanup_fd int fd = -1;
+	int r;
+
+	memset(&p, 0, sizeof(p));
+	snprintf(stage, sizeof(stage), "%s/.ext4-stage", tdir);
+	snprintf(tmp, sizeof(tmp), "%s/.rootfs.ext4.tmp", tdir);
+	walk.ex = ex;
+	walk.n_ex = excludes(ex, exbuf, sizeof(exbuf));
+	walk.bytes = walk.inodes = 0;
+	if (nftw(rootfs, walk_cb, 64, FTW_PHYS | FTW_ACTIONRETVAL) < 0)
+		return isola_err_sys(err, errno, "internal", "measure `%s`", rootfs);
+	for (unsigned i = 0; i < n_binds; i++)
+		nftw(binds[i].src, walk_cb, 64, FTW_PHYS | FTW_ACTIONRETVAL);
+	inodes = walk.inodes + walk.inodes / 4 + 16384;
+	size = images_ext4_size_for(walk.bytes, inodes);
+
+	util_rm_rf(stage);
+	unlink(tmp);
+	if (mkdir(stage, 0700) < 0)
+		return isola_err_sys(err, errno, "internal", "mkdir `%s`", stage);
+	fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0644);
+	/* 0644 despite isolad's umask: QEMU reads it as the sandbox's uid (through a bind). */
+	if (fd < 0 || fchmod(fd, 0644) < 0 || ftruncate(fd, (off_t)size) < 0) {
+		r = isola_err_sys(err, errno, "internal", "create `%s`", tmp);
+		goto out;
+	}
+	p.stage = stage;
+	p.rootfs = rootfs;
+	for (unsigned i = 0; i < n_binds && i < TIER_MAX_BINDS; i++) {
+		struct stat st;
+
+		/* The template made each dst as a directory (or it is a bind of a
+		 * file, which mkfs copies the same way); skip what is missing. */
+		snprintf(p.bind_dst[p.n_binds], sizeof(p.bind_dst[0]), "%s/%s", rootfs,
+			 binds[i].dst);
+		if (stat(p.bind_dst[p.n_binds], &st) < 0 || stat(binds[i].src, &st) < 0)
+			continue;
+		snprintf(p.bind_dst[p.n_binds], sizeof(p.bind_dst[0]), "%s%s", stage,
+			 binds[i].dst);
+		p.bind_src[p.n_binds++] = binds[i].src;
+	}
+	for (unsigned i = 0; i < walk.n_ex; i++) {
+		struct stat st;
+
+		/* Excludes name host paths; they apply where a bind shows that path. */
+		if (stat(ex[i], &st) < 0 || !S_ISDIR(st.st_mode))
+			continue;
+		for (unsigned b = 0; b < p.n_binds; b++) {
+			size_t l = strlen(p.bind_src[b]);
+
+			if (strncmp(ex[i], p.bind_src[b], l) || (ex[i][l] != '/' && ex[i][l]))
+				continue;
+			if (p.n_ex < EXT4_MAX_EXCLUDES)
+				snprintf(p.ex_dst[p.n_ex++], sizeof(p.ex_dst[0]), "%s%s", stage,
+					 ex[i]);
+		}
+	}
+	snprintf(size_s, sizeof(size_s), "%lluk", (unsigned long long)(size >> 10));
+	snprintf(inodes_s, sizeof(inodes_s), "%llu", (unsigned long long)inodes);
+	{
+		char *argv[] = {"mkfs.ext4", "-q", "-F", "-b", "4096", "-N", inodes_s, "-L",
+				"isola-root", "-E", "root_owner=0:0", "-d", stage, tmp, size_s,
+				NULL};
+
+		p.argv = argv;
+		log_info("building ext4 image for `%s` (%llu MiB of files, %llu inodes)", rootfs,
+			 (unsigned long long)(walk.bytes >> 20), (unsigned long long)walk.inodes);
+		r = run_build(&p, err);
+	}
+	if (r < 0)
+		goto out;
+	if (fsync(fd) < 0 || rename(tmp, img) < 0) {
+		r = isola_err_sys(err, errno, "internal", "install `%s`", img);
+		goto out;
+	}
+	{
+		cleanup_fd int dfd = open(tdir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+
+		if (dfd >= 0)
+			fsync(dfd);
+	}
+	r = 0;
+out:
+	if (r < 0)
+		unlink(tmp);
+	rmdir(stage);
+	return r;
+}
+
+int images_ext4_get(const char *rootfs, const struct tier_bind *binds, unsigned n_binds,
+		    char *out, size_t len, struct isola_err **err)
+{
+	char tdir[PATH_MAX], img[PATH_MAX + 16];
+	const char *slash;
+	struct stat st;
+	int r = 0;
+
+	slash = strrchr(rootfs, '/');
+	if (!slash || slash == rootfs || strcmp(slash, "/rootfs") != 0 ||
+	    (size_t)(slash - rootfs) >= sizeof(tdir))
+		return isola_err_set(err, EINVAL, "internal", "template rootfs `%s` is not "
+				     ".../<id>/rootfs", rootfs);
+	memcpy(tdir, rootfs, (size_t)(slash - rootfs));
+	tdir[slash - rootfs] = '\0';
+	if (snprintf(img, sizeof(img), "%s/rootfs.ext4", tdir) >= (int)sizeof(img) ||
+	    strlen(img) >= len)
+		return isola_err_set(err, ENAMETOOLONG, "internal", "image path too long");
+	pthread_mutex_lock(&build_lock);
+	if (stat(img, &st) < 0)
+		r = build(tdir, rootfs, binds, n_binds, img, err);
+	pthread_mutex_unlock(&build_lock);
+	if (r < 0)
+		return isola_err_wrap(err, "template ext4 image `%s`", img);
+	snprintf(out, len, "%s", img);
+	return 0;
+}

@@ -1,0 +1,253 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* jail: QEMU's process — own pid/mount/net/ipc/uts namespaces, a tiny root, an unprivileged uid. */
+#include "microvm-internal.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <linux/sched.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "../../../common/util.h"
+
+/*
+ * Plan first, execute later (bubblewrap's shape): the parent formats every path and option
+ * string into a jail_plan before clone3, and the child — a copy of a multithreaded process —
+ * runs only system calls over it. The root it builds holds: /usr (read-only; QEMU and its
+ * libraries, firmware in /usr/share/qemu), the host's lib/bin symlinks (merged /usr),
+ * /etc/ld.so.cache, /dev/{null,zero,urandom} (+ /dev/kvm with KVM), a fresh /proc of its
+ * own pid namespace, /k (kernel, initramfs), /t (the template image, read-only), /vm (the
+ * sandbox's vm dir, read-write) and /mem (a tmpfs for guest RAM, owned by QEMU's uid).
+ * Nothing else of the host is reachable from QEMU.
+ */
+
+#define JAIL_MAX_OPS 32
+
+enum jail_op_kind {
+	J_MKDIR,   /* mkdir a (mode) */
+	J_FILE,	   /* create empty file a (bind target) */
+	J_SYMLINK, /* symlink b -> a */
+	J_BIND,	   /* bind a onto b; ro: remount read-only */
+	J_MOUNT,   /* mount fstype a on b with data c */
+};
+
+struct jail_op {
+	enum jail_op_kind kind; /* what */
+	char a[512];		/* source / path / link target */
+	char b[512];		/* destination (relative to the new root) */
+	char c[128];		/* fs data */
+	bool ro;		/* read-only bind */
+	mode_t mode;		/* for J_MKDIR */
+};
+
+struct jail_plan {
+	const char *root;	      /* new root mount point */
+	struct jail_op ops[JAIL_MAX_OPS]; /* in order */
+	unsigned n;		      /* used ops */
+	uint32_t uid;		      /* target uid/gid */
+	gid_t kvm_gid;		      /* supplementary group for /dev/kvm, or (gid_t)-1 */
+	int log_fd, devnull, go_fd;   /* fds the child uses */
+	char *const *argv;	      /* QEMU */
+};
+
+static struct jail_op *op_add(struct jail_plan *p, enum jail_op_kind k, const char *a,
+			      const char *b)
+{
+	struct jail_op *o;
+
+	if (p->n >= JAIL_MAX_OPS)
+		return NULL;
+	o = &p->ops[p->n++];
+	memset(o, 0, sizeof(*o));
+	o->kind = k;
+	snprintf(o->a, sizeof(o->a), "%s", a ? a : "");
+	snprintf(o->b, sizeof(o->b), "%s", b ? b : "");
+	o->mode = 0755;
+	return o;
+}
+
+static void op_bind_file(struct jail_plan *p, const char *src, const char *dst, bool ro)
+{
+	struct jail_op *o;
+
+	op_add(p, J_FILE, dst, NULL);
+	o = op_add(p, J_BIND, src, dst);
+	if (o)
+		o->ro = ro;
+}
+
+static __attribute__((noreturn)) void child(const struct jail_plan *p)
+{
+	char go;
+	int fd;
+
+	/* Wait until the parent put us into the cgroup; EOF means it died: exit. */
+	if (read(p->go_fd, &go, 1) != 1)
+		_exit(100);
+	umask(022); /* isolad runs with 077: the jail's dirs must be traversable by QEMU */
+	if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
+		_exit(101);
+	if (mount("tmpfs", p->root, "tmpfs", MS_NOSUID | MS_NODEV, "size=1m,mode=0755") < 0)
+		_exit(102);
+	if (chdir(p->root) < 0)
+		_exit(103);
+	for (unsigned i = 0; i < p->n; i++) {
+		const struct jail_op *o = &p->ops[i];
+		const char *rel = o->kind == J_BIND || o->kind == J_MOUNT ? o->b + 1 : o->a + 1;
+
+		switch (o->kind) {
+		case J_MKDIR:
+			if (mkdir(rel, o->mode) < 0 && errno != EEXIST)
+				_exit(104);
+			break;
+		case J_FILE:
+			fd = open(rel, O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
+			if (fd < 0)
+				_exit(105);
+			close(fd);
+			break;
+		case J_SYMLINK:
+			if (symlink(o->a, o->b + 1) < 0)
+				_exit(106);
+			break;
+		case J_BIND:
+			if (mount(o->a, rel, NULL, MS_BIND | MS_REC, NULL) < 0)
+				_exit(107);
+			if (o->ro && mount(NULL, rel, NULL,
+					   MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV,
+					   NULL) < 0)
+				_exit(108);
+			break;
+		case J_MOUNT:
+			if (mount(o->a, rel, o->a, MS_NOSUID | MS_NODEV | MS_NOEXEC, o->c) < 0)
+				_exit(109);
+			break;
+		}
+	}
+	/* The host tree goes away: pivot onto the tmpfs and detach the old root. */
+	if (syscall(SYS_pivot_root, ".", ".") < 0 || umount2(".", MNT_DETACH) < 0 || chdir("/") < 0)
+		_exit(110);
+	if (mount(NULL, "/", NULL, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV, NULL) <
+	    0)
+		_exit(111);
+	sethostname("qemu", 4);
+	/* Sockets QEMU creates (agent, console, QMP) are 0600. */
+	umask(077);
+	/* Privileges: from real root to the sandbox's uid; setresuid from 0 to non-0 clears
+	 * every capability set, no_new_privs keeps it that way across exec. */
+	if (setgroups(p->kvm_gid == (gid_t)-1 ? 0 : 1, &p->kvm_gid) < 0 || setresgid(p->uid, p->uid, p->uid) < 0 ||
+	    setresuid(p->uid, p->uid, p->uid) < 0)
+		_exit(112);
+	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0 || prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) < 0)
+		_exit(113);
+	if (dup2(p->devnull, 0) < 0 || dup2(p->log_fd, 1) < 0 || dup2(p->log_fd, 2) < 0)
+		_exit(114);
+	syscall(SYS_close_range, 3, ~0u, 0);
+	execve(p->argv[0], p->argv, (char *[]){"PATH=/usr/bin", NULL});
+	_exit(127);
+}
+
+/* Mirrors the host's merged-/usr links (bin -> usr/bin, ...) into the plan. */
+static void plan_libdirs(struct jail_plan *p)
+{
+	static const char *const names[] = {"bin", "sbin", "lib", "lib64", "lib32", "libx32"};
+
+	for (size_t i = 0; i < ARRAY_SIZE(names); i++) {
+		char src[32], dst[32], target[256];
+		struct stat st;
+		ssize_t n;
+
+		snprintf(src, sizeof(src), "/%s", names[i]);
+		if (lstat(src, &st) < 0)
+			continue;
+		if (S_ISLNK(st.st_mode)) {
+			n = readlink(src, target, sizeof(target) - 1);
+			if (n <= 0)
+				continue;
+			target[n] = '\0';
+			op_add(p, J_SYMLINK, target, src);
+		} else if (S_ISDIR(st.st_mode)) {
+			snprintf(dst, sizeof(dst), "/%s", names[i]);
+			op_add(p, J_MKDIR, dst, NULL);
+			op_add(p, J_BIND, src, dst)->ro = true;
+		}
+	}
+}
+
+pid_t mvm_jail_spawn(const struct mvm_jail *j, int go_fd, int *pidfd)
+{
+	static __thread struct jail_plan p; /* large; per thread (creates run concurrently) */
+	struct clone_args ca;
+	cleanup_fd int devnull = open("/dev/null", O_RDWR | O_CLOEXEC);
+	struct jail_op *o;
+	pid_t pid;
+	int pfd = -1;
+
+	if (devnull < 0)
+		return -errno;
+	memset(&p, 0, sizeof(p));
+	p.root = j->root;
+	p.uid = j->uid;
+	p.kvm_gid = (gid_t)-1;
+	p.log_fd = j->log_fd;
+	p.devnull = devnull;
+	p.go_fd = go_fd;
+	p.argv = j->argv;
+	op_add(&p, J_MKDIR, "/usr", NULL);
+	op_add(&p, J_BIND, "/usr", "/usr")->ro = true;
+	plan_libdirs(&p);
+	op_add(&p, J_MKDIR, "/etc", NULL);
+	if (access("/etc/ld.so.cache", R_OK) == 0)
+		op_bind_file(&p, "/etc/ld.so.cache", "/etc/ld.so.cache", true);
+	op_add(&p, J_MKDIR, "/dev", NULL);
+	op_bind_file(&p, "/dev/null", "/dev/null", false);
+	op_bind_file(&p, "/dev/zero", "/dev/zero", false);
+	op_bind_file(&p, "/dev/urandom", "/dev/urandom", false);
+	if (j->kvm) {
+		struct stat st;
+
+		/* /dev/kvm is 0660 root:kvm: QEMU keeps that one group, nothing more. */
+		if (stat("/dev/kvm", &st) == 0)
+			p.kvm_gid = st.st_gid;
+		op_bind_file(&p, "/dev/kvm", "/dev/kvm", false);
+	}
+	op_add(&p, J_MKDIR, "/proc", NULL);
+	o = op_add(&p, J_MOUNT, "proc", "/proc");
+	snprintf(o->c, sizeof(o->c), "hidepid=2");
+	op_add(&p, J_MKDIR, "/k", NULL);
+	op_bind_file(&p, j->kernel, MVM_JAIL_KERNEL, true);
+	op_bind_file(&p, j->initrd, MVM_JAIL_INITRD, true);
+	op_add(&p, J_MKDIR, "/t", NULL);
+	op_bind_file(&p, j->base, MVM_JAIL_BASE, true);
+	op_add(&p, J_MKDIR, MVM_JAIL_VM, NULL);
+	op_add(&p, J_BIND, j->vmdir, MVM_JAIL_VM);
+	op_add(&p, J_MKDIR, "/mem", NULL);
+	o = op_add(&p, J_MOUNT, "tmpfs", "/mem");
+	if (!o)
+		return -E2BIG;
+	/* Guest RAM lives here: sized to it, owned by QEMU's uid, charged to its cgroup. */
+	snprintf(o->c, sizeof(o->c), "size=%llu,mode=0700,uid=%u,gid=%u",
+		 (unsigned long long)(j->mem_bytes + (2ull << 20)), j->uid, j->uid);
+
+	memset(&ca, 0, sizeof(ca));
+	ca.flags = CLONE_NEWPID | CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS |
+		   CLONE_PIDFD;
+	ca.pidfd = (uint64_t)(uintptr_t)&pfd;
+	ca.exit_signal = SIGCHLD;
+	pid = (pid_t)syscall(SYS_clone3, &ca, sizeof(ca));
+	if (pid < 0)
+		return -errno;
+	if (pid == 0)
+		child(&p);
+	*pidfd = pfd;
+	return pid;
+}

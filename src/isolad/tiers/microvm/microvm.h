@@ -1,0 +1,16 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* microvm: microvm-tier knobs isolad sets at startup (the tier itself is tier_microvm_ops). */
+#ifndef ISOLA_TIER_MICROVM_H
+#define ISOLA_TIER_MICROVM_H
+
+/*
+ * Sets the host path of the static isola-agent that becomes the guest's /init (appended to
+ * the kernel's module initramfs once per isolad process). Without a call, $ISOLA_AGENT.
+ * `path` is copied. Call before the first create. Any thread.
+ */
+void tier_microvm_set_agent_path(const char *path);
+
+/* Host report for `isola doctor`: accelerator and why, QEMU, kernel (heap JSON string). */
+char *tier_microvm_doctor(void);
+
+#endif

@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+# run.sh: `isola mcp` driven by the official MCP TypeScript SDK client against a private isolad.
+# Usage: tests/mcp/run.sh [JUNIT.xml]   (exit status: the suite's; non-zero if npm ci fails)
+set -uo pipefail
+HERE=$(cd "$(dirname "$0")" && pwd)
+. "$HERE/../sdk-js/isolad.sh"
+JUNIT=${1:-$REPO/build/test-results/mcp.xml}
+mkdir -p "$(dirname "$JUNIT")"
+rm -f "$JUNIT"
+
+npm_ci "$HERE" || exit 1
+isolad_start || exit 1
+timeout 240 node --test --test-concurrency=1 --test-timeout=120000 \
+	--test-reporter=spec --test-reporter-destination=stdout \
+	--test-reporter=junit --test-reporter-destination="$JUNIT" \
+	"$HERE"/*.test.mjs
