@@ -191,9 +191,13 @@ def test_panic_marks_error_then_destroy_leaves_nothing(isolad, api):
     sb = create_vm(api, memory="256M")
     sid = sb["id"]
     sdir = Path(isolad.state_dir) / "sandboxes" / sid
-    # The exec never returns normally: the guest dies under it.
-    api.request("POST", f"/v1/sandboxes/{sid}/exec",
-                json={"cmd": ["sh", "-c", "echo c > /proc/sysrq-trigger"]}, timeout=60)
+    # The exec never returns normally: the guest dies under it. Its HTTP answer (an error,
+    # or nothing before the client's timeout) does not matter; the sandbox's state does.
+    try:
+        api.request("POST", f"/v1/sandboxes/{sid}/exec",
+                    json={"cmd": ["sh", "-c", "echo c > /proc/sysrq-trigger"]}, timeout=30)
+    except (TimeoutError, OSError):
+        pass
     # Under TCG on a loaded machine the guest's panic path (oops → panic → QEMU exit with
     # -no-reboot) can take a while; the bound is generous but finite.
     deadline = time.monotonic() + 120

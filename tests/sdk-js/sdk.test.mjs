@@ -67,7 +67,7 @@ describe("host and sandboxes", () => {
 
   test("typed validation errors", async () => {
     await rejects(client.createSandbox({ tier: "bogus" }), isola.InvalidError, (e) => assert.equal(e.status, 400));
-    await rejects(client.createSandbox({ tier: "microvm" }), isola.NotSupportedError, (e) => assert.equal(e.status, 501));
+    await rejects(client.createSandbox({ memory: "1M" }), isola.InvalidError, (e) => assert.equal(e.status, 400));
     await rejects(client.createSandbox({ template: "no-such-template" }), isola.NotFoundError);
     await rejects(client.sandbox("nosuchsandbox").exec("true", { timeout: 5 }), isola.NotFoundError);
   });

@@ -62,9 +62,9 @@ def test_validation_errors_are_typed(client):
     assert ei.value.status == 400 and ei.value.code == "invalid"
     with pytest.raises(isola.NotFoundError):
         client.create_sandbox(template="no-such-template")
-    with pytest.raises(isola.NotSupportedError) as ei:
-        client.create_sandbox(tier="microvm")
-    assert ei.value.status == 501
+    with pytest.raises(isola.InvalidError) as ei:
+        client.create_sandbox(memory="1M")
+    assert ei.value.status == 400 and "memory" in ei.value.message
 
 
 def test_unknown_sandbox_everywhere(client):

@@ -208,7 +208,8 @@ static int list_segments(const struct audit *a, uint32_t **out, size_t *n)
 		v[used++] = (uint32_t)num;
 	}
 	closedir(d);
-	qsort(v, used, sizeof(*v), cmp_u32);
+	if (used) /* qsort's base must not be NULL, even for zero elements */
+		qsort(v, used, sizeof(*v), cmp_u32);
 	*out = v;
 	*n = used;
 	return 0;

@@ -919,6 +919,9 @@ int core_tenant_remove(struct core *c, const char *name, struct isola_err **err)
 	struct core_reservation u;
 	uint32_t count;
 
+	/* The operator's tenant is never removable, whatever it owns: say that first. */
+	if (!strcmp(name, "default"))
+		return tenancy_tenant_remove(c->tenancy, name, err);
 	pthread_mutex_lock(&c->lock);
 	core_usage_locked(c, name, &u, &count);
 	pthread_mutex_unlock(&c->lock);
