@@ -27,7 +27,7 @@ void core_config_defaults(struct core_config *cfg)
 	memset(cfg, 0, sizeof(*cfg));
 	snprintf(cfg->state_dir, sizeof(cfg->state_dir), "/var/lib/isola");
 	cfg->default_cpu_millis = 1000;
-	cfg->default_memory_bytes = 512ull << 20;
+	cfg->default_memory_bytes = 256ull << 20;
 	cfg->default_disk_bytes = 1ull << 30;
 	cfg->default_inodes = 65536;
 	cfg->default_pids = 512;
@@ -35,7 +35,7 @@ void core_config_defaults(struct core_config *cfg)
 	cfg->max_ttl_s = 7 * 24 * 3600;
 	/* CPU is time-shared, so limits may add up past the host; memory is not: a sandbox
 	 * admitted past RAM would be OOM-killed later instead of refused now. */
-	cfg->cpu_overcommit = 16.0;
+	cfg->cpu_overcommit = 32.0; /* CPU limits are caps, not reservations */
 	cfg->memory_overcommit = 1.0;
 }
 

@@ -18,7 +18,7 @@ struct agent_conn; /* core/agentconn.h */
 struct core_config {
 	char state_dir[512];		/* /var/lib/isola */
 	uint32_t default_cpu_millis;	/* 1000 = one CPU */
-	uint64_t default_memory_bytes;	/* 512 MiB */
+	uint64_t default_memory_bytes;	/* 256 MiB */
 	uint64_t default_disk_bytes;	/* 1 GiB writable layer */
 	uint64_t default_inodes;	/* writable-layer inodes */
 	uint32_t default_pids;		/* process limit */
