@@ -42,7 +42,7 @@ def test_create_reports_defaults(api, make_sandbox):
     assert sb["tier"] == "process"
     assert sb["template"] == "host"
     assert sb["cpu"] == 1
-    assert sb["memory"] == 512 * MiB
+    assert sb["memory"] == 256 * MiB
     assert sb["disk"] == 1 * GiB
     assert sb["labels"] == {}
     assert sb["persistence"] in ("none", "files", "files+memory")
