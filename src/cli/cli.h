@@ -82,6 +82,10 @@ int cmd_cp(struct cli *cli, int argc, char **argv);
 int cmd_fs(struct cli *cli, int argc, char **argv);
 int cmd_template(struct cli *cli, int argc, char **argv);
 int cmd_doctor(struct cli *cli, int argc, char **argv);
+int cmd_console(struct cli *cli, int argc, char **argv);
+
+/* client_data_fn that copies a reply body to stdout (ud unused). */
+int cli_stdout_write(void *ud, const void *buf, size_t len, struct isola_err **err);
 int cmd_bench(struct cli *cli, int argc, char **argv);
 int cmd_token(struct cli *cli, int argc, char **argv);
 int cmd_tenant(struct cli *cli, int argc, char **argv);

@@ -479,7 +479,7 @@ static int fs_mv(struct cli *cli, int argc, char **argv)
 			  NULL);
 }
 
-static int stdout_write(void *ud, const void *buf, size_t len, struct isola_err **err)
+int cli_stdout_write(void *ud, const void *buf, size_t len, struct isola_err **err)
 {
 	if (util_write_all(STDOUT_FILENO, buf, len) < 0)
 		return isola_err_sys(err, errno, NULL, "write stdout");
@@ -490,7 +490,7 @@ static int fs_cat(struct cli *cli, int argc, char **argv)
 {
 	cleanup_err struct isola_err *err = NULL;
 	cleanup_free char *path = NULL;
-	struct client_req req = {.method = "GET", .body_fd = -1, .on_data = stdout_write};
+	struct client_req req = {.method = "GET", .body_fd = -1, .on_data = cli_stdout_write};
 	struct client *c;
 	bool f;
 	int r = fs_operands(cli, argc, argv, "h", 2, &f);

@@ -359,3 +359,25 @@ int cmd_rm(struct cli *cli, int argc, char **argv)
 	}
 	return status;
 }
+
+int cmd_console(struct cli *cli, int argc, char **argv)
+{
+	cleanup_err struct isola_err *err = NULL;
+	cleanup_free char *path = NULL;
+	struct client_req req = {.method = "GET", .body_fd = -1, .on_data = cli_stdout_write};
+	struct client *c;
+	int opt;
+
+	while ((opt = cli_getopt(argc, argv, "h", NULL)) != -1)
+		return cli_bad_opt(cli, argc, argv, opt);
+	if (argc - optind != 1)
+		return cli_usage_err(cli, "expected one sandbox id");
+	c = cli_client(cli);
+	path = cli_pathf("/v1/sandboxes/%s/console", argv[optind]);
+	if (!c || !path)
+		return CLI_EXIT_FAIL;
+	req.path = path;
+	if (client_do(c, &req, &err) < 0)
+		return cli_fail(err, CLI_EXIT_FAIL);
+	return CLI_EXIT_OK;
+}

@@ -33,6 +33,7 @@ static const struct cli_cmd commands[] = {
 	{"fs", cmd_fs, "ls|stat|cat|write|mkdir|rm|mv ...", "file operations in a sandbox"},
 	{"template", cmd_template, "import|ls|rm ...", "manage templates"},
 	{"doctor", cmd_doctor, "", "check what this host supports"},
+	{"console", cmd_console, "ID", "print a microvm sandbox's serial console (last 256 KiB)"},
 	{"bench", cmd_bench, "[-n N] [-c K] [--no-peers]",
 	 "time the create-write-exec-destroy loop beside bwrap and runc"},
 	{"mcp", cmd_mcp, "", "serve sandbox tools over the Model Context Protocol (stdio)"},

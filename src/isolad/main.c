@@ -27,7 +27,7 @@ static void usage(FILE *f)
 		   "              [--idle-timeout SECONDS]\n"
 		   "              [--audit-segment-records N] [--audit-seal-interval SECONDS]\n"
 		   "              [--audit-retention SECONDS] [--cpu-overcommit X]\n"
-		   "              [--memory-overcommit X]\n");
+		   "              [--memory-overcommit X] [--accel auto|kvm|tcg]\n");
 }
 
 /* Finds the static agent: flag, $ISOLA_AGENT, next to isolad, the build tree, libexec. */
@@ -74,6 +74,7 @@ int main(int argc, char **argv)
 		{"audit-retention", required_argument, NULL, 1003},
 		{"cpu-overcommit", required_argument, NULL, 1004},
 		{"memory-overcommit", required_argument, NULL, 1005},
+		{"accel", required_argument, NULL, 1006},
 		{NULL, 0, NULL, 0},
 	};
 	cleanup_err struct isola_err *err = NULL;
@@ -139,7 +140,8 @@ int main(int argc, char **argv)
 
 			if (!*optarg || *end || !(v >= 0) || v > 1e12 ||
 			    ((c == 1001 || c == 1002) && v < 1) || (c >= 1004 && v <= 0)) {
-				fprintf(stderr, "isolad: `%s` is not a valid value for that option\n",
+				fprintf(stderr,
+					"isolad: `%s` is not a valid value for that option\n",
 					optarg);
 				return 2;
 			}
@@ -155,6 +157,13 @@ int main(int argc, char **argv)
 				cfg.memory_overcommit = v;
 			break;
 		}
+		case 1006:
+			if (tier_microvm_set_accel(optarg) < 0) {
+				fprintf(stderr, "isolad: --accel `%s` is not one of auto|kvm|tcg\n",
+					optarg);
+				return 2;
+			}
+			break;
 		case 'h':
 			usage(stdout);
 			return 0;

@@ -161,6 +161,23 @@ def test_cli_run_tier_microvm(cli, vm):
     assert cp.stdout.strip() != os.uname().release.encode()
 
 
+def test_console_api_and_cli(api, cli, vm):
+    """The guest's serial console is readable through the API and `isola console`."""
+    sid = vm["id"]
+    api.exec(sid, cmd=["sh", "-c", "echo isola-console-marker > /dev/console"])
+    deadline = time.monotonic() + 20
+    while True:
+        r = api.request("GET", f"/v1/sandboxes/{sid}/console")
+        assert r.status == 200, r
+        if b"isola-console-marker" in r.body or time.monotonic() > deadline:
+            break
+        time.sleep(0.25)
+    assert b"isola-console-marker" in r.body, r.body[-2000:]
+    assert len(r.body) <= 256 * 1024
+    cp = cli("console", sid)
+    assert cp.returncode == 0 and b"isola-console-marker" in cp.stdout, cp
+
+
 def test_qemu_is_jailed(vm):
     pids = [p for p, i in qemu_pids().items() if i == vm["id"]]
     assert len(pids) == 1, qemu_pids()
@@ -249,3 +266,25 @@ def test_kill9_mid_create_leaves_no_orphan(isolad):
             break
         time.sleep(0.25)
     assert not orphans, f"QEMU processes survive that no sandbox tracks: {orphans}"
+
+
+def test_accel_flag_overrides_detection(tmp_path):
+    """`isolad --accel tcg` forces the accelerator and doctor says why; a bad value is refused."""
+    import subprocess
+    from conftest import ISOLAD, AGENT
+    bad = subprocess.run([str(ISOLAD), "--accel", "bogus"], capture_output=True, timeout=30)
+    assert bad.returncode == 2 and b"auto|kvm|tcg" in bad.stderr, bad
+    sock = tmp_path / "isolad.sock"
+    proc = subprocess.Popen([str(ISOLAD), "--state-dir", str(tmp_path / "state"), "--socket",
+                             str(sock), "--agent", str(AGENT), "--accel", "tcg"],
+                            stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 30
+        while not sock.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        doc = ic.Client(socket_path=str(sock)).get_json("/v1/doctor")
+        assert doc["microvm"]["accelerator"] == "tcg", doc["microvm"]
+        assert "--accel tcg" in doc["microvm"]["accelerator_reason"], doc["microvm"]
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)

@@ -242,3 +242,11 @@ def test_wrong_method_is_rejected(api, sandbox):
     r = api.request("PATCH", f"/v1/sandboxes/{sandbox['id']}", json={})
     assert r.status in (404, 405), r
     assert "code" in r.json()
+
+
+def test_process_tier_has_no_console(api, sandbox):
+    r = api.request("GET", f"/v1/sandboxes/{sandbox['id']}/console")
+    assert r.status == 501 and r.error_code == "not_supported", r
+    assert "console" in r.error_message
+    r = api.request("GET", "/v1/sandboxes/nosuchsandbox/console")
+    assert r.status == 404, r

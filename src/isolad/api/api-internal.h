@@ -347,6 +347,7 @@ enum MHD_Result api_sandbox_create(struct api_req *r);
 enum MHD_Result api_sandbox_list(struct api_req *r);
 enum MHD_Result api_sandbox_get(struct api_req *r);
 enum MHD_Result api_sandbox_delete(struct api_req *r);
+enum MHD_Result api_sandbox_console(struct api_req *r);
 enum MHD_Result api_sandbox_timeout(struct api_req *r);
 enum MHD_Result api_exec(struct api_req *r);
 enum MHD_Result api_proc_start(struct api_req *r);

@@ -151,6 +151,33 @@ enum MHD_Result api_sandbox_get(struct api_req *r)
 	return ret;
 }
 
+#define CONSOLE_MAX_BYTES (256u * 1024u)
+
+enum MHD_Result api_sandbox_console(struct api_req *r)
+{
+	cleanup_err struct isola_err *err = NULL;
+	struct MHD_Response *resp;
+	struct sandbox *s = NULL;
+	char *text = NULL;
+	size_t len = 0;
+	int ret;
+
+	if (core_sandbox_get_for(r->srv->core, api_tenant(r), api_match_get(&r->match, "id"), &s,
+				 &err) < 0)
+		return api_respond_err(r, err);
+	ret = sandbox_console(s, CONSOLE_MAX_BYTES, &text, &len, &err);
+	sandbox_unref(s);
+	if (ret < 0)
+		return api_respond_err(r, err);
+	resp = MHD_create_response_from_buffer(len, text, MHD_RESPMEM_MUST_FREE);
+	if (!resp) {
+		free(text);
+		return MHD_NO;
+	}
+	MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "text/plain; charset=utf-8");
+	return api_respond_response(r, 200, resp);
+}
+
 enum MHD_Result api_sandbox_delete(struct api_req *r)
 {
 	cleanup_err struct isola_err *err = NULL;

@@ -48,6 +48,7 @@ static const struct api_route api_routes[] = {
 	ROUTE("GET", "/v1/sandboxes", api_sandbox_list),
 	ROUTE("GET", "/v1/sandboxes/{id}", api_sandbox_get),
 	ROUTE("DELETE", "/v1/sandboxes/{id}", api_sandbox_delete),
+	ROUTE("GET", "/v1/sandboxes/{id}/console", api_sandbox_console),
 	ROUTE_JSON("POST", "/v1/sandboxes/{id}/timeout", api_sandbox_timeout),
 	ROUTE_JSON("POST", "/v1/sandboxes/{id}/exec", api_exec),
 	ROUTE_JSON("POST", "/v1/sandboxes/{id}/processes", api_proc_start),

@@ -136,6 +136,14 @@ void sandbox_apply_exec_defaults(struct sandbox *s, json_t *req);
  * default user when the request names none: file ops run as the sandbox user. */
 void sandbox_apply_file_defaults(struct sandbox *s, json_t *req);
 
+/*
+ * The last `max` bytes of the sandbox's serial console (heap, caller frees; *len set).
+ * `not_supported` for tiers without a console (process), `conflict` once the tier's
+ * resources are gone (an errored sandbox keeps its last console lines in its error).
+ */
+int sandbox_console(struct sandbox *s, size_t max, char **out, size_t *len,
+		    struct isola_err **err);
+
 /* Resource counters from the tier. */
 int sandbox_stats(struct sandbox *s, struct tier_stats *out, struct isola_err **err);
 

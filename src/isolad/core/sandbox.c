@@ -246,6 +246,28 @@ void sandbox_apply_file_defaults(struct sandbox *s, json_t *req)
 	pthread_mutex_unlock(&s->lock);
 }
 
+int sandbox_console(struct sandbox *s, size_t max, char **out, size_t *len, struct isola_err **err)
+{
+	int r = 0;
+
+	pthread_mutex_lock(&s->lock);
+	if (!s->tier->console) {
+		r = isola_err_set(err, EOPNOTSUPP, "not_supported",
+				  "sandbox `%s`: the %s tier has no console", s->id, s->tier->name);
+	} else if (!s->ts) {
+		r = isola_err_set(err, EBUSY, "conflict",
+				  "sandbox `%s` is %s: its console is gone%s", s->id,
+				  sandbox_state_name(s->state),
+				  s->error ? " (its last lines are in its error)" : "");
+	} else {
+		*out = s->tier->console(s->ts, max, len);
+		if (!*out)
+			r = isola_err_set(err, EIO, NULL, "sandbox `%s`: read console", s->id);
+	}
+	pthread_mutex_unlock(&s->lock);
+	return r;
+}
+
 int sandbox_stats(struct sandbox *s, struct tier_stats *out, struct isola_err **err)
 {
 	int r;

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "../images/images.h"
+#include "../tiers/microvm/microvm.h"
 #include "../tenancy/tenancy.h"
 
 /* The owner of a template by its name: the built-in `host` is everyone's (""), templates
@@ -167,6 +168,14 @@ json_t *core_doctor(struct core *c)
 	free(text);
 	if (!j)
 		j = json_object();
+	text = tier_microvm_doctor();
+	if (text) {
+		json_t *vm = json_loads(text, 0, NULL);
+
+		if (vm)
+			json_object_set_new(j, "microvm", vm);
+		free(text);
+	}
 	json_object_set_new(j, "state_dir", json_string(c->cfg.state_dir));
 	return j;
 }

@@ -1,8 +1,10 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* accel: KVM or TCG — decided from CPU flags and loaded modules, never from "/dev/kvm opens". */
 #include "microvm-internal.h"
+#include "microvm.h"
 
 #include <dirent.h>
+#include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -37,8 +39,8 @@ static bool has_module(const char *modules, const char *name)
 	return false;
 }
 
-void mvm_accel_decide(const char *cpuinfo, const char *modules, bool kvm_dev,
-		      const char *override, struct mvm_accel *out)
+void mvm_accel_decide(const char *cpuinfo, const char *modules, bool kvm_dev, const char *override,
+		      struct mvm_accel *out)
 {
 	bool vmx = cpuinfo && (has_word(cpuinfo, "vmx") || has_word(cpuinfo, "svm"));
 	bool kmod = modules && (has_module(modules, "kvm_intel") || has_module(modules, "kvm_amd"));
@@ -111,6 +113,21 @@ static char *module_names(void)
 	return out;
 }
 
+/* Set once at startup (isolad --accel) before any thread creates a VM; then read-only. */
+static char accel_override[8];
+
+int tier_microvm_set_accel(const char *mode)
+{
+	if (!strcmp(mode, "auto")) {
+		accel_override[0] = '\0';
+		return 0;
+	}
+	if (strcmp(mode, "kvm") && strcmp(mode, "tcg"))
+		return -EINVAL;
+	snprintf(accel_override, sizeof(accel_override), "%s", mode);
+	return 0;
+}
+
 void mvm_accel_host(struct mvm_accel *out)
 {
 	cleanup_free char *cpuinfo = NULL;
@@ -120,5 +137,6 @@ void mvm_accel_host(struct mvm_accel *out)
 	if (fd >= 0)
 		close(fd);
 	util_read_file("/proc/cpuinfo", 8u << 20, &cpuinfo, NULL);
-	mvm_accel_decide(cpuinfo, mods, fd >= 0, getenv("ISOLA_MICROVM_ACCEL"), out);
+	mvm_accel_decide(cpuinfo, mods, fd >= 0,
+			 accel_override[0] ? accel_override : getenv("ISOLA_MICROVM_ACCEL"), out);
 }

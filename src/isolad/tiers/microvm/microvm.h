@@ -10,6 +10,13 @@
  */
 void tier_microvm_set_agent_path(const char *path);
 
+/*
+ * Overrides the accelerator choice for every microvm sandbox: "kvm", "tcg", or "auto" (detect:
+ * KVM only with real hardware virtualisation, TCG otherwise). -EINVAL for anything else.
+ * Call at startup, before the first create ($ISOLA_MICROVM_ACCEL is the fallback).
+ */
+int tier_microvm_set_accel(const char *mode);
+
 /* Host report for `isola doctor`: accelerator and why, QEMU, kernel (heap JSON string). */
 char *tier_microvm_doctor(void);
 
