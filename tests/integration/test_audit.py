@@ -310,3 +310,39 @@ def test_compliance_report(isolad, cli):
             "not applicable" in j["encryption_at_rest"]["snapshots"]
     finally:
         t.cleanup()
+
+
+def test_e2b_commands_are_audited(isolad):
+    """A command started through the E2B envd API (Connect, process.Process/Start) is in the
+    trail like a native one: argv, user, exit code, duration — never its output."""
+    import http.client
+    import struct
+    t0 = time.time()
+    time.sleep(0.01)
+    conn = http.client.HTTPConnection(*isolad.tcp, timeout=60)
+    conn.request("POST", "/sandboxes", body=json.dumps({"templateID": "base"}),
+                 headers={"X-API-KEY": isolad.token, "Content-Type": "application/json"})
+    resp = conn.getresponse()
+    body = json.loads(resp.read())
+    assert resp.status == 201, body
+    sid, tok = body["sandboxID"], body["envdAccessToken"]
+    try:
+        msg = json.dumps({"process": {"cmd": "/bin/sh", "args": ["-c", "echo e2b-$((40+2)); exit 4"]}})
+        env = struct.pack(">BI", 0, len(msg)) + msg.encode()
+        conn.request("POST", "/process.Process/Start", body=env, headers={
+            "Content-Type": "application/connect+json", "Connect-Protocol-Version": "1",
+            "E2b-Sandbox-Id": sid, "E2b-Sandbox-Port": "49983", "X-Access-Token": tok})
+        resp = conn.getresponse()
+        data = resp.read()
+        assert resp.status == 200 and b'"exitCode":4' in data, data
+        recs = export(isolad, since=t0)
+    finally:
+        conn.request("DELETE", f"/sandboxes/{sid}", headers={"X-API-KEY": isolad.token})
+        conn.getresponse().read()
+        conn.close()
+    cmds = [r for r in recs if r["action"] == "command" and r["target"] == sid]
+    assert cmds, [r for r in recs if r["target"] == sid]
+    d = cmds[0]["detail"]
+    assert d["argv"] == ["/bin/sh", "-c", "echo e2b-$((40+2)); exit 4"] and d["exit_code"] == 4, d
+    assert isinstance(d["duration_ms"], int) and cmds[0]["tenant"] == "default"
+    assert "e2b-42" not in json.dumps(recs)

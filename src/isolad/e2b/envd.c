@@ -149,6 +149,11 @@ int e2b_request_begin(struct api_req *r, const char *url, const char *method, bo
 	r->state = er;
 	r->state_free = e2b_req_free;
 	r->match = m;
+	/* E2B keys and envd access tokens both derive from the operator's API token: the
+	 * caller acts as the operator (admin of `default`) in the audit trail. */
+	snprintf(r->who.who, sizeof(r->who.who), "e2b:api.token");
+	snprintf(r->who.tenant, sizeof(r->who.tenant), "default");
+	r->who.role = TENANCY_ADMIN;
 	if (rt->kind == E2B_CONTROL) {
 		/* An id that cannot be one of ours names no sandbox. */
 		for (unsigned i = 0; i < m.n; i++)

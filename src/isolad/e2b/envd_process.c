@@ -25,7 +25,23 @@ struct proc_stream {
 	bool tty;	       /* output is the pty's */
 	bool start_sent;       /* the first event went out */
 	struct isola_err *err; /* failure before the stream began (sent as its end), owned */
+	struct api_server *srv;	      /* for the audit record, borrowed */
+	struct tenancy_principal who; /* who started the command */
+	json_t *audit_argv;	      /* argv until the end is audited, owned */
+	char audit_user[64];	      /* user it runs as */
+	uint64_t started_ms;	      /* when it started */
 };
+
+/* Appends the command's audit record (exit NULL: its end was not seen) once. */
+static void proc_stream_audit(struct proc_stream *ps, const json_t *exit)
+{
+	if (!ps->audit_argv)
+		return;
+	api_audit_command(ps->srv, &ps->who, sandbox_id(ps->s), ps->audit_argv, ps->audit_user,
+			  ps->pid, exit, ps->started_ms);
+	json_decref(ps->audit_argv);
+	ps->audit_argv = NULL;
+}
 
 static void proc_stream_free(void *p)
 {
@@ -36,8 +52,10 @@ static void proc_stream_free(void *p)
 	/* Closing a foreground exec channel turns the process into a background one: a
 	 * client that disconnects (handle.disconnect(), a crash) leaves it running. */
 	agent_chan_close(ps->ch);
-	if (ps->s)
+	if (ps->s) {
+		proc_stream_audit(ps, NULL);
 		sandbox_unref(ps->s);
+	}
 	isola_err_free(ps->err);
 	free(ps);
 }
@@ -107,6 +125,7 @@ static int proc_next(struct e2b_stream *es, void *ud)
 							       api_b64_json(m.data, m.len))));
 		break;
 	case PROTO_EXIT:
+		proc_stream_audit(ps, m.json);
 		r = e2b_stream_msg(es, end_event(m.json));
 		agent_msg_fini(&m);
 		return r < 0 ? -1 : 1;
@@ -231,8 +250,16 @@ enum MHD_Result e2b_proc_start(struct api_req *r)
 	}
 	sandbox_apply_exec_defaults(ps->s, req);
 	if (agent_chan_open(conn, req, &ps->ch, &ps->err) == 0 &&
-	    api_chan_expect_result(ps->ch, api_req_fd(r), E2B_CALL_MS, &res, &ps->err) == 0)
+	    api_chan_expect_result(ps->ch, api_req_fd(r), E2B_CALL_MS, &res, &ps->err) == 0) {
 		ps->pid = (long)json_integer_value(json_object_get(res, "pid"));
+		/* Every command started in a sandbox is audited (argv, user, exit, duration). */
+		ps->srv = r->srv;
+		ps->who = r->who;
+		ps->audit_argv = json_incref(json_object_get(req, "argv"));
+		snprintf(ps->audit_user, sizeof(ps->audit_user), "%s",
+			 json_string_value(json_object_get(req, "user")) ?: "");
+		ps->started_ms = util_now_ms();
+	}
 	json_decref(res);
 	json_decref(req);
 	return proc_stream_respond(r, ps);
