@@ -52,7 +52,8 @@ static void test_argv(void)
 	   "argv: agent virtio-serial port on a server socket");
 	ok(argv_has(argv, "/vm/qmp.sock") && !argv_has(argv, "-monitor"),
 	   "argv: QMP only on the host socket");
-	ok(argv_has(argv, "-no-reboot") && argv_has(argv, "panic=-1"), "argv: panic ends QEMU");
+	ok(argv_has(argv, "-no-reboot") && argv_has(argv, "panic=-1") && argv_has(argv, "reboot=t"),
+	   "argv: panic ends QEMU (triple-fault reboot: microvm has no reset device)");
 	ok(argv_has(argv, "backing=base"), "argv: overlay on the read-only template image");
 	c.accel = "kvm";
 	ok(mvm_build_argv(&c, argv, buf, sizeof(buf)) == 0 && argv_opt(argv, "-cpu", "host") &&

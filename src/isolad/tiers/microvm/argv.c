@@ -9,12 +9,12 @@
 #include <string.h>
 
 struct argv_b {
-	char **argv;  /* output */
-	size_t n;     /* used entries */
-	char *buf;    /* string storage */
-	size_t len;   /* storage size */
-	size_t off;   /* used storage */
-	bool full;    /* ran out of argv or buf */
+	char **argv; /* output */
+	size_t n;    /* used entries */
+	char *buf;   /* string storage */
+	size_t len;  /* storage size */
+	size_t off;  /* used storage */
+	bool full;   /* ran out of argv or buf */
 };
 
 static __attribute__((format(printf, 2, 3))) void add(struct argv_b *b, const char *fmt, ...)
@@ -68,8 +68,9 @@ int mvm_build_argv(const struct mvm_vm_config *c, char **argv, char *buf, size_t
 	add(&b, "isola-%s", c->id);
 	/* Guest RAM is a shared file mapping (later: snapshots with x-ignore-shared). */
 	add(&b, "-object");
-	add(&b, "memory-backend-file,id=ram,size=%" PRIu64 "M,mem-path=" MVM_JAIL_MEM
-		",share=on,prealloc=off",
+	add(&b,
+	    "memory-backend-file,id=ram,size=%" PRIu64 "M,mem-path=" MVM_JAIL_MEM
+	    ",share=on,prealloc=off",
 	    c->memory_mib);
 	add(&b, "-M");
 	add(&b, "microvm,acpi=on,x-option-roms=off,isa-serial=on,rtc=on,memory-backend=ram");
@@ -97,16 +98,21 @@ int mvm_build_argv(const struct mvm_vm_config *c, char **argv, char *buf, size_t
 	add(&b, MVM_JAIL_KERNEL);
 	add(&b, "-initrd");
 	add(&b, MVM_JAIL_INITRD);
-	/* panic=-1 + -no-reboot: a guest panic ends QEMU, and the monitor sees it. */
+	/* panic=-1 + -no-reboot: a guest panic ends QEMU, and the monitor sees it. microvm has
+	 * no reset device, so the guest must reboot by triple fault (reboot=t): with the
+	 * kernel's default methods a panicked guest spun forever at 100% CPU instead. */
 	add(&b, "-append");
 	/* Under TCG with QEMU's seccomp filter the guest's PIT-based TSC calibration fails
 	 * and boot hangs ("Unable to calibrate against PIT"); TCG's TSC is the host's, so
 	 * tell the guest its rate. */
 	if (c->tsc_khz)
-		add(&b, "console=ttyS0 quiet panic=-1 oops=panic isola.hostname=%s tsc_early_khz=%u",
+		add(&b,
+		    "console=ttyS0 quiet panic=-1 oops=panic reboot=t isola.hostname=%s "
+		    "tsc_early_khz=%u",
 		    c->id, c->tsc_khz);
 	else
-		add(&b, "console=ttyS0 quiet panic=-1 oops=panic isola.hostname=%s", c->id);
+		add(&b, "console=ttyS0 quiet panic=-1 oops=panic reboot=t isola.hostname=%s",
+		    c->id);
 	/* Serial console to a socket isolad drains into a bounded log. */
 	add(&b, "-chardev");
 	add(&b, "socket,id=con,path=" MVM_JAIL_VM "/console.sock,server=on,wait=off");
