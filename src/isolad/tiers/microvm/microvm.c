@@ -5,6 +5,7 @@
 #include "cgroup-shared.h"
 #include "microvm.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -178,7 +179,8 @@ static unsigned host_tsc_khz(void)
 	cleanup_free char *ci = NULL;
 	const char *p;
 
-	if (util_read_file("/proc/cpuinfo", 8u << 20, &ci, NULL) < 0 || !(p = strstr(ci, "cpu MHz")))
+	if (util_read_file("/proc/cpuinfo", 8u << 20, &ci, NULL) < 0 ||
+	    !(p = strstr(ci, "cpu MHz")))
 		return 0;
 	p = strchr(p, ':');
 	return p ? (unsigned)(strtod(p + 1, NULL) * 1000.0) : 0;
@@ -201,8 +203,8 @@ static void qemu_log_tail(const char *vmdir, char *out, size_t len)
 			*p = '?';
 }
 
-static int make_overlay(struct tier_sandbox *s, const char *base, uint64_t disk_bytes,
-			uint32_t uid, struct isola_err **err)
+static int make_overlay(struct tier_sandbox *s, const char *base, uint64_t disk_bytes, uint32_t uid,
+			struct isola_err **err)
 {
 	char path[700], size_s[32], out[1024];
 	struct stat st;
@@ -214,10 +216,11 @@ static int make_overlay(struct tier_sandbox *s, const char *base, uint64_t disk_
 	/* Virtual size = template image + the sandbox's disk allowance; the agent grows the
 	 * ext4 to fill it, so the guest gets ENOSPC at the limit and the host file is capped. */
 	snprintf(size_s, sizeof(size_s), "%" PRIu64,
-		 (((uint64_t)st.st_size + disk_bytes) + (1u << 20) - 1) & ~((uint64_t)(1u << 20) - 1));
+		 (((uint64_t)st.st_size + disk_bytes) + (1u << 20) - 1) &
+			 ~((uint64_t)(1u << 20) - 1));
 	{
-		char *argv[] = {"qemu-img", "create", "-q", "-f", "qcow2", "-u", "-F", "raw", "-b",
-				MVM_JAIL_BASE, path, size_s, NULL};
+		char *argv[] = {"qemu-img", "create", "-q",	     "-f", "qcow2", "-u", "-F",
+				"raw",	    "-b",     MVM_JAIL_BASE, path, size_s,  NULL};
 
 		r = mvm_run(argv, out, sizeof(out));
 	}
@@ -271,8 +274,8 @@ static int microvm_create(const struct sandbox_spec *spec, struct tier_sandbox *
 		goto fail_free;
 	snprintf(kernel, sizeof(kernel), "%s/vmlinuz", kdir);
 	snprintf(jail_root, sizeof(jail_root), "%s/jail", spec->dir);
-	if ((mkdir(s->vmdir, 0700) < 0 && errno != EEXIST) || chown(s->vmdir, spec->uid_base,
-								    spec->uid_base) < 0 ||
+	if ((mkdir(s->vmdir, 0700) < 0 && errno != EEXIST) ||
+	    chown(s->vmdir, spec->uid_base, spec->uid_base) < 0 ||
 	    (mkdir(jail_root, 0700) < 0 && errno != EEXIST)) {
 		r = isola_err_sys(err, errno, "internal", "create `%s`", s->vmdir);
 		goto fail_teardown;
@@ -386,8 +389,9 @@ fail_teardown:
 		mvm_console_drain(s->con, 500);
 		tail = mvm_console_tail(s->con, 1500, NULL);
 		qemu_log_tail(s->vmdir, qlog, sizeof(qlog));
-		isola_err_wrap(err, "microvm `%s`%s%s%s%s", spec->id, qlog[0] ? "; QEMU said: " : "",
-			       qlog, tail && *tail ? "; console: " : "", tail ? tail : "");
+		isola_err_wrap(err, "microvm `%s`%s%s%s%s", spec->id,
+			       qlog[0] ? "; QEMU said: " : "", qlog,
+			       tail && *tail ? "; console: " : "", tail ? tail : "");
 	}
 	teardown(s, NULL);
 fail_free:
@@ -501,6 +505,50 @@ static int microvm_destroy(struct tier_sandbox *s, struct isola_err **err)
 	return 0;
 }
 
+/*
+ * Safety net for cleanup without a handle: SIGKILLs every QEMU on the host whose command
+ * line names this sandbox (`-name isola-<id>`), wherever it is — in or out of its cgroup.
+ * Reads only the host's /proc (never a path inside a sandbox). Returns how many it killed.
+ */
+static int kill_qemu_by_name(const char *id)
+{
+	char want[64], path[64];
+	struct dirent *de;
+	int killed = 0;
+	DIR *d;
+
+	snprintf(want, sizeof(want), "isola-%s", id);
+	d = opendir("/proc");
+	if (!d)
+		return 0;
+	while ((de = readdir(d))) {
+		cleanup_free char *cmd = NULL;
+		size_t len = 0;
+		pid_t pid = (pid_t)atoi(de->d_name);
+
+		if (pid <= 1)
+			continue;
+		snprintf(path, sizeof(path), "/proc/%d/cmdline", (int)pid);
+		if (util_read_file(path, 64 * 1024, &cmd, &len) < 0)
+			continue;
+		/* argv is NUL-separated: look for "-name" followed by exactly our name. */
+		for (size_t off = 0; off < len;) {
+			const char *arg = cmd + off;
+			size_t n = strlen(arg);
+
+			if (!strcmp(arg, "-name") && off + n + 1 < len &&
+			    !strcmp(arg + n + 1, want)) {
+				if (kill(pid, SIGKILL) == 0)
+					killed++;
+				break;
+			}
+			off += n + 1;
+		}
+	}
+	closedir(d);
+	return killed;
+}
+
 static int microvm_cleanup(const struct sandbox_spec *spec, const char *saved,
 			   struct isola_err **err)
 {
@@ -524,6 +572,8 @@ static int microvm_cleanup(const struct sandbox_spec *spec, const char *saved,
 	/* No saved pid (isolad died mid-create): whatever is in isola/<id> is its QEMU. */
 	if (s->cg.n && s->cgo && !proc_cgroup_is_empty(&s->cg))
 		s->cgo->kill_all(&s->cg);
+	if (kill_qemu_by_name(spec->id) > 0)
+		log_warn("sandbox %s: killed a QEMU that was outside its cgroup", spec->id);
 	r = teardown(s, err);
 	vm_free(s);
 	return r;
