@@ -283,7 +283,10 @@ def test_kill9_mid_create_leaves_no_orphan(isolad):
 def test_accel_flag_overrides_detection(tmp_path):
     """`isolad --accel tcg` forces the accelerator and doctor says why; a bad value is refused."""
     import subprocess
-    from conftest import ISOLAD, AGENT
+    repo = Path(__file__).resolve().parents[2]
+    build = Path(os.environ.get("ISOLA_BUILD") or repo / "build")
+    ISOLAD = build / "src" / "isolad" / "isolad"
+    AGENT = Path(os.environ.get("ISOLA_AGENT") or repo / "build" / "src" / "agent" / "isola-agent")
     bad = subprocess.run([str(ISOLAD), "--accel", "bogus"], capture_output=True, timeout=30)
     assert bad.returncode == 2 and b"auto|kvm|tcg" in bad.stderr, bad
     sock = tmp_path / "isolad.sock"
