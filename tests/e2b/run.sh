@@ -19,6 +19,7 @@ BUILD="${ISOLA_BUILD:-$REPO/build}"
 AGENT="${ISOLA_AGENT:-$REPO/build/src/agent/isola-agent}"
 ISOLAD="$BUILD/src/isolad/isolad"
 JUNIT="${1:-$REPO/build/test-results/e2b.xml}"
+case "$JUNIT" in /*) ;; *) JUNIT="$PWD/$JUNIT" ;; esac # the script cds below
 
 for f in "$ISOLAD" "$AGENT"; do
 	[ -x "$f" ] || { echo "e2b: \`$f\` is missing: build first (ninja -C build)" >&2; exit 1; }
