@@ -36,14 +36,14 @@ enum gs_state {
 };
 
 static struct {
-	const char *path;	 /* port device path */
-	int fd;			 /* the port, open for the agent's life */
-	enum gs_state state;	 /* see above */
-	struct watch port_w;	 /* port fd in GS_SYNCING */
-	struct watch sig_w;	 /* signalfd for SIGIO */
-	struct watch timer_w;	 /* timerfd re-checking the host in GS_WAITING */
-	char scan[64];		 /* tail of scanned bytes (token may straddle reads) */
-	size_t scan_len;	 /* bytes in scan */
+	const char *path;     /* port device path */
+	int fd;		      /* the port, open for the agent's life */
+	enum gs_state state;  /* see above */
+	struct watch port_w;  /* port fd in GS_SYNCING */
+	struct watch sig_w;   /* signalfd for SIGIO */
+	struct watch timer_w; /* timerfd re-checking the host in GS_WAITING */
+	char scan[64];	      /* tail of scanned bytes (token may straddle reads) */
+	size_t scan_len;      /* bytes in scan */
 } gs = {.fd = -1};
 
 static const char sync_prefix[] = "\nISOLA-SYNC ";
@@ -214,8 +214,8 @@ static int gs_start(void)
 	/* SIGIO on every host connect/disconnect (virtio_console's fasync). */
 	if (fcntl(gs.fd, F_SETOWN, getpid()) < 0 ||
 	    fcntl(gs.fd, F_SETFL, fcntl(gs.fd, F_GETFL) | O_ASYNC) < 0)
-		fprintf(stderr, "isola-agent: %s: O_ASYNC: %s (falling back to polling)\n",
-			gs.path, strerror(errno));
+		fprintf(stderr, "isola-agent: %s: O_ASYNC: %s (falling back to polling)\n", gs.path,
+			strerror(errno));
 	gs.state = GS_WAITING;
 	recheck();
 	return 0;

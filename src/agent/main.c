@@ -24,7 +24,8 @@
 
 static void usage(void)
 {
-	fprintf(stderr, "usage: isola-agent --setup | --listen PATH | --serial PATH | --guest-init\n");
+	fprintf(stderr,
+		"usage: isola-agent --setup | --listen PATH | --serial PATH | --guest-init\n");
 	exit(2);
 }
 

@@ -141,8 +141,7 @@ void sandbox_apply_file_defaults(struct sandbox *s, json_t *req);
  * `not_supported` for tiers without a console (process), `conflict` once the tier's
  * resources are gone (an errored sandbox keeps its last console lines in its error).
  */
-int sandbox_console(struct sandbox *s, size_t max, char **out, size_t *len,
-		    struct isola_err **err);
+int sandbox_console(struct sandbox *s, size_t max, char **out, size_t *len, struct isola_err **err);
 
 /* Resource counters from the tier. */
 int sandbox_stats(struct sandbox *s, struct tier_stats *out, struct isola_err **err);

@@ -19,12 +19,12 @@
 /* --- the event stream of Start and Connect ---------------------------------------------- */
 
 struct proc_stream {
-	struct sandbox *s;     /* reference */
-	struct agent_chan *ch; /* exec or attach channel, owned */
-	long pid;	       /* process id (sent in the start event) */
-	bool tty;	       /* output is the pty's */
-	bool start_sent;       /* the first event went out */
-	struct isola_err *err; /* failure before the stream began (sent as its end), owned */
+	struct sandbox *s;	      /* reference */
+	struct agent_chan *ch;	      /* exec or attach channel, owned */
+	long pid;		      /* process id (sent in the start event) */
+	bool tty;		      /* output is the pty's */
+	bool start_sent;	      /* the first event went out */
+	struct isola_err *err;	      /* failure before the stream began (sent as its end), owned */
 	struct api_server *srv;	      /* for the audit record, borrowed */
 	struct tenancy_principal who; /* who started the command */
 	json_t *audit_argv;	      /* argv until the end is audited, owned */

@@ -26,7 +26,7 @@
 /* Host paths a guest never needs: documentation, firmware and the host's kernel modules
  * (the guest has its own kernel), debug symbols, and GPU toolkits. */
 static const char *const default_excludes[] = {
-	"/usr/share/doc", "/usr/share/man",   "/usr/share/info", "/usr/lib/debug",
+	"/usr/share/doc",    "/usr/share/man",	 "/usr/share/info", "/usr/lib/debug",
 	"/usr/lib/firmware", "/usr/lib/modules", "/usr/src",	    "/usr/local/cuda",
 };
 
@@ -64,10 +64,10 @@ static unsigned excludes(const char **out, char *buf, size_t buflen)
 /* ---- size walk (parent, under build_lock: nftw has no user pointer) ---- */
 
 static struct {
-	const char **ex;  /* excluded host paths */
-	unsigned n_ex;	  /* entries of ex */
-	uint64_t bytes;	  /* allocated bytes seen */
-	uint64_t inodes;  /* entries seen */
+	const char **ex; /* excluded host paths */
+	unsigned n_ex;	 /* entries of ex */
+	uint64_t bytes;	 /* allocated bytes seen */
+	uint64_t inodes; /* entries seen */
 } walk;
 
 static bool excluded(const char *path)
@@ -99,14 +99,15 @@ static int walk_cb(const char *path, const struct stat *st, int type, struct FTW
 /* ---- the staging child (fork of a multithreaded process: syscalls only) ---- */
 
 struct stage_plan {
-	const char *stage;		      /* staging dir (empty on the host) */
-	const char *rootfs;		      /* template rootfs dir */
-	char bind_dst[TIER_MAX_BINDS][PATH_MAX + 300];   /* stage + dst */
-	const char *bind_src[TIER_MAX_BINDS]; /* host dirs */
-	unsigned n_binds;		      /* used entries */
-	char ex_dst[EXT4_MAX_EXCLUDES][PATH_MAX + 300];  /* stage + excluded path (existing dirs only) */
-	unsigned n_ex;			      /* used entries */
-	char *const *argv;		      /* mkfs.ext4 command */
+	const char *stage;			       /* staging dir (empty on the host) */
+	const char *rootfs;			       /* template rootfs dir */
+	char bind_dst[TIER_MAX_BINDS][PATH_MAX + 300]; /* stage + dst */
+	const char *bind_src[TIER_MAX_BINDS];	       /* host dirs */
+	unsigned n_binds;			       /* used entries */
+	char ex_dst[EXT4_MAX_EXCLUDES]
+		   [PATH_MAX + 300]; /* stage + excluded path (existing dirs only) */
+	unsigned n_ex;		     /* used entries */
+	char *const *argv;	     /* mkfs.ext4 command */
 };
 
 static __attribute__((noreturn)) void stage_child(const struct stage_plan *p, int devnull)
@@ -199,8 +200,7 @@ static int build(const char *tdir, const char *rootfs, const struct tier_bind *b
 			 binds[i].dst);
 		if (stat(p.bind_dst[p.n_binds], &st) < 0 || stat(binds[i].src, &st) < 0)
 			continue;
-		snprintf(p.bind_dst[p.n_binds], sizeof(p.bind_dst[0]), "%s%s", stage,
-			 binds[i].dst);
+		snprintf(p.bind_dst[p.n_binds], sizeof(p.bind_dst[0]), "%s%s", stage, binds[i].dst);
 		p.bind_src[p.n_binds++] = binds[i].src;
 	}
 	for (unsigned i = 0; i < walk.n_ex; i++) {
@@ -222,9 +222,9 @@ static int build(const char *tdir, const char *rootfs, const struct tier_bind *b
 	snprintf(size_s, sizeof(size_s), "%lluk", (unsigned long long)(size >> 10));
 	snprintf(inodes_s, sizeof(inodes_s), "%llu", (unsigned long long)inodes);
 	{
-		char *argv[] = {"mkfs.ext4", "-q", "-F", "-b", "4096", "-N", inodes_s, "-L",
-				"isola-root", "-E", "root_owner=0:0", "-d", stage, tmp, size_s,
-				NULL};
+		char *argv[] = {"mkfs.ext4", "-q", "-F",	 "-b", "4096",		 "-N",
+				inodes_s,    "-L", "isola-root", "-E", "root_owner=0:0", "-d",
+				stage,	     tmp,  size_s,	 NULL};
 
 		p.argv = argv;
 		log_info("building ext4 image for `%s` (%llu MiB of files, %llu inodes)", rootfs,
@@ -251,8 +251,8 @@ out:
 	return r;
 }
 
-int images_ext4_get(const char *rootfs, const struct tier_bind *binds, unsigned n_binds,
-		    char *out, size_t len, struct isola_err **err)
+int images_ext4_get(const char *rootfs, const struct tier_bind *binds, unsigned n_binds, char *out,
+		    size_t len, struct isola_err **err)
 {
 	char tdir[PATH_MAX], img[PATH_MAX + 16];
 	const char *slash;
@@ -262,8 +262,10 @@ int images_ext4_get(const char *rootfs, const struct tier_bind *binds, unsigned 
 	slash = strrchr(rootfs, '/');
 	if (!slash || slash == rootfs || strcmp(slash, "/rootfs") != 0 ||
 	    (size_t)(slash - rootfs) >= sizeof(tdir))
-		return isola_err_set(err, EINVAL, "internal", "template rootfs `%s` is not "
-				     ".../<id>/rootfs", rootfs);
+		return isola_err_set(err, EINVAL, "internal",
+				     "template rootfs `%s` is not "
+				     ".../<id>/rootfs",
+				     rootfs);
 	memcpy(tdir, rootfs, (size_t)(slash - rootfs));
 	tdir[slash - rootfs] = '\0';
 	if (snprintf(img, sizeof(img), "%s/rootfs.ext4", tdir) >= (int)sizeof(img) ||

@@ -21,8 +21,8 @@
  * Blocks for the build (seconds to a minute for a large /usr); concurrent callers for the
  * same template wait for one build. Any thread. 0 or -errno with *err.
  */
-int images_ext4_get(const char *rootfs, const struct tier_bind *binds, unsigned n_binds,
-		    char *out, size_t len, struct isola_err **err);
+int images_ext4_get(const char *rootfs, const struct tier_bind *binds, unsigned n_binds, char *out,
+		    size_t len, struct isola_err **err);
 
 /* Size in bytes mkfs needs for `used` bytes of files and `inodes` entries (pure, tested). */
 uint64_t images_ext4_size_for(uint64_t used, uint64_t inodes);

@@ -10,11 +10,31 @@
 
 /* guestserial.c is linked for guest_sync_find only; the event loop symbols it references
  * are stubbed here. */
-void watch_init(void *w, int fd, void *cb) { (void)w; (void)fd; (void)cb; }
-void watch_set(void *w, unsigned ev) { (void)w; (void)ev; }
-void server_set_transport(const void *t) { (void)t; }
-void server_install_conn(int fd) { (void)fd; }
-int server_run(int fd, _Bool s) { (void)fd; (void)s; return -1; }
+void watch_init(void *w, int fd, void *cb)
+{
+	(void)w;
+	(void)fd;
+	(void)cb;
+}
+void watch_set(void *w, unsigned ev)
+{
+	(void)w;
+	(void)ev;
+}
+void server_set_transport(const void *t)
+{
+	(void)t;
+}
+void server_install_conn(int fd)
+{
+	(void)fd;
+}
+int server_run(int fd, _Bool s)
+{
+	(void)fd;
+	(void)s;
+	return -1;
+}
 
 static int argv_has(char **argv, const char *s)
 {
@@ -36,13 +56,18 @@ static int argv_opt(char **argv, const char *opt, const char *val)
 static void test_argv(void)
 {
 	char *argv[MVM_ARGV_MAX], buf[8192], small[64];
-	struct mvm_vm_config c = {.qemu = "/usr/bin/qemu-system-x86_64", .id = "abc123",
-				  .accel = "tcg", .vcpus = 2, .memory_mib = 512, .tsc_khz = 2000000};
+	struct mvm_vm_config c = {.qemu = "/usr/bin/qemu-system-x86_64",
+				  .id = "abc123",
+				  .accel = "tcg",
+				  .vcpus = 2,
+				  .memory_mib = 512,
+				  .tsc_khz = 2000000};
 
 	ok(mvm_build_argv(&c, argv, buf, sizeof(buf)) == 0, "argv: tcg config builds");
 	ok(argv_has(argv, "tcg,thread=multi,tb-size="), "argv: multi-threaded TCG, bounded cache");
 	ok(argv_opt(argv, "-cpu", "max"), "argv: -cpu max under TCG");
-	ok(argv_has(argv, "on,obsolete=deny,elevateprivileges=deny,spawn=deny,resourcecontrol=deny"),
+	ok(argv_has(argv,
+		    "on,obsolete=deny,elevateprivileges=deny,spawn=deny,resourcecontrol=deny"),
 	   "argv: QEMU seccomp sandbox with every deny");
 	ok(argv_has(argv, "memory-backend-file,id=ram,size=512M,mem-path=/mem/ram,share=on"),
 	   "argv: guest RAM is a shared memory-backend-file");

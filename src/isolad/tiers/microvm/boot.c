@@ -90,9 +90,8 @@ static int cpio_entry(int fd, const char *name, mode_t mode, const void *data, s
 	size_t nl = strlen(name) + 1;
 	int r;
 
-	snprintf(hdr, sizeof(hdr),
-		 "070701%08X%08X%08X%08X%08X%08X%08zX%08X%08X%08X%08X%08zX%08X", ino,
-		 (unsigned)mode, 0u, 0u, 1u, 0u, len, 0u, 0u, 0u, 0u, nl, 0u);
+	snprintf(hdr, sizeof(hdr), "070701%08X%08X%08X%08X%08X%08X%08zX%08X%08X%08X%08X%08zX%08X",
+		 ino, (unsigned)mode, 0u, 0u, 1u, 0u, len, 0u, 0u, 0u, 0u, nl, 0u);
 	r = util_write_all(fd, hdr, 110);
 	if (!r)
 		r = util_write_all(fd, name, nl);
@@ -270,7 +269,8 @@ int mvm_agent_sync(const char *sock, const char *qmp, int pidfd, int timeout_ms,
 	if (util_write_all(fd, token, strlen(token)) < 0)
 		return isola_err_sys(err, errno, "unavailable", "write to `%s`", sock);
 	for (;;) {
-		struct pollfd p[2] = {{.fd = fd, .events = POLLIN}, {.fd = pidfd, .events = POLLIN}};
+		struct pollfd p[2] = {{.fd = fd, .events = POLLIN},
+				      {.fd = pidfd, .events = POLLIN}};
 		int pr = poll(p, pidfd >= 0 ? 2 : 1, 150);
 		ssize_t n;
 		char *hit;

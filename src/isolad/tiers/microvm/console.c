@@ -79,17 +79,17 @@ char *mvm_ring_tail(const struct mvm_ring *r, size_t max, size_t *n)
 }
 
 struct mvm_console {
-	char sock[108];		/* QEMU's serial socket */
-	char log[512];		/* <dir>/console.log */
-	char log1[512];		/* <dir>/console.log.1 (previous half) */
-	pthread_t thread;	/* reader */
-	int stop_fd;		/* eventfd: stop */
-	pthread_mutex_t lock;	/* ring, eof */
-	pthread_cond_t cond;	/* eof reached */
-	struct mvm_ring ring;	/* last MVM_CONSOLE_RING bytes */
-	bool eof;		/* QEMU closed the console */
-	int log_fd;		/* open console.log, -1 if none */
-	uint64_t log_bytes;	/* size of console.log */
+	char sock[108];	      /* QEMU's serial socket */
+	char log[512];	      /* <dir>/console.log */
+	char log1[512];	      /* <dir>/console.log.1 (previous half) */
+	pthread_t thread;     /* reader */
+	int stop_fd;	      /* eventfd: stop */
+	pthread_mutex_t lock; /* ring, eof */
+	pthread_cond_t cond;  /* eof reached */
+	struct mvm_ring ring; /* last MVM_CONSOLE_RING bytes */
+	bool eof;	      /* QEMU closed the console */
+	int log_fd;	      /* open console.log, -1 if none */
+	uint64_t log_bytes;   /* size of console.log */
 };
 
 static int console_connect(struct mvm_console *c)
@@ -124,8 +124,8 @@ static void log_append(struct mvm_console *c, const char *buf, size_t n)
 	if (c->log_fd < 0) {
 		struct stat st;
 
-		c->log_fd = open(c->log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW,
-				 0600);
+		c->log_fd =
+			open(c->log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0600);
 		if (c->log_fd < 0)
 			return;
 		c->log_bytes = fstat(c->log_fd, &st) == 0 ? (uint64_t)st.st_size : 0;
@@ -141,7 +141,8 @@ static void *console_main(void *arg)
 	int fd = console_connect(c);
 
 	while (fd >= 0) {
-		struct pollfd p[2] = {{.fd = fd, .events = POLLIN}, {.fd = c->stop_fd, .events = POLLIN}};
+		struct pollfd p[2] = {{.fd = fd, .events = POLLIN},
+				      {.fd = c->stop_fd, .events = POLLIN}};
 		ssize_t n;
 
 		if (poll(p, 2, -1) < 0 && errno != EINTR)

@@ -50,13 +50,13 @@ struct jail_op {
 };
 
 struct jail_plan {
-	const char *root;	      /* new root mount point */
+	const char *root;		  /* new root mount point */
 	struct jail_op ops[JAIL_MAX_OPS]; /* in order */
-	unsigned n;		      /* used ops */
-	uint32_t uid;		      /* target uid/gid */
-	gid_t kvm_gid;		      /* supplementary group for /dev/kvm, or (gid_t)-1 */
-	int log_fd, devnull, go_fd;   /* fds the child uses */
-	char *const *argv;	      /* QEMU */
+	unsigned n;			  /* used ops */
+	uint32_t uid;			  /* target uid/gid */
+	gid_t kvm_gid;			  /* supplementary group for /dev/kvm, or (gid_t)-1 */
+	int log_fd, devnull, go_fd;	  /* fds the child uses */
+	char *const *argv;		  /* QEMU */
 };
 
 static struct jail_op *op_add(struct jail_plan *p, enum jail_op_kind k, const char *a,
@@ -144,8 +144,8 @@ static __attribute__((noreturn)) void child(const struct jail_plan *p)
 	umask(077);
 	/* Privileges: from real root to the sandbox's uid; setresuid from 0 to non-0 clears
 	 * every capability set, no_new_privs keeps it that way across exec. */
-	if (setgroups(p->kvm_gid == (gid_t)-1 ? 0 : 1, &p->kvm_gid) < 0 || setresgid(p->uid, p->uid, p->uid) < 0 ||
-	    setresuid(p->uid, p->uid, p->uid) < 0)
+	if (setgroups(p->kvm_gid == (gid_t)-1 ? 0 : 1, &p->kvm_gid) < 0 ||
+	    setresgid(p->uid, p->uid, p->uid) < 0 || setresuid(p->uid, p->uid, p->uid) < 0)
 		_exit(112);
 	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0 || prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) < 0)
 		_exit(113);

@@ -16,10 +16,10 @@
 #define MVM_JAIL_KERNEL	   "/k/vmlinuz"
 #define MVM_JAIL_INITRD	   "/k/initramfs.cpio"
 #define MVM_JAIL_BASE	   "/t/rootfs.ext4"
-#define MVM_JAIL_VM	   "/vm"	 /* the sandbox's <dir>/vm, read-write */
+#define MVM_JAIL_VM	   "/vm"      /* the sandbox's <dir>/vm, read-write */
 #define MVM_JAIL_MEM	   "/mem/ram" /* guest RAM file on a tmpfs private to the jail */
 #define MVM_PORT_NAME	   "org.isola.agent"
-#define MVM_TB_MIB	   64u  /* TCG translation cache, bounded (QEMU's default is 1 GiB) */
+#define MVM_TB_MIB	   64u /* TCG translation cache, bounded (QEMU's default is 1 GiB) */
 #define MVM_OVERHEAD_BYTES (256ull << 20) /* QEMU beyond guest RAM, for the cgroup limit */
 
 /* ---- accelerator (accel.c) ---- */
@@ -36,8 +36,8 @@ struct mvm_accel {
  * svm, kvm_intel or kvm_amd is loaded, and no PVM module (kvm_pvm: nested paravirtual KVM,
  * under which a stock guest hangs) is; `override` ("kvm"/"tcg", or NULL/"") wins.
  */
-void mvm_accel_decide(const char *cpuinfo, const char *modules, bool kvm_dev,
-		      const char *override, struct mvm_accel *out);
+void mvm_accel_decide(const char *cpuinfo, const char *modules, bool kvm_dev, const char *override,
+		      struct mvm_accel *out);
 
 /* This host's answer (reads /proc and /dev/kvm; $ISOLA_MICROVM_ACCEL overrides). */
 void mvm_accel_host(struct mvm_accel *out);
@@ -46,12 +46,12 @@ void mvm_accel_host(struct mvm_accel *out);
 
 /* What one VM gets. Strings are borrowed. */
 struct mvm_vm_config {
-	const char *qemu;      /* QEMU binary (absolute, inside the jail = host /usr) */
-	const char *id;	       /* sandbox id: hostname and QEMU -name */
-	const char *accel;     /* "kvm" | "tcg" */
-	unsigned vcpus;	       /* 1..64 */
-	uint64_t memory_mib;   /* guest RAM */
-	unsigned tsc_khz;      /* TCG: tsc_early_khz for the guest (0 = let it calibrate) */
+	const char *qemu;    /* QEMU binary (absolute, inside the jail = host /usr) */
+	const char *id;	     /* sandbox id: hostname and QEMU -name */
+	const char *accel;   /* "kvm" | "tcg" */
+	unsigned vcpus;	     /* 1..64 */
+	uint64_t memory_mib; /* guest RAM */
+	unsigned tsc_khz;    /* TCG: tsc_early_khz for the guest (0 = let it calibrate) */
 };
 
 #define MVM_ARGV_MAX 64
@@ -67,10 +67,10 @@ int mvm_build_argv(const struct mvm_vm_config *c, char **argv, char *buf, size_t
 
 /* A byte ring keeping the last cap bytes written. Pure (unit-tested). */
 struct mvm_ring {
-	char *buf;   /* cap bytes, owned */
-	size_t cap;  /* capacity */
-	size_t head; /* next write position */
-	size_t len;  /* valid bytes (<= cap) */
+	char *buf;	/* cap bytes, owned */
+	size_t cap;	/* capacity */
+	size_t head;	/* next write position */
+	size_t len;	/* valid bytes (<= cap) */
 	uint64_t total; /* bytes ever pushed (len < total: older bytes were dropped) */
 };
 
@@ -103,16 +103,16 @@ char *mvm_console_tail_files(const char *dir, size_t max, size_t *n);
 
 /* Host paths bound into QEMU's mount namespace, and who QEMU runs as. */
 struct mvm_jail {
-	const char *root;    /* empty dir the jail's tmpfs root is mounted on (<dir>/jail) */
-	const char *vmdir;   /* <dir>/vm, bound read-write at MVM_JAIL_VM */
-	const char *kernel;  /* host vmlinuz */
-	const char *initrd;  /* host initramfs.cpio */
-	const char *base;    /* host template rootfs.ext4, bound read-only */
-	bool kvm;	     /* bind /dev/kvm */
-	uint32_t uid;	     /* host uid and gid QEMU runs as */
-	uint64_t mem_bytes;  /* size of the /mem tmpfs */
-	char *const *argv;   /* QEMU command line */
-	int log_fd;	     /* QEMU's stdout/stderr */
+	const char *root;   /* empty dir the jail's tmpfs root is mounted on (<dir>/jail) */
+	const char *vmdir;  /* <dir>/vm, bound read-write at MVM_JAIL_VM */
+	const char *kernel; /* host vmlinuz */
+	const char *initrd; /* host initramfs.cpio */
+	const char *base;   /* host template rootfs.ext4, bound read-only */
+	bool kvm;	    /* bind /dev/kvm */
+	uint32_t uid;	    /* host uid and gid QEMU runs as */
+	uint64_t mem_bytes; /* size of the /mem tmpfs */
+	char *const *argv;  /* QEMU command line */
+	int log_fd;	    /* QEMU's stdout/stderr */
 };
 
 /*
