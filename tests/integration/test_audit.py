@@ -346,3 +346,24 @@ def test_e2b_commands_are_audited(isolad):
     assert d["argv"] == ["/bin/sh", "-c", "echo e2b-$((40+2)); exit 4"] and d["exit_code"] == 4, d
     assert isinstance(d["duration_ms"], int) and cmds[0]["tenant"] == "default"
     assert "e2b-42" not in json.dumps(recs)
+
+
+def test_background_command_end_is_audited_without_a_waiter(isolad, api, sandbox):
+    """A background command's end reaches the trail even when no client waits for it."""
+    t0 = time.time()
+    time.sleep(0.01)
+    p = api.request("POST", f"/v1/sandboxes/{sandbox['id']}/processes",
+                    json={"cmd": ["sh", "-c", "sleep 0.2; exit 6"]})
+    assert p.status == 201, p
+    pid = p.json()["pid"]
+    deadline = time.monotonic() + 20
+    while True:
+        ends = [r for r in export(isolad, since=t0) if r["action"] == "command" and
+                r["target"] == sandbox["id"] and r["detail"].get("pid") == pid]
+        if ends or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
+    assert ends, "no audit record for the background command's end"
+    d = ends[0]["detail"]
+    assert d["argv"] == ["sh", "-c", "sleep 0.2; exit 6"] and d["exit_code"] == 6, d
+    assert ends[0]["outcome"] == "exited" and isinstance(d["duration_ms"], int)

@@ -327,6 +327,9 @@ void api_audit(struct api_req *r, const char *action, const char *target, const 
 	       const json_t *detail);
 /* The audit record of a finished API call (server.c's completion callback). */
 void api_audit_request(struct api_req *r);
+/* Starts a thread that audits a background command's end (procwatch.c). s, argv borrowed. */
+void api_procwatch_start(struct api_req *r, struct sandbox *s, const json_t *argv, const char *user,
+			 long pid);
 /* Audits a command that ended (or whose end was not seen: exit NULL). */
 void api_audit_command(struct api_server *srv, const struct tenancy_principal *who,
 		       const char *sandbox, const json_t *argv, const char *user, long pid,

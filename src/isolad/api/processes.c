@@ -107,7 +107,7 @@ enum MHD_Result api_proc_start(struct api_req *r)
 	agent_chan_close(ch);
 	api_metrics_exec("process");
 	{
-		/* A background command: audited when it starts; its exit when a client waits. */
+		/* A background command: audited when it starts, and when it ends (procwatch). */
 		json_t *d = json_pack("{s:O, s:s, s:b, s:O}", "argv", argv, "user",
 				      json_string_value(json_object_get(req, "user")) ?: "",
 				      "background", 1, "pid",
@@ -115,6 +115,10 @@ enum MHD_Result api_proc_start(struct api_req *r)
 
 		api_audit(r, "command.start", sandbox_id(s), res ? "ok" : "error", d);
 		json_decref(d);
+		if (res)
+			api_procwatch_start(r, s, argv,
+					    json_string_value(json_object_get(req, "user")),
+					    (long)json_integer_value(json_object_get(res, "pid")));
 	}
 	sandbox_unref(s);
 	json_decref(req);
