@@ -327,6 +327,20 @@ void api_audit(struct api_req *r, const char *action, const char *target, const 
 	       const json_t *detail);
 /* The audit record of a finished API call (server.c's completion callback). */
 void api_audit_request(struct api_req *r);
+/* A file read from the agent streamed as a raw response of a promised length (files.c;
+ * also served by the E2B /files route). */
+struct api_download {
+	struct api_server *srv; /* for the stopping flag */
+	struct sandbox *s;	/* reference (may be NULL) */
+	struct agent_chan *ch;	/* read channel, owned */
+	uint64_t remaining;	/* bytes still promised in Content-Length */
+};
+/* api_stream producer: copies STDOUT frames until `remaining` is 0; cuts the response on
+ * anything else. */
+int api_download_produce(struct api_stream *st, void *ud);
+/* Frees an api_download (closes its channel, drops its sandbox reference). */
+void api_download_free(void *p);
+
 /* Starts a thread that audits a background command's end (procwatch.c). s, argv borrowed. */
 void api_procwatch_start(struct api_req *r, struct sandbox *s, const json_t *argv, const char *user,
 			 long pid);

@@ -64,25 +64,18 @@ static int fs_call(struct api_req *r, json_t *req, json_t **result, struct isola
 
 /* --- GET /files ------------------------------------------------------------------------ */
 
-struct download {
-	struct api_server *srv; /* for the stopping flag */
-	struct sandbox *s;	/* reference */
-	struct agent_chan *ch;	/* owned */
-	uint64_t remaining;	/* bytes still promised in Content-Length */
-};
-
-static void download_free(void *p)
+void api_download_free(void *p)
 {
-	struct download *d = p;
+	struct api_download *d = p;
 
 	agent_chan_close(d->ch);
 	sandbox_unref(d->s);
 	free(d);
 }
 
-static int download_produce(struct api_stream *st, void *ud)
+int api_download_produce(struct api_stream *st, void *ud)
 {
-	struct download *d = ud;
+	struct api_download *d = ud;
 	cleanup_err struct isola_err *err = NULL;
 	struct agent_msg m = {0};
 	int r;
@@ -117,7 +110,7 @@ enum MHD_Result api_file_get(struct api_req *r)
 	bool ranged = range_hdr && api_parse_range(range_hdr, &rg) == 0;
 	uint64_t off = 0, len, size;
 	struct agent_conn *conn;
-	struct download *d;
+	struct api_download *d;
 	struct MHD_Response *resp;
 	json_t *req, *res = NULL;
 	char buf[96];
@@ -180,7 +173,7 @@ enum MHD_Result api_file_get(struct api_req *r)
 		len = size;
 	}
 	d->remaining = len;
-	resp = api_stream_response(r, API_FMT_RAW, len, download_produce, d, download_free);
+	resp = api_stream_response(r, API_FMT_RAW, len, api_download_produce, d, api_download_free);
 	if (!resp)
 		return MHD_NO;
 	MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "application/octet-stream");
@@ -193,7 +186,7 @@ enum MHD_Result api_file_get(struct api_req *r)
 	return api_respond_response(r, ranged ? 206 : 200, resp);
 
 unsatisfiable:
-	download_free(d);
+	api_download_free(d);
 	snprintf(buf, sizeof(buf), "bytes */%" PRIu64, size);
 	{
 		json_t *body = api_error_json("range_not_satisfiable", "range not satisfiable");
@@ -213,7 +206,7 @@ unsatisfiable:
 	}
 fail:
 	ret = api_respond_err(r, err);
-	download_free(d);
+	api_download_free(d);
 	return ret;
 }
 

@@ -107,55 +107,11 @@ enum MHD_Result e2b_health(struct api_req *r)
 
 /* --- GET /files ----------------------------------------------------------------------------------- */
 
-struct download {
-	struct api_server *srv; /* for the stopping flag */
-	struct sandbox *s;	/* reference */
-	struct agent_chan *ch;	/* read channel, owned */
-	uint64_t remaining;	/* bytes still promised in Content-Length */
-};
-
-static void download_free(void *p)
-{
-	struct download *d = p;
-
-	agent_chan_close(d->ch);
-	if (d->s)
-		sandbox_unref(d->s);
-	free(d);
-}
-
-static int download_produce(struct api_stream *st, void *ud)
-{
-	struct download *d = ud;
-	cleanup_err struct isola_err *err = NULL;
-	struct agent_msg m = {0};
-	int r;
-
-	if (d->remaining == 0)
-		return 1;
-	r = agent_chan_recv(d->ch, &m, API_POLL_MS, &err);
-	if (r == -ETIMEDOUT)
-		return api_stream_peer_gone(st) || api_server_is_stopping(d->srv) ? -1 : 0;
-	if (r < 0)
-		return -1;
-	if (m.type == PROTO_STDOUT) {
-		/* UNTRUSTED: the agent's bytes; never more than the length we announced. */
-		size_t n = m.len < d->remaining ? m.len : (size_t)d->remaining;
-
-		r = api_stream_write(st, m.data, n);
-		d->remaining -= n;
-		agent_msg_fini(&m);
-		return r < 0 ? -1 : 0;
-	}
-	agent_msg_fini(&m);
-	return -1; /* EOF or ERROR before the promised length: cut the response */
-}
-
 enum MHD_Result e2b_files_get(struct api_req *r)
 {
 	cleanup_err struct isola_err *err = NULL;
 	struct agent_conn *conn;
-	struct download *d;
+	struct api_download *d;
 	struct MHD_Response *resp;
 	const char *path;
 	char user[64];
@@ -181,15 +137,15 @@ enum MHD_Result e2b_files_get(struct api_req *r)
 	    api_chan_expect_result(d->ch, api_req_fd(r), E2B_CALL_MS, &res, &err) < 0) {
 		json_decref(req);
 		ret = err ? files_error(r, err) : MHD_NO;
-		download_free(d);
+		api_download_free(d);
 		return ret;
 	}
 	json_decref(req);
 	size = json_integer_value(json_object_get(res, "size"));
 	json_decref(res);
 	d->remaining = size > 0 ? (uint64_t)size : 0;
-	resp = api_stream_response(r, API_FMT_RAW, d->remaining, download_produce, d,
-				   download_free);
+	resp = api_stream_response(r, API_FMT_RAW, d->remaining, api_download_produce, d,
+				   api_download_free);
 	if (!resp)
 		return MHD_NO;
 	MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "application/octet-stream");

@@ -125,8 +125,4 @@ struct mvm_jail {
  */
 pid_t mvm_jail_spawn(const struct mvm_jail *j, int go_fd, int *pidfd);
 
-/* ---- shared with the process tier ---- */
-
-int mvm_read_start_time(pid_t pid, uint64_t *out);
-
 #endif

@@ -91,45 +91,10 @@ static struct tier_sandbox *vm_new(const struct sandbox_spec *spec)
 	return s;
 }
 
-int mvm_read_start_time(pid_t pid, uint64_t *out)
-{
-	char path[64];
-	cleanup_free char *body = NULL;
-	char *p;
-	int r;
-
-	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-	r = util_read_file(path, 4096, &body, NULL);
-	if (r < 0)
-		return r;
-	p = strrchr(body, ')');
-	if (!p)
-		return -EINVAL;
-	for (int field = 2; field < 22; field++) {
-		p = strchr(p + 1, ' ');
-		if (!p)
-			return -EINVAL;
-	}
-	*out = strtoull(p + 1, NULL, 10);
-	return 0;
-}
-
 /* Kills QEMU and reaps it if it is our child. */
 static void kill_qemu(struct tier_sandbox *s)
 {
-	if (s->pidfd >= 0) {
-		struct pollfd p = {.fd = s->pidfd, .events = POLLIN};
-		siginfo_t si;
-
-		syscall(SYS_pidfd_send_signal, s->pidfd, SIGKILL, NULL, 0);
-		while (poll(&p, 1, KILL_TIMEOUT_MS) < 0 && errno == EINTR)
-			;
-		while (waitid(P_PIDFD, (id_t)s->pidfd, &si, WEXITED | WNOHANG) < 0 &&
-		       errno == EINTR)
-			;
-		close(s->pidfd);
-		s->pidfd = -1;
-	}
+	proc_pidfd_kill(&s->pidfd, KILL_TIMEOUT_MS);
 	s->pid = 0;
 }
 
@@ -360,7 +325,7 @@ static int microvm_create(const struct sandbox_spec *spec, struct tier_sandbox *
 	}
 	close(go[1]);
 	go[1] = -1;
-	if (mvm_read_start_time(s->pid, &s->start_time) < 0) {
+	if (proc_read_start_time(s->pid, &s->start_time) < 0) {
 		r = isola_err_set(err, ECHILD, "internal", "QEMU exited at once");
 		goto fail_teardown;
 	}
@@ -444,7 +409,7 @@ static int saved_pidfd(const char *saved, pid_t *pid_out, uint64_t *start_out, c
 	if (pfd < 0)
 		return -ESRCH;
 	/* After pidfd_open: the pidfd pins the process, so a match is not a recycled pid. */
-	if (mvm_read_start_time(pid, &now) < 0 || now != want) {
+	if (proc_read_start_time(pid, &now) < 0 || now != want) {
 		close(pfd);
 		return -ESRCH;
 	}

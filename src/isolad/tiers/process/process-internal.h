@@ -178,6 +178,11 @@ int proc_write_idmaps(pid_t pid, uint32_t base);
 /* Field 22 (starttime) of /proc/<pid>/stat. 0 or -errno. */
 int proc_read_start_time(pid_t pid, uint64_t *out);
 
+/* SIGKILLs the process behind *pidfd, waits up to timeout_ms for it to exit and reaps it
+ * if it is our child (after a reattach it is not: ECHILD, someone else reaps). Closes
+ * *pidfd and sets it to -1; nothing happens when it is already -1. */
+void proc_pidfd_kill(int *pidfd, int timeout_ms);
+
 /* Opens pid's user namespace (PIDFD_GET_USER_NAMESPACE, else /proc + liveness check). */
 int proc_open_userns(pid_t pid, int pidfd);
 

@@ -83,23 +83,7 @@ static struct tier_sandbox *sandbox_new(const struct sandbox_spec *spec)
 /* Kills PID 1 (the kernel then kills the whole pid namespace) and reaps it. */
 static void kill_init(struct tier_sandbox *s)
 {
-	if (s->pidfd >= 0) {
-		struct pollfd p = {.fd = s->pidfd, .events = POLLIN};
-
-		siginfo_t si;
-
-		syscall(SYS_pidfd_send_signal, s->pidfd, SIGKILL, NULL, 0);
-		/* The pidfd polls readable once PID 1 has exited, whoever its parent is. */
-		while (poll(&p, 1, KILL_TIMEOUT_MS) < 0 && errno == EINTR)
-			;
-		/* Reap it if it is our child (always after create; fails with ECHILD after
-		 * a reattach, when init or isolad's predecessor's parent reaps). */
-		while (waitid(P_PIDFD, (id_t)s->pidfd, &si, WEXITED | WNOHANG) < 0 &&
-		       errno == EINTR)
-			;
-		close(s->pidfd);
-		s->pidfd = -1;
-	}
+	proc_pidfd_kill(&s->pidfd, KILL_TIMEOUT_MS);
 	s->pid = 0;
 }
 

@@ -4,6 +4,8 @@
 #include "process.h"
 
 #include <errno.h>
+#include <sys/wait.h>
+#include <poll.h>
 #include <fcntl.h>
 #include <linux/sched.h>
 #include <pthread.h>
@@ -248,6 +250,23 @@ int proc_read_start_time(pid_t pid, uint64_t *out)
 	}
 	*out = strtoull(p + 1, NULL, 10);
 	return 0;
+}
+
+void proc_pidfd_kill(int *pidfd, int timeout_ms)
+{
+	struct pollfd p = {.fd = *pidfd, .events = POLLIN};
+	siginfo_t si;
+
+	if (*pidfd < 0)
+		return;
+	syscall(SYS_pidfd_send_signal, *pidfd, SIGKILL, NULL, 0);
+	/* The pidfd polls readable once the process has exited, whoever its parent is. */
+	while (poll(&p, 1, timeout_ms) < 0 && errno == EINTR)
+		;
+	while (waitid(P_PIDFD, (id_t)*pidfd, &si, WEXITED | WNOHANG) < 0 && errno == EINTR)
+		;
+	close(*pidfd);
+	*pidfd = -1;
 }
 
 int proc_open_userns(pid_t pid, int pidfd)
