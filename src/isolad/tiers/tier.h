@@ -50,6 +50,16 @@ struct tier_stats {
 struct tier_sandbox; /* a tier's handle on one live sandbox */
 
 /*
+ * What survives an operation (docs/persistence.md). The API reports these names and never
+ * claims more than the tier delivers.
+ */
+enum tier_persistence {
+	TIER_PERSIST_NONE = 0,	 /* "none": nothing */
+	TIER_PERSIST_FILES = 1,	 /* "files": the writable layer's files */
+	TIER_PERSIST_MEMORY = 2, /* "files+memory": files, processes and their memory */
+};
+
+/*
  * A tier. All functions may be called from any isolad thread, but never twice
  * concurrently for the same sandbox (core serialises per sandbox).
  */
@@ -96,6 +106,38 @@ struct tier_ops {
 	/* Optional (NULL: none). Once exit_fd fired: why (e.g. "guest kernel panicked" with
 	 * the last console lines). Borrowed, valid until destroy/release. */
 	const char *(*last_error)(struct tier_sandbox *s);
+
+	/* ---- persistence (docs/persistence.md); each optional, NULL = not supported ---- */
+
+	/* Stops every process of the sandbox without losing anything (process tier: cgroup
+	 * freezer v1/v2; microvm: vCPUs stopped). The agent is stopped too: core refuses or
+	 * auto-resumes agent traffic while paused. Idempotent. */
+	int (*pause)(struct tier_sandbox *s, struct isola_err **err);
+	int (*resume)(struct tier_sandbox *s, struct isola_err **err);
+
+	/*
+	 * Writes the sandbox's state into `dir` (an empty directory core made, 0700 root) and
+	 * sets *level to what it captured (process: FILES; microvm: MEMORY). Called on a
+	 * running or paused sandbox; on return it is in the state it was in before (the tier
+	 * may pause it briefly and reports how long in *paused_us, may be NULL). Every file the
+	 * tier writes is fsynced before return; core writes the manifest (names, sizes,
+	 * SHA-256) afterwards, so a tier never needs one. The files must stay valid after the
+	 * source sandbox is destroyed. `ENOSPC` is reported as `no_space`, the sandbox keeps
+	 * running. On failure `dir` may hold partial files; core removes it.
+	 */
+	int (*snapshot)(struct tier_sandbox *s, const char *dir, enum tier_persistence *level,
+			uint64_t *paused_us, struct isola_err **err);
+
+	/*
+	 * Builds and starts a new sandbox from a directory `snapshot` wrote (same tier), like
+	 * create otherwise: spec is the new sandbox's identity and limits (new id, dir,
+	 * uid_base). The snapshot directory is read-only and shared: many restores may run
+	 * from it at once and it outlives them (microvm maps its memory file copy-on-write).
+	 * On success the agent is running; for MEMORY level, every process of the source is
+	 * back as it was. On failure nothing is left behind.
+	 */
+	int (*restore)(const struct sandbox_spec *spec, const char *snapdir,
+		       struct tier_sandbox **out, struct isola_err **err);
 };
 
 extern const struct tier_ops tier_process_ops;
