@@ -138,6 +138,17 @@ struct tier_ops {
 	 */
 	int (*restore)(const struct sandbox_spec *spec, const char *snapdir,
 		       struct tier_sandbox **out, struct isola_err **err);
+
+	/* ---- declarations (core reads them; zero is the conservative default) ---- */
+
+	/* What `snapshot` captures, and so what hibernate, named snapshots and fork keep:
+	 * TIER_PERSIST_FILES or TIER_PERSIST_MEMORY. 0 with a snapshot op: core reports FILES. */
+	enum tier_persistence snapshot_level;
+
+	/* True when a sandbox made by `restore` keeps using the snapshot directory for its
+	 * whole life (microvm: memory file mapped MAP_PRIVATE, disk overlays on the snapshot's
+	 * image). Core then refuses to delete that snapshot while such a sandbox lives. */
+	bool restore_needs_snapshot;
 };
 
 extern const struct tier_ops tier_process_ops;
