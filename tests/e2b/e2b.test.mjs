@@ -10,6 +10,7 @@ import {
   CommandExitError,
   FileNotFoundError,
   NotFoundError,
+  RateLimitError,
   Sandbox,
   SandboxError,
   SandboxNotFoundError,
@@ -576,5 +577,86 @@ describe('envd wire protocol (Connect over HTTP/1.1)', () => {
     assert.ok((await v1.json()).some((s) => s.sandboxID === sbx.sandboxId))
     const health = await fetch(`${url}/health`, { headers: { ...headers(), 'E2b-Sandbox-Id': 'gone0000' } })
     assert.equal(health.status, 401, 'a token for another sandbox does not fit')
+  })
+})
+
+describe('tenant tokens as X-API-KEY', () => {
+  // The operator (E2B_API_KEY is isolad's API token) makes tenants and tokens through the
+  // native API on the same listener; the unmodified SDK then uses the tenant tokens.
+  const api = process.env.E2B_API_URL
+  const op = { Authorization: `Bearer ${process.env.E2B_API_KEY}`, 'Content-Type': 'application/json' }
+  const tenants = []
+  async function tenant(quota = {}) {
+    const name = `e2b-${Math.random().toString(16).slice(2, 10)}`
+    const t = await fetch(`${api}/v1/tenants`, { method: 'POST', headers: op, body: JSON.stringify({ name, ...quota }) })
+    assert.equal(t.status, 201, await t.text())
+    tenants.push(name)
+    const token = async (role) => {
+      const r = await fetch(`${api}/v1/tokens`, { method: 'POST', headers: op, body: JSON.stringify({ tenant: name, role, name: 'e2b' }) })
+      assert.equal(r.status, 201)
+      return (await r.json()).token
+    }
+    return { name, user: await token('user'), reader: await token('read-only') }
+  }
+  after(async () => {
+    for (const name of tenants) await fetch(`${api}/v1/tenants/${name}`, { method: 'DELETE', headers: op })
+  })
+
+  test('a tenant token creates, lists and kills only its own sandboxes', async () => {
+    const a = await tenant()
+    const b = await tenant()
+    const sbx = await Sandbox.create({ apiKey: a.user, metadata: { owner: 'a' } })
+    try {
+      // The sandbox belongs to tenant a, in isola's own API too.
+      const native = await fetch(`${api}/v1/sandboxes/${sbx.sandboxId}`, { headers: op })
+      assert.equal(native.status, 404, 'the operator token acts for `default`, not for tenant a')
+      const mine = await Sandbox.list({ apiKey: a.user }).nextItems()
+      assert.deepEqual(mine.map((s) => s.sandboxId), [sbx.sandboxId])
+      assert.deepEqual(await Sandbox.list({ apiKey: b.user }).nextItems(), [])
+      // Another tenant gets exactly what a missing id gets.
+      await assert.rejects(Sandbox.getInfo(sbx.sandboxId, { apiKey: b.user }), SandboxNotFoundError)
+      assert.equal(await Sandbox.kill(sbx.sandboxId, { apiKey: b.user }), false)
+      await assert.rejects(Sandbox.connect(sbx.sandboxId, { apiKey: b.user }), SandboxNotFoundError)
+      // envd works with the sandbox's access token whoever holds it: that token is per sandbox.
+      assert.equal((await sbx.commands.run('echo tenant-a')).stdout, 'tenant-a\n')
+      // A read-only token reads but cannot create, kill or extend.
+      const seen = await Sandbox.getInfo(sbx.sandboxId, { apiKey: a.reader })
+      assert.equal(seen.sandboxId, sbx.sandboxId)
+      await assert.rejects(Sandbox.create({ apiKey: a.reader }), (e) => /read-only/.test(e.message))
+      assert.equal(await sbx.isRunning(), true)
+    } finally {
+      assert.equal(await Sandbox.kill(sbx.sandboxId, { apiKey: a.user }), true)
+    }
+  })
+
+  test("a tenant's quota and creation rate answer 429 with Retry-After", async () => {
+    const q = await tenant({ max_sandboxes: 1 })
+    const first = await Sandbox.create({ apiKey: q.user })
+    try {
+      await assert.rejects(Sandbox.create({ apiKey: q.user }), RateLimitError)
+    } finally {
+      await first.kill()
+    }
+    const r = await tenant({ create_rate: 0.01, create_burst: 1 })
+    const one = await Sandbox.create({ apiKey: r.user })
+    try {
+      const res = await fetch(`${api}/sandboxes`, { method: 'POST', headers: { 'X-API-KEY': r.user, 'Content-Type': 'application/json' }, body: '{}' })
+      assert.equal(res.status, 429)
+      const wait = Number(res.headers.get('retry-after'))
+      assert.ok(wait > 5 && wait <= 100, `Retry-After ${wait} comes from the tenant's bucket (0.01/s)`)
+    } finally {
+      await one.kill()
+    }
+  })
+
+  test('a revoked or unknown token is refused', async () => {
+    const t = await tenant()
+    const list = await (await fetch(`${api}/v1/tokens?tenant=${t.name}`, { headers: op })).json()
+    for (const tok of list.tokens || list) {
+      const del = await fetch(`${api}/v1/tokens/${tok.id}`, { method: 'DELETE', headers: op })
+      assert.equal(del.status, 204)
+    }
+    await assert.rejects(Sandbox.create({ apiKey: t.user }), AuthenticationError)
+    await assert.rejects(Sandbox.list({ apiKey: `${t.user}x` }).nextItems(), AuthenticationError)
   })
 })

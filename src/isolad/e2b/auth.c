@@ -10,6 +10,7 @@
 #include <sodium.h>
 
 #include "../core/core.h"
+#include "../tenancy/tenancy.h"
 
 /* Compares without an early exit, so timing says nothing about the secret b. */
 static bool secret_equal(const char *a, const char *b)
@@ -22,18 +23,28 @@ static bool secret_equal(const char *a, const char *b)
 	return diff == 0;
 }
 
-bool e2b_api_key_ok(struct api_req *r)
+bool e2b_api_key_auth(struct api_req *r)
 {
 	const char *tok = core_api_token(r->srv->core);
 	const char *key = api_header(r, "X-API-KEY");
 	const char *auth = api_header(r, MHD_HTTP_HEADER_AUTHORIZATION);
 
-	/* UNTRUSTED: client headers. An empty server token never matches. */
-	if (!tok || !*tok)
+	/* UNTRUSTED: client headers. X-API-KEY wins; `Authorization: Bearer` is the fallback
+	 * some E2B clients send. An empty server token never matches. */
+	if (!key && auth && !strncmp(auth, "Bearer ", 7))
+		key = auth + 7;
+	if (!key)
 		return false;
-	if (key && secret_equal(key, tok))
+	if (tok && *tok && secret_equal(key, tok)) {
+		snprintf(r->who.who, sizeof(r->who.who), "e2b:api.token");
+		snprintf(r->who.tenant, sizeof(r->who.tenant), "%s", TENANCY_DEFAULT);
+		r->who.role = TENANCY_ADMIN;
 		return true;
-	return auth && !strncmp(auth, "Bearer ", 7) && secret_equal(auth + 7, tok);
+	}
+	/* A tenant token: the caller acts as that tenant with that role (docs/e2b.md). */
+	if (tenancy_authenticate(core_tenancy(r->srv->core), key, strlen(key), &r->who) < 0)
+		return false;
+	return true;
 }
 
 void e2b_envd_token(struct api_req *r, const char *sandbox_id, char *out, size_t n)

@@ -34,7 +34,9 @@ enum MHD_Result e2b_ctl_error(struct api_req *r, unsigned status, const char *fm
 	return ret;
 }
 
-enum MHD_Result e2b_ctl_err(struct api_req *r, const struct isola_err *e)
+/* e2b_ctl_err with the Retry-After core computed (seconds, 0 = the default). */
+static enum MHD_Result ctl_err_retry(struct api_req *r, const struct isola_err *e,
+				     double retry_after_s)
 {
 	const char *code = e ? e->code : "internal";
 	const char *msg = e && e->message ? e->message : "error";
@@ -65,9 +67,21 @@ enum MHD_Result e2b_ctl_err(struct api_req *r, const struct isola_err *e)
 			return MHD_NO;
 		}
 		MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "application/json");
-		MHD_add_response_header(resp, MHD_HTTP_HEADER_RETRY_AFTER, RETRY_AFTER_S);
+		if (retry_after_s > 0) {
+			char ra[24];
+
+			snprintf(ra, sizeof(ra), "%.0f", ceil(retry_after_s));
+			MHD_add_response_header(resp, MHD_HTTP_HEADER_RETRY_AFTER, ra);
+		} else {
+			MHD_add_response_header(resp, MHD_HTTP_HEADER_RETRY_AFTER, RETRY_AFTER_S);
+		}
 		return api_respond_response(r, status, resp);
 	}
+}
+
+enum MHD_Result e2b_ctl_err(struct api_req *r, const struct isola_err *e)
+{
+	return ctl_err_retry(r, e, 0);
 }
 
 enum MHD_Result e2b_ctl_not_supported(struct api_req *r)
@@ -143,7 +157,8 @@ static int ctl_sandbox(struct api_req *r, struct sandbox **s, json_t **sj)
 {
 	cleanup_err struct isola_err *err = NULL;
 
-	if (core_sandbox_get(r->srv->core, api_match_get(&r->match, "id"), s, &err) < 0) {
+	if (core_sandbox_get_for(r->srv->core, api_tenant(r), api_match_get(&r->match, "id"), s,
+				 &err) < 0) {
 		e2b_ctl_err(r, err);
 		return -1;
 	}
@@ -166,6 +181,7 @@ enum MHD_Result e2b_ctl_create(struct api_req *r)
 	const json_t *net;
 	uint64_t timeout = E2B_DEFAULT_TTL_S;
 	bool internet = false, auto_pause = false;
+	double retry_after = 0;
 	struct sandbox *s = NULL;
 	json_t *b = NULL, *sj, *out;
 	enum MHD_Result ret;
@@ -205,8 +221,10 @@ enum MHD_Result e2b_ctl_create(struct api_req *r)
 		snprintf(req.template_name, sizeof(req.template_name), "%s", tmpl);
 	}
 	req.ttl_s = timeout ? (uint32_t)timeout : E2B_DEFAULT_TTL_S;
+	req.tenant = api_tenant(r);
+	req.retry_after_s = &retry_after;
 	if (core_sandbox_create(r->srv->core, &req, &s, &err) < 0) {
-		ret = e2b_ctl_err(r, err);
+		ret = ctl_err_retry(r, err, retry_after);
 		goto out;
 	}
 	api_req_keepalive(r);
@@ -243,7 +261,8 @@ enum MHD_Result e2b_ctl_kill(struct api_req *r)
 {
 	cleanup_err struct isola_err *err = NULL;
 
-	if (core_sandbox_destroy(r->srv->core, api_match_get(&r->match, "id"), &err) < 0)
+	if (core_sandbox_destroy_for(r->srv->core, api_tenant(r), api_match_get(&r->match, "id"),
+				     &err) < 0)
 		return e2b_ctl_err(r, err);
 	api_req_keepalive(r);
 	return api_respond_empty(r, 204);
@@ -264,8 +283,8 @@ static enum MHD_Result set_ttl(struct api_req *r, const char *camel)
 		return e2b_ctl_error(r, 400, "%s", err->message);
 	if (secs == UINT64_MAX)
 		return e2b_ctl_error(r, 400, "missing field `%s`", camel);
-	if (core_sandbox_set_ttl(r->srv->core, api_match_get(&r->match, "id"), (uint32_t)secs,
-				 &err) < 0)
+	if (core_sandbox_set_ttl_for(r->srv->core, api_tenant(r), api_match_get(&r->match, "id"),
+				     (uint32_t)secs, &err) < 0)
 		return e2b_ctl_err(r, err);
 	return api_respond_empty(r, 204);
 }
@@ -365,7 +384,8 @@ enum MHD_Result e2b_ctl_connect(struct api_req *r)
 	exp = json_object_get(sj, "expires_at");
 	if (timeout && json_is_number(exp) &&
 	    json_number_value(exp) < util_wall_time() + (double)timeout &&
-	    core_sandbox_set_ttl(r->srv->core, sandbox_id(s), (uint32_t)timeout, &err) < 0) {
+	    core_sandbox_set_ttl_for(r->srv->core, api_tenant(r), sandbox_id(s), (uint32_t)timeout,
+				     &err) < 0) {
 		ret = e2b_ctl_err(r, err);
 		goto out;
 	}
@@ -548,8 +568,8 @@ static enum MHD_Result list_common(struct api_req *r, bool paginate)
 		ret = e2b_ctl_error(r, 400, "invalid nextToken");
 		goto out;
 	}
-	if (core_sandbox_list(r->srv->core, json_object_size(filter) ? filter : NULL, &list, &err) <
-	    0) {
+	if (core_sandbox_list_for(r->srv->core, api_tenant(r),
+				  json_object_size(filter) ? filter : NULL, &list, &err) < 0) {
 		ret = e2b_ctl_err(r, err);
 		goto out;
 	}

@@ -92,8 +92,9 @@ void e2b_rfc3339(double unix_time, char *out, size_t n);
 
 /* --- auth.c ------------------------------------------------------------------------------- */
 
-/* True when the request carries the API token as X-API-KEY (or Authorization: Bearer). */
-bool e2b_api_key_ok(struct api_req *r);
+/* Resolves X-API-KEY (or Authorization: Bearer) to r->who: the operator's API token is the
+ * admin of `default`, a tenant token acts as its tenant and role. False when neither. */
+bool e2b_api_key_auth(struct api_req *r);
 /* The envdAccessToken of a sandbox: hex HMAC-SHA-256 of its id under a key derived from
  * the API token, so it survives isolad restarts without being stored. out >= 65 bytes. */
 void e2b_envd_token(struct api_req *r, const char *sandbox_id, char *out, size_t n);
@@ -139,6 +140,9 @@ enum MHD_Result e2b_rpc_ok(struct api_req *r, json_t *body);
  * server-streaming request (application/connect+json, `stream` true). Responds on error
  * and returns -1. */
 int e2b_rpc_request(struct api_req *r, bool stream, json_t **msg);
+/* Looks up the envd request's sandbox (reference in *s), makes the caller act for its
+ * tenant and marks it active; -ENOENT when it is gone. */
+int e2b_envd_sandbox_get(struct api_req *r, struct sandbox **s);
 /* The addressed sandbox with its agent (reference in *s). Responds on error, returns -1. */
 int e2b_rpc_sandbox(struct api_req *r, struct sandbox **s, struct agent_conn **conn);
 /* agent_call() with E2B_CALL_MS; result may be NULL (the reply is dropped). */

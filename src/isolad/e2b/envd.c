@@ -149,10 +149,11 @@ int e2b_request_begin(struct api_req *r, const char *url, const char *method, bo
 	r->state = er;
 	r->state_free = e2b_req_free;
 	r->match = m;
-	/* E2B keys and envd access tokens both derive from the operator's API token: the
-	 * caller acts as the operator (admin of `default`) in the audit trail. */
-	snprintf(r->who.who, sizeof(r->who.who), "e2b:api.token");
-	snprintf(r->who.tenant, sizeof(r->who.tenant), "default");
+	/* The unix socket is the operator (admin of `default`); on TCP the control plane's
+	 * X-API-KEY says who calls, and envd callers act for the sandbox's tenant once the
+	 * sandbox is found (envd_sandbox). */
+	snprintf(r->who.who, sizeof(r->who.who), "%s", need_auth ? "e2b:envd" : "e2b:unix");
+	snprintf(r->who.tenant, sizeof(r->who.tenant), "%s", TENANCY_DEFAULT);
 	r->who.role = TENANCY_ADMIN;
 	if (rt->kind == E2B_CONTROL) {
 		/* An id that cannot be one of ours names no sandbox. */
@@ -160,8 +161,12 @@ int e2b_request_begin(struct api_req *r, const char *url, const char *method, bo
 			if (!api_valid_sandbox_id(m.values[i]))
 				return e2b_ctl_error(r, 404, "sandbox `%.64s` not found",
 						     m.values[i]);
-		if (need_auth && !e2b_api_key_ok(r))
+		if (need_auth && !e2b_api_key_auth(r)) {
+			snprintf(r->who.who, sizeof(r->who.who), "anonymous");
 			return e2b_ctl_error(r, 401, "missing or wrong X-API-KEY");
+		}
+		if (r->who.role == TENANCY_READONLY && strcmp(method, "GET") != 0)
+			return e2b_ctl_error(r, 403, "a read-only token may only read (GET)");
 	} else {
 		if (e2b_envd_sandbox(r, er->sandbox, sizeof(er->sandbox)) < 0)
 			return envd_deny(r, rt, 400, "invalid_argument",
@@ -273,21 +278,32 @@ int e2b_rpc_request(struct api_req *r, bool stream, json_t **msg)
 	return 0;
 }
 
-int e2b_rpc_sandbox(struct api_req *r, struct sandbox **s, struct agent_conn **conn)
+int e2b_envd_sandbox_get(struct api_req *r, struct sandbox **s)
 {
 	struct e2b_req *er = e2b_req_of(r);
+
+	if (core_sandbox_get(r->srv->core, er->sandbox, s, NULL) < 0)
+		return -ENOENT;
+	/* The access token was made for this sandbox: its caller acts for the sandbox's
+	 * tenant (audit trail, per-tenant metrics). */
+	snprintf(r->who.tenant, sizeof(r->who.tenant), "%s", sandbox_tenant(*s));
+	sandbox_touch(*s);
+	return 0;
+}
+
+int e2b_rpc_sandbox(struct api_req *r, struct sandbox **s, struct agent_conn **conn)
+{
 	cleanup_err struct isola_err *err = NULL;
 
 	/* E2B's edge answers 502 for a sandbox that is gone; its SDK turns that (Connect code
 	 * unavailable) into "the sandbox was killed or timed out". */
-	if (core_sandbox_get(r->srv->core, er->sandbox, s, &err) < 0) {
+	if (e2b_envd_sandbox_get(r, s) < 0) {
 		api_respond_json(r, 502,
 				 e2b_connect_error_json("unavailable",
 							"sandbox not found: it was killed or its "
 							"timeout expired"));
 		return -1;
 	}
-	sandbox_touch(*s);
 	if (conn && sandbox_agent(*s, conn, &err) < 0) {
 		sandbox_unref(*s);
 		*s = NULL;

@@ -31,14 +31,13 @@ static int files_sandbox(struct api_req *r, struct sandbox **s, struct agent_con
 	struct e2b_req *er = e2b_req_of(r);
 	cleanup_err struct isola_err *err = NULL;
 
-	if (core_sandbox_get(r->srv->core, er->sandbox, s, &err) < 0) {
+	if (e2b_envd_sandbox_get(r, s) < 0) {
 		e2b_ctl_error(r, 502,
 			      "sandbox `%s` not found: it was killed or its timeout "
 			      "expired",
 			      er->sandbox);
 		return -1;
 	}
-	sandbox_touch(*s);
 	if (conn && sandbox_agent(*s, conn, &err) < 0) {
 		sandbox_unref(*s);
 		*s = NULL;
