@@ -128,6 +128,7 @@ int op_remove(struct chan *ch, json_t *req);  /* files.c */
 int op_tar_get(struct chan *ch, json_t *req); /* tarops.c */
 int op_tar_put(struct chan *ch, json_t *req); /* tarops.c */
 int op_watch(struct chan *ch, json_t *req);   /* watch.c */
+int op_tunnel(struct chan *ch, json_t *req);  /* tunnel.c */
 
 /* ---- processes (proc.c) ---- */
 

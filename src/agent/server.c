@@ -311,6 +311,7 @@ static const struct {
 	{"stat", op_stat},	 {"list", op_list},	{"mkdir", op_mkdir},
 	{"rename", op_rename},	 {"remove", op_remove}, {"tar_get", op_tar_get},
 	{"tar_put", op_tar_put}, {"info", NULL},	{"watch", op_watch},
+	{"tunnel", op_tunnel},
 };
 
 static const struct chan_ops noop_ops = {0};
