@@ -149,6 +149,11 @@ struct tier_ops {
 	 * whole life (microvm: memory file mapped MAP_PRIVATE, disk overlays on the snapshot's
 	 * image). Core then refuses to delete that snapshot while such a sandbox lives. */
 	bool restore_needs_snapshot;
+
+	/* Optional (NULL: the sandbox gets no network device, so nothing gets out). A new fd
+	 * (caller owns it) of the network namespace the sandbox's veth peer goes into
+	 * (docs/network.md); -ESRCH once the sandbox is gone. */
+	int (*netns_fd)(struct tier_sandbox *s, struct isola_err **err);
 };
 
 extern const struct tier_ops tier_process_ops;
