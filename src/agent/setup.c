@@ -541,7 +541,9 @@ int agent_setup_run(int setup_fd)
 		fail_errno("open " STAGE);
 	attach(upper, stage, "writable layer on " STAGE);
 	stage = open(STAGE, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	if (stage < 0 || mkdirat(stage, "lower", 0700) < 0 || mkdirat(stage, "upper", 0755) < 0 ||
+	/* upper may exist already: a restore filled it (isolad, before the plan was sent). */
+	if (stage < 0 || mkdirat(stage, "lower", 0700) < 0 ||
+	    (mkdirat(stage, "upper", 0755) < 0 && errno != EEXIST) ||
 	    mkdirat(stage, "work", 0700) < 0 || mkdirat(stage, "root", 0755) < 0)
 		fail_errno("prepare the writable layer");
 	t = openat(stage, "lower", O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);

@@ -223,6 +223,62 @@ static int v1_kill_all(const struct proc_cgroup *cg)
 	return 0;
 }
 
+/* Reads freezer.state into buf (trailing newline stripped). 0 or -errno. */
+static int read_state(const char *dir, char *buf, size_t len)
+{
+	char path[600];
+	cleanup_free char *body = NULL;
+	int r;
+
+	snprintf(path, sizeof(path), "%s/freezer.state", dir);
+	r = util_read_file(path, 64, &body, NULL);
+	if (r < 0)
+		return r;
+	body[strcspn(body, "\n")] = '\0';
+	snprintf(buf, len, "%s", body);
+	return 0;
+}
+
+static int v1_freeze(const struct proc_cgroup *cg, bool on, int timeout_ms, struct isola_err **err)
+{
+	const char *fz = v1_dir(cg, PROC_CG_FREEZER);
+	const char *want = on ? "FROZEN" : "THAWED";
+	int64_t deadline = proc_cg_now_ms() + timeout_ms;
+	struct timespec ts = {0, 1000000};
+	char state[32] = "";
+	int r;
+
+	if (!fz)
+		return isola_err_set(err, ENOTSUP, "not_supported",
+				     "cgroup `%s`: this host has no v1 freezer hierarchy",
+				     cg->n ? cg->path[0] : "?");
+	r = proc_cg_write(fz, "freezer.state", want);
+	if (r < 0)
+		return isola_err_sys(err, -r, "internal", "write `%s/freezer.state`", fz);
+	/* FROZEN is reached once every task stopped; the kernel reports FREEZING meanwhile
+	 * (self_freezing is set at once, so the state file is the one to poll). */
+	for (;;) {
+		r = read_state(fz, state, sizeof(state));
+		if (r < 0)
+			return isola_err_sys(err, -r, "internal", "read `%s/freezer.state`", fz);
+		if (!strcmp(state, want))
+			return 0;
+		if (proc_cg_now_ms() >= deadline)
+			break;
+		nanosleep(&ts, NULL);
+		if (ts.tv_nsec < 8000000)
+			ts.tv_nsec *= 2;
+	}
+	/* FREEZING that does not end: a task sleeps uninterruptibly (NFS, FUSE, a stuck
+	 * device). Leave the sandbox running rather than half frozen. */
+	if (on)
+		proc_cg_write(fz, "freezer.state", "THAWED");
+	return isola_err_set(err, ETIMEDOUT, "unavailable",
+			     "cgroup `%s`: not %s after %d ms (state %s: a task is in "
+			     "uninterruptible sleep)",
+			     fz, want, timeout_ms, state);
+}
+
 static char *v1_describe(void)
 {
 	const struct proc_cg_host *h = proc_cg_host();
@@ -244,6 +300,7 @@ const struct cgroup_ops cgroup_v1_ops = {
 	.attach = v1_attach,
 	.stats = v1_stats,
 	.kill_all = v1_kill_all,
+	.freeze = v1_freeze,
 	.paths = v1_paths,
 	.describe = v1_describe,
 };

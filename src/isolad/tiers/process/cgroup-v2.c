@@ -3,6 +3,8 @@
 #include "process-internal.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -145,6 +147,63 @@ static int v2_kill_all(const struct proc_cgroup *cg)
 	return proc_cg_write(cg->path[0], "cgroup.kill", "1");
 }
 
+/* The `frozen` value of an open cgroup.events (re-read from offset 0). 0/1 or -errno. */
+static int read_frozen(int fd)
+{
+	char body[512];
+	uint64_t v;
+	ssize_t n = pread(fd, body, sizeof(body) - 1, 0);
+
+	if (n < 0)
+		return -errno;
+	body[n] = '\0';
+	if (proc_cg_parse_keyed(body, "frozen", &v) < 0)
+		return -ENOTSUP; /* kernel before 5.2: no cgroup.freeze */
+	return v ? 1 : 0;
+}
+
+static int v2_freeze(const struct proc_cgroup *cg, bool on, int timeout_ms, struct isola_err **err)
+{
+	const char *d = cg->path[0];
+	int64_t deadline = proc_cg_now_ms() + timeout_ms;
+	char path[600];
+	cleanup_fd int fd = -1;
+	int r;
+
+	snprintf(path, sizeof(path), "%s/cgroup.events", d);
+	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	if (fd < 0)
+		return isola_err_sys(err, errno, "internal", "open `%s`", path);
+	/* A core cgroup2 file: works without any controller enabled. */
+	r = proc_cg_write(d, "cgroup.freeze", on ? "1" : "0");
+	if (r < 0)
+		return isola_err_sys(err, -r, r == -ENOENT ? "not_supported" : "internal",
+				     "write `%s/cgroup.freeze`", d);
+	for (;;) {
+		struct pollfd p = {.fd = fd, .events = POLLPRI};
+		int64_t left;
+
+		r = read_frozen(fd);
+		if (r < 0)
+			return isola_err_sys(err, -r, r == -ENOTSUP ? "not_supported" : "internal",
+					     "read `%s`", path);
+		if (r == (int)on)
+			return 0;
+		left = deadline - proc_cg_now_ms();
+		if (left <= 0)
+			break;
+		/* The kernel notifies cgroup.events (POLLPRI) when `frozen` changes; the
+		 * 20 ms cap only guards against a missed notification. */
+		if (poll(&p, 1, left < 20 ? (int)left : 20) < 0 && errno != EINTR)
+			return isola_err_sys(err, errno, "internal", "poll `%s`", path);
+	}
+	if (on)
+		proc_cg_write(d, "cgroup.freeze", "0");
+	return isola_err_set(err, ETIMEDOUT, "unavailable",
+			     "cgroup `%s`: not %s after %d ms (a task is in uninterruptible sleep)",
+			     d, on ? "frozen" : "thawed", timeout_ms);
+}
+
 static char *v2_describe(void)
 {
 	char path[300];
@@ -176,6 +235,7 @@ const struct cgroup_ops cgroup_v2_ops = {
 	.attach = v2_attach,
 	.stats = v2_stats,
 	.kill_all = v2_kill_all,
+	.freeze = v2_freeze,
 	.paths = v2_paths,
 	.describe = v2_describe,
 };

@@ -69,6 +69,14 @@ int proc_cg_parse_keyed(const char *body, const char *key, uint64_t *out)
 	return -ENOENT;
 }
 
+int64_t proc_cg_now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
 int proc_cg_write(const char *dir, const char *file, const char *s)
 {
 	char path[600];

@@ -46,6 +46,12 @@ struct cgroup_ops {
 	int (*stats)(const struct proc_cgroup *cg, struct tier_stats *out, struct isola_err **err);
 	/* Kills every process in cg (v2 cgroup.kill, v1 freeze + SIGKILL each + thaw). */
 	int (*kill_all)(const struct proc_cgroup *cg);
+	/* Freezes (on) or thaws every process in cg and waits up to timeout_ms until the kernel
+	 * reports the new state (v1 freezer.state FROZEN/THAWED, v2 cgroup.events `frozen`).
+	 * Idempotent. -ENOTSUP without a freezer; -ETIMEDOUT when the group does not freeze
+	 * in time (a task in uninterruptible sleep): the group is thawed again. */
+	int (*freeze)(const struct proc_cgroup *cg, bool on, int timeout_ms,
+		      struct isola_err **err);
 	/* Fills cg with the paths create() would use for id, without touching anything. */
 	int (*paths)(const char *id, struct proc_cgroup *cg);
 	/* Controllers this host gives us, as a heap JSON array string for doctor. */
@@ -101,6 +107,9 @@ void proc_cg_format_limit(char *buf, size_t len, uint64_t v, int version);
  * cpu.stat). 0 and *out, or -ENOENT. */
 int proc_cg_parse_keyed(const char *body, const char *key, uint64_t *out);
 
+/* Milliseconds on CLOCK_MONOTONIC (freeze deadlines). */
+int64_t proc_cg_now_ms(void);
+
 /* Writes s to dir/file (no O_CREAT). 0 or -errno. */
 int proc_cg_write(const char *dir, const char *file, const char *s);
 /* Reads dir/file as a u64 ("max" -> UINT64_MAX). 0 or -errno. */
@@ -155,6 +164,42 @@ int proc_mount_tmpfs(uint64_t size, uint64_t inodes, uint32_t uid, uint32_t gid)
 
 /* Probe for doctor: is an idmapped clone of `/` through a fresh userns possible? */
 bool proc_mount_idmap_probe(void);
+
+/* ---- the writable layer as an archive (layer-snapshot.c) ---- */
+
+#define PROC_LAYER_ARCHIVE "layer.tar.zst" /* the one file a process-tier snapshot holds */
+#define PROC_LAYER_UPPER   "upper"	   /* overlay upper dir on the tmpfs (setup's name) */
+
+/* What proc_layer_write archived. */
+struct proc_layer_stats {
+	uint64_t entries; /* entries written (the root and the end marker included) */
+	uint64_t bytes;	  /* file bytes (apparent sizes, holes included) */
+	uint64_t skipped; /* sockets, devices, files that changed type or vanished */
+};
+
+/*
+ * Writes the tree under `upper` (a directory fd on a sandbox's overlay upper dir; its content
+ * is hostile) to out_fd as a pax archive (zstd unless disabled), owners shifted from
+ * [uid_base, uid_base + 65536) to [0, 65536). Never follows a symlink or opens anything but
+ * regular files and directories. `what` names the archive in errors. Does not fsync. 0 or
+ * -errno with *err: `no_space` when out_fd's filesystem is full, `too_large` for a path over
+ * PATH_MAX. st may be NULL. Any thread; upper should be frozen.
+ */
+int proc_layer_write(int upper, uint32_t uid_base, int out_fd, const char *what,
+		     struct proc_layer_stats *st, struct isola_err **err);
+
+/*
+ * Extracts an archive proc_layer_write made (read from in_fd; hostile) into a new directory
+ * `name` under `parent`, owners shifted into [uid_base, uid_base + 65536). Every entry lands
+ * inside that directory. 0, or -errno with *err (`invalid` naming `what` and the entry for a
+ * corrupt, truncated or refused archive, `no_space` when it does not fit) and the new
+ * directory removed again.
+ */
+int proc_layer_read(int parent, const char *name, uint32_t uid_base, int in_fd, const char *what,
+		    struct isola_err **err);
+
+/* zstd level for proc_layer_write: 1 by default, 0 = uncompressed (tests, measurements). */
+void proc_layer_set_compression(int level);
 
 /* ---- spawn (spawn.c) ---- */
 

@@ -18,19 +18,22 @@
 #include <sys/syscall.h>
 #include <sys/un.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "../../../common/log.h"
 #include "../../../common/util.h"
 
-#define SETUP_TIMEOUT_MS 10000 /* from clone to the agent's "ok" */
-#define KILL_TIMEOUT_MS	 5000  /* from SIGKILL to empty cgroups */
-#define PLAN_MAX_FDS	 (4 + TIER_MAX_BINDS)
+#define SETUP_TIMEOUT_MS  10000 /* from clone to the agent's "ok" */
+#define KILL_TIMEOUT_MS	  5000	/* from SIGKILL to empty cgroups */
+#define PLAN_MAX_FDS	  (4 + TIER_MAX_BINDS)
+#define FREEZE_TIMEOUT_MS 5000 /* from cgroup.freeze/freezer.state to frozen */
 
 /* One live sandbox. Owned by core; one thread at a time (core serialises). */
 struct tier_sandbox {
-	char id[40];   /* sandbox id (copied from the spec) */
-	char dir[512]; /* per-sandbox state dir (copied) */
+	char id[40];	   /* sandbox id (copied from the spec) */
+	uint32_t uid_base; /* first host uid of the sandbox's range (snapshot shifts from it) */
+	char dir[512];	   /* per-sandbox state dir (copied) */
 	char sock[sizeof(((struct sockaddr_un *)0)->sun_path)]; /* <dir>/agent.sock */
 	pid_t pid;		      /* host pid of the sandbox's PID 1, 0 if none */
 	int pidfd;		      /* pidfd of pid, -1 if none */
@@ -39,6 +42,7 @@ struct tier_sandbox {
 	struct proc_cgroup cg;	      /* cgroup dirs we made (cg.n == 0: none) */
 	int upper_fd;		      /* detached mount fd of the writable tmpfs (stats), or -1 */
 	enum proc_idmap_mode idmap;   /* how the template is shown inside */
+	bool paused;		      /* frozen by pause() (snapshot's own freeze is not) */
 };
 
 static bool force_no_openat2;
@@ -69,6 +73,7 @@ static struct tier_sandbox *sandbox_new(const struct sandbox_spec *spec)
 		return NULL;
 	snprintf(s->id, sizeof(s->id), "%s", spec->id);
 	snprintf(s->dir, sizeof(s->dir), "%s", spec->dir);
+	s->uid_base = spec->uid_base;
 	if (snprintf(s->sock, sizeof(s->sock), "%s/agent.sock", spec->dir) >=
 	    (int)sizeof(s->sock)) {
 		free(s);
@@ -92,6 +97,11 @@ static int teardown(struct tier_sandbox *s, struct isola_err **err)
 {
 	int r = 0;
 
+	/* A frozen v1 task does not die on SIGKILL until thawed: thaw first (idempotent; after
+	 * a reattach isolad does not know whether it was paused). */
+	if (s->cg.n && s->cgo && s->cgo->freeze)
+		s->cgo->freeze(&s->cg, false, KILL_TIMEOUT_MS, NULL);
+	s->paused = false;
 	kill_init(s);
 	if (s->cg.n && s->cgo) {
 		/* Stragglers (there should be none once PID 1 is gone). */
@@ -221,8 +231,10 @@ static void close_fds(int *fds, unsigned n)
 	}
 }
 
-static int process_create(const struct sandbox_spec *spec, struct tier_sandbox **out,
-			  struct isola_err **err)
+/* create and restore: layer_fd >= 0 is an archive (named layer_name) that fills the new
+ * writable layer before the plan is sent, so no code of the sandbox has run yet. */
+static int create_sandbox(const struct sandbox_spec *spec, int layer_fd, const char *layer_name,
+			  struct tier_sandbox **out, struct isola_err **err)
 {
 	struct proc_cg_limits lim = {spec->memory_bytes, spec->pids, spec->cpu_millis};
 	int fds[PLAN_MAX_FDS];
@@ -336,6 +348,16 @@ static int process_create(const struct sandbox_spec *spec, struct tier_sandbox *
 		goto err_teardown;
 	}
 	s->upper_fd = fcntl(fds[2], F_DUPFD_CLOEXEC, 3);
+	if (layer_fd >= 0) {
+		/* A failure leaves nothing: the tmpfs is a detached mount that goes with its
+		 * fds, the rest unwinds like a failed create. */
+		r = proc_layer_read(fds[2], PROC_LAYER_UPPER, spec->uid_base, layer_fd, layer_name,
+				    err);
+		if (r < 0) {
+			isola_err_wrap(err, "sandbox `%s`", spec->id);
+			goto err_teardown;
+		}
+	}
 	plan = plan_json(spec, idm, 4);
 	if (!plan) {
 		r = isola_err_set(err, ENOMEM, "internal", "sandbox `%s`: plan", spec->id);
@@ -373,6 +395,12 @@ err_free:
 	close_fds(fds, PLAN_MAX_FDS);
 	free(s);
 	return r;
+}
+
+static int process_create(const struct sandbox_spec *spec, struct tier_sandbox **out,
+			  struct isola_err **err)
+{
+	return create_sandbox(spec, -1, NULL, out, err);
 }
 
 static int process_agent_connect(struct tier_sandbox *s, struct isola_err **err)
@@ -556,6 +584,122 @@ static void process_release(struct tier_sandbox *s)
 	free(s);
 }
 
+/* ---- persistence (docs/process-tier.md "Persistence") ---- */
+
+static int freeze(struct tier_sandbox *s, bool on, struct isola_err **err)
+{
+	if (!s->cg.n || !s->cgo || !s->cgo->freeze)
+		return isola_err_set(err, ENOTSUP, "not_supported",
+				     "sandbox `%s`: no cgroup freezer to pause it with", s->id);
+	return s->cgo->freeze(&s->cg, on, FREEZE_TIMEOUT_MS, err);
+}
+
+static int process_pause(struct tier_sandbox *s, struct isola_err **err)
+{
+	int r = freeze(s, true, err);
+
+	if (r < 0)
+		return isola_err_wrap(err, "pause sandbox `%s`", s->id);
+	s->paused = true;
+	return 0;
+}
+
+static int process_resume(struct tier_sandbox *s, struct isola_err **err)
+{
+	int r = freeze(s, false, err);
+
+	if (r < 0)
+		return isola_err_wrap(err, "resume sandbox `%s`", s->id);
+	s->paused = false;
+	return 0;
+}
+
+/* Creates dir/name for writing (new, 0600). fd or -errno with *err. */
+static int open_new(int dfd, const char *dir, const char *name, struct isola_err **err)
+{
+	int fd = openat(dfd, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+
+	if (fd < 0)
+		return isola_err_sys(err, errno, errno == ENOSPC ? "no_space" : "internal",
+				     "create `%s/%s`", dir, name);
+	return fd;
+}
+
+static int process_snapshot(struct tier_sandbox *s, const char *dir, enum tier_persistence *level,
+			    uint64_t *paused_us, struct isola_err **err)
+{
+	bool was_paused = s->paused;
+	cleanup_fd int dfd = -1;
+	cleanup_fd int out = -1;
+	cleanup_fd int upper = -1;
+	struct timespec t0, t1;
+	char path[1024];
+	int r, t;
+
+	if (paused_us)
+		*paused_us = 0;
+	if (s->upper_fd < 0)
+		return isola_err_set(
+			err, ENOTSUP, "unavailable",
+			"snapshot sandbox `%s`: its writable layer is out of reach after "
+			"an isolad restart",
+			s->id);
+	snprintf(path, sizeof(path), "%s/%s", dir, PROC_LAYER_ARCHIVE);
+	dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (dfd < 0)
+		return isola_err_sys(err, errno, "internal", "open `%s`", dir);
+	out = open_new(dfd, dir, PROC_LAYER_ARCHIVE, err);
+	if (out < 0)
+		return out;
+	/* The tmpfs root holds lower/upper/work/root; only isolad and setup ever saw it. */
+	upper = openat(s->upper_fd, PROC_LAYER_UPPER,
+		       O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (upper < 0)
+		return isola_err_sys(err, errno, "internal",
+				     "snapshot sandbox `%s`: open its upper dir", s->id);
+	/* Frozen while copying: one consistent view, and nothing in the sandbox races the walk. */
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	if (!was_paused) {
+		r = freeze(s, true, err);
+		if (r < 0)
+			return isola_err_wrap(err, "snapshot sandbox `%s`", s->id);
+	}
+	r = proc_layer_write(upper, s->uid_base, out, path, NULL, err);
+	if (!was_paused) {
+		t = freeze(s, false, r < 0 ? NULL : err);
+		if (r == 0)
+			r = t;
+	}
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	if (paused_us && !was_paused)
+		*paused_us = (uint64_t)((t1.tv_sec - t0.tv_sec) * 1000000 +
+					(t1.tv_nsec - t0.tv_nsec) / 1000);
+	if (r < 0)
+		return isola_err_wrap(err, "snapshot sandbox `%s`", s->id);
+	if (fsync(out) < 0 || fsync(dfd) < 0)
+		return isola_err_sys(err, errno,
+				     errno == ENOSPC || errno == EDQUOT ? "no_space" : "internal",
+				     "fsync `%s`", path);
+	*level = TIER_PERSIST_FILES;
+	return 0;
+}
+
+static int process_restore(const struct sandbox_spec *spec, const char *snapdir,
+			   struct tier_sandbox **out, struct isola_err **err)
+{
+	char path[1024];
+	cleanup_fd int fd = -1;
+
+	if (snprintf(path, sizeof(path), "%s/%s", snapdir, PROC_LAYER_ARCHIVE) >= (int)sizeof(path))
+		return isola_err_set(err, ENAMETOOLONG, "invalid",
+				     "snapshot dir `%.200s`: too long", snapdir);
+	fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0)
+		return isola_err_sys(err, errno, errno == ENOENT ? "invalid" : "internal",
+				     "restore sandbox `%s`: open `%s`", spec->id, path);
+	return create_sandbox(spec, fd, path, out, err);
+}
+
 const struct tier_ops tier_process_ops = {
 	.name = "process",
 	.create = process_create,
@@ -567,4 +711,10 @@ const struct tier_ops tier_process_ops = {
 	.destroy = process_destroy,
 	.cleanup = process_cleanup,
 	.release = process_release,
+	.pause = process_pause,
+	.resume = process_resume,
+	.snapshot = process_snapshot,
+	.restore = process_restore,
+	.snapshot_level = TIER_PERSIST_FILES,
+	.restore_needs_snapshot = false,
 };
