@@ -15,6 +15,7 @@
 #include "../common/log.h"
 #include "api/api.h"
 #include "core/core.h"
+#include "expose/expose.h"
 #include "tiers/process/process.h"
 #include "tiers/microvm/microvm.h"
 
@@ -27,7 +28,9 @@ static void usage(FILE *f)
 		   "              [--idle-timeout SECONDS]\n"
 		   "              [--audit-segment-records N] [--audit-seal-interval SECONDS]\n"
 		   "              [--audit-retention SECONDS] [--cpu-overcommit X]\n"
-		   "              [--memory-overcommit X] [--accel auto|kvm|tcg]\n");
+		   "              [--memory-overcommit X] [--accel auto|kvm|tcg]\n"
+		   "              [--expose-listen HOST:PORT] [--expose-domain DOMAIN]\n"
+		   "              [--expose-max-conns N]\n");
 }
 
 /* Finds the static agent: flag, $ISOLA_AGENT, next to isolad, the build tree, libexec. */
@@ -75,6 +78,9 @@ int main(int argc, char **argv)
 		{"cpu-overcommit", required_argument, NULL, 1004},
 		{"memory-overcommit", required_argument, NULL, 1005},
 		{"accel", required_argument, NULL, 1006},
+		{"expose-listen", required_argument, NULL, 1101},
+		{"expose-domain", required_argument, NULL, 1102},
+		{"expose-max-conns", required_argument, NULL, 1103},
 		{NULL, 0, NULL, 0},
 	};
 	cleanup_err struct isola_err *err = NULL;
@@ -84,6 +90,8 @@ int main(int argc, char **argv)
 	char agent[PATH_MAX], spool[PATH_MAX];
 	struct core *core = NULL;
 	struct api_server *srv = NULL;
+	struct expose_config xcfg = {0};
+	struct expose *expose = NULL;
 	sigset_t set;
 	int c, sig;
 
@@ -164,6 +172,24 @@ int main(int argc, char **argv)
 				return 2;
 			}
 			break;
+		case 1101: /* port exposure (docs/network.md "Port exposure") */
+			xcfg.listen_addr = optarg;
+			break;
+		case 1102:
+			xcfg.domain = optarg;
+			break;
+		case 1103: {
+			char *end;
+			unsigned long v = strtoul(optarg, &end, 10);
+
+			if (*optarg < '1' || *optarg > '9' || *end || v > 65536) {
+				fprintf(stderr, "isolad: --expose-max-conns `%s` is not 1-65536\n",
+					optarg);
+				return 2;
+			}
+			xcfg.max_conns = (unsigned)v;
+			break;
+		}
 		case 'h':
 			usage(stdout);
 			return 0;
@@ -211,6 +237,12 @@ int main(int argc, char **argv)
 		core_free(core);
 		return 1;
 	}
+	if (expose_start(core, &xcfg, &expose, &err) < 0) {
+		log_error("start exposure listener: %s", err->message);
+		api_server_stop(srv);
+		core_free(core);
+		return 1;
+	}
 	log_info("isolad ready: socket %s%s%s, state %s, agent %s", api.socket_path,
 		 api.listen_addr ? ", tcp " : "", api.listen_addr ? api.listen_addr : "",
 		 cfg.state_dir, agent);
@@ -220,6 +252,7 @@ int main(int argc, char **argv)
 	} while (sig == SIGHUP);
 	log_info("isolad stopping (signal %d); sandboxes keep running", sig);
 	api_server_stop(srv);
+	expose_stop(expose);
 	core_free(core);
 	return 0;
 }

@@ -413,5 +413,8 @@ enum MHD_Result api_audit_export(struct api_req *r);
 enum MHD_Result api_audit_seal(struct api_req *r);
 enum MHD_Result api_audit_prune(struct api_req *r);
 enum MHD_Result api_compliance(struct api_req *r);
+enum MHD_Result api_ports_add(struct api_req *r);    /* ports.c */
+enum MHD_Result api_ports_list(struct api_req *r);   /* ports.c */
+enum MHD_Result api_ports_remove(struct api_req *r); /* ports.c */
 
 #endif

@@ -89,6 +89,9 @@ static const struct api_route api_routes[] = {
 	ROUTE("POST", "/v1/audit/seal", api_audit_seal),
 	ROUTE_JSON("POST", "/v1/audit/prune", api_audit_prune),
 	ROUTE("GET", "/v1/compliance", api_compliance),
+	ROUTE_JSON("POST", "/v1/sandboxes/{id}/ports", api_ports_add),
+	ROUTE("GET", "/v1/sandboxes/{id}/ports", api_ports_list),
+	ROUTE("DELETE", "/v1/sandboxes/{id}/ports/{port}", api_ports_remove),
 	/* ROUTES-END */
 };
 /* clang-format on */

@@ -231,4 +231,8 @@ void proc_pidfd_kill(int *pidfd, int timeout_ms);
 /* Opens pid's user namespace (PIDFD_GET_USER_NAMESPACE, else /proc + liveness check). */
 int proc_open_userns(pid_t pid, int pidfd);
 
+/* Opens the sandbox's network namespace (net.c; PIDFD_GET_NET_NAMESPACE, else /proc +
+ * liveness check) for the tier's netns_fd op. */
+int proc_open_netns(pid_t pid, int pidfd, struct isola_err **err);
+
 #endif

@@ -700,6 +700,11 @@ static int process_restore(const struct sandbox_spec *spec, const char *snapdir,
 	return create_sandbox(spec, fd, path, out, err);
 }
 
+static int process_netns_fd(struct tier_sandbox *s, struct isola_err **err)
+{
+	return proc_open_netns(s->pid, s->pidfd, err);
+}
+
 const struct tier_ops tier_process_ops = {
 	.name = "process",
 	.create = process_create,
@@ -717,4 +722,5 @@ const struct tier_ops tier_process_ops = {
 	.restore = process_restore,
 	.snapshot_level = TIER_PERSIST_FILES,
 	.restore_needs_snapshot = false,
+	.netns_fd = process_netns_fd,
 };
