@@ -1,0 +1,577 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* pool: warm pools — a thread keeps N ready sandboxes per (template, tier); creates claim them. */
+#include "pool.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "../../common/log.h"
+#include "../../common/util.h"
+#include "../audit/audit.h"
+#include "../images/images.h"
+#include "core-internal.h"
+
+#define POOL_BACKOFF_MIN_MS 1000u
+#define POOL_BACKOFF_MAX_MS 60000u
+#define POOL_IDLE_WAIT_MS   1000 /* the thread looks again at least this often */
+#define POOL_META_KEY	    "pools"
+
+/* One (template, tier) pool. Under pool_set.lock. */
+struct pool {
+	char template_name[64]; /* as configured ("host" for the default) */
+	char tier[16];		/* "process" | "microvm" */
+	uint32_t size;		/* wanted ready sandboxes */
+	uint32_t creating;	/* creates in flight (0 or 1: one thread) */
+	uint64_t claims;	/* creates served from the pool */
+	uint64_t misses;	/* creates for this pair that found no ready sandbox */
+	uint64_t failures;	/* failed fills */
+	uint32_t backoff_ms;	/* current backoff, 0 after a success */
+	uint64_t retry_at_ms;	/* monotonic ms before which no fill is tried */
+	char last_error[256];	/* why the last fill failed, "" = none */
+};
+
+struct pool_set {
+	pthread_mutex_t lock;		   /* everything below */
+	pthread_cond_t wake;		   /* work may be there, or stop */
+	pthread_t thread;		   /* the pool thread */
+	bool running;			   /* thread started */
+	bool stop;			   /* thread should exit */
+	struct pool pools[POOL_MAX_POOLS]; /* configured pools */
+	size_t n;			   /* used entries */
+};
+
+/* What the pool thread should do next for one pool. */
+struct pool_scan {
+	uint32_t ready;		/* pooled and running with the current template */
+	struct sandbox *victim; /* a surplus, stale or dead pooled sandbox (reference) or NULL */
+};
+
+static const char *pool_tier_name(const char *tier)
+{
+	return tier && *tier ? tier : "process";
+}
+
+static const char *pool_template_name(const char *t)
+{
+	return t && *t ? t : "host";
+}
+
+/* The pool for (template, tier) or NULL. Lock held. */
+static struct pool *pool_find(struct pool_set *ps, const char *tmpl, const char *tier)
+{
+	for (size_t i = 0; i < ps->n; i++)
+		if (!strcmp(ps->pools[i].template_name, tmpl) && !strcmp(ps->pools[i].tier, tier))
+			return &ps->pools[i];
+	return NULL;
+}
+
+/* True when pooled sandbox p belongs to pool `pl`. c->lock held. */
+static bool pool_owns(const struct pool *pl, const struct sandbox *p)
+{
+	return p->life.pooled && !strcmp(p->template_name, pl->template_name) &&
+	       !strcmp(p->tier->name, pl->tier);
+}
+
+/* Counts a pool's ready sandboxes and picks one to destroy: dead ones first, then ones of an
+ * older template image, then the surplus. */
+static void pool_scan(struct core *c, const struct pool *pl, const char *template_id,
+		      struct pool_scan *out)
+{
+	struct sandbox *stale = NULL, *spare = NULL;
+
+	memset(out, 0, sizeof(*out));
+	pthread_mutex_lock(&c->lock);
+	for (size_t i = 0; i < c->n_sandboxes; i++) {
+		struct sandbox *p = c->sandboxes[i];
+
+		if (!pool_owns(pl, p) || p->life.taken)
+			continue;
+		if (p->state == SANDBOX_ERROR) {
+			if (!out->victim)
+				out->victim = p;
+		} else if (p->state != SANDBOX_RUNNING) {
+			continue; /* being destroyed */
+		} else if (template_id && strcmp(p->template_id, template_id)) {
+			stale = p;
+		} else {
+			out->ready++;
+			spare = p;
+		}
+	}
+	if (!out->victim)
+		out->victim = stale ? stale : out->ready > pl->size ? spare : NULL;
+	if (out->victim) {
+		out->victim->life.taken = true;
+		sandbox_ref(out->victim);
+	}
+	pthread_mutex_unlock(&c->lock);
+}
+
+/* Pooled sandboxes whose pool no longer exists: destroyed one per pass (reference). */
+static struct sandbox *pool_orphan(struct core *c, struct pool_set *ps)
+{
+	struct sandbox *found = NULL;
+
+	pthread_mutex_lock(&ps->lock);
+	pthread_mutex_lock(&c->lock);
+	for (size_t i = 0; i < c->n_sandboxes && !found; i++) {
+		struct sandbox *p = c->sandboxes[i];
+
+		if (p->life.pooled && !p->life.taken &&
+		    (p->state == SANDBOX_RUNNING || p->state == SANDBOX_ERROR) &&
+		    !pool_find(ps, p->template_name, p->tier->name)) {
+			p->life.taken = true;
+			found = p;
+			sandbox_ref(p);
+		}
+	}
+	pthread_mutex_unlock(&c->lock);
+	pthread_mutex_unlock(&ps->lock);
+	return found;
+}
+
+static void pool_destroy_one(struct core *c, struct sandbox *p, const char *why)
+{
+	cleanup_err struct isola_err *e = NULL;
+
+	log_info("pool: destroying pooled sandbox %s (%s)", p->id, why);
+	if (core_sandbox_destroy_obj(c, p, &e) < 0)
+		log_warn("pool: destroy %s: %s", p->id, e ? e->message : "failed");
+	sandbox_unref(p);
+}
+
+/* Creates one pooled sandbox for pl (copied: the thread runs it without the lock). */
+static int pool_fill_one(struct core *c, const struct pool *pl, struct isola_err **err)
+{
+	struct sandbox_request req;
+	struct sandbox *s = NULL;
+	int r;
+
+	memset(&req, 0, sizeof(req));
+	snprintf(req.template_name, sizeof(req.template_name), "%s", pl->template_name);
+	snprintf(req.tier, sizeof(req.tier), "%s", pl->tier);
+	req.pooled = true;
+	r = core_sandbox_create(c, &req, &s, err);
+	if (r < 0)
+		return r;
+	pthread_mutex_lock(&s->lock);
+	if (s->expires_at > 0) { /* a daemon-wide default TTL does not apply while pooled */
+		s->expires_at = 0;
+		store_sandbox_set_expiry(c->store, s->id, 0, NULL);
+	}
+	pthread_mutex_unlock(&s->lock);
+	log_info("pool %s/%s: sandbox %s ready", pl->template_name, pl->tier, s->id);
+	sandbox_unref(s);
+	return 0;
+}
+
+/* One unit of work, if any; returns true when it did something. Runs without ps->lock. */
+static bool pool_work(struct core *c, struct pool_set *ps)
+{
+	struct sandbox *orphan = pool_orphan(c, ps);
+	uint64_t now = util_now_ms();
+
+	if (orphan) {
+		pool_destroy_one(c, orphan, "no pool for it");
+		return true;
+	}
+	for (size_t i = 0;; i++) {
+		struct template_info t;
+		struct pool_scan sc;
+		struct pool copy;
+		bool fresh;
+		int r;
+
+		pthread_mutex_lock(&ps->lock);
+		if (i >= ps->n || ps->stop) {
+			pthread_mutex_unlock(&ps->lock);
+			return false;
+		}
+		copy = ps->pools[i];
+		pthread_mutex_unlock(&ps->lock);
+
+		memset(&t, 0, sizeof(t));
+		fresh = images_get(copy.template_name, &t, NULL) == 0;
+		pool_scan(c, &copy, fresh ? t.id : NULL, &sc);
+		template_info_fini(&t);
+		if (sc.victim) {
+			pool_destroy_one(c, sc.victim, "dead, stale or surplus");
+			return true;
+		}
+		if (sc.ready >= copy.size || now < copy.retry_at_ms)
+			continue;
+		{
+			cleanup_err struct isola_err *e = NULL;
+			struct pool *pl;
+
+			pthread_mutex_lock(&ps->lock);
+			if ((pl = pool_find(ps, copy.template_name, copy.tier)))
+				pl->creating++;
+			pthread_mutex_unlock(&ps->lock);
+			r = pool_fill_one(c, &copy, &e);
+			pthread_mutex_lock(&ps->lock);
+			if ((pl = pool_find(ps, copy.template_name, copy.tier))) {
+				pl->creating--;
+				if (r < 0) {
+					pl->failures++;
+					pl->backoff_ms = pl->backoff_ms ? pl->backoff_ms * 2
+									: POOL_BACKOFF_MIN_MS;
+					if (pl->backoff_ms > POOL_BACKOFF_MAX_MS)
+						pl->backoff_ms = POOL_BACKOFF_MAX_MS;
+					pl->retry_at_ms = util_now_ms() + pl->backoff_ms;
+					snprintf(pl->last_error, sizeof(pl->last_error), "%s",
+						 e ? e->message : "create failed");
+				} else {
+					pl->backoff_ms = 0;
+					pl->last_error[0] = '\0';
+				}
+			}
+			pthread_mutex_unlock(&ps->lock);
+			if (r < 0)
+				log_warn("pool %s/%s: fill failed: %s", copy.template_name,
+					 copy.tier, e ? e->message : "create failed");
+		}
+		return true;
+	}
+}
+
+static void *pool_main(void *arg)
+{
+	struct core *c = arg;
+	struct pool_set *ps = c->pools;
+
+	for (;;) {
+		bool did;
+
+		pthread_mutex_lock(&ps->lock);
+		if (ps->stop) {
+			pthread_mutex_unlock(&ps->lock);
+			break;
+		}
+		pthread_mutex_unlock(&ps->lock);
+		did = pool_work(c, ps);
+		pthread_mutex_lock(&ps->lock);
+		if (!did && !ps->stop) {
+			struct timespec ts;
+
+			clock_gettime(CLOCK_REALTIME, &ts);
+			ts.tv_sec += POOL_IDLE_WAIT_MS / 1000;
+			pthread_cond_timedwait(&ps->wake, &ps->lock, &ts);
+		}
+		pthread_mutex_unlock(&ps->lock);
+	}
+	return NULL;
+}
+
+/* Writes the sizes to the store as {"template/tier": size}. Lock held. */
+static int pool_save(struct core *c, struct pool_set *ps, struct isola_err **err)
+{
+	json_t *j = json_object();
+	char key[96], *text;
+	int r;
+
+	for (size_t i = 0; i < ps->n; i++) {
+		snprintf(key, sizeof(key), "%s/%s", ps->pools[i].template_name, ps->pools[i].tier);
+		json_object_set_new(j, key, json_integer(ps->pools[i].size));
+	}
+	text = json_dumps(j, JSON_COMPACT | JSON_SORT_KEYS);
+	json_decref(j);
+	if (!text)
+		return isola_err_set(err, ENOMEM, NULL, "pools: out of memory");
+	r = store_meta_set(c->store, POOL_META_KEY, text, err);
+	free(text);
+	return r;
+}
+
+/* Sets a pool's size under ps->lock (adds or removes the entry). */
+static int pool_set_locked(struct pool_set *ps, const char *tmpl, const char *tier, uint32_t size,
+			   struct isola_err **err)
+{
+	struct pool *pl = pool_find(ps, tmpl, tier);
+
+	if (!pl && !size)
+		return 0;
+	if (!pl) {
+		if (ps->n >= POOL_MAX_POOLS)
+			return isola_err_set(err, ENOSPC, "invalid", "at most %d pools",
+					     POOL_MAX_POOLS);
+		pl = &ps->pools[ps->n++];
+		memset(pl, 0, sizeof(*pl));
+		snprintf(pl->template_name, sizeof(pl->template_name), "%s", tmpl);
+		snprintf(pl->tier, sizeof(pl->tier), "%s", tier);
+	}
+	if (!size) {
+		*pl = ps->pools[--ps->n];
+		return 0;
+	}
+	pl->size = size;
+	pl->retry_at_ms = 0; /* an operator's change retries a failing pool at once */
+	pl->backoff_ms = 0;
+	return 0;
+}
+
+int core_pool_set(struct core *c, const char *template_name, const char *tier, uint32_t size,
+		  struct isola_err **err)
+{
+	struct pool_set *ps = c->pools;
+	const char *tn = pool_template_name(template_name), *tr = pool_tier_name(tier);
+	struct template_info t;
+	int r;
+
+	if (!ps)
+		return isola_err_set(err, ENOSYS, "unavailable", "pools are not running");
+	if (size > POOL_MAX_SIZE)
+		return isola_err_set(err, EINVAL, "invalid", "pool size must be at most %d",
+				     POOL_MAX_SIZE);
+	if (!core_tier_by_name(tr) || (strcmp(tr, "process") && strcmp(tr, "microvm")))
+		return isola_err_set(err, EINVAL, "invalid",
+				     "tier `%.16s` is unknown (known: process, microvm)", tr);
+	memset(&t, 0, sizeof(t));
+	if (size) {
+		r = images_get(tn, &t, err);
+		if (r < 0)
+			return isola_err_wrap(err, "pool %s/%s", tn, tr);
+		/* Pools are keyed by the template's name as images report it. */
+		tn = t.name;
+	}
+	pthread_mutex_lock(&ps->lock);
+	r = pool_set_locked(ps, tn, tr, size, err);
+	if (r == 0)
+		r = pool_save(c, ps, err);
+	pthread_cond_signal(&ps->wake);
+	pthread_mutex_unlock(&ps->lock);
+	if (r == 0)
+		log_info("pool %s/%s: size %u", tn, tr, size);
+	template_info_fini(&t);
+	return r;
+}
+
+json_t *core_pool_list(struct core *c)
+{
+	struct pool_set *ps = c->pools;
+	json_t *arr = json_array();
+
+	if (!ps)
+		return arr;
+	pthread_mutex_lock(&ps->lock);
+	for (size_t i = 0; i < ps->n; i++) {
+		struct pool *pl = &ps->pools[i];
+		uint32_t ready = 0;
+
+		pthread_mutex_lock(&c->lock);
+		for (size_t k = 0; k < c->n_sandboxes; k++)
+			if (pool_owns(pl, c->sandboxes[k]) && !c->sandboxes[k]->life.taken &&
+			    c->sandboxes[k]->state == SANDBOX_RUNNING)
+				ready++;
+		pthread_mutex_unlock(&c->lock);
+		json_array_append_new(
+			arr,
+			json_pack("{s:s, s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:s?}", "template",
+				  pl->template_name, "tier", pl->tier, "size", (json_int_t)pl->size,
+				  "ready", (json_int_t)ready, "creating", (json_int_t)pl->creating,
+				  "claims", (json_int_t)pl->claims, "misses",
+				  (json_int_t)pl->misses, "failures", (json_int_t)pl->failures,
+				  "last_error", pl->last_error[0] ? pl->last_error : NULL));
+	}
+	pthread_mutex_unlock(&ps->lock);
+	return arr;
+}
+
+/* Same template image, tier and limits: what makes a pooled sandbox serve a request. */
+static bool pool_matches(const struct sandbox *p, const struct sandbox *want)
+{
+	return p->tier == want->tier && !strcmp(p->template_id, want->template_id) &&
+	       p->spec.cpu_millis == want->spec.cpu_millis &&
+	       p->spec.memory_bytes == want->spec.memory_bytes &&
+	       p->spec.disk_bytes == want->spec.disk_bytes && p->spec.pids == want->spec.pids &&
+	       p->spec.inodes == want->spec.inodes && p->spec.nofile == want->spec.nofile;
+}
+
+/* Takes a ready pooled sandbox matching s (reference, marked taken) or NULL. */
+static struct sandbox *pool_take(struct core *c, const struct sandbox *s)
+{
+	struct sandbox *found = NULL;
+
+	pthread_mutex_lock(&c->lock);
+	for (size_t i = 0; i < c->n_sandboxes && !found; i++) {
+		struct sandbox *p = c->sandboxes[i];
+
+		if (p->life.pooled && !p->life.taken && p->state == SANDBOX_RUNNING &&
+		    pool_matches(p, s)) {
+			p->life.taken = true;
+			found = p;
+			sandbox_ref(p);
+		}
+	}
+	pthread_mutex_unlock(&c->lock);
+	return found;
+}
+
+static void pool_untake(struct core *c, struct sandbox *p)
+{
+	pthread_mutex_lock(&c->lock);
+	p->life.taken = false;
+	pthread_mutex_unlock(&c->lock);
+	sandbox_unref(p);
+}
+
+/* Moves s's tenant and settings into the pooled p, which becomes an ordinary sandbox. */
+static int pool_hand_over(struct core *c, struct sandbox *p, struct sandbox *s,
+			  struct isola_err **err)
+{
+	double now = util_wall_time();
+	json_t *tmp;
+	int r;
+
+	/* Lock order: the core's, then the sandbox's (as the list walkers). */
+	pthread_mutex_lock(&c->lock);
+	pthread_mutex_lock(&p->lock);
+	snprintf(p->tenant, sizeof(p->tenant), "%s", s->tenant);
+	p->life.pooled = false;
+	p->life.taken = false;
+	pthread_mutex_unlock(&c->lock);
+	tmp = p->env, p->env = s->env, s->env = tmp;
+	tmp = p->labels, p->labels = s->labels, s->labels = tmp;
+	snprintf(p->workdir, sizeof(p->workdir), "%s", s->workdir);
+	snprintf(p->user, sizeof(p->user), "%s", s->user);
+	p->life.on_timeout = s->life.on_timeout;
+	p->life.ttl_s = s->life.ttl_s;
+	p->life.idle_timeout_s = s->life.idle_timeout_s;
+	p->life.auto_resume = s->life.auto_resume;
+	p->life.from_pool = true;
+	p->created_at = now;
+	p->last_active = now;
+	p->expires_at = p->life.ttl_s ? now + p->life.ttl_s : 0;
+	r = core_persist(c, p, err);
+	pthread_mutex_unlock(&p->lock);
+	return r;
+}
+
+int pool_claim(struct core *c, struct sandbox *s, const struct sandbox_request *req,
+	       struct sandbox **out, struct isola_err **err)
+{
+	struct pool_set *ps = c->pools;
+	struct core_reservation *res = NULL;
+	cleanup_err struct isola_err *e = NULL;
+	struct sandbox *p;
+	struct pool *pl;
+	int r;
+
+	if (!ps || req->pooled || req->snapshot)
+		return 0;
+	pthread_mutex_lock(&ps->lock);
+	pl = pool_find(ps, s->template_name, s->tier->name);
+	pthread_mutex_unlock(&ps->lock);
+	if (!pl)
+		return 0;
+	p = pool_take(c, s);
+	if (!p) {
+		pthread_mutex_lock(&ps->lock);
+		if ((pl = pool_find(ps, s->template_name, s->tier->name)))
+			pl->misses++;
+		pthread_mutex_unlock(&ps->lock);
+		return 0;
+	}
+	/* The tenant's rate and quota as for any create; the host's capacity is already held
+	 * by the pooled sandbox, so it is not counted twice. */
+	s->life.claiming = true;
+	r = core_admit(c, s, req->retry_after_s, &res, err);
+	s->life.claiming = false;
+	if (r < 0) {
+		pool_untake(c, p);
+		return r;
+	}
+	/* A fresh identity before anyone can reach it (machine id, RNG; hostname = its id). */
+	pthread_mutex_lock(&p->lock);
+	r = core_sandbox_identity(p, &e);
+	pthread_mutex_unlock(&p->lock);
+	if (r < 0) {
+		log_warn("pool: sandbox %s: identity: %s; destroying it", p->id,
+			 e ? e->message : "failed");
+		core_release(c, res);
+		pool_destroy_one(c, p, "identity failed");
+		return 0;
+	}
+	r = pool_hand_over(c, p, s, err);
+	core_release(c, res);
+	if (r < 0) {
+		pool_destroy_one(c, p, "store failed");
+		return r;
+	}
+	pthread_mutex_lock(&ps->lock);
+	if ((pl = pool_find(ps, s->template_name, s->tier->name)))
+		pl->claims++;
+	pthread_cond_signal(&ps->wake);
+	pthread_mutex_unlock(&ps->lock);
+	log_info("sandbox %s claimed from pool %s/%s by tenant %s", p->id, s->template_name,
+		 s->tier->name, p->tenant);
+	*out = p;
+	return 1;
+}
+
+int pool_start(struct core *c, struct isola_err **err)
+{
+	struct pool_set *ps = calloc(1, sizeof(*ps));
+	char *text = NULL;
+	json_t *j;
+	int r;
+
+	if (!ps)
+		return isola_err_set(err, ENOMEM, NULL, "pools: out of memory");
+	pthread_mutex_init(&ps->lock, NULL);
+	pthread_cond_init(&ps->wake, NULL);
+	if (store_meta_get(c->store, POOL_META_KEY, &text, NULL) == 0 && text &&
+	    (j = json_loads(text, 0, NULL))) {
+		const char *key;
+		json_t *v;
+
+		json_object_foreach(j, key, v)
+		{
+			char tmpl[64], tier[16];
+			const char *slash = strchr(key, '/');
+
+			if (!slash || (size_t)(slash - key) >= sizeof(tmpl) || !json_is_integer(v))
+				continue;
+			snprintf(tmpl, sizeof(tmpl), "%.*s", (int)(slash - key), key);
+			snprintf(tier, sizeof(tier), "%s", slash + 1);
+			if (json_integer_value(v) > 0 && json_integer_value(v) <= POOL_MAX_SIZE)
+				pool_set_locked(ps, tmpl, tier, (uint32_t)json_integer_value(v),
+						NULL);
+		}
+		json_decref(j);
+	}
+	free(text);
+	c->pools = ps;
+	r = pthread_create(&ps->thread, NULL, pool_main, c);
+	if (r) {
+		c->pools = NULL;
+		pthread_cond_destroy(&ps->wake);
+		pthread_mutex_destroy(&ps->lock);
+		free(ps);
+		return isola_err_sys(err, r, NULL, "start pool thread");
+	}
+	ps->running = true;
+	return 0;
+}
+
+void pool_stop(struct core *c)
+{
+	struct pool_set *ps = c->pools;
+
+	if (!ps)
+		return;
+	pthread_mutex_lock(&ps->lock);
+	ps->stop = true;
+	pthread_cond_signal(&ps->wake);
+	pthread_mutex_unlock(&ps->lock);
+	if (ps->running)
+		pthread_join(ps->thread, NULL);
+	c->pools = NULL;
+	pthread_cond_destroy(&ps->wake);
+	pthread_mutex_destroy(&ps->lock);
+	free(ps);
+}

@@ -1,0 +1,58 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* pool: warm pools — ready sandboxes per (template, tier) so a create becomes a claim. */
+#ifndef ISOLA_POOL_H
+#define ISOLA_POOL_H
+
+#include <jansson.h>
+#include <stdint.h>
+
+#include "../../common/err.h"
+
+struct core;
+struct sandbox;
+struct sandbox_request;
+
+#define POOL_MAX_POOLS 32  /* (template, tier) pairs */
+#define POOL_MAX_SIZE  256 /* sandboxes one pool may hold */
+
+/*
+ * Threading: one pool thread per core fills and trims the pools, one create or destroy at
+ * a time, with exponential backoff (1 s .. 60 s) after a failed create. Pooled sandboxes
+ * live in the core's list like any other (so they count against host capacity) but carry
+ * life.pooled and no tenant: lookups, listings, metrics and tenant usage skip them until a
+ * claim hands one to a tenant. The configured sizes are kept in the store (meta "pools"),
+ * so after an isolad restart the re-attached pooled sandboxes are counted again, surplus or
+ * lost ones destroyed and the rest refilled.
+ */
+
+/* Loads the stored sizes and starts the pool thread (core_new, after reconcile). */
+int pool_start(struct core *c, struct isola_err **err);
+/* Stops and joins the pool thread (core_free, first thing); pooled sandboxes stay. */
+void pool_stop(struct core *c);
+
+/*
+ * Sets the size of the pool for (template, tier) — template "" means "host", tier ""
+ * "process" — and stores it; 0 removes the pool (its sandboxes are destroyed in the
+ * background). `not_found` for an unknown template, `invalid` for a bad tier or size.
+ * Any thread.
+ */
+int core_pool_set(struct core *c, const char *template_name, const char *tier, uint32_t size,
+		  struct isola_err **err);
+
+/* [{template, tier, size, ready, creating, claims, misses, failures, last_error}] (new
+ * reference). Any thread. */
+json_t *core_pool_list(struct core *c);
+
+/*
+ * The claim, called by core_sandbox_create with the prepared, not yet admitted sandbox `s`
+ * (template, limits, tenant, env, labels, workdir, user and life set). If a pool exists for
+ * its template and tier and holds a ready sandbox with the same template id and limits,
+ * admits the claim for s->tenant (rate and quota; the host capacity is already held), hands
+ * that sandbox over with s's settings, a fresh identity and a new TTL, persists it and
+ * returns 1 with *out referenced. 0: no claim (the caller creates cold). -errno: refused
+ * (the tenant's rate or quota), *err set.
+ */
+int pool_claim(struct core *c, struct sandbox *s, const struct sandbox_request *req,
+	       struct sandbox **out, struct isola_err **err);
+
+#endif
