@@ -565,7 +565,9 @@ static int lr_data(struct lr *l, int fd, int64_t size)
 		if (r < ARCHIVE_WARN)
 			return isola_err_set(l->err, EBADMSG, "invalid",
 					     "restore `%s`: truncated or corrupt at entry `%s`: %s",
-					     l->what, l->path, archive_error_string(l->a));
+					     l->what, l->path,
+					     archive_error_string(l->a) ? archive_error_string(l->a)
+									: "unexpected end");
 		/* UNTRUSTED: off/len from the sparse map; kept inside the declared size. */
 		if (off < 0 || (uint64_t)off > (uint64_t)size || len > (uint64_t)(size - off))
 			return lr_bad(l, "data beyond the declared size");
@@ -798,7 +800,9 @@ int proc_layer_read(int parent, const char *name, uint32_t uid_base, int in_fd, 
 		if (h < ARCHIVE_WARN) {
 			r = isola_err_set(err, EBADMSG, "invalid",
 					  "restore `%s`: truncated or corrupt after entry `%s`: %s",
-					  what, l.path, archive_error_string(l.a));
+					  what, l.path,
+					  archive_error_string(l.a) ? archive_error_string(l.a)
+								    : "unexpected end");
 			goto out;
 		}
 		if (l.end_seen) {
