@@ -3,6 +3,7 @@
 #ifndef ISOLA_NET_DNS_H
 #define ISOLA_NET_DNS_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/socket.h>

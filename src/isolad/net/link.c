@@ -1,0 +1,404 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* link: a sandbox's veth, its /30 from the pool and the inside configuration, over netlink. */
+#include "net-internal.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <net/if.h>
+#include <netlink/netlink.h>
+#include <netlink/route/addr.h>
+#include <netlink/route/link.h>
+#include <netlink/route/link/veth.h>
+#include <netlink/route/route.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "../../common/util.h"
+
+#define NET_LOCK_DIR  "/run/isola"
+#define NET_LOCK_PATH "/run/isola/net.lock"
+
+static void sockp(struct nl_sock **sk)
+{
+	if (*sk)
+		nl_socket_free(*sk);
+}
+#define cleanup_sock __attribute__((cleanup(sockp)))
+
+static void linkp(struct rtnl_link **l)
+{
+	if (*l)
+		rtnl_link_put(*l);
+}
+#define cleanup_link __attribute__((cleanup(linkp)))
+
+static void nladdrp(struct nl_addr **a)
+{
+	if (*a)
+		nl_addr_put(*a);
+}
+#define cleanup_nladdr __attribute__((cleanup(nladdrp)))
+
+/* libnl errors are positive NLE_* codes; map the ones that matter to errno. */
+static int nl_errno(int nle)
+{
+	switch (nle < 0 ? -nle : nle) {
+	case NLE_EXIST:
+		return EEXIST;
+	case NLE_OBJ_NOTFOUND:
+	case NLE_NODEV:
+		return ENODEV;
+	case NLE_PERM:
+		return EPERM;
+	case NLE_NOMEM:
+		return ENOMEM;
+	case NLE_INVAL:
+		return EINVAL;
+	default:
+		return EIO;
+	}
+}
+
+static int nl_fail(struct isola_err **err, int nle, const char *what, const char *obj)
+{
+	int e = nl_errno(nle);
+
+	return isola_err_set(err, e, e == EEXIST ? "conflict" : "internal", "%s `%s`: %s", what,
+			     obj, nl_geterror(nle));
+}
+
+static int open_route_sock(struct nl_sock **out, struct isola_err **err)
+{
+	struct nl_sock *sk = nl_socket_alloc();
+	int r;
+
+	if (!sk)
+		return isola_err_set(err, ENOMEM, "internal", "netlink socket: out of memory");
+	r = nl_connect(sk, NETLINK_ROUTE);
+	if (r < 0) {
+		nl_socket_free(sk);
+		return nl_fail(err, r, "connect", "netlink route");
+	}
+	*out = sk;
+	return 0;
+}
+
+/* "a.b.c.d/len" for a host-order address. */
+static int make_addr(uint32_t host_order, unsigned prefix, struct nl_addr **out)
+{
+	uint32_t be = htonl(host_order);
+	struct nl_addr *a = nl_addr_build(AF_INET, &be, sizeof(be));
+
+	if (!a)
+		return -NLE_NOMEM;
+	nl_addr_set_prefixlen(a, (int)prefix);
+	*out = a;
+	return 0;
+}
+
+int net_link_lock(struct isola_err **err)
+{
+	int fd = util_mkdir_p(NET_LOCK_DIR, 0755);
+
+	if (fd < 0)
+		return isola_err_sys(err, -fd, "internal", "create `%s`", NET_LOCK_DIR);
+	fd = open(NET_LOCK_PATH, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+	if (fd < 0)
+		return isola_err_sys(err, errno, "internal", "open `%s`", NET_LOCK_PATH);
+	while (flock(fd, LOCK_EX) < 0) {
+		if (errno != EINTR) {
+			int e = errno;
+
+			close(fd);
+			return isola_err_sys(err, e, "internal", "lock `%s`", NET_LOCK_PATH);
+		}
+	}
+	return fd;
+}
+
+void net_link_unlock(int fd)
+{
+	if (fd >= 0)
+		close(fd); /* releases the flock */
+}
+
+struct pick_ctx {
+	uint32_t pool;	  /* pool base, host order */
+	uint32_t mask;	  /* pool mask, host order */
+	uint8_t *used;	  /* one byte per /30 of the pool */
+	uint32_t nblocks; /* entries of used */
+};
+
+static void pick_one(struct nl_object *obj, void *arg)
+{
+	struct pick_ctx *p = arg;
+	struct rtnl_addr *a = (struct rtnl_addr *)obj;
+	struct nl_addr *local = rtnl_addr_get_local(a);
+	uint32_t be, v;
+
+	if (rtnl_addr_get_family(a) != AF_INET || !local ||
+	    nl_addr_get_len(local) != sizeof(be))
+		return;
+	memcpy(&be, nl_addr_get_binary_addr(local), sizeof(be));
+	v = ntohl(be);
+	if ((v & p->mask) == p->pool && (v - p->pool) / 4 < p->nblocks)
+		p->used[(v - p->pool) / 4] = 1;
+}
+
+int net_link_pick_block(uint32_t pool_base, unsigned pool_prefix, uint32_t *block,
+			struct isola_err **err)
+{
+	cleanup_sock struct nl_sock *sk = NULL;
+	struct nl_cache *cache = NULL;
+	struct pick_ctx p;
+	int r;
+
+	if (pool_prefix < 8 || pool_prefix > 28)
+		return isola_err_set(err, EINVAL, "invalid", "address pool prefix /%u is not 8-28",
+				     pool_prefix);
+	p.mask = ~0u << (32 - pool_prefix);
+	p.pool = pool_base & p.mask;
+	p.nblocks = 1u << (30 - pool_prefix);
+	p.used = calloc(p.nblocks, 1);
+	if (!p.used)
+		return isola_err_set(err, ENOMEM, "internal", "address pool: out of memory");
+	r = open_route_sock(&sk, err);
+	if (r < 0)
+		goto out;
+	r = rtnl_addr_alloc_cache(sk, &cache);
+	if (r < 0) {
+		r = nl_fail(err, r, "list", "host addresses");
+		goto out;
+	}
+	nl_cache_foreach(cache, pick_one, &p);
+	nl_cache_free(cache);
+	r = isola_err_set(err, ENOSPC, "unavailable", "address pool is full (%u blocks)",
+			  p.nblocks);
+	for (uint32_t i = 0; i < p.nblocks; i++) {
+		if (!p.used[i]) {
+			*block = p.pool + i * 4;
+			r = 0;
+			break;
+		}
+	}
+out:
+	free(p.used);
+	return r;
+}
+
+static int link_get(struct nl_sock *sk, const char *name, struct rtnl_link **out,
+		    struct isola_err **err)
+{
+	int r = rtnl_link_get_kernel(sk, 0, name, out);
+
+	return r < 0 ? nl_fail(err, r, "find interface", name) : 0;
+}
+
+static int link_up(struct nl_sock *sk, struct rtnl_link *l, const char *name,
+		   struct isola_err **err)
+{
+	cleanup_link struct rtnl_link *chg = rtnl_link_alloc();
+	int r;
+
+	if (!chg)
+		return isola_err_set(err, ENOMEM, "internal", "interface `%s`: out of memory", name);
+	rtnl_link_set_flags(chg, IFF_UP);
+	r = rtnl_link_change(sk, l, chg, 0);
+	return r < 0 ? nl_fail(err, r, "bring up", name) : 0;
+}
+
+static int addr_add(struct nl_sock *sk, int ifindex, uint32_t host_order, const char *name,
+		    struct isola_err **err)
+{
+	cleanup_nladdr struct nl_addr *local = NULL;
+	struct rtnl_addr *a = rtnl_addr_alloc();
+	int r;
+
+	if (!a)
+		return isola_err_set(err, ENOMEM, "internal", "interface `%s`: out of memory", name);
+	r = make_addr(host_order, 30, &local);
+	if (r == 0) {
+		rtnl_addr_set_ifindex(a, ifindex);
+		r = rtnl_addr_set_local(a, local);
+	}
+	if (r == 0)
+		r = rtnl_addr_add(sk, a, 0);
+	rtnl_addr_put(a);
+	return r < 0 ? nl_fail(err, r, "add address to", name) : 0;
+}
+
+int net_link_create(const char *host_if, int netns_fd, uint32_t block, struct isola_err **err)
+{
+	cleanup_sock struct nl_sock *sk = NULL;
+	cleanup_link struct rtnl_link *veth = NULL;
+	cleanup_link struct rtnl_link *peer = NULL;
+	cleanup_link struct rtnl_link *host = NULL;
+	int r;
+
+	r = open_route_sock(&sk, err);
+	if (r < 0)
+		return r;
+	veth = rtnl_link_veth_alloc();
+	if (!veth)
+		return isola_err_set(err, ENOMEM, "internal", "veth `%s`: out of memory", host_if);
+	rtnl_link_set_name(veth, host_if);
+	peer = rtnl_link_veth_get_peer(veth); /* a new reference */
+	rtnl_link_set_name(peer, "eth0");
+	rtnl_link_set_ns_fd(peer, netns_fd);
+	/* The peer is created in the sandbox's namespace directly: it never exists on the host. */
+	r = rtnl_link_add(sk, veth, NLM_F_CREATE | NLM_F_EXCL);
+	if (r < 0)
+		return nl_fail(err, r, "create veth", host_if);
+	r = link_get(sk, host_if, &host, err);
+	if (r == 0)
+		r = addr_add(sk, rtnl_link_get_ifindex(host), block + 1, host_if, err);
+	if (r == 0)
+		r = link_up(sk, host, host_if, err);
+	if (r < 0)
+		net_link_delete(host_if);
+	return r;
+}
+
+struct inside_job {
+	int netns_fd;		/* borrowed */
+	uint32_t block;		/* host order */
+	struct isola_err *err;	/* out */
+	int r;			/* out */
+};
+
+static int configure_inside(struct inside_job *j)
+{
+	cleanup_sock struct nl_sock *sk = NULL;
+	cleanup_link struct rtnl_link *lo = NULL;
+	cleanup_link struct rtnl_link *eth = NULL;
+	cleanup_nladdr struct nl_addr *dst = NULL;
+	cleanup_nladdr struct nl_addr *gw = NULL;
+	struct rtnl_route *rt = NULL;
+	struct rtnl_nexthop *nh;
+	int r;
+
+	/* setns(CLONE_NEWNET) changes only this thread's namespace; the socket opened after it
+	 * belongs to the sandbox's namespace. */
+	if (setns(j->netns_fd, CLONE_NEWNET) < 0)
+		return isola_err_sys(&j->err, errno, "internal", "enter sandbox network namespace");
+	r = open_route_sock(&sk, &j->err);
+	if (r == 0)
+		r = link_get(sk, "lo", &lo, &j->err);
+	if (r == 0)
+		r = link_up(sk, lo, "lo", &j->err);
+	if (r == 0)
+		r = link_get(sk, "eth0", &eth, &j->err);
+	if (r == 0)
+		r = addr_add(sk, rtnl_link_get_ifindex(eth), j->block + 2, "eth0", &j->err);
+	if (r == 0)
+		r = link_up(sk, eth, "eth0", &j->err);
+	if (r < 0)
+		return r;
+	rt = rtnl_route_alloc();
+	nh = rtnl_route_nh_alloc();
+	if (!rt || !nh || make_addr(0, 0, &dst) < 0 || make_addr(j->block + 1, 32, &gw) < 0) {
+		if (nh)
+			rtnl_route_nh_free(nh);
+		r = isola_err_set(&j->err, ENOMEM, "internal", "default route: out of memory");
+		goto out;
+	}
+	rtnl_route_set_family(rt, AF_INET);
+	rtnl_route_set_dst(rt, dst);
+	rtnl_route_nh_set_ifindex(nh, rtnl_link_get_ifindex(eth));
+	rtnl_route_nh_set_gateway(nh, gw);
+	rtnl_route_add_nexthop(rt, nh); /* rt owns nh now */
+	r = rtnl_route_add(sk, rt, NLM_F_CREATE);
+	if (r < 0)
+		r = nl_fail(&j->err, r, "add default route in", "sandbox");
+out:
+	if (rt)
+		rtnl_route_put(rt);
+	return r;
+}
+
+static void *inside_thread(void *arg)
+{
+	struct inside_job *j = arg;
+
+	j->r = configure_inside(j);
+	return NULL; /* the thread ends here, and its namespace with it */
+}
+
+int net_link_configure_inside(int netns_fd, uint32_t block, struct isola_err **err)
+{
+	struct inside_job j = {.netns_fd = netns_fd, .block = block};
+	pthread_t t;
+	int r;
+
+	r = pthread_create(&t, NULL, inside_thread, &j);
+	if (r != 0)
+		return isola_err_sys(err, r, "internal", "start network setup thread");
+	pthread_join(t, NULL);
+	if (j.r < 0) {
+		if (err && !*err) {
+			*err = j.err;
+			j.err = NULL;
+		}
+		isola_err_free(j.err);
+	}
+	return j.r;
+}
+
+int net_link_delete(const char *host_if)
+{
+	cleanup_sock struct nl_sock *sk = NULL;
+	cleanup_link struct rtnl_link *l = NULL;
+	int r;
+
+	if (open_route_sock(&sk, NULL) < 0)
+		return -EIO;
+	l = rtnl_link_alloc();
+	if (!l)
+		return -ENOMEM;
+	rtnl_link_set_name(l, host_if);
+	r = rtnl_link_delete(sk, l);
+	if (r < 0 && nl_errno(r) != ENODEV)
+		return -nl_errno(r);
+	return 0;
+}
+
+bool net_link_exists(const char *host_if)
+{
+	return if_nametoindex(host_if) != 0;
+}
+
+static int read_stat(const char *host_if, const char *name, uint64_t *out)
+{
+	char path[128];
+	cleanup_free char *body = NULL;
+	int r;
+
+	snprintf(path, sizeof(path), "/sys/class/net/%s/statistics/%s", host_if, name);
+	r = util_read_file(path, 64, &body, NULL);
+	if (r < 0)
+		return r;
+	*out = strtoull(body, NULL, 10);
+	return 0;
+}
+
+int net_link_counters(const char *host_if, struct net_link_counters *out)
+{
+	int r;
+
+	/* The host side receives what the sandbox sends. */
+	r = read_stat(host_if, "rx_bytes", &out->tx_bytes);
+	if (r == 0)
+		r = read_stat(host_if, "rx_packets", &out->tx_packets);
+	if (r == 0)
+		r = read_stat(host_if, "tx_bytes", &out->rx_bytes);
+	if (r == 0)
+		r = read_stat(host_if, "tx_packets", &out->rx_packets);
+	return r;
+}

@@ -1,0 +1,70 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* net-internal: what the network manager's own files share (links, nftables). */
+#ifndef ISOLA_NET_INTERNAL_H
+#define ISOLA_NET_INTERNAL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "../../common/err.h"
+
+#define NET_IFNAME_MAX 16 /* IFNAMSIZ */
+
+/* Counters of a sandbox's host-side veth, as the sandbox sees them. */
+struct net_link_counters {
+	uint64_t tx_bytes;   /* sent by the sandbox (received by the host side) */
+	uint64_t tx_packets; /* likewise, packets */
+	uint64_t rx_bytes;   /* received by the sandbox (sent by the host side) */
+	uint64_t rx_packets; /* likewise, packets */
+};
+
+/* ---- link.c: veths and addresses over netlink (libnl-route-3) ---- */
+
+/*
+ * Picks the first /30 of pool (network byte order base, prefix 8..28) that holds no IPv4
+ * address of the host, and returns its base address (host order) in *block. Call under the
+ * host-wide lock (net_link_lock) and assign the gateway before unlocking.
+ */
+int net_link_pick_block(uint32_t pool_base, unsigned pool_prefix, uint32_t *block,
+			struct isola_err **err);
+
+/* Takes / releases the host-wide allocation lock (/run/isola/net.lock); returns an fd or
+ * -errno. */
+int net_link_lock(struct isola_err **err);
+void net_link_unlock(int fd);
+
+/*
+ * Creates the veth `host_if` (host side, gateway block+1/30, up) whose peer `eth0` lives in the
+ * namespace netns_fd. -EEXIST `conflict` if host_if exists already.
+ */
+int net_link_create(const char *host_if, int netns_fd, uint32_t block, struct isola_err **err);
+
+/*
+ * Inside the namespace netns_fd (from a short-lived thread that setns()es into it): lo up,
+ * eth0 block+2/30 up, default route via block+1.
+ */
+int net_link_configure_inside(int netns_fd, uint32_t block, struct isola_err **err);
+
+/* Deletes host_if (and so its peer); 0 if it does not exist. */
+int net_link_delete(const char *host_if);
+
+/* True if host_if exists in the host namespace. */
+bool net_link_exists(const char *host_if);
+
+/* Reads host_if's statistics from sysfs; -errno if it does not exist. */
+int net_link_counters(const char *host_if, struct net_link_counters *out);
+
+/* ---- nft.c: this isolad's nftables table (libnftables) ---- */
+
+/* Installs (or replaces, keeping the interface set) table `table` redirecting DNS to dns_port
+ * and other TCP to proxy_port. One transaction. */
+int net_nft_install(const char *table, uint16_t dns_port, uint16_t proxy_port,
+		    struct isola_err **err);
+
+/* Adds or removes one interface name in the table's set. Removing a missing name is 0. */
+int net_nft_iface(const char *table, const char *ifname, bool add, struct isola_err **err);
+
+/* Deletes the table (isolad stopping with no sandbox). */
+int net_nft_remove(const char *table, struct isola_err **err);
+
+#endif

@@ -1,0 +1,539 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* net: the sandbox network manager — attach/detach, policies, peer lookup, counters. */
+#include "net.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "../../common/log.h"
+#include "../../common/util.h"
+#include "dns.h"
+#include "net-internal.h"
+
+#define NET_FILE "network.json"
+
+/* One attached sandbox. Reference-counted: the list holds one, each proxied connection one. */
+struct net_sandbox {
+	struct net_counters c;	   /* first: net_counters_put finds the entry from it */
+	atomic_int refs;	   /* references */
+	char id[40];		   /* sandbox id */
+	char dir[512];		   /* sandbox state dir (network.json) */
+	char ifname[NET_IFNAME_MAX]; /* host side of the veth */
+	uint32_t block;		   /* /30 base, host order */
+	struct net_policy *policy; /* current policy (one reference), under net.lock */
+	struct net_sandbox *next;  /* list under net.lock */
+};
+
+struct net {
+	struct net_config cfg;	     /* copied */
+	char table[32];		     /* nftables table name */
+	uint32_t pool_base;	     /* host order */
+	unsigned pool_prefix;	     /* pool prefix length */
+	struct net_opens opens;	     /* --egress-open */
+	pthread_mutex_t lock;	     /* protects list and every entry's policy */
+	struct net_sandbox *list;    /* attached sandboxes */
+	struct net_dns *dns;	     /* the resolver */
+	int proxy_fd;		     /* listening TCP socket for the proxy */
+	uint16_t proxy_port;	     /* its port */
+};
+
+static struct net *net_cur; /* set once by net_start, cleared by net_stop (main thread) */
+
+void net_config_defaults(struct net_config *cfg)
+{
+	memset(cfg, 0, sizeof(*cfg));
+	snprintf(cfg->pool, sizeof(cfg->pool), "10.200.0.0/16");
+	cfg->max_connections = 256;
+}
+
+struct net *net_current(void)
+{
+	return net_cur;
+}
+
+int net_proxy_listen_fd(struct net *n)
+{
+	return n->proxy_fd;
+}
+
+struct net_dns *net_resolver(struct net *n)
+{
+	return n->dns;
+}
+
+const struct net_opens *net_opens(struct net *n)
+{
+	return &n->opens;
+}
+
+const struct net_config *net_config(struct net *n)
+{
+	return &n->cfg;
+}
+
+static void entry_put(struct net_sandbox *e)
+{
+	if (e && atomic_fetch_sub(&e->refs, 1) == 1) {
+		net_policy_free(e->policy);
+		free(e);
+	}
+}
+
+void net_counters_put(struct net_counters *c)
+{
+	entry_put((struct net_sandbox *)c);
+}
+
+static int parse_pool(const char *s, uint32_t *base, unsigned *prefix)
+{
+	char buf[64], *slash, *end;
+	struct in_addr a;
+	unsigned long p;
+
+	snprintf(buf, sizeof(buf), "%s", s);
+	slash = strchr(buf, '/');
+	if (!slash)
+		return -EINVAL;
+	*slash = '\0';
+	p = strtoul(slash + 1, &end, 10);
+	if (*end || slash[1] == '\0' || p < 8 || p > 28 || inet_pton(AF_INET, buf, &a) != 1)
+		return -EINVAL;
+	*prefix = (unsigned)p;
+	*base = ntohl(a.s_addr) & (~0u << (32 - p));
+	return 0;
+}
+
+/* FNV-1a of the state dir: one table per isolad, stable across its restarts. */
+static void table_name(const char *state_dir, char *out, size_t n)
+{
+	uint32_t h = 2166136261u;
+
+	for (const char *p = state_dir; *p; p++)
+		h = (h ^ (uint8_t)*p) * 16777619u;
+	snprintf(out, n, "isola_%08x", h);
+}
+
+static int listen_tcp(uint16_t port, uint16_t *bound, struct isola_err **err)
+{
+	struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(port)};
+	socklen_t len = sizeof(sa);
+	cleanup_fd int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	int one = 1;
+
+	if (fd < 0)
+		return isola_err_sys(err, errno, "internal", "proxy socket");
+	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0)
+		return isola_err_sys(err, errno, "unavailable", "bind proxy port %u", port);
+	if (listen(fd, 512) < 0 || getsockname(fd, (struct sockaddr *)&sa, &len) < 0)
+		return isola_err_sys(err, errno, "internal", "listen on proxy port");
+	*bound = ntohs(sa.sin_port);
+	return steal_fd(&fd);
+}
+
+static int dns_lookup_cb(void *ud, const struct sockaddr *peer, char *id,
+			 struct net_policy **policy)
+{
+	return net_lookup_peer(ud, peer, id, policy, NULL);
+}
+
+static struct net_sandbox *find_id_locked(struct net *n, const char *id)
+{
+	for (struct net_sandbox *e = n->list; e; e = e->next)
+		if (!strcmp(e->id, id))
+			return e;
+	return NULL;
+}
+
+static void dns_count_cb(void *ud, const char *id, bool refused)
+{
+	struct net *n = ud;
+	struct net_sandbox *e;
+
+	pthread_mutex_lock(&n->lock);
+	e = find_id_locked(n, id);
+	if (e) {
+		atomic_fetch_add(&e->c.dns_queries, 1);
+		if (refused)
+			atomic_fetch_add(&e->c.dns_refused, 1);
+	}
+	pthread_mutex_unlock(&n->lock);
+}
+
+int net_start(const struct net_config *cfg, struct net **out, struct isola_err **err)
+{
+	struct net *n = calloc(1, sizeof(*n));
+	int r;
+
+	if (!n)
+		return isola_err_set(err, ENOMEM, "internal", "network: out of memory");
+	n->cfg = *cfg;
+	n->proxy_fd = -1;
+	pthread_mutex_init(&n->lock, NULL);
+	table_name(cfg->state_dir, n->table, sizeof(n->table));
+	if (parse_pool(cfg->pool, &n->pool_base, &n->pool_prefix) < 0) {
+		r = isola_err_set(err, EINVAL, "invalid",
+				  "address pool `%s` is not an IPv4 CIDR of /8 to /28", cfg->pool);
+		goto fail;
+	}
+	r = net_opens_parse(cfg->opens, &n->opens, err);
+	if (r < 0)
+		goto fail;
+	r = net_dns_new(cfg->dns_upstream, &n->opens, &n->dns, err);
+	if (r < 0)
+		goto fail;
+	r = net_dns_serve(n->dns, cfg->dns_port, dns_lookup_cb, dns_count_cb, n, err);
+	if (r < 0)
+		goto fail;
+	r = listen_tcp(cfg->proxy_port, &n->proxy_port, err);
+	if (r < 0)
+		goto fail;
+	n->proxy_fd = r;
+	r = net_nft_install(n->table, net_dns_port(n->dns), n->proxy_port, err);
+	if (r < 0)
+		goto fail;
+	log_info("network: table inet %s, pool %s, resolver port %u, proxy port %u, egress default "
+		 "%s",
+		 n->table, cfg->pool, net_dns_port(n->dns), n->proxy_port,
+		 cfg->default_allow ? "allow" : "deny");
+	net_cur = n;
+	*out = n;
+	return 0;
+fail:
+	net_dns_free(n->dns);
+	if (n->proxy_fd >= 0)
+		close(n->proxy_fd);
+	net_opens_fini(&n->opens);
+	free(n);
+	return isola_err_wrap(err, "start sandbox network");
+}
+
+void net_stop(struct net *n)
+{
+	struct net_sandbox *e, *next;
+
+	if (!n)
+		return;
+	net_cur = NULL;
+	net_dns_free(n->dns);
+	if (n->proxy_fd >= 0)
+		close(n->proxy_fd);
+	/* Sandboxes keep running while isolad is down: their interfaces stay in the table and
+	 * its rules keep dropping their traffic. With none left, the table goes. */
+	if (!n->list)
+		net_nft_remove(n->table, NULL);
+	for (e = n->list; e; e = next) {
+		next = e->next;
+		entry_put(e);
+	}
+	net_opens_fini(&n->opens);
+	pthread_mutex_destroy(&n->lock);
+	free(n);
+}
+
+/* Host interface name from the id: "isv-" and the first 11 characters (ids are random). */
+static void ifname_for(const char *id, char *out)
+{
+	snprintf(out, NET_IFNAME_MAX, "isv-%.11s", id);
+}
+
+static int file_path(const char *dir, char *out, size_t n)
+{
+	return snprintf(out, n, "%s/" NET_FILE, dir) >= (int)n ? -ENAMETOOLONG : 0;
+}
+
+/* Writes network.json (atomic): what reattach needs and the policy. */
+static int save_entry(const struct net_sandbox *e, const struct net_policy *p,
+		      struct isola_err **err)
+{
+	char path[600];
+	json_t *pol = net_policy_to_json(p);
+	json_t *j = pol ? json_pack("{s:s, s:I, s:o}", "interface", e->ifname, "block",
+				    (json_int_t)e->block, "policy", pol)
+			: NULL;
+	cleanup_free char *text = j ? json_dumps(j, JSON_COMPACT) : NULL;
+	int r;
+
+	json_decref(j);
+	if (!text)
+		return isola_err_set(err, ENOMEM, "internal", "network policy: out of memory");
+	if (file_path(e->dir, path, sizeof(path)) < 0)
+		return isola_err_set(err, ENAMETOOLONG, "internal", "network file path too long");
+	r = util_write_file_atomic(path, text, strlen(text), 0600);
+	return r < 0 ? isola_err_sys(err, -r, "internal", "write `%s`", path) : 0;
+}
+
+static struct net_sandbox *entry_new(const struct sandbox_spec *spec)
+{
+	struct net_sandbox *e = calloc(1, sizeof(*e));
+
+	if (!e)
+		return NULL;
+	atomic_init(&e->refs, 1);
+	snprintf(e->id, sizeof(e->id), "%s", spec->id);
+	snprintf(e->dir, sizeof(e->dir), "%s", spec->dir);
+	ifname_for(spec->id, e->ifname);
+	return e;
+}
+
+static void list_add(struct net *n, struct net_sandbox *e)
+{
+	pthread_mutex_lock(&n->lock);
+	e->next = n->list;
+	n->list = e;
+	pthread_mutex_unlock(&n->lock);
+}
+
+int net_sandbox_attach(const struct tier_ops *t, struct tier_sandbox *ts,
+		       const struct sandbox_spec *spec, struct isola_err **err)
+{
+	struct net *n = net_cur;
+	struct net_sandbox *e;
+	cleanup_fd int nsfd = -1;
+	int lock, r;
+
+	if (!n || !t->netns_fd)
+		return 0;
+	e = entry_new(spec);
+	if (!e)
+		return isola_err_set(err, ENOMEM, "internal", "network: out of memory");
+	e->policy = net_policy_new_default(n->cfg.default_allow);
+	if (!e->policy) {
+		entry_put(e);
+		return isola_err_set(err, ENOMEM, "internal", "network: out of memory");
+	}
+	nsfd = t->netns_fd(ts, err);
+	if (nsfd < 0) {
+		entry_put(e);
+		return nsfd;
+	}
+	/* Filtered before it exists: no packet from this interface ever meets an open host. */
+	r = net_nft_iface(n->table, e->ifname, true, err);
+	if (r < 0)
+		goto fail;
+	lock = net_link_lock(err);
+	if (lock < 0) {
+		r = lock;
+		goto fail;
+	}
+	r = net_link_pick_block(n->pool_base, n->pool_prefix, &e->block, err);
+	if (r == 0)
+		r = net_link_create(e->ifname, nsfd, e->block, err);
+	net_link_unlock(lock);
+	if (r == 0)
+		r = net_link_configure_inside(nsfd, e->block, err);
+	if (r == 0)
+		r = save_entry(e, e->policy, err);
+	if (r < 0)
+		goto fail;
+	list_add(n, e);
+	log_info("sandbox %s: network %s block %u.%u.%u.%u/30", spec->id, e->ifname,
+		 e->block >> 24, (e->block >> 16) & 255, (e->block >> 8) & 255, e->block & 255);
+	return 0;
+fail:
+	net_link_delete(e->ifname);
+	net_nft_iface(n->table, e->ifname, false, NULL);
+	entry_put(e);
+	return isola_err_wrap(err, "sandbox network");
+}
+
+void net_sandbox_reattach(const struct sandbox_spec *spec)
+{
+	struct net *n = net_cur;
+	cleanup_err struct isola_err *e2 = NULL;
+	cleanup_free char *text = NULL;
+	char path[600];
+	struct net_sandbox *e;
+	json_t *j = NULL;
+	struct net_policy *p = NULL;
+	json_int_t block = -1;
+
+	if (!n || file_path(spec->dir, path, sizeof(path)) < 0)
+		return;
+	if (util_read_file(path, 1 << 20, &text, NULL) < 0)
+		return; /* no network (a tier without one, or from before networking) */
+	e = entry_new(spec);
+	if (!e)
+		return;
+	j = json_loads(text, 0, NULL);
+	if (!j || json_unpack(j, "{s:I}", "block", &block) < 0 || block < 0 ||
+	    block > (json_int_t)UINT32_MAX ||
+	    net_policy_parse_default(json_object_get(j, "policy"), n->cfg.default_allow, &p,
+				     &e2) < 0) {
+		log_warn("sandbox %s: `%s` is unreadable, the default egress policy applies",
+			 spec->id, path);
+		p = net_policy_new_default(false);
+	}
+	json_decref(j);
+	e->block = (uint32_t)block;
+	e->policy = p;
+	if (!p || net_nft_iface(n->table, e->ifname, true, &e2) < 0) {
+		log_error("sandbox %s: network not re-attached: %s", spec->id,
+			  e2 ? e2->message : "out of memory");
+		entry_put(e);
+		return;
+	}
+	list_add(n, e);
+}
+
+void net_sandbox_detach(const struct sandbox_spec *spec)
+{
+	struct net *n = net_cur;
+	struct net_sandbox **pp, *e = NULL;
+	char ifname[NET_IFNAME_MAX];
+	int r;
+
+	if (!n)
+		return;
+	ifname_for(spec->id, ifname);
+	pthread_mutex_lock(&n->lock);
+	for (pp = &n->list; *pp; pp = &(*pp)->next) {
+		if (!strcmp((*pp)->id, spec->id)) {
+			e = *pp;
+			*pp = e->next;
+			break;
+		}
+	}
+	pthread_mutex_unlock(&n->lock);
+	r = net_link_delete(ifname);
+	if (r < 0)
+		log_warn("sandbox %s: delete `%s`: %s", spec->id, ifname, strerror(-r));
+	/* The element goes only once the interface is gone. */
+	if (r == 0)
+		net_nft_iface(n->table, ifname, false, NULL);
+	entry_put(e);
+}
+
+int net_policy_validate(const json_t *policy, struct isola_err **err)
+{
+	struct net *n = net_cur;
+	struct net_policy *p = NULL;
+	int r = net_policy_parse_default(policy, n ? n->cfg.default_allow : false, &p, err);
+
+	net_policy_free(p);
+	return r;
+}
+
+/* Finds an attached sandbox and takes a reference. */
+static int entry_get(struct net *n, const char *id, struct net_sandbox **out,
+		     struct isola_err **err)
+{
+	if (!n)
+		return isola_err_set(err, ENOTSUP, "not_supported",
+				     "sandbox networking is off (isolad --no-network)");
+	pthread_mutex_lock(&n->lock);
+	*out = find_id_locked(n, id);
+	if (*out)
+		atomic_fetch_add(&(*out)->refs, 1);
+	pthread_mutex_unlock(&n->lock);
+	if (!*out)
+		return isola_err_set(err, ENOENT, "not_found", "sandbox `%s` has no network", id);
+	return 0;
+}
+
+int net_sandbox_set_policy(const char *id, const json_t *policy, struct isola_err **err)
+{
+	struct net *n = net_cur;
+	struct net_sandbox *e = NULL;
+	struct net_policy *p = NULL, *old;
+	int r = entry_get(n, id, &e, err);
+
+	if (r < 0)
+		return r;
+	r = net_policy_parse_default(policy, n->cfg.default_allow, &p, err);
+	/* Durable before it is used: a restart never falls back to an older policy. */
+	if (r == 0)
+		r = save_entry(e, p, err);
+	if (r == 0) {
+		pthread_mutex_lock(&n->lock);
+		old = e->policy;
+		e->policy = p;
+		p = old;
+		pthread_mutex_unlock(&n->lock);
+		log_info("sandbox %s: egress policy replaced", id);
+	}
+	net_policy_free(p);
+	entry_put(e);
+	return r;
+}
+
+static void format_v4(uint32_t host_order, char *buf, size_t n)
+{
+	snprintf(buf, n, "%u.%u.%u.%u", host_order >> 24, (host_order >> 16) & 255,
+		 (host_order >> 8) & 255, host_order & 255);
+}
+
+int net_sandbox_info(const char *id, json_t **out, struct isola_err **err)
+{
+	struct net *n = net_cur;
+	struct net_sandbox *e = NULL;
+	struct net_link_counters lc = {0};
+	char addr[16], gw[16];
+	json_t *pol;
+	int r = entry_get(n, id, &e, err);
+
+	if (r < 0)
+		return r;
+	net_link_counters(e->ifname, &lc);
+	pthread_mutex_lock(&n->lock);
+	pol = net_policy_to_json(e->policy);
+	pthread_mutex_unlock(&n->lock);
+	format_v4(e->block + 2, addr, sizeof(addr));
+	format_v4(e->block + 1, gw, sizeof(gw));
+	*out = json_pack(
+		"{s:o?, s:s, s:s, s:s, s:{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}}",
+		"policy", pol, "interface", e->ifname, "address", addr, "gateway", gw, "counters",
+		"tx_bytes", (json_int_t)lc.tx_bytes, "tx_packets", (json_int_t)lc.tx_packets,
+		"rx_bytes", (json_int_t)lc.rx_bytes, "rx_packets", (json_int_t)lc.rx_packets,
+		"connections", (json_int_t)atomic_load(&e->c.connections), "active",
+		(json_int_t)atomic_load(&e->c.active), "denied", (json_int_t)atomic_load(&e->c.denied),
+		"bytes_out", (json_int_t)atomic_load(&e->c.bytes_out), "bytes_in",
+		(json_int_t)atomic_load(&e->c.bytes_in), "dns_queries",
+		(json_int_t)atomic_load(&e->c.dns_queries), "dns_refused",
+		(json_int_t)atomic_load(&e->c.dns_refused));
+	entry_put(e);
+	if (!*out)
+		return isola_err_set(err, ENOMEM, "internal", "network info: out of memory");
+	return 0;
+}
+
+int net_lookup_peer(struct net *n, const struct sockaddr *peer, char *id,
+		    struct net_policy **policy, struct net_counters **counters)
+{
+	uint32_t v, block;
+	int r = -ENOENT;
+
+	if (peer->sa_family == AF_INET) {
+		v = ntohl(((const struct sockaddr_in *)peer)->sin_addr.s_addr);
+	} else if (peer->sa_family == AF_INET6 &&
+		   IN6_IS_ADDR_V4MAPPED(&((const struct sockaddr_in6 *)peer)->sin6_addr)) {
+		memcpy(&v, ((const struct sockaddr_in6 *)peer)->sin6_addr.s6_addr + 12, 4);
+		v = ntohl(v);
+	} else {
+		return -ENOENT;
+	}
+	/* The firewall drops spoofed sources, so the /30 names exactly one sandbox. */
+	block = v & ~3u;
+	pthread_mutex_lock(&n->lock);
+	for (struct net_sandbox *e = n->list; e; e = e->next) {
+		if (e->block != block)
+			continue;
+		snprintf(id, 40, "%s", e->id);
+		*policy = net_policy_ref(e->policy);
+		if (counters) {
+			atomic_fetch_add(&e->refs, 1);
+			*counters = &e->c;
+		}
+		r = 0;
+		break;
+	}
+	pthread_mutex_unlock(&n->lock);
+	return r;
+}

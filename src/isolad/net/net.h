@@ -1,0 +1,102 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* net: the sandbox network manager — veths, firewall, resolver, policies, counters (docs/network.md). */
+#ifndef ISOLA_NET_H
+#define ISOLA_NET_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/socket.h>
+
+#include "../../common/err.h"
+#include "../tiers/tier.h"
+#include "policy.h"
+
+struct net;
+
+/* isolad's network settings (main.c flags). */
+struct net_config {
+	char state_dir[512];	  /* names this isolad's nftables table */
+	char pool[64];		  /* source address pool, "10.200.0.0/16" */
+	char dns_upstream[128];	  /* "ADDR[:PORT]", "" = /etc/resolv.conf */
+	bool default_allow;	  /* --egress-default allow */
+	char opens[512];	  /* --egress-open "CIDR[,CIDR...]" */
+	uint16_t dns_port;	  /* 0 = ephemeral */
+	uint16_t proxy_port;	  /* 0 = ephemeral */
+	uint64_t rate_bytes;	  /* per-sandbox egress bandwidth, bytes/s (0 = unlimited) */
+	uint32_t max_connections; /* per-sandbox concurrent proxied connections (0 = unlimited) */
+};
+
+void net_config_defaults(struct net_config *cfg);
+
+/* Per-sandbox counters (atomics; any thread). */
+struct net_counters {
+	_Atomic uint64_t connections;	  /* proxied connections opened */
+	_Atomic uint64_t active;	  /* proxied connections open now */
+	_Atomic uint64_t denied;	  /* connections the proxy refused */
+	_Atomic uint64_t bytes_out;	  /* payload bytes sent through the proxy */
+	_Atomic uint64_t bytes_in;	  /* payload bytes received through the proxy */
+	_Atomic uint64_t dns_queries;	  /* queries the resolver answered */
+	_Atomic uint64_t dns_refused;	  /* of which refused by policy */
+};
+
+/*
+ * Starts the network: installs this isolad's nftables table, starts the resolver and opens the
+ * proxy's listening socket. Becomes the process's current network (net_current); there is one.
+ * Fails (`unavailable`) when nftables or netlink cannot be used.
+ */
+int net_start(const struct net_config *cfg, struct net **out, struct isola_err **err);
+
+/* Stops the resolver and the proxy; deletes the table when no sandbox is attached. */
+void net_stop(struct net *n);
+
+/* The running network, or NULL (--no-network, unit tests): every hook is then a no-op. */
+struct net *net_current(void);
+
+/* The listening socket the proxy accepts on (borrowed) and the resolver (borrowed). */
+int net_proxy_listen_fd(struct net *n);
+struct net_dns *net_resolver(struct net *n);
+const struct net_opens *net_opens(struct net *n);
+const struct net_config *net_config(struct net *n);
+
+/* ---- hooks for core (each a no-op returning 0 without a current network) ---- */
+
+/*
+ * Gives a just-built sandbox its network: veth, addresses, firewall set, network.json with the
+ * operator's default policy. A tier without netns_fd gets nothing (no device: nothing gets
+ * out). On failure nothing is left behind and the caller destroys the sandbox.
+ */
+int net_sandbox_attach(const struct tier_ops *t, struct tier_sandbox *ts,
+		       const struct sandbox_spec *spec, struct isola_err **err);
+
+/* After an isolad restart: takes back a live sandbox's network from <dir>/network.json. */
+void net_sandbox_reattach(const struct sandbox_spec *spec);
+
+/* Removes the veth and the firewall element; idempotent, any state. */
+void net_sandbox_detach(const struct sandbox_spec *spec);
+
+/* ---- API ---- */
+
+/* Validates a policy object as create / PUT would take it (`invalid` naming the rule). */
+int net_policy_validate(const json_t *policy, struct isola_err **err);
+
+/* Replaces a sandbox's policy live (written to network.json first). `not_found` when the
+ * sandbox has no network (`not_supported` without a current network). */
+int net_sandbox_set_policy(const char *id, const json_t *policy, struct isola_err **err);
+
+/* {policy, interface, address, gateway, counters} of a sandbox (new reference). */
+int net_sandbox_info(const char *id, json_t **out, struct isola_err **err);
+
+/* ---- callbacks for the proxy and the resolver ---- */
+
+/*
+ * Maps a peer address (a connection or query from a sandbox) to its sandbox: id (>= 40 bytes),
+ * *policy (one reference; caller frees with net_policy_free) and, if counters is non-NULL,
+ * *counters (one reference; release with net_counters_put, so counters outlive a destroy in
+ * the middle of a connection). -ENOENT for anyone else. Any thread.
+ */
+int net_lookup_peer(struct net *n, const struct sockaddr *peer, char *id,
+		    struct net_policy **policy, struct net_counters **counters);
+void net_counters_put(struct net_counters *c);
+
+#endif
