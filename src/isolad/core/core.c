@@ -17,6 +17,7 @@
 #include "../../common/util.h"
 #include "../audit/audit.h"
 #include "../images/images.h"
+#include "../net/net.h"
 #include "../tenancy/tenancy.h"
 #include "agentconn.h"
 
@@ -640,6 +641,10 @@ int core_sandbox_create(struct core *c, const struct sandbox_request *req, struc
 	r = s->tier->create(&s->spec, &s->ts, err);
 	if (r < 0)
 		goto fail_row;
+	/* The sandbox's network (docs/network.md): veth, filter, policy; before any user code. */
+	r = net_sandbox_attach(s->tier, s->ts, &s->spec, err);
+	if (r < 0)
+		goto fail_tier;
 	fd = s->tier->agent_connect(s->ts, err);
 	if (fd < 0) {
 		r = fd;
@@ -668,6 +673,7 @@ fail_tier:
 	}
 	s->tier->destroy(s->ts, NULL);
 	s->ts = NULL;
+	net_sandbox_detach(&s->spec);
 fail_row:
 	store_sandbox_delete(c->store, id, NULL);
 fail_dir:
@@ -802,6 +808,7 @@ int core_sandbox_destroy_obj(struct core *c, struct sandbox *s, struct isola_err
 	} else {
 		r = s->tier->cleanup(&s->spec, NULL, err);
 	}
+	net_sandbox_detach(&s->spec);
 	pthread_mutex_unlock(&s->lock);
 	if (r < 0) {
 		/* Keep the record so the operator sees what could not be cleaned. */
@@ -842,6 +849,7 @@ void core_sandbox_fail(struct core *c, struct sandbox *s, const char *reason)
 		s->tier->destroy(s->ts, NULL);
 		s->ts = NULL;
 	}
+	net_sandbox_detach(&s->spec);
 	s->state = SANDBOX_ERROR;
 	free(s->error);
 	s->error = copy;
