@@ -106,6 +106,80 @@ static void fill(FILE *out)
 	fprintf(out, "fill_errno=%d\nfill_bytes=%lld\n", e, total);
 }
 
+/* Leaves in the writable layer what a snapshot must carry: a file owned by a user, a 0600
+ * file, a whiteout (a template file deleted), an opaque dir (a template dir replaced), a
+ * symlink to /etc/shadow, a FIFO. */
+static void mk(FILE *out)
+{
+	int fd, e = 0;
+
+	e |= mkdir("/data", 0755);
+	fd = open("/data/hello", O_CREAT | O_WRONLY | O_TRUNC, 0640);
+	e |= fd < 0 || write(fd, "persisted\n", 10) != 10 || fchown(fd, 1000, 1000);
+	close(fd);
+	fd = open("/data/secret", O_CREAT | O_WRONLY | O_TRUNC, 0600);
+	e |= fd < 0 || write(fd, "s3cret", 6) != 6;
+	close(fd);
+	e |= unlink("/etc/group");
+	e |= unlink("/srv/lowerfile") || rmdir("/srv") || mkdir("/srv", 0750);
+	fd = open("/srv/new", O_CREAT | O_WRONLY | O_TRUNC, 0644);
+	e |= fd < 0 || write(fd, "new", 3) != 3;
+	close(fd);
+	e |= symlink("/etc/shadow", "/data/shadow");
+	e |= mkfifo("/data/fifo", 0620);
+	fprintf(out, "mk=%d\n", e ? errno : 0);
+}
+
+/* Reports what check expects after a restore. */
+static void check(FILE *out)
+{
+	char buf[64] = "";
+	struct stat st;
+	ssize_t n;
+	int fd = open("/data/hello", O_RDONLY);
+
+	n = fd < 0 ? -1 : read(fd, buf, sizeof(buf) - 1);
+	fprintf(out, "hello=%.*s\n", n > 0 ? (int)n - 1 : 0, buf);
+	if (fd >= 0)
+		close(fd);
+	if (stat("/data/hello", &st) == 0)
+		fprintf(out, "hello_meta=%u:%u:%o\n", st.st_uid, st.st_gid, st.st_mode & 07777);
+	if (stat("/data/secret", &st) == 0)
+		fprintf(out, "secret_meta=%u:%u:%o\n", st.st_uid, st.st_gid, st.st_mode & 07777);
+	fprintf(out, "etc_group=%d\n", access("/etc/group", F_OK) == 0);
+	fprintf(out, "etc_passwd=%d\n", access("/etc/passwd", F_OK) == 0);
+	fprintf(out, "srv_lowerfile=%d\n", access("/srv/lowerfile", F_OK) == 0);
+	fprintf(out, "srv_new=%d\n", access("/srv/new", F_OK) == 0);
+	n = readlink("/data/shadow", buf, sizeof(buf) - 1);
+	fprintf(out, "shadow=%.*s\n", n > 0 ? (int)n : 0, buf);
+	fprintf(out, "fifo=%d\n", lstat("/data/fifo", &st) == 0 && S_ISFIFO(st.st_mode));
+}
+
+/* ~50 MB in 100 KiB files, half incompressible, half text (the paused_us measurement). */
+static void big(FILE *out)
+{
+	static char b[100 << 10];
+	int rnd = open("/dev/urandom", O_RDONLY), e = 0;
+
+	e |= mkdir("/big", 0755);
+	for (int i = 0; i < 500; i++) {
+		char name[32];
+		int fd;
+
+		if (i % 2)
+			e |= read(rnd, b, sizeof(b)) != (ssize_t)sizeof(b);
+		else
+			for (size_t o = 0; o < sizeof(b); o += 64)
+				snprintf(b + o, 64, "int f%d(int x) { return x * %zu; }\n", i, o);
+		snprintf(name, sizeof(name), "/big/f%03d", i);
+		fd = open(name, O_CREAT | O_WRONLY | O_TRUNC, 0644);
+		e |= fd < 0 || write(fd, b, sizeof(b)) != (ssize_t)sizeof(b);
+		close(fd);
+	}
+	close(rnd);
+	fprintf(out, "big=%d\n", e ? errno : 0);
+}
+
 int main(int argc, char **argv)
 {
 	int lfd;
@@ -129,6 +203,12 @@ int main(int argc, char **argv)
 			info(out);
 		else if (n > 0 && !strncmp(cmd, "fill", 4))
 			fill(out);
+		else if (n > 0 && !strncmp(cmd, "mk", 2))
+			mk(out);
+		else if (n > 0 && !strncmp(cmd, "check", 5))
+			check(out);
+		else if (n > 0 && !strncmp(cmd, "big", 3))
+			big(out);
 		fclose(out);
 	}
 }

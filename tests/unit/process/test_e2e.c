@@ -40,6 +40,11 @@ static void make_rootfs(const char *dir, bool hostile)
 	write_file(p, "root:x:0:0:root:/root:/bin/sh\nuser:x:1000:1000::/home/user:/bin/sh\n");
 	snprintf(p, sizeof(p), "%s/etc/group", dir);
 	write_file(p, "root:x:0:\nuser:x:1000:\n");
+	/* A template dir the persistence test replaces (an opaque dir in the upper layer). */
+	snprintf(p, sizeof(p), "%s/srv", dir);
+	mkdir(p, 0755);
+	snprintf(p, sizeof(p), "%s/srv/lowerfile", dir);
+	write_file(p, "lower\n");
 	static const char *const links[][2] = {{"bin", "usr/bin"},
 					       {"lib", "usr/lib"},
 					       {"lib64", "usr/lib64"},
@@ -176,6 +181,161 @@ static void hostile(const char *rootfs, bool no_openat2)
 	ok(nothing_left(&sp, 0), "failed create leaves nothing behind");
 	isola_err_free(err);
 	tier_process_set_force_no_openat2(false);
+}
+
+/* Sends cmd and waits up to ms for the first reply byte: false when none came (frozen). */
+static bool answers_within(struct tier_sandbox *s, const char *cmd, int ms)
+{
+	int fd = tier_process_ops.agent_connect(s, NULL);
+	struct pollfd p = {.fd = fd, .events = POLLIN};
+	bool r;
+
+	if (fd < 0 || write(fd, cmd, strlen(cmd)) < 0)
+		return false;
+	r = poll(&p, 1, ms) == 1;
+	close(fd);
+	return r;
+}
+
+/* The error, printed and freed; "" when none. */
+static const char *msg(struct isola_err **err)
+{
+	static char buf[512];
+
+	snprintf(buf, sizeof(buf), "%s", *err ? (*err)->message : "");
+	isola_err_free(*err);
+	*err = NULL;
+	return buf;
+}
+
+/* pause/resume/snapshot/restore through tier_process_ops, judged from inside the restored
+ * sandbox (the stub's `check`) and from the host (/proc/<pid>/root, cgroups, mounts). */
+static void persistence(const char *rootfs)
+{
+	struct tier_sandbox *s = NULL, *s2 = NULL;
+	struct isola_err *err = NULL;
+	enum tier_persistence level = TIER_PERSIST_NONE;
+	struct sandbox_spec sp, sp2;
+	char snap[600], path[700], cmd[1500];
+	uint64_t paused_us = 0;
+	char *reply, *saved;
+	struct stat st;
+	pid_t pid;
+	int r;
+
+	fill_spec(&sp, "e2e-persist", rootfs, 3000000000u);
+	r = tier_process_ops.create(&sp, &s, &err);
+	if (!ok(r == 0, "persist: create %s", msg(&err)))
+		return;
+	reply = ask(s, "mk");
+	ok(reply && !strcmp(val(reply, "mk"), "0"),
+	   "persist: files, whiteout, opaque dir made (%s)", reply ? val(reply, "mk") : "");
+	free(reply);
+
+	ok(tier_process_ops.pause(s, &err) == 0, "pause %s", msg(&err));
+	ok(!answers_within(s, "info", 300), "paused: the agent does not answer");
+	ok(tier_process_ops.pause(s, &err) == 0, "pause again: no-op %s", msg(&err));
+	snprintf(snap, sizeof(snap), "%s/snap-paused", base);
+	mkdir(snap, 0700);
+	r = tier_process_ops.snapshot(s, snap, &level, &paused_us, &err);
+	ok(r == 0 && level == TIER_PERSIST_FILES && paused_us == 0,
+	   "snapshot of a paused sandbox: files level, no extra pause %s", msg(&err));
+	ok(!answers_within(s, "info", 300), "still paused after that snapshot");
+	ok(tier_process_ops.resume(s, &err) == 0 && answers_within(s, "info", 2000),
+	   "resume: the agent answers again %s", msg(&err));
+	ok(tier_process_ops.resume(s, &err) == 0, "resume of a running sandbox is fine %s",
+	   msg(&err));
+
+	snprintf(snap, sizeof(snap), "%s/snap", base);
+	mkdir(snap, 0700);
+	r = tier_process_ops.snapshot(s, snap, &level, &paused_us, &err);
+	snprintf(path, sizeof(path), "%s/layer.tar.zst", snap);
+	ok(r == 0 && level == TIER_PERSIST_FILES && stat(path, &st) == 0 &&
+		   (st.st_mode & 0777) == 0600,
+	   "snapshot of a running sandbox: %s, 0600, paused %" PRIu64 " us %s", path, paused_us,
+	   msg(&err));
+	ok(answers_within(s, "info", 2000), "running again after the snapshot");
+	saved = tier_process_ops.save(s);
+	pid = (pid_t)strtol(strstr(saved, "\"pid\":") + 6, NULL, 10);
+	free(saved);
+	ok(tier_process_ops.destroy(s, &err) == 0 && nothing_left(&sp, pid), "source destroyed %s",
+	   msg(&err));
+
+	/* A new identity and uid range: the snapshot stays valid without its source. */
+	fill_spec(&sp2, "e2e-restored", rootfs, 3000000000u + 5 * 65536u);
+	r = tier_process_ops.restore(&sp2, snap, &s2, &err);
+	if (ok(r == 0, "restore into a new sandbox %s", msg(&err))) {
+		reply = ask(s2, "check");
+		ok(reply && !strcmp(val(reply, "hello"), "persisted") &&
+			   !strcmp(val(reply, "hello_meta"), "1000:1000:640") &&
+			   !strcmp(val(reply, "secret_meta"), "0:0:600"),
+		   "inside: content, owners and modes as they were (hello %s)",
+		   reply ? val(reply, "hello_meta") : "");
+		ok(reply && !strcmp(val(reply, "etc_group"), "0") &&
+			   !strcmp(val(reply, "etc_passwd"), "1"),
+		   "inside: the deleted template file stays deleted (whiteout)");
+		ok(reply && !strcmp(val(reply, "srv_lowerfile"), "0") &&
+			   !strcmp(val(reply, "srv_new"), "1"),
+		   "inside: the replaced template dir hides the template's files (opaque)");
+		ok(reply && !strcmp(val(reply, "shadow"), "/etc/shadow") &&
+			   !strcmp(val(reply, "fifo"), "1"),
+		   "inside: the symlink and the FIFO are back");
+		free(reply);
+		saved = tier_process_ops.save(s2);
+		pid = (pid_t)strtol(strstr(saved, "\"pid\":") + 6, NULL, 10);
+		free(saved);
+		snprintf(path, sizeof(path), "/proc/%d/root/data/hello", (int)pid);
+		ok(stat(path, &st) == 0 && st.st_uid == sp2.uid_base + 1000,
+		   "host: the file belongs to the new range (%u)", st.st_uid);
+		ok(tier_process_ops.pause(s2, &err) == 0 &&
+			   tier_process_ops.destroy(s2, &err) == 0 && nothing_left(&sp2, pid),
+		   "destroy of a paused sandbox leaves nothing %s", msg(&err));
+	}
+
+	/* A corrupt snapshot and one that does not fit: create fails, nothing left. */
+	snprintf(path, sizeof(path), "%s/snap-cut", base);
+	mkdir(path, 0700);
+	snprintf(cmd, sizeof(cmd), "head -c 300 %s/layer.tar.zst > %s/layer.tar.zst", snap, path);
+	if (system(cmd) != 0)
+		abort();
+	fill_spec(&sp2, "e2e-corrupt", rootfs, 3000000000u + 6 * 65536u);
+	r = tier_process_ops.restore(&sp2, path, &s2, &err);
+	ok(r < 0 && err && !strcmp(err->code, "invalid") && strstr(err->message, path) &&
+		   nothing_left(&sp2, 0),
+	   "restore of a truncated snapshot: invalid, named, nothing left: %s",
+	   err ? err->message : "(restored)");
+	msg(&err);
+
+	fill_spec(&sp, "e2e-big", rootfs, 3000000000u + 7 * 65536u);
+	sp.disk_bytes = 128ull << 20;
+	sp.inodes = 10000;
+	r = tier_process_ops.create(&sp, &s, &err);
+	if (ok(r == 0, "persist: create with a 128 MiB disk %s", msg(&err))) {
+		reply = ask(s, "big");
+		ok(reply && !strcmp(val(reply, "big"), "0"), "50 MB written inside");
+		free(reply);
+		snprintf(snap, sizeof(snap), "%s/snap-big", base);
+		mkdir(snap, 0700);
+		/* Reported, not asserted: the freeze covers the walk and the compression. */
+		for (int i = 0; i < 4; i++) {
+			char p[700];
+
+			snprintf(p, sizeof(p), "%s/layer.tar.zst", snap);
+			unlink(p);
+			proc_layer_set_compression(i < 2 ? 1 : 0);
+			r = tier_process_ops.snapshot(s, snap, &level, &paused_us, &err);
+			ok(r == 0, "snapshot of ~50 MB (zstd level %d): paused %" PRIu64 " us %s",
+			   i < 2 ? 1 : 0, paused_us, msg(&err));
+		}
+		proc_layer_set_compression(1);
+		fill_spec(&sp2, "e2e-nofit", rootfs, 3000000000u + 8 * 65536u);
+		r = tier_process_ops.restore(&sp2, snap, &s2, &err);
+		ok(r < 0 && err && !strcmp(err->code, "no_space") && nothing_left(&sp2, 0),
+		   "restore of 50 MB into an 8 MiB disk: no_space, nothing left: %s",
+		   err ? err->message : "(restored)");
+		msg(&err);
+		tier_process_ops.destroy(s, NULL);
+	}
 }
 
 int main(void)
@@ -335,6 +495,8 @@ int main(void)
 
 	hostile(hostile_rootfs, false);
 	hostile(hostile_rootfs, true);
+
+	persistence(rootfs);
 
 	/* The fallback resolver also builds a normal sandbox. */
 	tier_process_set_force_no_openat2(true);
