@@ -5,6 +5,13 @@ Environment:
   ISOLA_BUILD   build tree with src/isolad/isolad and src/cli/isola (default <repo>/build)
   ISOLA_AGENT   static agent binary (default <repo>/build/src/agent/isola-agent)
   ISOLA_KEEP_STATE=1  keep the state directory after the session (debugging)
+  ISOLA_TIERS   comma-separated tiers that tiers-marked tests run on (default process,microvm)
+
+Tiers: a module or test marked `pytest.mark.tiers("process", "microvm")` runs once per tier
+(its `tier` parameter; make_sandbox and sandbox create on that tier). Unmarked tests run on
+the process tier only. `pytest.mark.process_only("why")` keeps one test of a tiers module on
+the process tier. The microvm half is skipped outside CI when QEMU or a guest kernel is
+missing (`needs_microvm`); in CI (CI=true) a missing piece fails.
 
 Every wait is bounded. A missing binary fails the session (never a silent skip). A sanitizer
 report on isolad's or the CLI's stderr fails the test during which it appeared.
@@ -35,6 +42,66 @@ AGENT = Path(os.environ.get("ISOLA_AGENT") or REPO / "build" / "src" / "agent" /
 SANITIZER_MARKERS = ("ERROR: AddressSanitizer", "runtime error:", "ERROR: LeakSanitizer")
 START_TIMEOUT = 30.0
 STOP_TIMEOUT = 20.0
+MICROVM_CREATE_TIMEOUT = 900  # the first microvm create builds the template's ext4 image
+
+# The host template's ext4 image (microvm tier) copies the host's /usr; leave out big trees no
+# test needs (built once per isolad state dir). Set before any isolad starts.
+os.environ.setdefault(
+    "ISOLA_MICROVM_EXCLUDE",
+    "/usr/local:/usr/lib/jvm:/usr/lib/llvm-14:/usr/lib/gcc:/usr/include:/usr/share/locale:"
+    "/usr/lib/google-cloud-sdk:/usr/lib/node_modules:/usr/libexec/gcc:/usr/lib/postgresql")
+
+
+def microvm_missing():
+    """Why the microvm tier cannot run here (no QEMU, no kernel), or None."""
+    if not os.access("/usr/bin/qemu-system-x86_64", os.X_OK):
+        return "qemu-system-x86 is not installed"
+    for d in (os.environ.get("ISOLA_KERNEL_DIR", ""), "/var/lib/isola/kernels"):
+        if d and any(Path(d).glob("*/modules.cpio")):
+            return None
+    return "no guest kernel (run scripts/kernel.sh)"
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "tiers(*names): run the test once per named tier")
+    config.addinivalue_line("markers", "process_only(reason): the subject is process-tier only")
+    config.addinivalue_line("markers", "fresh_sandbox: the `sandbox` fixture is never shared")
+    config.addinivalue_line("markers", "needs_microvm: skipped outside CI without QEMU/kernel")
+
+
+def pytest_generate_tests(metafunc):
+    """Parametrises `tier` for tests marked tiers(...); module-scoped, so a module's tests
+    on one tier run together and share module-scoped sandboxes."""
+    m = metafunc.definition.get_closest_marker("tiers")
+    if "tier" not in metafunc.fixturenames or m is None:
+        return
+    wanted = os.environ.get("ISOLA_TIERS", "process,microvm").split(",")
+    po = metafunc.definition.get_closest_marker("process_only")
+    names = [t for t in m.args if t in wanted and (po is None or t == "process")]
+    metafunc.parametrize("tier", [pytest.param(t, marks=[pytest.mark.needs_microvm]
+                                               if t == "microvm" else []) for t in names],
+                         scope="module")
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(config, items):
+    # Within each module, every process-tier test before every microvm one: pytest's own
+    # order interleaves them when other parameters are present, and each switch would
+    # tear down and boot the module's shared VM again.
+    def tier_rank(item):
+        cs = getattr(item, "callspec", None)
+        return 1 if cs is not None and cs.params.get("tier") == "microvm" else 0
+    modules = {}
+    for item in items:
+        modules.setdefault(item.nodeid.split("::")[0], []).append(item)
+    items[:] = [i for group in modules.values() for i in sorted(group, key=tier_rank)]
+    why = microvm_missing()
+    if not why or os.environ.get("CI") == "true":
+        return
+    skip = pytest.mark.skip(reason=f"microvm tier: {why} (skipped outside CI only)")
+    for item in items:
+        if item.get_closest_marker("needs_microvm"):
+            item.add_marker(skip)
 
 
 def free_port():
@@ -259,14 +326,32 @@ def api(isolad):
     return isolad.client()
 
 
+@pytest.fixture(scope="session")
+def tier():
+    """The tier tests create sandboxes on; tests marked tiers(...) get it parametrised."""
+    return "process"
+
+
+def create_on_tier(c, tier, fields):
+    """POST /v1/sandboxes on `tier` unless fields name one (process: the request as before)."""
+    if tier != "process" and "tier" not in fields:
+        fields = dict(fields, tier=tier)
+    if fields.get("tier", "process") == "process":
+        return c.create_sandbox(**fields)
+    r = c.request("POST", "/v1/sandboxes", json=fields, timeout=MICROVM_CREATE_TIMEOUT)
+    assert r.status == 201, f"create {fields}: {r}"
+    return r.json()
+
+
 @pytest.fixture
-def make_sandbox(isolad):
-    """Factory: make_sandbox(**fields) creates a sandbox destroyed after the test."""
+def make_sandbox(isolad, tier):
+    """Factory: make_sandbox(**fields) creates a sandbox (on `tier` unless fields say) that is
+    destroyed after the test."""
     made = []
     c = isolad.client()
 
     def make(**fields):
-        sb = c.create_sandbox(**fields)
+        sb = create_on_tier(c, tier, fields)
         made.append(sb["id"])
         return sb
 
@@ -280,10 +365,61 @@ def make_sandbox(isolad):
                 pass
 
 
+class SharedSandbox:
+    """One default sandbox per module and tier, made on first use and replaced if it stopped
+    running. Between tests its still-running processes are killed."""
+
+    def __init__(self, isolad, tier):
+        self.isolad, self.tier, self.sb = isolad, tier, None
+
+    def get(self):
+        c = self.isolad.client()
+        if self.sb is not None:
+            r = c.request("GET", f"/v1/sandboxes/{self.sb['id']}")
+            if r.status == 200 and r.json()["state"] == "running":
+                return self.sb
+            self.close()
+        self.sb = create_on_tier(c, self.tier, {})
+        return self.sb
+
+    def tidy(self):
+        """Kills what the last test left running (a fresh sandbox would not have it)."""
+        if self.sb is None or not self.isolad.alive():
+            return
+        c = self.isolad.client()
+        r = c.request("GET", f"/v1/sandboxes/{self.sb['id']}/processes")
+        for p in ic.item_list(r.json(), "processes") if r.status == 200 else []:
+            if p.get("running"):
+                c.request("POST", f"/v1/sandboxes/{self.sb['id']}/processes/{p['pid']}/signal",
+                          json={"signal": "KILL"})
+
+    def close(self):
+        if self.sb is not None and self.isolad.alive():
+            try:
+                self.isolad.client(timeout=30).delete_sandbox(self.sb["id"])
+            except OSError:
+                pass
+        self.sb = None
+
+
+@pytest.fixture(scope="module")
+def shared_sandbox(isolad, tier):
+    s = SharedSandbox(isolad, tier)
+    yield s
+    s.close()
+
+
 @pytest.fixture
-def sandbox(make_sandbox):
-    """One default sandbox (its JSON object), destroyed after the test."""
-    return make_sandbox()
+def sandbox(request, tier, make_sandbox):
+    """One default sandbox (its JSON object). Process tier: a fresh one, destroyed after the
+    test. Other tiers: the module's shared one (each microvm boot costs seconds of CPU) unless
+    the test is marked fresh_sandbox; processes it leaves running are killed after it."""
+    if tier == "process" or request.node.get_closest_marker("fresh_sandbox"):
+        yield make_sandbox()
+        return
+    shared = request.getfixturevalue("shared_sandbox")
+    yield shared.get()
+    shared.tidy()
 
 
 @pytest.fixture

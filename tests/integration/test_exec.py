@@ -8,6 +8,8 @@ import pytest
 
 import isola_client as ic
 
+pytestmark = pytest.mark.tiers("process", "microvm")
+
 
 def test_python_prints_42(api, sandbox):
     res = api.exec(sandbox["id"], cmd=["python3", "-c", "print(6*7)"])
@@ -92,6 +94,8 @@ def test_user_without_cwd_starts_somewhere_it_may_enter(api, sandbox):
     assert res["stdout"].startswith("1000\n"), res
 
 
+@pytest.mark.process_only("host uid maps of the sandbox's processes; a microvm guest's "
+                         "uids live in its own kernel (test_microvm checks QEMU's uid)")
 def test_user_is_unprivileged_on_the_host(api, sandbox):
     """Root inside is not root outside: judge the host uid of a sandbox process."""
     sid = sandbox["id"]
@@ -276,8 +280,14 @@ def test_client_disconnect_does_not_hurt(api, sandbox):
     assert api.exec(sid, cmd=["echo", "ok"])["stdout"] == "ok\n"
 
 
-def test_oom_killed(api, make_sandbox):
-    sb = make_sandbox(memory="64M")
+def test_oom_killed(api, make_sandbox, tier, request):
+    if tier == "microvm":
+        request.applymarker(pytest.mark.xfail(strict=True, reason=(
+            "known difference: the guest kernel OOM-kills the command (signal 9), but isolad "
+            "judges oom_killed from the tier's OOM counter, and microvm stats read QEMU's "
+            "host cgroup, which never sees a guest OOM")))
+    # 128M: the smallest microvm (its guest kernel keeps ~50M); far below the 512M asked for.
+    sb = make_sandbox(memory="128M")
     res = api.exec(sb["id"], cmd=["python3", "-c",
                                   "b = b'\\x01' * (512 << 20); print(len(b))"], timeout=60)
     assert res["oom_killed"] is True, res

@@ -12,6 +12,8 @@ import pytest
 
 import isola_client as ic
 
+pytestmark = pytest.mark.tiers("process", "microvm")
+
 
 def files(sid):
     return f"/v1/sandboxes/{sid}/files"
