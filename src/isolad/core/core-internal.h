@@ -8,15 +8,28 @@
 
 #include "../store/store.h"
 #include "core.h"
+#include "lifecycle.h"
 
 #define CORE_MAX_SANDBOXES 4096	    /* uid slots; also the hard cap on live sandboxes */
 #define CORE_UID_BASE	   1048576u /* first host uid handed to sandboxes (above subuid ranges) */
 
+/*
+ * Lifecycle states (docs/persistence.md). The -ING states after DESTROYING are transient:
+ * one persistence operation is in flight and holds the sandbox; each is written to the
+ * store before the tier acts, so reconcile after a kill -9 knows what was cut short.
+ */
 enum sandbox_state {
 	SANDBOX_CREATING,
 	SANDBOX_RUNNING,
 	SANDBOX_ERROR,
 	SANDBOX_DESTROYING,
+	SANDBOX_PAUSED,	      /* every process stopped, memory kept (tier pause) */
+	SANDBOX_HIBERNATED,   /* no tier resources; state in its hibernation snapshot */
+	SANDBOX_PAUSING,      /* tier pause in flight */
+	SANDBOX_RESUMING,     /* tier resume in flight */
+	SANDBOX_SNAPSHOTTING, /* tier snapshot in flight (named snapshot or fork) */
+	SANDBOX_HIBERNATING,  /* hibernation snapshot + tier destroy in flight */
+	SANDBOX_WAKING,	      /* restore from the hibernation snapshot in flight */
 };
 
 struct sandbox {
@@ -43,6 +56,11 @@ struct sandbox {
 	double expires_at;	       /* unix time, 0 = never */
 	double last_active;	       /* unix time of the last API use */
 	char tenant[64];	       /* owning tenant; set before the list add, never changed */
+	enum sandbox_state op_prev;    /* state to return to when a transient op ends */
+	char origin[40];	       /* snapshot id it was restored from, "" = created */
+	char origin_name[64];	       /* that snapshot's name ("" = internal or none) */
+	char forked_from[40];	       /* source sandbox of a fork, "" = not a fork child */
+	struct sandbox_life life;      /* timeout policy, idle state, pool flags (lifecycle.h) */
 };
 
 /* Resources a create in flight was admitted for (core.c's admission). */
@@ -72,6 +90,9 @@ struct core {
 	struct audit *audit;		  /* the audit trail */
 	uint32_t host_cpus;		  /* online CPUs at start */
 	uint64_t host_memory;		  /* MemTotal at start */
+	char snapshot_root[512];	  /* snapshots and hibernation images */
+	pthread_mutex_t snap_lock;	  /* serialises snapshot row changes and ref checks */
+	struct pool_set *pools;		  /* warm pools (pool.c), NULL when not running */
 };
 
 /* Allocates a sandbox object (one reference) with state CREATING. */
@@ -104,6 +125,74 @@ int core_sandbox_destroy_obj(struct core *c, struct sandbox *s, struct isola_err
 
 /* Re-attaches or cleans up the sandboxes in the store (startup). */
 int core_reconcile(struct core *c, struct isola_err **err);
+
+/* Whether the sandbox holds tier resources (counts against host capacity). */
+bool sandbox_holds_resources(const struct sandbox *s);
+
+/* The directory snapshots live in (cfg.snapshot_dir or <state>/snapshots). */
+const char *core_snapshot_root(const struct core *c);
+
+/* --- persist.c: pause, resume, hibernate (callable from any thread, e.g. the monitor) --- */
+
+int core_sandbox_pause_obj(struct core *c, struct sandbox *s, struct isola_err **err);
+int core_sandbox_resume_obj(struct core *c, struct sandbox *s, struct isola_err **err);
+int core_sandbox_hibernate_obj(struct core *c, struct sandbox *s, struct isola_err **err);
+
+/* <snapshot root>/hibernated/<id> into out; -ENAMETOOLONG if it does not fit. */
+int core_hibernation_dir(const struct core *c, const char *id, char *out, size_t n);
+
+/* `not_supported` naming the sandbox's tier and the operation. Returns -EOPNOTSUPP. */
+int core_not_supported(const struct sandbox *s, const char *op, struct isola_err **err);
+
+/* Sends the agent `identity` op (new hostname, machine id, RNG seed) to a sandbox made by
+ * restore, before anything else reaches its agent. Lock held by the caller. */
+int core_sandbox_identity(struct sandbox *s, struct isola_err **err);
+
+/* Retires s->conn (streams keep it until their channels close). Lock held. */
+void sandbox_retire_conn(struct sandbox *s);
+
+/* Moves s into a transient state if it is in one of `allowed` (bit per state); on refusal
+ * `conflict` naming the state and `op`. Records the stored state unless store_state NULL. */
+int sandbox_op_begin(struct core *c, struct sandbox *s, unsigned allowed, enum sandbox_state to,
+		     const char *op, struct isola_err **err);
+/* Ends a transient state: sets `to` in memory and in the store. */
+void sandbox_op_end(struct core *c, struct sandbox *s, enum sandbox_state to);
+#define SANDBOX_BIT(st) (1u << (st))
+
+/* Writes the sandbox's whole row (state, spec, tier state) to the store. Lock held or
+ * the sandbox not yet shared. */
+int core_persist(struct core *c, struct sandbox *s, struct isola_err **err);
+
+/*
+ * Starts a prepared sandbox (spec limits, template, tenant, labels set; admitted): takes a
+ * uid slot and its dir, records the intent, builds it through the tier — create, or
+ * restore from `snapdir` (then the agent gets a fresh identity first) — and adds it to
+ * the list RUNNING. ttl_s 0 = the default. Nothing is left behind on failure.
+ */
+int core_sandbox_start(struct core *c, struct sandbox *s, uint32_t ttl_s, const char *snapdir,
+		       struct isola_err **err);
+
+/* Admission of a new sandbox for s->tenant (core.c); release with core_release. */
+int core_admit(struct core *c, struct sandbox *s, double *retry_after_s,
+	       struct core_reservation **res, struct isola_err **err);
+/* Admission of an existing hibernated sandbox waking up (no count, no rate). */
+int core_admit_wake(struct core *c, struct sandbox *s, struct core_reservation **res,
+		    struct isola_err **err);
+void core_release(struct core *c, struct core_reservation *res);
+
+/* Random 16-character id from [a-z0-9] into out (n >= 17). 0 or -errno. */
+int core_new_id(char *out, size_t n);
+
+/* --- snapshots.c --------------------------------------------------------------------- */
+
+/* core_sandbox_create for a request naming a snapshot (validated by the caller). */
+int core_sandbox_restore_named(struct core *c, const struct sandbox_request *req,
+			       struct sandbox **out, struct isola_err **err);
+
+/* Drops an internal (fork) snapshot once no live sandbox restored from it remains. */
+void core_snapshot_release(struct core *c, const char *snap_id);
+/* Startup: finishes or rolls back snapshot rows and removes temp and stray directories. */
+void core_snapshot_reconcile(struct core *c);
 
 /* The TTL and liveness thread. */
 int core_monitor_start(struct core *c, struct isola_err **err);

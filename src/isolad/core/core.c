@@ -20,6 +20,7 @@
 #include "../net/net.h"
 #include "../tenancy/tenancy.h"
 #include "agentconn.h"
+#include "pool.h"
 
 #define AGENT_CONNECT_TIMEOUT_MS 5000
 
@@ -45,6 +46,11 @@ int core_sandbox_dir(const struct core *c, const char *id, char *out, size_t n)
 	int len = snprintf(out, n, "%s/sandboxes/%s", c->cfg.state_dir, id);
 
 	return len < 0 || (size_t)len >= n ? -ENAMETOOLONG : 0;
+}
+
+const char *core_snapshot_root(const struct core *c)
+{
+	return c->snapshot_root;
 }
 
 const struct tier_ops *core_tier_by_name(const char *name)
@@ -121,6 +127,7 @@ int core_new(const struct core_config *cfg, struct core **out, struct isola_err 
 	c->stop_fd = -1;
 	c->lock_fd = -1;
 	pthread_mutex_init(&c->lock, NULL);
+	pthread_mutex_init(&c->snap_lock, NULL);
 	r = util_mkdir_p(cfg->state_dir, 0700);
 	if (r < 0) {
 		isola_err_sys(err, -r, NULL, "create state dir `%s`", cfg->state_dir);
@@ -134,6 +141,19 @@ int core_new(const struct core_config *cfg, struct core **out, struct isola_err 
 	r = util_mkdir_p(path, 0700);
 	if (r < 0) {
 		isola_err_sys(err, -r, NULL, "create `%s`", path);
+		goto fail;
+	}
+	r = cfg->snapshot_dir[0] ? snprintf(c->snapshot_root, sizeof(c->snapshot_root), "%s",
+					    cfg->snapshot_dir)
+				 : snprintf(c->snapshot_root, sizeof(c->snapshot_root),
+					    "%.500s/snapshots", cfg->state_dir);
+	if (r < 0 || (size_t)r >= sizeof(c->snapshot_root)) {
+		r = isola_err_set(err, ENAMETOOLONG, "invalid", "snapshot dir path too long");
+		goto fail;
+	}
+	r = util_mkdir_p(c->snapshot_root, 0700);
+	if (r < 0) {
+		isola_err_sys(err, -r, NULL, "create snapshot dir `%s`", c->snapshot_root);
 		goto fail;
 	}
 	r = core_load_token(c, err);
@@ -167,7 +187,10 @@ int core_new(const struct core_config *cfg, struct core **out, struct isola_err 
 	r = core_reconcile(c, err);
 	if (r < 0)
 		goto fail;
+	core_snapshot_reconcile(c);
 	r = core_monitor_start(c, err);
+	if (r == 0)
+		r = pool_start(c, err); /* warm pools; re-counts pooled sandboxes (pool.c) */
 	if (r < 0)
 		goto fail;
 	audit_append(c->audit, "isolad", "", "isolad.start", "", "ok", NULL);
@@ -182,6 +205,7 @@ void core_free(struct core *c)
 {
 	if (!c)
 		return;
+	pool_stop(c);
 	core_monitor_stop(c);
 	pthread_mutex_lock(&c->lock);
 	for (size_t i = 0; i < c->n_sandboxes; i++)
@@ -199,6 +223,7 @@ void core_free(struct core *c)
 	if (c->lock_fd >= 0)
 		close(c->lock_fd);
 	pthread_mutex_destroy(&c->lock);
+	pthread_mutex_destroy(&c->snap_lock);
 	free(c);
 }
 
@@ -270,8 +295,7 @@ static void core_slot_free(struct core *c, int slot)
 	pthread_mutex_unlock(&c->lock);
 }
 
-/* Random 16-character id from [a-z0-9]. */
-static int core_new_id(char *out, size_t n)
+int core_new_id(char *out, size_t n)
 {
 	static const char alphabet[] = "abcdefghijklmnopqrstuvwxyz0123456789";
 	unsigned char raw[16];
@@ -387,8 +411,7 @@ static int core_validate(struct core *c, const struct sandbox_request *req, stru
 	return check_string_map(req->labels, "labels", 64, err);
 }
 
-/* Writes the sandbox's row (state and tier state) to the store. */
-static int core_persist(struct core *c, struct sandbox *s, struct isola_err **err)
+int core_persist(struct core *c, struct sandbox *s, struct isola_err **err)
 {
 	struct store_sandbox row;
 	int r;
@@ -431,7 +454,7 @@ static void core_usage_locked(struct core *c, const char *tenant, struct core_re
 	*count = 0;
 	for (size_t i = 0; i < c->n_sandboxes; i++) {
 		struct sandbox *s = c->sandboxes[i];
-		bool holds = s->state != SANDBOX_ERROR;
+		bool holds = sandbox_holds_resources(s);
 
 		/* tenant, spec and state are read without s->lock: tenant and spec never change
 		 * after the list add, and a stale state only shifts one admission. */
@@ -456,15 +479,17 @@ static void core_usage_locked(struct core *c, const char *tenant, struct core_re
 	}
 }
 
-/* The quota check under c->lock; 0 or -EDQUOT with *err. */
+/* The quota check under c->lock; 0 or -EDQUOT with *err. `existing`: the sandbox is
+ * already counted (a hibernated one waking up), only its resources are new. */
 static int core_check_quota(struct core *c, const char *tenant, const struct tenancy_quota *q,
-			    const struct core_reservation *want, struct isola_err **err)
+			    const struct core_reservation *want, bool existing,
+			    struct isola_err **err)
 {
 	struct core_reservation u;
 	uint32_t count;
 
 	core_usage_locked(c, tenant, &u, &count);
-	if (q->max_sandboxes && count + 1 > q->max_sandboxes)
+	if (!existing && q->max_sandboxes && count + 1 > q->max_sandboxes)
 		return isola_err_set(err, EDQUOT, "quota_exceeded",
 				     "tenant `%s` has %u of its %u sandboxes", tenant, count,
 				     q->max_sandboxes);
@@ -522,24 +547,25 @@ static int core_check_capacity(struct core *c, const struct core_reservation *wa
  * *res is a reservation in c->pending (release with core_release) so concurrent creates see
  * each other: a burst cannot overshoot between the check and the list add.
  */
-static int core_admit(struct core *c, struct sandbox *s, const struct sandbox_request *req,
-		      struct core_reservation **res, struct isola_err **err)
+static int core_admit_as(struct core *c, struct sandbox *s, bool existing, double *retry_after_s,
+			 struct core_reservation **res, struct isola_err **err)
 {
-	struct tenancy_quota q;
+	struct tenancy_quota q = {0};
 	struct core_reservation *mine;
 	double retry = 0;
 	int r;
 
-	r = tenancy_tenant_get(c->tenancy, s->tenant, &q, NULL);
+	/* A warm-pool sandbox belongs to no tenant: only the host's capacity (pool.c). */
+	r = s->life.pooled ? 0 : tenancy_tenant_get(c->tenancy, s->tenant, &q, NULL);
 	if (r == -ENOENT)
 		return isola_err_set(err, EPERM, "forbidden", "tenant `%s` does not exist",
 				     s->tenant);
 	if (r < 0)
 		return isola_err_set(err, -r, "internal", "tenant `%s`: quota unreadable",
 				     s->tenant);
-	if (tenancy_rate_take(c->tenancy, s->tenant, &q, &retry) < 0) {
-		if (req->retry_after_s)
-			*req->retry_after_s = retry;
+	if (!existing && !s->life.pooled && tenancy_rate_take(c->tenancy, s->tenant, &q, &retry) < 0) {
+		if (retry_after_s)
+			*retry_after_s = retry;
 		return isola_err_set(
 			err, EAGAIN, "rate_limited",
 			"tenant `%s` creates sandboxes faster than its limit of %g per "
@@ -554,8 +580,8 @@ static int core_admit(struct core *c, struct sandbox *s, const struct sandbox_re
 	mine->memory_bytes = s->spec.memory_bytes;
 	mine->disk_bytes = s->spec.disk_bytes;
 	pthread_mutex_lock(&c->lock);
-	r = core_check_quota(c, s->tenant, &q, mine, err);
-	if (r == 0)
+	r = core_check_quota(c, s->tenant, &q, mine, existing, err);
+	if (r == 0 && !s->life.claiming) /* a pool claim's capacity is held by the pool */
 		r = core_check_capacity(c, mine, err);
 	if (r == 0) {
 		mine->next = c->pending;
@@ -568,7 +594,19 @@ static int core_admit(struct core *c, struct sandbox *s, const struct sandbox_re
 	return r;
 }
 
-static void core_release(struct core *c, struct core_reservation *res)
+int core_admit(struct core *c, struct sandbox *s, double *retry_after_s,
+	       struct core_reservation **res, struct isola_err **err)
+{
+	return core_admit_as(c, s, false, retry_after_s, res, err);
+}
+
+int core_admit_wake(struct core *c, struct sandbox *s, struct core_reservation **res,
+		    struct isola_err **err)
+{
+	return core_admit_as(c, s, true, NULL, res, err);
+}
+
+void core_release(struct core *c, struct core_reservation *res)
 {
 	if (!res)
 		return;
@@ -583,50 +621,24 @@ static void core_release(struct core *c, struct core_reservation *res)
 	free(res);
 }
 
-int core_sandbox_create(struct core *c, const struct sandbox_request *req, struct sandbox **out,
-			struct isola_err **err)
+int core_sandbox_start(struct core *c, struct sandbox *s, uint32_t ttl_s, const char *snapdir,
+		       struct isola_err **err)
 {
-	struct core_reservation *res = NULL;
-	struct sandbox *s = NULL;
-	const char *tenant = req->tenant ? req->tenant : TENANCY_DEFAULT;
-	char id[40];
 	int r, fd;
 
-	r = core_validate(c, req, err);
-	if (r < 0)
-		return r;
-	if (!core_template_visible(c, tenant, req->template_name[0] ? req->template_name : "host"))
-		return isola_err_set(err, ENOENT, "not_found",
-				     "create sandbox: template `%s` not found", req->template_name);
-	r = core_new_id(id, sizeof(id));
-	if (r < 0)
-		return isola_err_sys(err, -r, NULL, "generate sandbox id");
-	s = sandbox_alloc(c, id);
-	if (!s)
-		return isola_err_set(err, ENOMEM, NULL, "create sandbox: out of memory");
-	s->tier = core_tier_by_name(req->tier);
-	snprintf(s->tenant, sizeof(s->tenant), "%s", tenant);
-	r = core_prepare(c, s, req, err);
-	if (r < 0)
-		goto fail_obj;
-	r = core_admit(c, s, req, &res, err);
-	if (r < 0)
-		goto fail_obj;
 	s->uid_slot = core_slot_alloc(c);
-	if (s->uid_slot < 0) {
-		r = isola_err_set(err, EAGAIN, "unavailable", "host is full: %d sandboxes",
-				  CORE_MAX_SANDBOXES);
-		goto fail_obj;
-	}
+	if (s->uid_slot < 0)
+		return isola_err_set(err, EAGAIN, "unavailable", "host is full: %d sandboxes",
+				     CORE_MAX_SANDBOXES);
 	s->spec.uid_base = CORE_UID_BASE + (uint32_t)s->uid_slot * 65536u;
 	s->created_at = util_wall_time();
 	s->last_active = s->created_at;
 	{
-		uint32_t ttl = req->ttl_s ? req->ttl_s : c->cfg.default_ttl_s;
+		uint32_t ttl = ttl_s ? ttl_s : c->cfg.default_ttl_s;
 
 		s->expires_at = ttl ? s->created_at + ttl : 0;
 	}
-	if (core_sandbox_dir(c, id, s->spec.dir, sizeof(s->spec.dir)) < 0) {
+	if (core_sandbox_dir(c, s->id, s->spec.dir, sizeof(s->spec.dir)) < 0) {
 		r = isola_err_set(err, ENAMETOOLONG, "internal", "state dir path too long");
 		goto fail_slot;
 	}
@@ -638,7 +650,10 @@ int core_sandbox_create(struct core *c, const struct sandbox_request *req, struc
 	r = core_persist(c, s, err);
 	if (r < 0)
 		goto fail_dir;
-	r = s->tier->create(&s->spec, &s->ts, err);
+	if (snapdir)
+		r = s->tier->restore(&s->spec, snapdir, &s->ts, err);
+	else
+		r = s->tier->create(&s->spec, &s->ts, err);
 	if (r < 0)
 		goto fail_row;
 	/* The sandbox's network (docs/network.md): veth, filter, policy; before any user code. */
@@ -653,6 +668,13 @@ int core_sandbox_create(struct core *c, const struct sandbox_request *req, struc
 	r = agent_conn_new(fd, AGENT_CONNECT_TIMEOUT_MS, &s->conn, err);
 	if (r < 0)
 		goto fail_tier;
+	/* A restored sandbox is a clone: new hostname, machine id and RNG state before the
+	 * sandbox is listed, so no user request can reach it first. */
+	if (snapdir) {
+		r = core_sandbox_identity(s, err);
+		if (r < 0)
+			goto fail_tier;
+	}
 	s->state = SANDBOX_RUNNING;
 	r = core_persist(c, s, err);
 	if (r < 0)
@@ -660,10 +682,8 @@ int core_sandbox_create(struct core *c, const struct sandbox_request *req, struc
 	r = core_list_add(c, s, err);
 	if (r < 0)
 		goto fail_tier;
-	core_release(c, res);
-	log_info("sandbox %s created (template %s, tier %s, tenant %s)", id, s->template_name,
-		 s->tier->name, s->tenant);
-	*out = s;
+	log_info("sandbox %s %s (template %s, tier %s, tenant %s)", s->id,
+		 snapdir ? "restored" : "created", s->template_name, s->tier->name, s->tenant);
 	return 0;
 
 fail_tier:
@@ -675,12 +695,61 @@ fail_tier:
 	s->ts = NULL;
 	net_sandbox_detach(&s->spec);
 fail_row:
-	store_sandbox_delete(c->store, id, NULL);
+	store_sandbox_delete(c->store, s->id, NULL);
 fail_dir:
 	util_rm_rf(s->spec.dir);
 fail_slot:
 	core_slot_free(c, s->uid_slot);
-fail_obj:
+	s->uid_slot = -1;
+	return r;
+}
+
+int core_sandbox_create(struct core *c, const struct sandbox_request *req, struct sandbox **out,
+			struct isola_err **err)
+{
+	struct core_reservation *res = NULL;
+	struct sandbox *s = NULL;
+	const char *tenant = req->tenant ? req->tenant : TENANCY_DEFAULT;
+	char id[40];
+	int r;
+
+	r = core_validate(c, req, err);
+	if (r < 0)
+		return r;
+	if (req->snapshot)
+		return core_sandbox_restore_named(c, req, out, err);
+	if (!core_template_visible(c, tenant, req->template_name[0] ? req->template_name : "host"))
+		return isola_err_set(err, ENOENT, "not_found",
+				     "create sandbox: template `%s` not found", req->template_name);
+	r = core_new_id(id, sizeof(id));
+	if (r < 0)
+		return isola_err_sys(err, -r, NULL, "generate sandbox id");
+	s = sandbox_alloc(c, id);
+	if (!s)
+		return isola_err_set(err, ENOMEM, NULL, "create sandbox: out of memory");
+	s->tier = core_tier_by_name(req->tier);
+	snprintf(s->tenant, sizeof(s->tenant), "%s", tenant);
+	r = core_prepare(c, s, req, err);
+	if (r == 0)
+		r = lifecycle_init(c, s, req, err);
+	if (r == 0)
+		r = pool_claim(c, s, req, out, err); /* 1: served from a warm pool (pool.c) */
+	if (r == 1) {
+		sandbox_unref(s);
+		return 0;
+	}
+	if (r < 0)
+		goto fail;
+	r = core_admit(c, s, req->retry_after_s, &res, err);
+	if (r < 0)
+		goto fail;
+	r = core_sandbox_start(c, s, req->ttl_s, NULL, err);
+	if (r < 0)
+		goto fail;
+	core_release(c, res);
+	*out = s;
+	return 0;
+fail:
 	core_release(c, res);
 	sandbox_unref(s);
 	return isola_err_wrap(err, "create sandbox");
@@ -718,7 +787,8 @@ int core_sandbox_get_for(struct core *c, const char *tenant, const char *id, str
 	for (size_t i = 0; i < c->n_sandboxes; i++) {
 		/* Another tenant's sandbox is skipped, so it answers exactly like a missing id. */
 		if (!strcmp(c->sandboxes[i]->id, id) &&
-		    (!tenant || !strcmp(c->sandboxes[i]->tenant, tenant))) {
+		    (!tenant || !strcmp(c->sandboxes[i]->tenant, tenant)) &&
+		    !c->sandboxes[i]->life.pooled) { /* nobody's until claimed (pool.c) */
 			found = c->sandboxes[i];
 			sandbox_ref(found);
 			break;
@@ -778,7 +848,7 @@ int core_sandbox_list_for(struct core *c, const char *tenant, const json_t *filt
 		bool match;
 
 		pthread_mutex_lock(&snap[i]->lock);
-		match = labels_match(snap[i]->labels, filter) &&
+		match = labels_match(snap[i]->labels, filter) && !snap[i]->life.pooled &&
 			(!tenant || !strcmp(snap[i]->tenant, tenant));
 		pthread_mutex_unlock(&snap[i]->lock);
 		if (match)
@@ -794,12 +864,25 @@ int core_sandbox_destroy_obj(struct core *c, struct sandbox *s, struct isola_err
 {
 	int r = 0;
 
+	char hib[PATH_MAX];
+
 	pthread_mutex_lock(&s->lock);
 	if (s->state == SANDBOX_DESTROYING) {
 		pthread_mutex_unlock(&s->lock);
 		return isola_err_set(err, EBUSY, "conflict",
 				     "sandbox `%s` is already being destroyed", s->id);
 	}
+	if (s->state >= SANDBOX_PAUSING) {
+		enum sandbox_state st = s->state;
+
+		pthread_mutex_unlock(&s->lock);
+		return isola_err_set(err, EBUSY, "conflict",
+				     "sandbox `%s` is %s: destroy it once that ends", s->id,
+				     sandbox_state_name(st));
+	}
+	/* A frozen sandbox is thawed first: a frozen task does not act on SIGKILL (v1). */
+	if (s->state == SANDBOX_PAUSED && s->ts && s->tier->resume)
+		s->tier->resume(s->ts, NULL);
 	s->state = SANDBOX_DESTROYING;
 	store_sandbox_set_state(c->store, s->id, "destroying", NULL, NULL);
 	if (s->ts) {
@@ -816,9 +899,13 @@ int core_sandbox_destroy_obj(struct core *c, struct sandbox *s, struct isola_err
 		return isola_err_wrap(err, "destroy sandbox `%s`", s->id);
 	}
 	util_rm_rf(s->spec.dir);
+	if (core_hibernation_dir(c, s->id, hib, sizeof(hib)) == 0)
+		util_rm_rf(hib);
 	store_sandbox_delete(c->store, s->id, NULL);
 	log_info("sandbox %s destroyed", s->id);
 	core_list_remove(c, s);
+	if (s->origin[0])
+		core_snapshot_release(c, s->origin);
 	return 0;
 }
 
@@ -878,6 +965,7 @@ int core_sandbox_set_ttl_for(struct core *c, const char *tenant, const char *id,
 		return r;
 	pthread_mutex_lock(&s->lock);
 	s->expires_at = ttl_s ? util_wall_time() + ttl_s : 0;
+	s->life.ttl_s = ttl_s; /* restarted when a policy pause ends (lifecycle.c) */
 	r = store_sandbox_set_expiry(c->store, s->id, s->expires_at, err);
 	pthread_mutex_unlock(&s->lock);
 	sandbox_unref(s);

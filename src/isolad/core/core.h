@@ -29,6 +29,7 @@ struct core_config {
 	uint32_t audit_segment_records; /* audit: records per sealed segment (0 = 10000) */
 	uint32_t audit_seal_interval_s; /* audit: seal at least this often (0 = 3600) */
 	uint64_t audit_retention_s;	/* audit: drop sealed segments older (0 = keep) */
+	char snapshot_dir[512];		/* snapshots and hibernation images, "" = <state>/snapshots */
 };
 
 void core_config_defaults(struct core_config *cfg);
@@ -48,6 +49,11 @@ struct sandbox_request {
 	const json_t *labels;	/* {K:V} string labels, or NULL */
 	const char *tenant;	/* owning tenant, NULL = "default" */
 	double *retry_after_s;	/* out, may be NULL: set when refused as `rate_limited` */
+	const char *snapshot;	/* restore from this named snapshot of the tenant, or NULL */
+	const char *on_timeout; /* kill|pause|hibernate on TTL expiry or idle, NULL = kill */
+	uint32_t idle_timeout_s; /* idle this long -> on_timeout, 0 = never (lifecycle.h) */
+	int auto_resume;	/* 0 = resume what policy paused, 1 = always, -1 = never */
+	bool pooled;		/* pool.c only: a warm-pool sandbox, no tenant until claimed */
 };
 
 /* Opens the store, initialises templates, reconciles sandboxes left by an earlier isolad
@@ -87,6 +93,52 @@ int core_sandbox_destroy_for(struct core *c, const char *tenant, const char *id,
 			     struct isola_err **err);
 int core_sandbox_set_ttl_for(struct core *c, const char *tenant, const char *id, uint32_t ttl_s,
 			     struct isola_err **err);
+
+/*
+ * Persistence (docs/persistence.md), tenant-scoped like the functions above. Each answers
+ * `not_supported` naming the tier and the operation when the tier lacks it, and `conflict`
+ * naming the state when the sandbox is in none the operation starts from.
+ *
+ * pause: running -> paused (idempotent). resume: paused -> running, or hibernated ->
+ * running through a restore from its hibernation snapshot (admitted like a create; the
+ * agent is reseeded before any other request). hibernate: running/paused -> hibernated
+ * (snapshot into <snapshot dir>/hibernated/<id>, then the tier's resources are released;
+ * the row and uid slot stay).
+ */
+int core_sandbox_pause_for(struct core *c, const char *tenant, const char *id,
+			   struct isola_err **err);
+int core_sandbox_resume_for(struct core *c, const char *tenant, const char *id,
+			    struct isola_err **err);
+int core_sandbox_hibernate_for(struct core *c, const char *tenant, const char *id,
+			       struct isola_err **err);
+
+/*
+ * Forks a running or paused sandbox into `count` new ones (same tenant, limits, template,
+ * labels; `forked_from` set) restored from one internal snapshot, each with a fresh
+ * identity. *out: {source, paused_us, level, children: [sandbox...]} (new reference). All or
+ * nothing: children made before a failure are destroyed.
+ */
+int core_sandbox_fork_for(struct core *c, const char *tenant, const char *id, unsigned count,
+			  json_t **out, struct isola_err **err);
+
+/*
+ * Named snapshots of a tenant: immutable, independent of their source's life. create
+ * snapshots sandbox `id` as `name` (`exists` if taken; `no_space` when the snapshot dir is
+ * full, the sandbox keeps running). Another tenant's snapshot answers like a missing one.
+ * delete refuses (`conflict`) while a live sandbox still maps it (tier declaration).
+ */
+int core_snapshot_create_for(struct core *c, const char *tenant, const char *id,
+			     const char *name, json_t **out, struct isola_err **err);
+int core_snapshot_list_for(struct core *c, const char *tenant, json_t **out,
+			   struct isola_err **err);
+int core_snapshot_get_for(struct core *c, const char *tenant, const char *name, json_t **out,
+			  struct isola_err **err);
+int core_snapshot_delete_for(struct core *c, const char *tenant, const char *name,
+			     struct isola_err **err);
+
+/* {stop, pause, hibernate, snapshot, fork} -> none|files|files+memory for a tier, from its
+ * ops and declarations (new reference). */
+json_t *core_persistence_json(const struct tier_ops *t);
 
 /* Tenant that owns s (borrowed, lives as long as s). */
 const char *sandbox_tenant(const struct sandbox *s);

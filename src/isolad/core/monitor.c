@@ -57,15 +57,9 @@ static void monitor_check(struct core *c, struct sandbox *s, double now)
 		audit_append(c->audit, "isolad", s->tenant, "sandbox.fail", s->id,
 			     "sandbox init exited unexpectedly", NULL);
 	} else if (expired) {
-		cleanup_err struct isola_err *e = NULL;
-		int r;
-
-		log_info("sandbox %s: TTL expired, destroying", s->id);
-		r = core_sandbox_destroy_obj(c, s, &e);
-		if (r < 0 && e)
-			log_warn("sandbox %s: TTL destroy: %s", s->id, e->message);
-		audit_append(c->audit, "isolad", s->tenant, "sandbox.expire", s->id,
-			     r < 0 ? "error" : "ok", NULL);
+		lifecycle_expire(c, s); /* on_timeout: kill, pause or hibernate (lifecycle.c) */
+	} else {
+		lifecycle_tick(c, s, now); /* idle detection */
 	}
 }
 

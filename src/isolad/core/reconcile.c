@@ -3,12 +3,14 @@
 #include "core-internal.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "../../common/log.h"
 #include "../../common/util.h"
+#include "../snapshots/snapdir.h"
 
 /* Builds a sandbox object from a stored row (state left for the caller to set). */
 static struct sandbox *sandbox_from_row(struct core *c, const struct store_sandbox *row)
@@ -36,12 +38,99 @@ static struct sandbox *sandbox_from_row(struct core *c, const struct store_sandb
 	return s;
 }
 
+/* Marks s lost: cleans what the tier left and records why. */
+static void reconcile_lost(struct core *c, struct sandbox *s, const struct store_sandbox *row,
+			   const char *why)
+{
+	char reason[512];
+
+	snprintf(reason, sizeof(reason),
+		 "lost while isolad was down: %s; its resources were cleaned up", why);
+	s->tier->cleanup(&s->spec, row->tier_state, NULL);
+	s->state = SANDBOX_ERROR;
+	s->error = strdup(reason);
+	store_sandbox_set_state(c->store, row->id, "error", reason, NULL);
+	store_sandbox_set_tier_state(c->store, row->id, NULL, NULL);
+	log_warn("sandbox %s: %s", row->id, reason);
+}
+
+/* True when the sandbox's hibernation image is complete (manifest present and valid). */
+static bool hibernation_ok(struct core *c, const char *id)
+{
+	cleanup_err struct isola_err *e = NULL;
+	char hib[PATH_MAX];
+
+	if (core_hibernation_dir(c, id, hib, sizeof(hib)) < 0)
+		return false;
+	if (snapdir_verify(hib, NULL, &e) == 0)
+		return true;
+	log_warn("sandbox %s: %s", id, e ? e->message : "hibernation image unusable");
+	return false;
+}
+
+/*
+ * A persistence operation was cut short by the crash (or the sandbox was paused): bring
+ * it to a state the API can stand behind. Returns with s->state set.
+ */
+static void reconcile_persist(struct core *c, struct sandbox *s, const struct store_sandbox *row)
+{
+	cleanup_err struct isola_err *e = NULL;
+	const char *st = row->state;
+	char hib[PATH_MAX];
+	bool hib_path = core_hibernation_dir(c, row->id, hib, sizeof(hib)) == 0;
+
+	if (!strcmp(st, "hibernated") || !strcmp(st, "waking")) {
+		/* A restore cut short left a half-built tier sandbox: remove it; the image is
+		 * untouched until a restore completes. */
+		if (!strcmp(st, "waking"))
+			s->tier->cleanup(&s->spec, row->tier_state, NULL);
+		if (hibernation_ok(c, row->id)) {
+			s->state = SANDBOX_HIBERNATED;
+			store_sandbox_set_state(c->store, row->id, "hibernated", NULL, NULL);
+			store_sandbox_set_tier_state(c->store, row->id, NULL, NULL);
+			log_info("sandbox %s: hibernated", row->id);
+		} else {
+			reconcile_lost(c, s, row, "its hibernation image is incomplete");
+		}
+		return;
+	}
+	if (s->tier->reattach(&s->spec, row->tier_state, &s->ts, &e) == 0) {
+		if (!strcmp(st, "paused")) {
+			s->state = SANDBOX_PAUSED;
+			log_info("sandbox %s re-attached, paused", row->id);
+			return;
+		}
+		/* running, or pausing/resuming/snapshotting/hibernating cut short: the operation
+		 * did not complete, so the sandbox is running again (thawed if frozen). */
+		if (strcmp(st, "running") != 0 && s->tier->resume)
+			s->tier->resume(s->ts, NULL);
+		if (!strcmp(st, "hibernating") && hib_path)
+			util_rm_rf(hib);
+		s->state = SANDBOX_RUNNING;
+		store_sandbox_set_state(c->store, row->id, "running", NULL, NULL);
+		log_info("sandbox %s re-attached%s%s", row->id, strcmp(st, "running") ? " after "
+											 : "",
+			 strcmp(st, "running") ? st : "");
+		return;
+	}
+	/* Hibernation got as far as a complete image: the sandbox is hibernated. */
+	if (!strcmp(st, "hibernating") && hibernation_ok(c, row->id)) {
+		s->tier->cleanup(&s->spec, row->tier_state, NULL);
+		s->state = SANDBOX_HIBERNATED;
+		store_sandbox_set_state(c->store, row->id, "hibernated", NULL, NULL);
+		store_sandbox_set_tier_state(c->store, row->id, NULL, NULL);
+		log_info("sandbox %s: hibernation completed", row->id);
+		return;
+	}
+	if (hib_path)
+		util_rm_rf(hib);
+	reconcile_lost(c, s, row, e ? e->message : "gone");
+}
+
 /* Handles one stored sandbox; never fails the whole start for one bad row. */
 static void reconcile_one(struct core *c, const struct store_sandbox *row)
 {
-	cleanup_err struct isola_err *e = NULL;
 	struct sandbox *s = sandbox_from_row(c, row);
-	int r;
 
 	if (!s)
 		return;
@@ -58,24 +147,8 @@ static void reconcile_one(struct core *c, const struct store_sandbox *row)
 		sandbox_unref(s);
 		return;
 	}
-	if (!strcmp(row->state, "running")) {
-		r = s->tier->reattach(&s->spec, row->tier_state, &s->ts, &e);
-		if (r == 0) {
-			s->state = SANDBOX_RUNNING;
-			log_info("sandbox %s re-attached", row->id);
-		} else {
-			char reason[512];
-
-			snprintf(reason, sizeof(reason),
-				 "lost while isolad was down: %s; its resources were cleaned up",
-				 e ? e->message : "gone");
-			s->tier->cleanup(&s->spec, row->tier_state, NULL);
-			s->state = SANDBOX_ERROR;
-			s->error = strdup(reason);
-			store_sandbox_set_state(c->store, row->id, "error", reason, NULL);
-			store_sandbox_set_tier_state(c->store, row->id, NULL, NULL);
-			log_warn("sandbox %s: %s", row->id, reason);
-		}
+	if (strcmp(row->state, "error") != 0) {
+		reconcile_persist(c, s, row);
 	} else {
 		s->state = SANDBOX_ERROR;
 		s->error = strdup(row->error ? row->error : "unknown error");

@@ -72,8 +72,54 @@ const char *sandbox_state_name(enum sandbox_state st)
 		return "error";
 	case SANDBOX_DESTROYING:
 		return "destroying";
+	case SANDBOX_PAUSED:
+		return "paused";
+	case SANDBOX_HIBERNATED:
+		return "hibernated";
+	case SANDBOX_PAUSING:
+		return "pausing";
+	case SANDBOX_RESUMING:
+		return "resuming";
+	case SANDBOX_SNAPSHOTTING:
+		return "snapshotting";
+	case SANDBOX_HIBERNATING:
+		return "hibernating";
+	case SANDBOX_WAKING:
+		return "waking";
 	}
 	return "unknown";
+}
+
+bool sandbox_holds_resources(const struct sandbox *s)
+{
+	return s->state != SANDBOX_ERROR && s->state != SANDBOX_HIBERNATED;
+}
+
+static const char *level_name(enum tier_persistence l)
+{
+	switch (l) {
+	case TIER_PERSIST_NONE:
+		break;
+	case TIER_PERSIST_FILES:
+		return "files";
+	case TIER_PERSIST_MEMORY:
+		return "files+memory";
+	}
+	return "none";
+}
+
+json_t *core_persistence_json(const struct tier_ops *t)
+{
+	enum tier_persistence snap = TIER_PERSIST_NONE, pause = TIER_PERSIST_NONE;
+
+	/* Never more than the tier delivers: an operation counts only when its ops exist. */
+	if (t->snapshot && t->restore)
+		snap = t->snapshot_level ? t->snapshot_level : TIER_PERSIST_FILES;
+	if (t->pause && t->resume)
+		pause = TIER_PERSIST_MEMORY; /* nothing leaves memory while paused */
+	return json_pack("{s:s, s:s, s:s, s:s, s:s}", "stop", "none", "pause", level_name(pause),
+			 "hibernate", level_name(snap), "snapshot", level_name(snap), "fork",
+			 level_name(snap));
 }
 
 json_t *sandbox_to_json(struct sandbox *s)
@@ -81,15 +127,13 @@ json_t *sandbox_to_json(struct sandbox *s)
 	json_t *j;
 
 	pthread_mutex_lock(&s->lock);
-	j = json_pack("{s:s, s:s, s:s, s:s, s:s, s:f, s:I, s:I, s:I, s:O, s:O, s:s, s:s, s:f, s:s}",
+	j = json_pack("{s:s, s:s, s:s, s:s, s:s, s:f, s:I, s:I, s:I, s:O, s:O, s:s, s:s, s:f}",
 		      "id", s->id, "state", sandbox_state_name(s->state), "tier",
 		      s->tier ? s->tier->name : "process", "template", s->template_name,
 		      "template_id", s->template_id, "cpu", s->spec.cpu_millis / 1000.0, "memory",
 		      (json_int_t)s->spec.memory_bytes, "disk", (json_int_t)s->spec.disk_bytes,
 		      "pids", (json_int_t)s->spec.pids, "labels", s->labels, "env", s->env,
-		      "workdir", s->workdir, "user", s->user, "created_at", s->created_at,
-		      /* The process tier keeps nothing across a stop yet: say so (DESIGN.md). */
-		      "persistence", "none");
+		      "workdir", s->workdir, "user", s->user, "created_at", s->created_at);
 	if (j) {
 		json_object_set_new(j, "expires_at",
 				    s->expires_at > 0 ? json_real(s->expires_at) : json_null());
@@ -99,6 +143,16 @@ json_t *sandbox_to_json(struct sandbox *s)
 		 * (inodes) apart from faults (tests/security/test_limits.py). */
 		json_object_set_new(j, "nofile", json_integer((json_int_t)s->spec.nofile));
 		json_object_set_new(j, "inodes", json_integer((json_int_t)s->spec.inodes));
+		/* What each operation keeps on this tier (docs/persistence.md). */
+		json_object_set_new(j, "persistence",
+				    core_persistence_json(s->tier ? s->tier : &tier_process_ops));
+		json_object_set_new(j, "forked_from", s->forked_from[0]
+								 ? json_string(s->forked_from)
+								 : json_null());
+		json_object_set_new(j, "snapshot", s->origin_name[0]
+							   ? json_string(s->origin_name)
+							   : json_null());
+		lifecycle_to_json(s, j); /* on_timeout, idle, auto_resume, pooled (lifecycle.c) */
 	}
 	pthread_mutex_unlock(&s->lock);
 	return j;
@@ -120,6 +174,10 @@ char *sandbox_spec_dump(struct sandbox *s)
 		json_array_append_new(binds, json_pack("{s:s,s:s}", "src", s->spec.binds[i].src,
 						       "dst", s->spec.binds[i].dst));
 	json_object_set_new(j, "binds", binds);
+	json_object_set_new(j, "origin", json_string(s->origin));
+	json_object_set_new(j, "origin_name", json_string(s->origin_name));
+	json_object_set_new(j, "forked_from", json_string(s->forked_from));
+	lifecycle_dump(s, j);
 	out = json_dumps(j, JSON_COMPACT);
 	json_decref(j);
 	return out;
@@ -129,7 +187,8 @@ int sandbox_spec_load(struct sandbox *s, const char *text, struct isola_err **er
 {
 	json_t *j = json_loads(text ? text : "", 0, NULL), *binds = NULL, *env = NULL,
 	       *labels = NULL;
-	const char *tname = "", *workdir = "", *user = "root", *rootfs = "";
+	const char *tname = "", *workdir = "", *user = "root", *rootfs = "", *origin = "",
+		   *origin_name = "", *forked_from = "";
 	json_int_t mem = 0, disk = 0, inodes = 0;
 	int cpu = 0, pids = 0, nofile = 0;
 	size_t i;
@@ -145,6 +204,13 @@ int sandbox_spec_load(struct sandbox *s, const char *text, struct isola_err **er
 		return isola_err_set(err, EINVAL, "internal", "sandbox `%s`: malformed stored spec",
 				     s->id);
 	}
+	/* Persistence links (absent in rows from before snapshots). */
+	json_unpack(j, "{s?s, s?s, s?s}", "origin", &origin, "origin_name", &origin_name,
+		    "forked_from", &forked_from);
+	snprintf(s->origin, sizeof(s->origin), "%s", origin);
+	snprintf(s->origin_name, sizeof(s->origin_name), "%s", origin_name);
+	snprintf(s->forked_from, sizeof(s->forked_from), "%s", forked_from);
+	lifecycle_load(s, j);
 	snprintf(s->template_name, sizeof(s->template_name), "%s", tname);
 	snprintf(s->workdir, sizeof(s->workdir), "%s", workdir);
 	snprintf(s->user, sizeof(s->user), "%s", user);
@@ -181,8 +247,13 @@ int sandbox_agent(struct sandbox *s, struct agent_conn **out, struct isola_err *
 {
 	int r = 0, fd;
 
+	/* A paused or hibernated sandbox resumes here when its rule allows (lifecycle.c). */
+	r = lifecycle_auto_resume(s, err);
+	if (r < 0)
+		return r;
 	pthread_mutex_lock(&s->lock);
-	if (s->state != SANDBOX_RUNNING || !s->ts) {
+	/* A snapshot in flight pauses the sandbox at most briefly: its agent stays usable. */
+	if ((s->state != SANDBOX_RUNNING && s->state != SANDBOX_SNAPSHOTTING) || !s->ts) {
 		r = isola_err_set(err, EBUSY, "conflict", "sandbox `%s` is %s, not running%s%s",
 				  s->id, sandbox_state_name(s->state), s->error ? ": " : "",
 				  s->error ? s->error : "");
@@ -195,16 +266,11 @@ int sandbox_agent(struct sandbox *s, struct agent_conn **out, struct isola_err *
 	/* The previous connection died (agent restarted its accept loop, or isolad
 	 * re-attached): keep it until its channels are closed, then dial again. */
 	if (s->conn) {
-		struct agent_conn **n =
-			realloc(s->old_conns, (s->n_old_conns + 1) * sizeof(*s->old_conns));
-
-		if (!n) {
+		sandbox_retire_conn(s);
+		if (s->conn) {
 			r = isola_err_set(err, ENOMEM, NULL, "sandbox `%s`: out of memory", s->id);
 			goto out;
 		}
-		s->old_conns = n;
-		s->old_conns[s->n_old_conns++] = s->conn;
-		s->conn = NULL;
 	}
 	fd = s->tier->agent_connect(s->ts, err);
 	if (fd < 0) {
@@ -220,6 +286,20 @@ int sandbox_agent(struct sandbox *s, struct agent_conn **out, struct isola_err *
 out:
 	pthread_mutex_unlock(&s->lock);
 	return r;
+}
+
+void sandbox_retire_conn(struct sandbox *s)
+{
+	struct agent_conn **n;
+
+	if (!s->conn)
+		return;
+	n = realloc(s->old_conns, (s->n_old_conns + 1) * sizeof(*s->old_conns));
+	if (!n)
+		return; /* keeps s->conn: the caller sees it still set */
+	s->old_conns = n;
+	s->old_conns[s->n_old_conns++] = s->conn;
+	s->conn = NULL;
 }
 
 void sandbox_apply_exec_defaults(struct sandbox *s, json_t *req)

@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define STORE_SCHEMA_VERSION "2"
+#define STORE_SCHEMA_VERSION "3"
 
 struct store {
 	sqlite3 *db;	      /* the connection, used under lock */
@@ -47,7 +47,24 @@ static const char schema_sql[] =
 	" revoked_at REAL NOT NULL DEFAULT 0);"
 	"CREATE TABLE IF NOT EXISTS template_owners("
 	" template TEXT PRIMARY KEY,"
-	" tenant TEXT NOT NULL);";
+	" tenant TEXT NOT NULL);"
+	/* Schema 3: snapshots (named, fork-internal, hibernation images). */
+	"CREATE TABLE IF NOT EXISTS snapshots("
+	" id TEXT PRIMARY KEY,"
+	" name TEXT NOT NULL,"
+	" tenant TEXT NOT NULL,"
+	" kind TEXT NOT NULL,"
+	" state TEXT NOT NULL,"
+	" tier TEXT NOT NULL,"
+	" template TEXT NOT NULL,"
+	" source TEXT NOT NULL,"
+	" parent TEXT NOT NULL DEFAULT '',"
+	" level INTEGER NOT NULL DEFAULT 0,"
+	" size INTEGER NOT NULL DEFAULT 0,"
+	" spec TEXT NOT NULL,"
+	" created_at REAL NOT NULL);"
+	"CREATE UNIQUE INDEX IF NOT EXISTS snapshots_name ON snapshots(tenant, name)"
+	" WHERE kind = 'named';";
 
 /* Schema 1 -> 2: sandboxes gained their tenant; older rows belong to `default`. */
 static const char migrate_tenant_sql[] =
@@ -693,4 +710,148 @@ int store_template_owner_delete(struct store *st, const char *template, struct i
 			    "DELETE FROM template_owners WHERE template=?1", t, 1, 0, 0, err);
 
 	return r < 0 ? r : 0;
+}
+
+/* --- snapshots ------------------------------------------------------------------------ */
+
+void store_snapshot_fini(struct store_snapshot *r)
+{
+	free(r->spec);
+	r->spec = NULL;
+}
+
+int store_snapshot_add(struct store *st, const struct store_snapshot *r, struct isola_err **err)
+{
+	static const char sql[] =
+		"INSERT INTO snapshots(id,name,tenant,kind,state,tier,template,source,parent,level,"
+		"size,spec,created_at) VALUES(?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13)";
+	sqlite3_stmt *s = NULL;
+	int ret = 0, rc;
+
+	pthread_mutex_lock(&st->lock);
+	if (sqlite3_prepare_v2(st->db, sql, -1, &s, NULL) != SQLITE_OK) {
+		ret = store_fail(st, err, "add snapshot");
+		goto out;
+	}
+	bind_text(s, 1, r->id);
+	bind_text(s, 2, r->name);
+	bind_text(s, 3, r->tenant);
+	bind_text(s, 4, r->kind);
+	bind_text(s, 5, r->state);
+	bind_text(s, 6, r->tier);
+	bind_text(s, 7, r->template);
+	bind_text(s, 8, r->source);
+	bind_text(s, 9, r->parent);
+	sqlite3_bind_int(s, 10, r->level);
+	sqlite3_bind_int64(s, 11, (sqlite3_int64)r->size);
+	bind_text(s, 12, r->spec ? r->spec : "{}");
+	sqlite3_bind_double(s, 13, r->created_at);
+	rc = sqlite3_step(s);
+	if (rc == SQLITE_CONSTRAINT)
+		ret = isola_err_set(err, EEXIST, "exists", "snapshot `%s` already exists",
+				    r->name[0] ? r->name : r->id);
+	else if (rc != SQLITE_DONE)
+		ret = store_fail(st, err, "add snapshot");
+out:
+	sqlite3_finalize(s);
+	pthread_mutex_unlock(&st->lock);
+	return ret;
+}
+
+int store_snapshot_set_ready(struct store *st, const char *id, uint64_t size, int level,
+			     struct isola_err **err)
+{
+	char sz[24], lv[12];
+	const char *t[] = {id, sz, lv};
+
+	snprintf(sz, sizeof(sz), "%llu", (unsigned long long)size);
+	snprintf(lv, sizeof(lv), "%d", level);
+	return store_expect_row(
+		store_write(st, "set snapshot ready",
+			    "UPDATE snapshots SET state='ready', size=CAST(?2 AS INTEGER), "
+			    "level=CAST(?3 AS INTEGER) WHERE id=?1",
+			    t, 3, 0, 0, err),
+		id, err);
+}
+
+int store_snapshot_set_state(struct store *st, const char *id, const char *state,
+			     struct isola_err **err)
+{
+	const char *t[] = {id, state};
+
+	return store_expect_row(store_write(st, "set snapshot state",
+					    "UPDATE snapshots SET state=?2 WHERE id=?1", t, 2, 0, 0,
+					    err),
+				id, err);
+}
+
+int store_snapshot_delete(struct store *st, const char *id, struct isola_err **err)
+{
+	const char *t[] = {id};
+	int r = store_write(st, "delete snapshot", "DELETE FROM snapshots WHERE id=?1", t, 1, 0, 0,
+			    err);
+
+	return r < 0 ? r : 0;
+}
+
+int store_snapshot_list(struct store *st, struct store_snapshot **out, size_t *n,
+			struct isola_err **err)
+{
+	static const char sql[] = "SELECT id,name,tenant,kind,state,tier,template,source,parent,"
+				  "level,size,spec,created_at FROM snapshots ORDER BY created_at";
+	struct store_snapshot *rows = NULL;
+	size_t used = 0, cap = 0;
+	sqlite3_stmt *s = NULL;
+	int ret = 0, rc;
+
+	pthread_mutex_lock(&st->lock);
+	if (sqlite3_prepare_v2(st->db, sql, -1, &s, NULL) != SQLITE_OK) {
+		ret = store_fail(st, err, "list snapshots");
+		goto out;
+	}
+	while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+		struct store_snapshot *r;
+
+		if (used == cap) {
+			struct store_snapshot *nr;
+
+			cap = cap ? cap * 2 : 16;
+			nr = realloc(rows, cap * sizeof(*rows));
+			if (!nr) {
+				ret = isola_err_set(err, ENOMEM, NULL,
+						    "list snapshots: out of memory");
+				goto out;
+			}
+			rows = nr;
+		}
+		r = &rows[used++];
+		memset(r, 0, sizeof(*r));
+		col_copy(s, 0, r->id, sizeof(r->id));
+		col_copy(s, 1, r->name, sizeof(r->name));
+		col_copy(s, 2, r->tenant, sizeof(r->tenant));
+		col_copy(s, 3, r->kind, sizeof(r->kind));
+		col_copy(s, 4, r->state, sizeof(r->state));
+		col_copy(s, 5, r->tier, sizeof(r->tier));
+		col_copy(s, 6, r->template, sizeof(r->template));
+		col_copy(s, 7, r->source, sizeof(r->source));
+		col_copy(s, 8, r->parent, sizeof(r->parent));
+		r->level = sqlite3_column_int(s, 9);
+		r->size = (uint64_t)sqlite3_column_int64(s, 10);
+		r->spec = col_dup(s, 11);
+		r->created_at = sqlite3_column_double(s, 12);
+	}
+	if (rc != SQLITE_DONE && ret == 0)
+		ret = store_fail(st, err, "list snapshots");
+out:
+	sqlite3_finalize(s);
+	pthread_mutex_unlock(&st->lock);
+	if (ret < 0) {
+		for (size_t i = 0; i < used; i++)
+			store_snapshot_fini(&rows[i]);
+		free(rows);
+		return ret;
+	}
+	*out = rows;
+	*n = used;
+	return 0;
 }

@@ -4,6 +4,7 @@
 #define ISOLA_STORE_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "../../common/err.h"
 
@@ -20,7 +21,7 @@ struct store;
 /* A sandbox row. Strings are heap-owned by the row (store_sandbox_fini frees them). */
 struct store_sandbox {
 	char id[40];	   /* primary key */
-	char state[16];	   /* creating|running|error|destroying */
+	char state[16];	   /* a core state name (creating, running, paused, hibernated...) */
 	char tier[16];	   /* process|microvm */
 	char template[65]; /* template id */
 	int uid_slot;	   /* index of the host uid range, unique among rows */
@@ -119,5 +120,38 @@ int store_template_owner_set(struct store *st, const char *template, const char 
 int store_template_owner_get(struct store *st, const char *template, char *tenant, size_t n,
 			     struct isola_err **err);
 int store_template_owner_delete(struct store *st, const char *template, struct isola_err **err);
+
+/* --- snapshots (core/snapshots.c): one row per snapshot directory ---------------------- */
+
+/* A snapshot row; spec is heap-owned (store_snapshot_fini frees it). */
+struct store_snapshot {
+	char id[40];	   /* primary key, also the directory name under the snapshot dir */
+	char name[64];	   /* tenant-visible name, unique per tenant among `named` rows */
+	char tenant[64];   /* owner */
+	char kind[16];	   /* named|internal (fork) */
+	char state[16];	   /* creating|ready|deleting */
+	char tier[16];	   /* tier that wrote it */
+	char template[65]; /* source's template id */
+	char source[40];   /* sandbox it was taken from */
+	char parent[40];   /* snapshot the source was restored from, "" = none */
+	int level;	   /* enum tier_persistence it captured */
+	uint64_t size;	   /* bytes of its files */
+	char *spec;	   /* source sandbox's spec JSON (core's format), owned */
+	double created_at; /* unix time */
+};
+void store_snapshot_fini(struct store_snapshot *r);
+
+/* Inserts a row; a named row whose (tenant, name) is taken fails -EEXIST (`exists`). */
+int store_snapshot_add(struct store *st, const struct store_snapshot *r, struct isola_err **err);
+/* Marks a row ready with its size and level; -ENOENT if missing. */
+int store_snapshot_set_ready(struct store *st, const char *id, uint64_t size, int level,
+			     struct isola_err **err);
+int store_snapshot_set_state(struct store *st, const char *id, const char *state,
+			     struct isola_err **err);
+/* Deletes a row; a missing row is not an error. */
+int store_snapshot_delete(struct store *st, const char *id, struct isola_err **err);
+/* All rows, oldest first (fini each, free the array). */
+int store_snapshot_list(struct store *st, struct store_snapshot **out, size_t *n,
+			struct isola_err **err);
 
 #endif
