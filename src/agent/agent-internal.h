@@ -129,6 +129,7 @@ int op_tar_get(struct chan *ch, json_t *req); /* tarops.c */
 int op_tar_put(struct chan *ch, json_t *req); /* tarops.c */
 int op_watch(struct chan *ch, json_t *req);   /* watch.c */
 int op_tunnel(struct chan *ch, json_t *req);  /* tunnel.c */
+int op_identity(struct chan *ch, json_t *req); /* identity.c */
 
 /* ---- processes (proc.c) ---- */
 

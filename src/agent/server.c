@@ -312,6 +312,7 @@ static const struct {
 	{"rename", op_rename},	 {"remove", op_remove}, {"tar_get", op_tar_get},
 	{"tar_put", op_tar_put}, {"info", NULL},	{"watch", op_watch},
 	{"tunnel", op_tunnel},
+	{"identity", op_identity},
 };
 
 static const struct chan_ops noop_ops = {0};

@@ -16,6 +16,7 @@
 #include "api/api.h"
 #include "core/core.h"
 #include "expose/expose.h"
+#include "net/net.h"
 #include "tiers/process/process.h"
 #include "tiers/microvm/microvm.h"
 
@@ -30,7 +31,7 @@ static void usage(FILE *f)
 		   "              [--audit-retention SECONDS] [--cpu-overcommit X]\n"
 		   "              [--memory-overcommit X] [--accel auto|kvm|tcg]\n"
 		   "              [--expose-listen HOST:PORT] [--expose-domain DOMAIN]\n"
-		   "              [--expose-max-conns N]\n");
+		   "              [--expose-max-conns N]\n" NET_USAGE);
 }
 
 /* Finds the static agent: flag, $ISOLA_AGENT, next to isolad, the build tree, libexec. */
@@ -81,6 +82,7 @@ int main(int argc, char **argv)
 		{"expose-listen", required_argument, NULL, 1101},
 		{"expose-domain", required_argument, NULL, 1102},
 		{"expose-max-conns", required_argument, NULL, 1103},
+		NET_LONG_OPTIONS(1200),
 		{NULL, 0, NULL, 0},
 	};
 	cleanup_err struct isola_err *err = NULL;
@@ -92,10 +94,13 @@ int main(int argc, char **argv)
 	struct api_server *srv = NULL;
 	struct expose_config xcfg = {0};
 	struct expose *expose = NULL;
+	struct net_config ncfg;
+	struct net *net = NULL;
 	sigset_t set;
 	int c, sig;
 
 	core_config_defaults(&cfg);
+	net_config_defaults(&ncfg);
 	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
 		switch (c) {
 		case 's':
@@ -190,6 +195,10 @@ int main(int argc, char **argv)
 			xcfg.max_conns = (unsigned)v;
 			break;
 		}
+		case 1200 ... 1200 + NET_OPT_MAX_CONNS: /* sandbox network (docs/network.md) */
+			if (net_config_option(&ncfg, (enum net_option)(c - 1200), optarg) < 0)
+				return 2;
+			break;
 		case 'h':
 			usage(stdout);
 			return 0;
@@ -228,8 +237,15 @@ int main(int argc, char **argv)
 	pthread_sigmask(SIG_BLOCK, &set, NULL);
 	signal(SIGPIPE, SIG_IGN);
 
+	/* The network first: it takes back the interfaces of sandboxes that core re-attaches. */
+	snprintf(ncfg.state_dir, sizeof(ncfg.state_dir), "%s", cfg.state_dir);
+	if (!ncfg.disabled && net_start(&ncfg, &net, &err) < 0) {
+		log_error("start: %s", err->message);
+		return 1;
+	}
 	if (core_new(&cfg, &core, &err) < 0) {
 		log_error("start: %s", err->message);
+		net_stop(net);
 		return 1;
 	}
 	if (api_server_start(core, &api, &srv, &err) < 0) {
@@ -254,5 +270,6 @@ int main(int argc, char **argv)
 	api_server_stop(srv);
 	expose_stop(expose);
 	core_free(core);
+	net_stop(net);
 	return 0;
 }
