@@ -21,25 +21,25 @@
 #include "../../common/log.h"
 #include "../../common/util.h"
 
-#define DNS_TIMEOUT_MS	  2000 /* upstream answer, and a sandbox's TCP query */
-#define DNS_MAX_MSG	  4096 /* the most we read from anyone */
-#define DNS_UDP_MAX	  512  /* answers to sandboxes over UDP (no EDNS) */
-#define DNS_WORKERS	  4    /* threads serving queries (one slow upstream blocks one) */
+#define DNS_TIMEOUT_MS 2000 /* upstream answer, and a sandbox's TCP query */
+#define DNS_MAX_MSG    4096 /* the most we read from anyone */
+#define DNS_UDP_MAX    512  /* answers to sandboxes over UDP (no EDNS) */
+#define DNS_WORKERS    4    /* threads serving queries (one slow upstream blocks one) */
 
 struct net_dns {
-	struct sockaddr_storage up;    /* upstream address */
-	socklen_t up_len;	       /* its length */
-	char up_text[64];	       /* for logs */
-	const struct net_opens *opens; /* borrowed */
-	int udp_fd;		       /* listening UDP socket, -1 */
-	int tcp_fd;		       /* listening TCP socket, -1 */
-	int stop_fd;		       /* eventfd: readable once stopping */
-	uint16_t port;		       /* bound port */
-	net_dns_lookup_fn lookup;      /* peer -> sandbox */
-	net_dns_count_fn count;	       /* counters, may be NULL */
-	void *ud;		       /* for both */
+	struct sockaddr_storage up;	/* upstream address */
+	socklen_t up_len;		/* its length */
+	char up_text[64];		/* for logs */
+	const struct net_opens *opens;	/* borrowed */
+	int udp_fd;			/* listening UDP socket, -1 */
+	int tcp_fd;			/* listening TCP socket, -1 */
+	int stop_fd;			/* eventfd: readable once stopping */
+	uint16_t port;			/* bound port */
+	net_dns_lookup_fn lookup;	/* peer -> sandbox */
+	net_dns_count_fn count;		/* counters, may be NULL */
+	void *ud;			/* for both */
 	pthread_t workers[DNS_WORKERS]; /* serving threads */
-	unsigned n_workers;	       /* started */
+	unsigned n_workers;		/* started */
 };
 
 static void pktp(ldns_pkt **p)
@@ -383,9 +383,8 @@ static ldns_pkt *answer_query(struct net_dns *d, const struct sockaddr *peer, co
 	 * other exfiltration channel is confined to those names. The check validates the name. */
 	if (ldns_rr_get_class(question) != LDNS_RR_CLASS_IN ||
 	    !net_policy_check_name(pol, v->name, 0, &reason)) {
-		v->what = ldns_rr_get_class(question) != LDNS_RR_CLASS_IN
-				  ? "refused: class"
-				  : net_reason_name(reason);
+		v->what = ldns_rr_get_class(question) != LDNS_RR_CLASS_IN ? "refused: class"
+									  : net_reason_name(reason);
 		v->refused = true;
 		net_policy_free(pol);
 		return reply_new(pkt, question, LDNS_RCODE_REFUSED);
@@ -458,7 +457,8 @@ static void serve_udp(struct net_dns *d)
 	uint8_t q[DNS_MAX_MSG], out[DNS_MAX_MSG];
 	struct sockaddr_storage peer;
 	socklen_t plen = sizeof(peer);
-	ssize_t n = recvfrom(d->udp_fd, q, sizeof(q), MSG_DONTWAIT, (struct sockaddr *)&peer, &plen);
+	ssize_t n =
+		recvfrom(d->udp_fd, q, sizeof(q), MSG_DONTWAIT, (struct sockaddr *)&peer, &plen);
 	size_t len;
 
 	if (n <= 0)

@@ -143,8 +143,7 @@ static void pick_one(struct nl_object *obj, void *arg)
 	struct nl_addr *local = rtnl_addr_get_local(a);
 	uint32_t be, v;
 
-	if (rtnl_addr_get_family(a) != AF_INET || !local ||
-	    nl_addr_get_len(local) != sizeof(be))
+	if (rtnl_addr_get_family(a) != AF_INET || !local || nl_addr_get_len(local) != sizeof(be))
 		return;
 	memcpy(&be, nl_addr_get_binary_addr(local), sizeof(be));
 	v = ntohl(be);
@@ -208,7 +207,8 @@ static int link_up(struct nl_sock *sk, struct rtnl_link *l, const char *name,
 	int r;
 
 	if (!chg)
-		return isola_err_set(err, ENOMEM, "internal", "interface `%s`: out of memory", name);
+		return isola_err_set(err, ENOMEM, "internal", "interface `%s`: out of memory",
+				     name);
 	rtnl_link_set_flags(chg, IFF_UP);
 	r = rtnl_link_change(sk, l, chg, 0);
 	return r < 0 ? nl_fail(err, r, "bring up", name) : 0;
@@ -222,7 +222,8 @@ static int addr_add(struct nl_sock *sk, int ifindex, uint32_t host_order, const 
 	int r;
 
 	if (!a)
-		return isola_err_set(err, ENOMEM, "internal", "interface `%s`: out of memory", name);
+		return isola_err_set(err, ENOMEM, "internal", "interface `%s`: out of memory",
+				     name);
 	r = make_addr(host_order, 30, &local);
 	if (r == 0) {
 		rtnl_addr_set_ifindex(a, ifindex);
@@ -267,10 +268,10 @@ int net_link_create(const char *host_if, int netns_fd, uint32_t block, struct is
 }
 
 struct inside_job {
-	int netns_fd;		/* borrowed */
-	uint32_t block;		/* host order */
-	struct isola_err *err;	/* out */
-	int r;			/* out */
+	int netns_fd;	       /* borrowed */
+	uint32_t block;	       /* host order */
+	struct isola_err *err; /* out */
+	int r;		       /* out */
 };
 
 static int configure_inside(struct inside_job *j)

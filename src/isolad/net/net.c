@@ -3,6 +3,7 @@
 #include "net.h"
 
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <errno.h>
 #include <netinet/in.h>
 #include <pthread.h>
@@ -21,27 +22,27 @@
 
 /* One attached sandbox. Reference-counted: the list holds one, each proxied connection one. */
 struct net_sandbox {
-	struct net_counters c;	   /* first: net_counters_put finds the entry from it */
-	atomic_int refs;	   /* references */
-	char id[40];		   /* sandbox id */
-	char dir[512];		   /* sandbox state dir (network.json) */
+	struct net_counters c;	     /* first: net_counters_put finds the entry from it */
+	atomic_int refs;	     /* references */
+	char id[40];		     /* sandbox id */
+	char dir[512];		     /* sandbox state dir (network.json) */
 	char ifname[NET_IFNAME_MAX]; /* host side of the veth */
-	uint32_t block;		   /* /30 base, host order */
-	struct net_policy *policy; /* current policy (one reference), under net.lock */
-	struct net_sandbox *next;  /* list under net.lock */
+	uint32_t block;		     /* /30 base, host order */
+	struct net_policy *policy;   /* current policy (one reference), under net.lock */
+	struct net_sandbox *next;    /* list under net.lock */
 };
 
 struct net {
-	struct net_config cfg;	     /* copied */
-	char table[32];		     /* nftables table name */
-	uint32_t pool_base;	     /* host order */
-	unsigned pool_prefix;	     /* pool prefix length */
-	struct net_opens opens;	     /* --egress-open */
-	pthread_mutex_t lock;	     /* protects list and every entry's policy */
-	struct net_sandbox *list;    /* attached sandboxes */
-	struct net_dns *dns;	     /* the resolver */
-	int proxy_fd;		     /* listening TCP socket for the proxy */
-	uint16_t proxy_port;	     /* its port */
+	struct net_config cfg;	  /* copied */
+	char table[32];		  /* nftables table name */
+	uint32_t pool_base;	  /* host order */
+	unsigned pool_prefix;	  /* pool prefix length */
+	struct net_opens opens;	  /* --egress-open */
+	pthread_mutex_t lock;	  /* protects list and every entry's policy */
+	struct net_sandbox *list; /* attached sandboxes */
+	struct net_dns *dns;	  /* the resolver */
+	int proxy_fd;		  /* listening TCP socket for the proxy */
+	uint16_t proxy_port;	  /* its port */
 };
 
 static struct net *net_cur; /* set once by net_start, cleared by net_stop (main thread) */
@@ -51,6 +52,92 @@ void net_config_defaults(struct net_config *cfg)
 	memset(cfg, 0, sizeof(*cfg));
 	snprintf(cfg->pool, sizeof(cfg->pool), "10.200.0.0/16");
 	cfg->max_connections = 256;
+}
+
+static int parse_pool(const char *s, uint32_t *base, unsigned *prefix)
+{
+	char buf[64], *slash, *end;
+	struct in_addr a;
+	unsigned long p;
+
+	snprintf(buf, sizeof(buf), "%s", s);
+	slash = strchr(buf, '/');
+	if (!slash)
+		return -EINVAL;
+	*slash = '\0';
+	p = strtoul(slash + 1, &end, 10);
+	if (*end || slash[1] == '\0' || p < 8 || p > 28 || inet_pton(AF_INET, buf, &a) != 1)
+		return -EINVAL;
+	*prefix = (unsigned)p;
+	*base = ntohl(a.s_addr) & (~0u << (32 - p));
+	return 0;
+}
+
+static int parse_port(const char *arg, uint16_t *out)
+{
+	char *end;
+	unsigned long v = strtoul(arg, &end, 10);
+
+	if (!*arg || *end || v > 65535)
+		return -1;
+	*out = (uint16_t)v;
+	return 0;
+}
+
+int net_config_option(struct net_config *cfg, enum net_option which, const char *arg)
+{
+	uint64_t v = 0;
+	uint32_t base;
+	unsigned prefix;
+	char *end;
+
+	switch (which) {
+	case NET_OPT_NONE:
+		cfg->disabled = true;
+		return 0;
+	case NET_OPT_DEFAULT:
+		if (strcmp(arg, "deny") != 0 && strcmp(arg, "allow") != 0)
+			break;
+		cfg->default_allow = !strcmp(arg, "allow");
+		return 0;
+	case NET_OPT_OPEN:
+		if (strlen(arg) >= sizeof(cfg->opens))
+			break;
+		snprintf(cfg->opens, sizeof(cfg->opens), "%s", arg);
+		return 0;
+	case NET_OPT_POOL:
+		if (strlen(arg) >= sizeof(cfg->pool) || parse_pool(arg, &base, &prefix) < 0)
+			break;
+		snprintf(cfg->pool, sizeof(cfg->pool), "%s", arg);
+		return 0;
+	case NET_OPT_UPSTREAM:
+		if (strlen(arg) >= sizeof(cfg->dns_upstream))
+			break;
+		snprintf(cfg->dns_upstream, sizeof(cfg->dns_upstream), "%s", arg);
+		return 0;
+	case NET_OPT_DNS_PORT:
+		if (parse_port(arg, &cfg->dns_port) < 0)
+			break;
+		return 0;
+	case NET_OPT_PROXY_PORT:
+		if (parse_port(arg, &cfg->proxy_port) < 0)
+			break;
+		return 0;
+	case NET_OPT_RATE:
+		if (util_parse_size(arg, &v) < 0)
+			break;
+		cfg->rate_bytes = v;
+		return 0;
+	case NET_OPT_MAX_CONNS:
+		v = strtoul(arg, &end, 10);
+		if (!*arg || *end || v > 1000000)
+			break;
+		cfg->max_connections = (uint32_t)v;
+		return 0;
+	}
+	fprintf(stderr, "isolad: `%s` is not a valid value for that network option\n",
+		arg ? arg : "");
+	return -1;
 }
 
 struct net *net_current(void)
@@ -91,25 +178,6 @@ void net_counters_put(struct net_counters *c)
 	entry_put((struct net_sandbox *)c);
 }
 
-static int parse_pool(const char *s, uint32_t *base, unsigned *prefix)
-{
-	char buf[64], *slash, *end;
-	struct in_addr a;
-	unsigned long p;
-
-	snprintf(buf, sizeof(buf), "%s", s);
-	slash = strchr(buf, '/');
-	if (!slash)
-		return -EINVAL;
-	*slash = '\0';
-	p = strtoul(slash + 1, &end, 10);
-	if (*end || slash[1] == '\0' || p < 8 || p > 28 || inet_pton(AF_INET, buf, &a) != 1)
-		return -EINVAL;
-	*prefix = (unsigned)p;
-	*base = ntohl(a.s_addr) & (~0u << (32 - p));
-	return 0;
-}
-
 /* FNV-1a of the state dir: one table per isolad, stable across its restarts. */
 static void table_name(const char *state_dir, char *out, size_t n)
 {
@@ -137,6 +205,8 @@ static int listen_tcp(uint16_t port, uint16_t *bound, struct isola_err **err)
 	*bound = ntohs(sa.sin_port);
 	return steal_fd(&fd);
 }
+
+static void reattach_all(struct net *n);
 
 static int dns_lookup_cb(void *ud, const struct sockaddr *peer, char *id,
 			 struct net_policy **policy)
@@ -199,6 +269,7 @@ int net_start(const struct net_config *cfg, struct net **out, struct isola_err *
 	r = net_nft_install(n->table, net_dns_port(n->dns), n->proxy_port, err);
 	if (r < 0)
 		goto fail;
+	reattach_all(n);
 	log_info("network: table inet %s, pool %s, resolver port %u, proxy port %u, egress default "
 		 "%s",
 		 n->table, cfg->pool, net_dns_port(n->dns), n->proxy_port,
@@ -283,12 +354,61 @@ static struct net_sandbox *entry_new(const struct sandbox_spec *spec)
 	return e;
 }
 
+/* Adds e, dropping any entry with its id (a hibernated sandbox resumed) or its block (a sandbox
+ * that died without a detach: its block was free again, so the entry is stale). */
 static void list_add(struct net *n, struct net_sandbox *e)
 {
+	struct net_sandbox **pp = &n->list, *stale = NULL;
+
 	pthread_mutex_lock(&n->lock);
+	while (*pp) {
+		struct net_sandbox *x = *pp;
+
+		if (!strcmp(x->id, e->id) || x->block == e->block) {
+			*pp = x->next;
+			x->next = stale;
+			stale = x;
+		} else {
+			pp = &x->next;
+		}
+	}
 	e->next = n->list;
 	n->list = e;
 	pthread_mutex_unlock(&n->lock);
+	while (stale) {
+		struct net_sandbox *x = stale;
+
+		stale = x->next;
+		entry_put(x);
+	}
+}
+
+/* Reads <dir>/network.json: block (may be NULL) and policy. -ENOENT without the file. */
+static int load_entry(struct net *n, const char *dir, uint32_t *block, struct net_policy **policy,
+		      struct isola_err **err)
+{
+	cleanup_free char *text = NULL;
+	char path[600];
+	json_int_t b = -1;
+	json_t *j;
+	int r;
+
+	if (file_path(dir, path, sizeof(path)) < 0)
+		return -ENAMETOOLONG;
+	r = util_read_file(path, 1 << 20, &text, NULL);
+	if (r < 0)
+		return r;
+	j = json_loads(text, 0, NULL);
+	if (!j || json_unpack(j, "{s:I}", "block", &b) < 0 || b < 0 || b > (json_int_t)UINT32_MAX) {
+		json_decref(j);
+		return isola_err_set(err, EINVAL, "internal", "`%s` is malformed", path);
+	}
+	r = net_policy_parse_default(json_object_get(j, "policy"), n->cfg.default_allow, policy,
+				     err);
+	json_decref(j);
+	if (r == 0 && block)
+		*block = (uint32_t)b;
+	return r;
 }
 
 int net_sandbox_attach(const struct tier_ops *t, struct tier_sandbox *ts,
@@ -304,7 +424,9 @@ int net_sandbox_attach(const struct tier_ops *t, struct tier_sandbox *ts,
 	e = entry_new(spec);
 	if (!e)
 		return isola_err_set(err, ENOMEM, "internal", "network: out of memory");
-	e->policy = net_policy_new_default(n->cfg.default_allow);
+	/* A sandbox resumed from hibernation keeps its policy; a new one gets the default. */
+	if (load_entry(n, spec->dir, NULL, &e->policy, NULL) < 0)
+		e->policy = net_policy_new_default(n->cfg.default_allow);
 	if (!e->policy) {
 		entry_put(e);
 		return isola_err_set(err, ENOMEM, "internal", "network: out of memory");
@@ -334,8 +456,8 @@ int net_sandbox_attach(const struct tier_ops *t, struct tier_sandbox *ts,
 	if (r < 0)
 		goto fail;
 	list_add(n, e);
-	log_info("sandbox %s: network %s block %u.%u.%u.%u/30", spec->id, e->ifname,
-		 e->block >> 24, (e->block >> 16) & 255, (e->block >> 8) & 255, e->block & 255);
+	log_info("sandbox %s: network %s block %u.%u.%u.%u/30", spec->id, e->ifname, e->block >> 24,
+		 (e->block >> 16) & 255, (e->block >> 8) & 255, e->block & 255);
 	return 0;
 fail:
 	net_link_delete(e->ifname);
@@ -344,43 +466,52 @@ fail:
 	return isola_err_wrap(err, "sandbox network");
 }
 
-void net_sandbox_reattach(const struct sandbox_spec *spec)
+/*
+ * At start, before core reconciles: takes back every sandbox whose host interface still exists
+ * (it outlived the previous isolad) from <state>/sandboxes/<id>/network.json. Interfaces that
+ * are gone leave the firewall set.
+ */
+static void reattach_all(struct net *n)
 {
-	struct net *n = net_cur;
-	cleanup_err struct isola_err *e2 = NULL;
-	cleanup_free char *text = NULL;
-	char path[600];
-	struct net_sandbox *e;
-	json_t *j = NULL;
-	struct net_policy *p = NULL;
-	json_int_t block = -1;
+	char base[600];
+	DIR *dir;
+	struct dirent *de;
 
-	if (!n || file_path(spec->dir, path, sizeof(path)) < 0)
+	snprintf(base, sizeof(base), "%s/sandboxes", n->cfg.state_dir);
+	dir = opendir(base);
+	if (!dir)
 		return;
-	if (util_read_file(path, 1 << 20, &text, NULL) < 0)
-		return; /* no network (a tier without one, or from before networking) */
-	e = entry_new(spec);
-	if (!e)
-		return;
-	j = json_loads(text, 0, NULL);
-	if (!j || json_unpack(j, "{s:I}", "block", &block) < 0 || block < 0 ||
-	    block > (json_int_t)UINT32_MAX ||
-	    net_policy_parse_default(json_object_get(j, "policy"), n->cfg.default_allow, &p,
-				     &e2) < 0) {
-		log_warn("sandbox %s: `%s` is unreadable, the default egress policy applies",
-			 spec->id, path);
-		p = net_policy_new_default(false);
+	while ((de = readdir(dir))) {
+		cleanup_err struct isola_err *e2 = NULL;
+		struct sandbox_spec spec = {0};
+		struct net_sandbox *e;
+
+		if (de->d_name[0] == '.' || strlen(de->d_name) >= sizeof(spec.id))
+			continue;
+		snprintf(spec.id, sizeof(spec.id), "%s", de->d_name);
+		if (snprintf(spec.dir, sizeof(spec.dir), "%s/%s", base, de->d_name) >=
+		    (int)sizeof(spec.dir))
+			continue;
+		e = entry_new(&spec);
+		if (!e)
+			break;
+		if (load_entry(n, spec.dir, &e->block, &e->policy, &e2) < 0) {
+			if (e2)
+				log_warn("sandbox %s: %s; its network is not re-attached", spec.id,
+					 e2->message);
+			entry_put(e);
+			continue;
+		}
+		if (!net_link_exists(e->ifname) ||
+		    net_nft_iface(n->table, e->ifname, true, &e2) < 0) {
+			net_nft_iface(n->table, e->ifname, false, NULL);
+			entry_put(e);
+			continue;
+		}
+		list_add(n, e);
+		log_info("sandbox %s: network %s re-attached", spec.id, e->ifname);
 	}
-	json_decref(j);
-	e->block = (uint32_t)block;
-	e->policy = p;
-	if (!p || net_nft_iface(n->table, e->ifname, true, &e2) < 0) {
-		log_error("sandbox %s: network not re-attached: %s", spec->id,
-			  e2 ? e2->message : "out of memory");
-		entry_put(e);
-		return;
-	}
-	list_add(n, e);
+	closedir(dir);
 }
 
 void net_sandbox_detach(const struct sandbox_spec *spec)
@@ -493,8 +624,9 @@ int net_sandbox_info(const char *id, json_t **out, struct isola_err **err)
 		"tx_bytes", (json_int_t)lc.tx_bytes, "tx_packets", (json_int_t)lc.tx_packets,
 		"rx_bytes", (json_int_t)lc.rx_bytes, "rx_packets", (json_int_t)lc.rx_packets,
 		"connections", (json_int_t)atomic_load(&e->c.connections), "active",
-		(json_int_t)atomic_load(&e->c.active), "denied", (json_int_t)atomic_load(&e->c.denied),
-		"bytes_out", (json_int_t)atomic_load(&e->c.bytes_out), "bytes_in",
+		(json_int_t)atomic_load(&e->c.active), "denied",
+		(json_int_t)atomic_load(&e->c.denied), "bytes_out",
+		(json_int_t)atomic_load(&e->c.bytes_out), "bytes_in",
 		(json_int_t)atomic_load(&e->c.bytes_in), "dns_queries",
 		(json_int_t)atomic_load(&e->c.dns_queries), "dns_refused",
 		(json_int_t)atomic_load(&e->c.dns_refused));

@@ -25,23 +25,58 @@ struct net_config {
 	uint16_t proxy_port;	  /* 0 = ephemeral */
 	uint64_t rate_bytes;	  /* per-sandbox egress bandwidth, bytes/s (0 = unlimited) */
 	uint32_t max_connections; /* per-sandbox concurrent proxied connections (0 = unlimited) */
+	bool disabled;		  /* --no-network */
 };
 
 void net_config_defaults(struct net_config *cfg);
 
+/* isolad's network flags, numbered from a base the caller picks (main.c's option table). */
+enum net_option {
+	NET_OPT_NONE,	    /* --no-network: sandboxes get an empty namespace, nothing else */
+	NET_OPT_DEFAULT,    /* --egress-default deny|allow */
+	NET_OPT_OPEN,	    /* --egress-open CIDR[,CIDR...] */
+	NET_OPT_POOL,	    /* --net-pool CIDR */
+	NET_OPT_UPSTREAM,   /* --dns-upstream ADDR[:PORT] */
+	NET_OPT_DNS_PORT,   /* --dns-port N */
+	NET_OPT_PROXY_PORT, /* --proxy-port N */
+	NET_OPT_RATE,	    /* --egress-rate BYTES/s (512k, 10M) */
+	NET_OPT_MAX_CONNS,  /* --egress-max-conns N */
+};
+#define NET_LONG_OPTIONS(base)                                                                     \
+	{"no-network", no_argument, NULL, (base) + NET_OPT_NONE},                                  \
+		{"egress-default", required_argument, NULL, (base) + NET_OPT_DEFAULT},             \
+		{"egress-open", required_argument, NULL, (base) + NET_OPT_OPEN},                   \
+		{"net-pool", required_argument, NULL, (base) + NET_OPT_POOL},                      \
+		{"dns-upstream", required_argument, NULL, (base) + NET_OPT_UPSTREAM},              \
+		{"dns-port", required_argument, NULL, (base) + NET_OPT_DNS_PORT},                  \
+		{"proxy-port", required_argument, NULL, (base) + NET_OPT_PROXY_PORT},              \
+		{"egress-rate", required_argument, NULL, (base) + NET_OPT_RATE},                   \
+	{                                                                                          \
+		"egress-max-conns", required_argument, NULL, (base) + NET_OPT_MAX_CONNS            \
+	}
+#define NET_USAGE                                                                                  \
+	"              [--no-network] [--egress-default deny|allow] [--egress-open CIDR,...]\n"    \
+	"              [--net-pool CIDR] [--dns-upstream ADDR[:PORT]] [--dns-port N]\n"            \
+	"              [--proxy-port N] [--egress-rate BYTES] [--egress-max-conns N]\n"
+
+/* Applies one flag (arg NULL for NET_OPT_NONE). Prints why to stderr and returns -1 when the
+ * value is invalid (flag parsing only). */
+int net_config_option(struct net_config *cfg, enum net_option which, const char *arg);
+
 /* Per-sandbox counters (atomics; any thread). */
 struct net_counters {
-	_Atomic uint64_t connections;	  /* proxied connections opened */
-	_Atomic uint64_t active;	  /* proxied connections open now */
-	_Atomic uint64_t denied;	  /* connections the proxy refused */
-	_Atomic uint64_t bytes_out;	  /* payload bytes sent through the proxy */
-	_Atomic uint64_t bytes_in;	  /* payload bytes received through the proxy */
-	_Atomic uint64_t dns_queries;	  /* queries the resolver answered */
-	_Atomic uint64_t dns_refused;	  /* of which refused by policy */
+	_Atomic uint64_t connections; /* proxied connections opened */
+	_Atomic uint64_t active;      /* proxied connections open now */
+	_Atomic uint64_t denied;      /* connections the proxy refused */
+	_Atomic uint64_t bytes_out;   /* payload bytes sent through the proxy */
+	_Atomic uint64_t bytes_in;    /* payload bytes received through the proxy */
+	_Atomic uint64_t dns_queries; /* queries the resolver answered */
+	_Atomic uint64_t dns_refused; /* of which refused by policy */
 };
 
 /*
- * Starts the network: installs this isolad's nftables table, starts the resolver and opens the
+ * Starts the network: takes back the networks of sandboxes that outlived the previous isolad
+ * (<state>/sandboxes/<id>/network.json whose interface still exists), installs this isolad's nftables table, starts the resolver and opens the
  * proxy's listening socket. Becomes the process's current network (net_current); there is one.
  * Fails (`unavailable`) when nftables or netlink cannot be used.
  */
@@ -68,9 +103,6 @@ const struct net_config *net_config(struct net *n);
  */
 int net_sandbox_attach(const struct tier_ops *t, struct tier_sandbox *ts,
 		       const struct sandbox_spec *spec, struct isola_err **err);
-
-/* After an isolad restart: takes back a live sandbox's network from <dir>/network.json. */
-void net_sandbox_reattach(const struct sandbox_spec *spec);
 
 /* Removes the veth and the firewall element; idempotent, any state. */
 void net_sandbox_detach(const struct sandbox_spec *spec);

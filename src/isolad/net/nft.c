@@ -95,7 +95,8 @@ int net_nft_install(const char *table, uint16_t dns_port, uint16_t proxy_port,
 		"add rule inet %1$s sb_forward oifname @ifs drop\n",
 		table, (unsigned)dns_port, (unsigned)proxy_port);
 	if (n < 0 || (size_t)n >= sizeof(buf))
-		return isola_err_set(err, ENAMETOOLONG, "internal", "nftables: table name too long");
+		return isola_err_set(err, ENAMETOOLONG, "internal",
+				     "nftables: table name too long");
 	return nft_run(buf, "install the sandbox table", err);
 }
 
