@@ -30,6 +30,7 @@ static void usage(FILE *f)
 		   "              [--audit-segment-records N] [--audit-seal-interval SECONDS]\n"
 		   "              [--audit-retention SECONDS] [--cpu-overcommit X]\n"
 		   "              [--memory-overcommit X] [--accel auto|kvm|tcg]\n"
+		   "              [--snapshot-dir DIR]\n"
 		   "              [--expose-listen HOST:PORT] [--expose-domain DOMAIN]\n"
 		   "              [--expose-max-conns N]\n" NET_USAGE);
 }
@@ -79,6 +80,7 @@ int main(int argc, char **argv)
 		{"cpu-overcommit", required_argument, NULL, 1004},
 		{"memory-overcommit", required_argument, NULL, 1005},
 		{"accel", required_argument, NULL, 1006},
+		{"snapshot-dir", required_argument, NULL, 1007},
 		{"expose-listen", required_argument, NULL, 1101},
 		{"expose-domain", required_argument, NULL, 1102},
 		{"expose-max-conns", required_argument, NULL, 1103},
@@ -176,6 +178,14 @@ int main(int argc, char **argv)
 					optarg);
 				return 2;
 			}
+			break;
+		case 1007: /* snapshots and hibernation images (docs/persistence.md) */
+			if (optarg[0] != '/' || strlen(optarg) >= sizeof(cfg.snapshot_dir) - 64) {
+				fprintf(stderr, "isolad: --snapshot-dir `%s` must be an absolute "
+						"path\n", optarg);
+				return 2;
+			}
+			snprintf(cfg.snapshot_dir, sizeof(cfg.snapshot_dir), "%s", optarg);
 			break;
 		case 1101: /* port exposure (docs/network.md "Port exposure") */
 			xcfg.listen_addr = optarg;

@@ -366,6 +366,15 @@ enum MHD_Result api_sandbox_get(struct api_req *r);
 enum MHD_Result api_sandbox_delete(struct api_req *r);
 enum MHD_Result api_sandbox_console(struct api_req *r);
 enum MHD_Result api_sandbox_timeout(struct api_req *r);
+/* persist.c: pause, resume, hibernate, fork, named snapshots */
+enum MHD_Result api_sandbox_pause(struct api_req *r);
+enum MHD_Result api_sandbox_resume(struct api_req *r);
+enum MHD_Result api_sandbox_hibernate(struct api_req *r);
+enum MHD_Result api_sandbox_fork(struct api_req *r);
+enum MHD_Result api_snapshot_create(struct api_req *r);
+enum MHD_Result api_snapshot_list(struct api_req *r);
+enum MHD_Result api_snapshot_get(struct api_req *r);
+enum MHD_Result api_snapshot_delete(struct api_req *r);
 enum MHD_Result api_exec(struct api_req *r);
 enum MHD_Result api_proc_start(struct api_req *r);
 enum MHD_Result api_proc_list(struct api_req *r);

@@ -12,13 +12,13 @@
 
 static const char *const create_fields[] = {
 	"template", "tier",    "cpu",  "memory", "disk",   "pids",
-	"env",	    "workdir", "user", "ttl",	 "labels", NULL,
+	"env",	    "workdir", "user", "ttl",	 "labels", "snapshot", NULL,
 };
 
 /* Fills req from the body. UNTRUSTED: the client's JSON, validated field by field. */
 static int parse_create(const json_t *b, struct sandbox_request *req, struct isola_err **err)
 {
-	const char *tmpl = NULL, *tier = NULL;
+	const char *tmpl = NULL, *tier = NULL, *snap = NULL;
 	double cpu = 0;
 	uint64_t pids = 0, ttl = 0;
 
@@ -33,8 +33,15 @@ static int parse_create(const json_t *b, struct sandbox_request *req, struct iso
 	    api_json_str_map(b, "env", true, &req->env, err) < 0 ||
 	    api_json_str_map(b, "labels", false, &req->labels, err) < 0 ||
 	    api_json_str(b, "workdir", API_MAX_PATH, &req->workdir, err) < 0 ||
-	    api_json_str(b, "user", 64, &req->user, err) < 0)
+	    api_json_str(b, "user", 64, &req->user, err) < 0 ||
+	    api_json_str(b, "snapshot", 63, &snap, err) < 0)
 		return -EINVAL;
+	if (snap) { /* restore from the tenant's named snapshot (core/snapshots.c) */
+		if (!api_valid_template_name(snap))
+			return isola_err_set(err, EINVAL, "invalid", "invalid snapshot name `%s`",
+					     snap);
+		req->snapshot = snap;
+	}
 	if (tmpl) {
 		if (*tmpl && !api_valid_template_name(tmpl))
 			return isola_err_set(err, EINVAL, "invalid", "invalid template name `%s`",

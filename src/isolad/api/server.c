@@ -92,6 +92,14 @@ static const struct api_route api_routes[] = {
 	ROUTE_JSON("POST", "/v1/sandboxes/{id}/ports", api_ports_add),
 	ROUTE("GET", "/v1/sandboxes/{id}/ports", api_ports_list),
 	ROUTE("DELETE", "/v1/sandboxes/{id}/ports/{port}", api_ports_remove),
+	ROUTE("POST", "/v1/sandboxes/{id}/pause", api_sandbox_pause),
+	ROUTE("POST", "/v1/sandboxes/{id}/resume", api_sandbox_resume),
+	ROUTE("POST", "/v1/sandboxes/{id}/hibernate", api_sandbox_hibernate),
+	ROUTE_JSON("POST", "/v1/sandboxes/{id}/fork", api_sandbox_fork),
+	ROUTE_JSON("POST", "/v1/snapshots", api_snapshot_create),
+	ROUTE("GET", "/v1/snapshots", api_snapshot_list),
+	ROUTE("GET", "/v1/snapshots/{name}", api_snapshot_get),
+	ROUTE("DELETE", "/v1/snapshots/{name}", api_snapshot_delete),
 	/* ROUTES-END */
 };
 /* clang-format on */
