@@ -133,10 +133,12 @@ int net_dns_new(const char *upstream, const struct net_opens *opens, struct net_
 	d->opens = opens;
 	if (!upstream || !*upstream) {
 		if (upstream_from_resolv_conf(conf, sizeof(conf)) < 0) {
-			free(d);
-			return isola_err_set(err, ENOENT, "invalid",
-					     "no DNS upstream: /etc/resolv.conf names no "
-					     "nameserver (use --dns-upstream ADDR[:PORT])");
+			/* Not fatal: allowed names then get SERVFAIL, and the log says why. */
+			log_warn("dns: /etc/resolv.conf names no nameserver and no --dns-upstream "
+				 "was given: allowed names will not resolve");
+			snprintf(d->up_text, sizeof(d->up_text), "(none)");
+			*out = d;
+			return 0;
 		}
 		upstream = conf;
 	}
@@ -160,10 +162,13 @@ uint16_t net_dns_port(const struct net_dns *d)
 static int upstream_exchange(struct net_dns *d, const uint8_t *wire, size_t len, uint16_t id,
 			     ldns_pkt **answer)
 {
-	cleanup_fd int fd = socket(d->up.ss_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	cleanup_fd int fd = -1;
 	uint64_t deadline = util_now_ms() + DNS_TIMEOUT_MS;
 	uint8_t buf[DNS_MAX_MSG];
 
+	if (!d->up_len)
+		return -ENETUNREACH; /* no upstream configured */
+	fd = socket(d->up.ss_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
 	if (fd < 0)
 		return -errno;
 	/* Connected: the kernel drops datagrams from anyone but the upstream. */

@@ -178,15 +178,16 @@ int net_link_pick_block(uint32_t pool_base, unsigned pool_prefix, uint32_t *bloc
 	}
 	nl_cache_foreach(cache, pick_one, &p);
 	nl_cache_free(cache);
-	r = isola_err_set(err, ENOSPC, "unavailable", "address pool is full (%u blocks)",
-			  p.nblocks);
-	for (uint32_t i = 0; i < p.nblocks; i++) {
+	r = -ENOSPC;
+	for (uint32_t i = 0; i < p.nblocks && r < 0; i++) {
 		if (!p.used[i]) {
 			*block = p.pool + i * 4;
 			r = 0;
-			break;
 		}
 	}
+	if (r < 0)
+		isola_err_set(err, ENOSPC, "unavailable", "address pool is full (%u blocks)",
+			      p.nblocks);
 out:
 	free(p.used);
 	return r;

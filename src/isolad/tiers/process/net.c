@@ -10,7 +10,7 @@
 #include <unistd.h>
 
 #ifndef PIDFD_GET_NET_NAMESPACE
-#define PIDFD_GET_NET_NAMESPACE _IO(0xFF, 10) /* PIDFS_IOCTL_MAGIC; Linux 6.11 */
+#define PIDFD_GET_NET_NAMESPACE _IO(0xFF, 4) /* PIDFS_IOCTL_MAGIC; Linux 6.11 */
 #endif
 
 int proc_open_netns(pid_t pid, int pidfd, struct isola_err **err)
