@@ -316,7 +316,7 @@ static void persistence(const char *rootfs)
 		free(reply);
 		snprintf(snap, sizeof(snap), "%s/snap-big", base);
 		mkdir(snap, 0700);
-		/* Reported, not asserted: the freeze covers the walk and the compression. */
+		/* Reported, not asserted: the freeze covers the walk, not the compression. */
 		for (int i = 0; i < 4; i++) {
 			char p[700];
 
@@ -332,6 +332,31 @@ static void persistence(const char *rootfs)
 		r = tier_process_ops.restore(&sp2, snap, &s2, &err);
 		ok(r < 0 && err && !strcmp(err->code, "no_space") && nothing_left(&sp2, 0),
 		   "restore of 50 MB into an 8 MiB disk: no_space, nothing left: %s",
+		   err ? err->message : "(restored)");
+		msg(&err);
+		/* The restored pages are charged to the new sandbox's memory cgroup (the reader
+		 * runs in it), so its memory limit covers them. */
+		fill_spec(&sp2, "e2e-charged", rootfs, 3000000000u + 9 * 65536u);
+		sp2.disk_bytes = 128ull << 20;
+		sp2.inodes = 10000;
+		r = tier_process_ops.restore(&sp2, snap, &s2, &err);
+		if (ok(r == 0, "restore of 50 MB %s", msg(&err))) {
+			struct tier_stats ts;
+
+			tier_process_ops.stats(s2, &ts, NULL);
+			ok(ts.memory_bytes >= (45ull << 20) && ts.disk_bytes >= (45ull << 20),
+			   "restored files count against the sandbox: memory %" PRIu64
+			   ", disk %" PRIu64,
+			   ts.memory_bytes, ts.disk_bytes);
+			tier_process_ops.destroy(s2, NULL);
+		}
+		fill_spec(&sp2, "e2e-nomem", rootfs, 3000000000u + 10 * 65536u);
+		sp2.disk_bytes = 128ull << 20;
+		sp2.inodes = 10000;
+		sp2.memory_bytes = 24ull << 20;
+		r = tier_process_ops.restore(&sp2, snap, &s2, &err);
+		ok(r < 0 && err && !strcmp(err->code, "no_space") && nothing_left(&sp2, 0),
+		   "restore of 50 MB under a 24 MiB memory limit: no_space, nothing left: %s",
 		   err ? err->message : "(restored)");
 		msg(&err);
 		tier_process_ops.destroy(s, NULL);

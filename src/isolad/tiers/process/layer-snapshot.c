@@ -25,7 +25,7 @@
 #define LAYER_BUF	(1u << 20) /* file data read/write chunk */
 #define LAYER_XATTR_MAX 65536u	   /* XATTR_SIZE_MAX: one value, and one name list */
 
-static int zstd_level = 1; /* 0 = no compression (tests measure both) */
+static int zstd_level = 1; /* proc_layer_compress's level; 0 = a plain copy */
 
 void proc_layer_set_compression(int level)
 {
@@ -395,8 +395,6 @@ static int lw_dir(struct lw *w, const char *rel, json_t *todo)
 
 static int lw_open(struct lw *w, int out_fd)
 {
-	char opt[32];
-
 	w->a = archive_write_new();
 	w->e = archive_entry_new();
 	w->links = json_object();
@@ -410,14 +408,6 @@ static int lw_open(struct lw *w, int out_fd)
 	    archive_write_set_format_option(w->a, "pax", "hdrcharset", "BINARY") < ARCHIVE_WARN)
 		return isola_err_set(w->err, EINVAL, "internal", "snapshot: pax: %s",
 				     archive_error_string(w->a));
-	if (zstd_level > 0) {
-		snprintf(opt, sizeof(opt), "%d", zstd_level);
-		if (archive_write_add_filter_zstd(w->a) != ARCHIVE_OK ||
-		    archive_write_set_filter_option(w->a, "zstd", "compression-level", opt) !=
-			    ARCHIVE_OK)
-			return isola_err_set(w->err, ENOTSUP, "internal", "snapshot: zstd: %s",
-					     archive_error_string(w->a));
-	}
 	archive_write_set_bytes_in_last_block(w->a, 1);
 	if (archive_write_open_fd(w->a, out_fd) != ARCHIVE_OK)
 		return lw_archive_err(w, ".");
@@ -483,6 +473,96 @@ out:
 	return r;
 }
 
+/* A write failure of the compressor: ENOSPC/EDQUOT are `no_space`. */
+static int compress_err(struct archive *a, const char *what, struct isola_err **err)
+{
+	int e = archive_errno(a);
+
+	return isola_err_set(err, e > 0 ? e : EIO,
+			     e == ENOSPC || e == EDQUOT ? "no_space" : "internal", "write `%s`: %s",
+			     what, archive_error_string(a) ? archive_error_string(a) : strerror(e));
+}
+
+int proc_layer_compress(int in_fd, int out_fd, const char *what, struct isola_err **err)
+{
+	struct archive *a = NULL;
+	struct archive_entry *e = NULL;
+	cleanup_free char *buf = malloc(LAYER_BUF);
+	char opt[16];
+	off_t off = 0;
+	int r = 0;
+
+	if (!buf)
+		return isola_err_set(err, ENOMEM, "internal", "compress `%s`: out of memory", what);
+	if (zstd_level <= 0) {
+		for (;;) {
+			ssize_t n = pread(in_fd, buf, LAYER_BUF, off);
+
+			if (n < 0 && errno == EINTR)
+				continue;
+			if (n < 0)
+				return isola_err_sys(err, errno, "internal", "copy to `%s`", what);
+			if (n == 0)
+				return 0;
+			r = util_write_all(out_fd, buf, (size_t)n);
+			if (r < 0)
+				return isola_err_sys(err, -r,
+						     r == -ENOSPC ? "no_space" : "internal",
+						     "write `%s`", what);
+			off += n;
+		}
+	}
+	/* The raw format with a zstd filter: one zstd frame of the tar bytes, which the reader's
+	 * zstd filter undoes in front of its tar reader. */
+	a = archive_write_new();
+	e = archive_entry_new();
+	snprintf(opt, sizeof(opt), "%d", zstd_level);
+	if (!a || !e || archive_write_set_format_raw(a) != ARCHIVE_OK ||
+	    archive_write_add_filter_zstd(a) != ARCHIVE_OK ||
+	    archive_write_set_filter_option(a, "zstd", "compression-level", opt) != ARCHIVE_OK ||
+	    archive_write_set_bytes_per_block(a, 0) != ARCHIVE_OK) {
+		r = isola_err_set(err, ENOTSUP, "internal", "compress `%s`: zstd: %s", what,
+				  a && archive_error_string(a) ? archive_error_string(a)
+							       : "unavailable");
+		goto out;
+	}
+	if (archive_write_open_fd(a, out_fd) != ARCHIVE_OK) {
+		r = compress_err(a, what, err);
+		goto out;
+	}
+	archive_entry_set_pathname(e, "layer.tar");
+	archive_entry_set_filetype(e, AE_IFREG);
+	if (archive_write_header(a, e) != ARCHIVE_OK) {
+		r = compress_err(a, what, err);
+		goto out;
+	}
+	for (;;) {
+		ssize_t n = pread(in_fd, buf, LAYER_BUF, off);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0) {
+			r = isola_err_sys(err, errno, "internal", "compress `%s`: read", what);
+			goto out;
+		}
+		if (n == 0)
+			break;
+		if (archive_write_data(a, buf, (size_t)n) < 0) {
+			r = compress_err(a, what, err);
+			goto out;
+		}
+		off += n;
+	}
+	if (archive_write_close(a) != ARCHIVE_OK)
+		r = compress_err(a, what, err);
+out:
+	if (a)
+		archive_write_free(a);
+	if (e)
+		archive_entry_free(e);
+	return r;
+}
+
 /* ---- reader ---- */
 
 struct lr {
@@ -497,14 +577,15 @@ struct lr {
 	struct isola_err **err; /* where failures go */
 };
 
-/* A failure creating entry l->path: ENOSPC/EDQUOT means the snapshot does not fit. */
+/* A failure creating entry l->path: ENOSPC/EDQUOT (tmpfs size, nr_inodes) or ENOMEM (the
+ * memory cgroup the pages are charged to) means the snapshot does not fit. */
 static int lr_sys(struct lr *l, int e, const char *what)
 {
-	if (e == ENOSPC || e == EDQUOT)
+	if (e == ENOSPC || e == EDQUOT || e == ENOMEM)
 		return isola_err_set(
 			l->err, ENOSPC, "no_space",
-			"restore `%s`: the snapshot does not fit the new sandbox's disk "
-			"or inode limit (at entry `%s`)",
+			"restore `%s`: the snapshot does not fit the new sandbox's disk, "
+			"inode or memory limit (at entry `%s`)",
 			l->what, l->path);
 	return isola_err_set(l->err, e, "internal", "restore `%s`: entry `%s`: %s: %s", l->what,
 			     l->path, what, strerror(e));

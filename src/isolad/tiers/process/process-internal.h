@@ -179,7 +179,7 @@ struct proc_layer_stats {
 
 /*
  * Writes the tree under `upper` (a directory fd on a sandbox's overlay upper dir; its content
- * is hostile) to out_fd as a pax archive (zstd unless disabled), owners shifted from
+ * is hostile) to out_fd as a plain pax archive, owners shifted from
  * [uid_base, uid_base + 65536) to [0, 65536). Never follows a symlink or opens anything but
  * regular files and directories. `what` names the archive in errors. Does not fsync. 0 or
  * -errno with *err: `no_space` when out_fd's filesystem is full, `too_large` for a path over
@@ -198,7 +198,12 @@ int proc_layer_write(int upper, uint32_t uid_base, int out_fd, const char *what,
 int proc_layer_read(int parent, const char *name, uint32_t uid_base, int in_fd, const char *what,
 		    struct isola_err **err);
 
-/* zstd level for proc_layer_write: 1 by default, 0 = uncompressed (tests, measurements). */
+/* Compresses in_fd (read from offset 0: the plain archive) into out_fd as one zstd frame
+ * that proc_layer_read reads like the plain archive. Done after the sandbox is thawed, so
+ * compression never lengthens the pause. 0, or -errno with *err (`no_space` on ENOSPC). */
+int proc_layer_compress(int in_fd, int out_fd, const char *what, struct isola_err **err);
+
+/* zstd level for proc_layer_compress: 1 by default, 0 = a plain copy (tests, measurements). */
 void proc_layer_set_compression(int level);
 
 /* ---- spawn (spawn.c) ---- */

@@ -231,6 +231,71 @@ static void close_fds(int *fds, unsigned n)
 	}
 }
 
+/*
+ * Fills the new writable layer from the archive in a child process that joins the sandbox's
+ * cgroups first: the tmpfs pages it writes are charged to the sandbox (its memory limit), not
+ * to isolad, which would otherwise carry every restored sandbox's files. The child only runs
+ * the archive reader (malloc is fork-safe in glibc) and reports an error through a pipe.
+ */
+static int restore_layer(struct tier_sandbox *s, int tmpfs, int layer_fd, const char *name,
+			 struct isola_err **err)
+{
+	char buf[1200] = "", code[32] = "internal";
+	cleanup_fd int rd = -1;
+	int p[2], st = 0, errnum = EIO, off = 0;
+	size_t n = 0;
+	ssize_t k;
+	pid_t pid;
+
+	if (pipe2(p, O_CLOEXEC) < 0)
+		return isola_err_sys(err, errno, "internal", "restore `%s`: pipe", name);
+	pid = fork();
+	if (pid < 0) {
+		close(p[0]);
+		close(p[1]);
+		return isola_err_sys(err, errno, "internal", "restore `%s`: fork", name);
+	}
+	if (pid == 0) {
+		struct isola_err *e = NULL;
+		int r;
+
+		close(p[0]);
+		r = s->cgo->attach(&s->cg, getpid(), &e);
+		if (r == 0)
+			r = proc_layer_read(tmpfs, PROC_LAYER_UPPER, s->uid_base, layer_fd, name,
+					    &e);
+		if (r < 0)
+			dprintf(p[1], "%s %d %s", e ? e->code : "internal", e ? e->errnum : -r,
+				e ? e->message : "restore failed");
+		_exit(r < 0 ? 1 : 0);
+	}
+	close(p[1]);
+	rd = p[0];
+	while (n < sizeof(buf) - 1 && (k = read(rd, buf + n, sizeof(buf) - 1 - n)) != 0) {
+		if (k < 0 && errno == EINTR)
+			continue;
+		if (k < 0)
+			break;
+		n += (size_t)k;
+	}
+	buf[n] = '\0';
+	while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
+		;
+	if (WIFEXITED(st) && WEXITSTATUS(st) == 0)
+		return 0;
+	if (WIFSIGNALED(st))
+		return isola_err_set(
+			err, ENOSPC, "no_space",
+			"restore `%s`: killed by signal %d while filling the layer (the "
+			"snapshot does not fit the new sandbox's memory limit)",
+			name, WTERMSIG(st));
+	/* Our own child's report: "<code> <errnum> <message>". */
+	if (sscanf(buf, "%31s %d %n", code, &errnum, &off) < 2 || off <= 0)
+		return isola_err_set(err, EIO, "internal", "restore `%s`: the layer reader failed",
+				     name);
+	return isola_err_set(err, errnum > 0 ? errnum : EIO, code, "%s", buf + off);
+}
+
 /* create and restore: layer_fd >= 0 is an archive (named layer_name) that fills the new
  * writable layer before the plan is sent, so no code of the sandbox has run yet. */
 static int create_sandbox(const struct sandbox_spec *spec, int layer_fd, const char *layer_name,
@@ -351,8 +416,7 @@ static int create_sandbox(const struct sandbox_spec *spec, int layer_fd, const c
 	if (layer_fd >= 0) {
 		/* A failure leaves nothing: the tmpfs is a detached mount that goes with its
 		 * fds, the rest unwinds like a failed create. */
-		r = proc_layer_read(fds[2], PROC_LAYER_UPPER, spec->uid_base, layer_fd, layer_name,
-				    err);
+		r = restore_layer(s, fds[2], layer_fd, layer_name, err);
 		if (r < 0) {
 			isola_err_wrap(err, "sandbox `%s`", spec->id);
 			goto err_teardown;
@@ -614,10 +678,10 @@ static int process_resume(struct tier_sandbox *s, struct isola_err **err)
 	return 0;
 }
 
-/* Creates dir/name for writing (new, 0600). fd or -errno with *err. */
+/* Creates dir/name (new, 0600, opened O_RDWR). fd or -errno with *err. */
 static int open_new(int dfd, const char *dir, const char *name, struct isola_err **err)
 {
-	int fd = openat(dfd, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+	int fd = openat(dfd, name, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
 
 	if (fd < 0)
 		return isola_err_sys(err, errno, errno == ENOSPC ? "no_space" : "internal",
@@ -628,8 +692,10 @@ static int open_new(int dfd, const char *dir, const char *name, struct isola_err
 static int process_snapshot(struct tier_sandbox *s, const char *dir, enum tier_persistence *level,
 			    uint64_t *paused_us, struct isola_err **err)
 {
+	static const char tmpname[] = ".layer.tar.tmp";
 	bool was_paused = s->paused;
 	cleanup_fd int dfd = -1;
+	cleanup_fd int tmp = -1;
 	cleanup_fd int out = -1;
 	cleanup_fd int upper = -1;
 	struct timespec t0, t1;
@@ -648,23 +714,26 @@ static int process_snapshot(struct tier_sandbox *s, const char *dir, enum tier_p
 	dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (dfd < 0)
 		return isola_err_sys(err, errno, "internal", "open `%s`", dir);
-	out = open_new(dfd, dir, PROC_LAYER_ARCHIVE, err);
-	if (out < 0)
-		return out;
+	/* The plain archive goes to an unlinked temp file: nothing of it outlives a failure. */
+	tmp = open_new(dfd, dir, tmpname, err);
+	if (tmp < 0)
+		return tmp;
+	unlinkat(dfd, tmpname, 0);
 	/* The tmpfs root holds lower/upper/work/root; only isolad and setup ever saw it. */
 	upper = openat(s->upper_fd, PROC_LAYER_UPPER,
 		       O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (upper < 0)
 		return isola_err_sys(err, errno, "internal",
 				     "snapshot sandbox `%s`: open its upper dir", s->id);
-	/* Frozen while copying: one consistent view, and nothing in the sandbox races the walk. */
+	/* Frozen while copying: one consistent view, and nothing in the sandbox races the
+	 * walk. Only the plain copy happens frozen; compression runs after the thaw. */
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	if (!was_paused) {
 		r = freeze(s, true, err);
 		if (r < 0)
 			return isola_err_wrap(err, "snapshot sandbox `%s`", s->id);
 	}
-	r = proc_layer_write(upper, s->uid_base, out, path, NULL, err);
+	r = proc_layer_write(upper, s->uid_base, tmp, path, NULL, err);
 	if (!was_paused) {
 		t = freeze(s, false, r < 0 ? NULL : err);
 		if (r == 0)
@@ -674,6 +743,10 @@ static int process_snapshot(struct tier_sandbox *s, const char *dir, enum tier_p
 	if (paused_us && !was_paused)
 		*paused_us = (uint64_t)((t1.tv_sec - t0.tv_sec) * 1000000 +
 					(t1.tv_nsec - t0.tv_nsec) / 1000);
+	if (r == 0) {
+		out = open_new(dfd, dir, PROC_LAYER_ARCHIVE, err);
+		r = out < 0 ? out : proc_layer_compress(tmp, out, path, err);
+	}
 	if (r < 0)
 		return isola_err_wrap(err, "snapshot sandbox `%s`", s->id);
 	if (fsync(out) < 0 || fsync(dfd) < 0)
