@@ -425,5 +425,13 @@ enum MHD_Result api_compliance(struct api_req *r);
 enum MHD_Result api_ports_add(struct api_req *r);    /* ports.c */
 enum MHD_Result api_ports_list(struct api_req *r);   /* ports.c */
 enum MHD_Result api_ports_remove(struct api_req *r); /* ports.c */
+enum MHD_Result api_network_get(struct api_req *r);  /* network.c */
+enum MHD_Result api_network_put(struct api_req *r);  /* network.c */
+/* Create's `network`: validated before the sandbox is built (api_network_check), applied
+ * before the client hears of it (api_network_on_create destroys the sandbox on failure). */
+int api_network_check(const json_t *body, struct isola_err **err);
+int api_network_on_create(struct api_req *r, struct sandbox *s, struct isola_err **err);
+/* A sandbox's network counters for stats (new reference), or NULL without a network. */
+json_t *api_network_counters(const char *id);
 
 #endif

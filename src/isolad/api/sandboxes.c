@@ -12,7 +12,7 @@
 
 static const char *const create_fields[] = {
 	"template", "tier",    "cpu",  "memory", "disk",   "pids",
-	"env",	    "workdir", "user", "ttl",	 "labels", "snapshot", NULL,
+	"env",	    "workdir", "user", "ttl",	 "labels", "snapshot", "network", NULL,
 };
 
 /* Fills req from the body. UNTRUSTED: the client's JSON, validated field by field. */
@@ -75,7 +75,7 @@ enum MHD_Result api_sandbox_create(struct api_req *r)
 
 	if (!r->json)
 		r->json = json_object();
-	if (parse_create(r->json, &req, &err) < 0)
+	if (parse_create(r->json, &req, &err) < 0 || api_network_check(r->json, &err) < 0)
 		return api_respond_err(r, err);
 	req.tenant = api_tenant(r);
 	req.retry_after_s = &r->retry_after_s;
@@ -84,6 +84,10 @@ enum MHD_Result api_sandbox_create(struct api_req *r)
 		return api_respond_err(r, err);
 	}
 	api_metrics_create((double)(util_now_ns() - t0) / 1e9, NULL);
+	if (api_network_on_create(r, s, &err) < 0) {
+		sandbox_unref(s);
+		return api_respond_err(r, err);
+	}
 	snprintf(r->audit_target, sizeof(r->audit_target), "%s", sandbox_id(s));
 	api_req_keepalive(r);
 	ret = api_respond_json(r, 201, sandbox_to_json(s));

@@ -92,6 +92,8 @@ static const struct api_route api_routes[] = {
 	ROUTE_JSON("POST", "/v1/sandboxes/{id}/ports", api_ports_add),
 	ROUTE("GET", "/v1/sandboxes/{id}/ports", api_ports_list),
 	ROUTE("DELETE", "/v1/sandboxes/{id}/ports/{port}", api_ports_remove),
+	ROUTE("GET", "/v1/sandboxes/{id}/network", api_network_get),
+	ROUTE_JSON("PUT", "/v1/sandboxes/{id}/network", api_network_put),
 	ROUTE("POST", "/v1/sandboxes/{id}/pause", api_sandbox_pause),
 	ROUTE("POST", "/v1/sandboxes/{id}/resume", api_sandbox_resume),
 	ROUTE("POST", "/v1/sandboxes/{id}/hibernate", api_sandbox_hibernate),

@@ -350,6 +350,20 @@ int core_pool_set(struct core *c, const char *template_name, const char *tier, u
 	return r;
 }
 
+int core_pool_set_flag(struct core *c, const char *flag, struct isola_err **err)
+{
+	char tmpl[64], tier[16], rest[16], *end = NULL;
+	unsigned long n;
+
+	/* UNTRUSTED only as operator input: TEMPLATE:TIER:N with bounded fields. */
+	if (sscanf(flag, "%63[^:]:%15[^:]:%15s", tmpl, tier, rest) != 3 ||
+	    (n = strtoul(rest, &end, 10), *end) || n > POOL_MAX_SIZE)
+		return isola_err_set(err, EINVAL, "invalid",
+				     "--pool `%.64s`: expected TEMPLATE:TIER:N with N <= %d", flag,
+				     POOL_MAX_SIZE);
+	return core_pool_set(c, tmpl, tier, (uint32_t)n, err);
+}
+
 json_t *core_pool_list(struct core *c)
 {
 	struct pool_set *ps = c->pools;
@@ -457,6 +471,7 @@ int pool_claim(struct core *c, struct sandbox *s, const struct sandbox_request *
 	struct pool_set *ps = c->pools;
 	struct core_reservation *res = NULL;
 	cleanup_err struct isola_err *e = NULL;
+	struct agent_conn *conn;
 	struct sandbox *p;
 	struct pool *pl;
 	int r;
@@ -485,17 +500,20 @@ int pool_claim(struct core *c, struct sandbox *s, const struct sandbox_request *
 		pool_untake(c, p);
 		return r;
 	}
-	/* A fresh identity before anyone can reach it (machine id, RNG; hostname = its id). */
-	pthread_mutex_lock(&p->lock);
-	r = core_sandbox_identity(p, &e);
-	pthread_mutex_unlock(&p->lock);
-	if (r < 0) {
-		log_warn("pool: sandbox %s: identity: %s; destroying it", p->id,
-			 e ? e->message : "failed");
+	/* A fresh identity before anyone can reach it (machine id, RNG; hostname = its id).
+	 * A pooled sandbox was created, not cloned, so it is unique already: a tier that
+	 * cannot change an identity part only costs that part's refresh (logged). */
+	if (sandbox_agent(p, &conn, &e) < 0) {
+		/* Dead since the pool thread last looked (or lost across a restart). */
+		log_warn("pool: sandbox %s: %s", p->id, e ? e->message : "agent unreachable");
 		core_release(c, res);
-		pool_destroy_one(c, p, "identity failed");
+		pool_destroy_one(c, p, "agent unreachable");
 		return 0;
 	}
+	pthread_mutex_lock(&p->lock);
+	if (core_sandbox_identity(p, &e) < 0)
+		log_warn("pool: sandbox %s: identity: %s", p->id, e ? e->message : "failed");
+	pthread_mutex_unlock(&p->lock);
 	r = pool_hand_over(c, p, s, err);
 	core_release(c, res);
 	if (r < 0) {

@@ -39,6 +39,9 @@ void pool_stop(struct core *c);
 int core_pool_set(struct core *c, const char *template_name, const char *tier, uint32_t size,
 		  struct isola_err **err);
 
+/* The same from isolad's `--pool TEMPLATE:TIER:N` flag (`invalid` naming a malformed one). */
+int core_pool_set_flag(struct core *c, const char *flag, struct isola_err **err);
+
 /* [{template, tier, size, ready, creating, claims, misses, failures, last_error}] (new
  * reference). Any thread. */
 json_t *core_pool_list(struct core *c);
