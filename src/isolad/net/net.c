@@ -17,6 +17,7 @@
 #include "../../common/util.h"
 #include "dns.h"
 #include "net-internal.h"
+#include "proxy.h"
 
 #define NET_FILE "network.json"
 
@@ -41,6 +42,7 @@ struct net {
 	pthread_mutex_t lock;	  /* protects list and every entry's policy */
 	struct net_sandbox *list; /* attached sandboxes */
 	struct net_dns *dns;	  /* the resolver */
+	struct net_proxy *proxy;  /* the egress proxy (proxy.c) */
 	int proxy_fd;		  /* listening TCP socket for the proxy */
 	uint16_t proxy_port;	  /* its port */
 };
@@ -237,6 +239,36 @@ static void dns_count_cb(void *ud, const char *id, bool refused)
 	pthread_mutex_unlock(&n->lock);
 }
 
+static int proxy_lookup_cb(void *arg, const struct sockaddr *peer, char *id,
+			   struct net_policy **policy, struct net_counters **counters)
+{
+	return net_lookup_peer(arg, peer, id, policy, counters);
+}
+
+static int proxy_resolve_cb(void *arg, const char *name, struct sockaddr_storage *out, size_t max,
+			    size_t *n, struct isola_err **err)
+{
+	return net_dns_resolve(((struct net *)arg)->dns, name, out, max, n, err);
+}
+
+/* The proxy accepts on our listening socket; it resolves through our upstream and finds
+ * sandboxes, policies and counters through net_lookup_peer. */
+static int start_proxy(struct net *n, struct isola_err **err)
+{
+	struct net_proxy_config pc = {
+		.listen_fd = n->proxy_fd,
+		.opens = &n->opens,
+		.lookup = proxy_lookup_cb,
+		.put_counters = net_counters_put,
+		.resolve = proxy_resolve_cb,
+		.arg = n,
+		.max_conns = n->cfg.max_connections,
+		.rate_bytes = n->cfg.rate_bytes,
+	};
+
+	return net_proxy_start(&pc, &n->proxy, err);
+}
+
 int net_start(const struct net_config *cfg, struct net **out, struct isola_err **err)
 {
 	struct net *n = calloc(1, sizeof(*n));
@@ -266,6 +298,9 @@ int net_start(const struct net_config *cfg, struct net **out, struct isola_err *
 	if (r < 0)
 		goto fail;
 	n->proxy_fd = r;
+	r = start_proxy(n, err);
+	if (r < 0)
+		goto fail;
 	r = net_nft_install(n->table, net_dns_port(n->dns), n->proxy_port, err);
 	if (r < 0)
 		goto fail;
@@ -278,6 +313,7 @@ int net_start(const struct net_config *cfg, struct net **out, struct isola_err *
 	*out = n;
 	return 0;
 fail:
+	net_proxy_stop(n->proxy);
 	net_dns_free(n->dns);
 	if (n->proxy_fd >= 0)
 		close(n->proxy_fd);
@@ -293,6 +329,7 @@ void net_stop(struct net *n)
 	if (!n)
 		return;
 	net_cur = NULL;
+	net_proxy_stop(n->proxy);
 	net_dns_free(n->dns);
 	if (n->proxy_fd >= 0)
 		close(n->proxy_fd);
