@@ -416,6 +416,16 @@ static int saved_pidfd(const char *saved, pid_t *pid_out, uint64_t *start_out, c
 		close(pfd);
 		return -ESRCH;
 	}
+	/* A pidfd polls readable once its process has exited: a QEMU killed while isolad was
+	 * down stays a zombie when nobody reaps it, and is as gone as a reaped one. */
+	{
+		struct pollfd pf = {.fd = pfd, .events = POLLIN};
+
+		if (poll(&pf, 1, 0) > 0) {
+			close(pfd);
+			return -ESRCH;
+		}
+	}
 	*pid_out = pid;
 	*start_out = want;
 	return pfd;
