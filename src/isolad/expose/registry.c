@@ -155,7 +155,7 @@ static json_t *exposure_json(struct expose *x, const char *id, const json_t *e, 
 	snprintf(path_url, sizeof(path_url), "http://%s:%d/_isola/%s/%d/", x->host, x->lport, id,
 		 port);
 	return json_pack(
-		"{s:i,s:b,s:s,s:s,s:s?,s:O,s:{s:i,s:I,s:I,s:I,s:I}}", "port", port, "public", pub,
+		"{s:i,s:b,s:s,s:s,s:s*,s:O,s:{s:i,s:I,s:I,s:I,s:I}}", "port", port, "public", pub,
 		"url", url, "path_url", path_url, "token", pub ? NULL : token, "created_at",
 		json_object_get(e, "created_at"), "connections", "active", st ? (int)st->active : 0,
 		"total", (json_int_t)(st ? st->total : 0), "refused",
