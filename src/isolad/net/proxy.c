@@ -13,6 +13,7 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include "../../common/log.h"
@@ -31,6 +32,9 @@
 #define MAX_EVENTS	 128
 #define TIMER_PERIOD_NS	 1000000000ull /* timers are swept at least this often */
 #define BUCKET_MIN_CHUNK 4096	       /* a throttled direction waits for this many tokens */
+#define LOG_BURST	 200	       /* decision log lines a sandbox may cause at once... */
+#define LOG_RATE	 50 /* ...and per second after that (a flood must not fill disks) */
+#define ACCEPT_PAUSE_NS	 100000000ull /* out of fds: stop accepting this long */
 
 enum conn_state {
 	ST_HEAD,       /* reading the first bytes */
@@ -59,11 +63,14 @@ struct dir {
  * Loop thread only. Kept after the last connection until its buckets would be full again, so
  * closing and reopening connections does not refill them. */
 struct sbx {
-	struct sbx *next; /* list */
-	char id[64];	  /* sandbox id */
-	uint32_t conns;	  /* connections of this sandbox open now */
-	double tokens[2]; /* bytes available per direction */
-	uint64_t last_ns; /* last refill */
+	struct sbx *next;     /* list */
+	char id[64];	      /* sandbox id */
+	uint32_t conns;	      /* connections of this sandbox open now */
+	double tokens[2];     /* bytes available per direction */
+	uint64_t last_ns;     /* last refill */
+	double log_tokens;    /* decision log lines available */
+	uint64_t log_ns;      /* last log refill */
+	uint64_t log_dropped; /* decisions not logged since the last line */
 };
 
 struct conn {
@@ -105,20 +112,22 @@ struct job {
 };
 
 struct net_proxy {
-	struct net_proxy_config cfg; /* copy, defaults applied */
-	int lfd;		     /* listening socket */
-	bool own_lfd;		     /* we bound it */
-	uint16_t port;		     /* its port */
-	int epfd;		     /* the loop's epoll */
-	int wakefd;		     /* eventfd: stop, or resolver jobs done */
-	struct tag ltag, wtag;	     /* epoll data of lfd and wakefd */
-	pthread_t loop;		     /* the epoll thread */
-	atomic_bool stop;	     /* set by net_proxy_stop */
-	struct conn *conns;	     /* every connection (loop thread) */
-	struct conn *graveyard;	     /* dead, to free after the batch (loop thread) */
-	uint32_t nconns;	     /* open connections */
-	struct sbx *sbxs;	     /* per-sandbox state (loop thread) */
-	uint64_t next_timer_ns;	     /* when the timer sweep must run next */
+	struct net_proxy_config cfg;  /* copy, defaults applied */
+	int lfd;		      /* listening socket */
+	bool own_lfd;		      /* we bound it */
+	uint16_t port;		      /* its port */
+	int epfd;		      /* the loop's epoll */
+	int wakefd;		      /* eventfd: stop, or resolver jobs done */
+	struct tag ltag, wtag;	      /* epoll data of lfd and wakefd */
+	pthread_t loop;		      /* the epoll thread */
+	atomic_bool stop;	      /* set by net_proxy_stop */
+	struct conn *conns;	      /* every connection (loop thread) */
+	struct conn *graveyard;	      /* dead, to free after the batch (loop thread) */
+	uint32_t nconns;	      /* open connections */
+	struct sbx *sbxs;	      /* per-sandbox state (loop thread) */
+	uint64_t next_timer_ns;	      /* when the timer sweep must run next */
+	uint64_t accept_paused_until; /* out of fds: the listener is out of the epoll set */
+	struct sbx nobody;	      /* log bucket for peers that are no sandbox */
 
 	pthread_mutex_t qlock;	 /* protects the two queues and wstop */
 	pthread_cond_t qcond;	 /* work queued or stop */
@@ -230,7 +239,8 @@ static struct sbx *sbx_get(struct net_proxy *p, const char *id)
 		return NULL;
 	snprintf(s->id, sizeof(s->id), "%s", id);
 	s->tokens[0] = s->tokens[1] = bucket_burst(p);
-	s->last_ns = util_now_ns();
+	s->last_ns = s->log_ns = util_now_ns();
+	s->log_tokens = LOG_BURST;
 	s->next = p->sbxs;
 	p->sbxs = s;
 	return s;
@@ -246,8 +256,13 @@ static void sbx_sweep(struct net_proxy *p, uint64_t now)
 
 		if (s->conns == 0) {
 			bucket_refill(p, s, now);
-			if (!p->cfg.rate_bytes ||
-			    (s->tokens[0] >= bucket_burst(p) && s->tokens[1] >= bucket_burst(p))) {
+			bool log_full =
+				s->log_tokens + (double)(now - s->log_ns) / 1e9 * LOG_RATE >=
+				LOG_BURST;
+
+			if (log_full && !s->log_dropped &&
+			    (!p->cfg.rate_bytes || (s->tokens[0] >= bucket_burst(p) &&
+						    s->tokens[1] >= bucket_burst(p)))) {
 				*pp = s->next;
 				free(s);
 				continue;
@@ -325,11 +340,35 @@ static void graveyard_empty(struct net_proxy *p)
 
 /* ---- decisions ---------------------------------------------------------------------------- */
 
-static void log_decision(const struct conn *c, const struct net_addr *a, const char *verdict,
+/* One decision log line may be written for s (token bucket); says how many were dropped. */
+static bool log_allowed(struct sbx *s)
+{
+	uint64_t now = util_now_ns();
+
+	s->log_tokens += (double)(now - s->log_ns) / 1e9 * LOG_RATE;
+	if (s->log_tokens > LOG_BURST)
+		s->log_tokens = LOG_BURST;
+	s->log_ns = now;
+	if (s->log_tokens < 1) {
+		s->log_dropped++;
+		return false;
+	}
+	s->log_tokens -= 1;
+	if (s->log_dropped) {
+		log_warn("egress: sandbox=%s: %llu decisions not logged (more than %d/s)",
+			 s->id[0] ? s->id : "-", (unsigned long long)s->log_dropped, LOG_RATE);
+		s->log_dropped = 0;
+	}
+	return true;
+}
+
+static void log_decision(struct conn *c, const struct net_addr *a, const char *verdict,
 			 const char *reason)
 {
 	char as[INET6_ADDRSTRLEN];
 
+	if (!log_allowed(c->sbx ? c->sbx : &c->p->nobody))
+		return;
 	addr_str(a ? a : &c->dst, as, sizeof(as));
 	log_info("egress %s: sandbox=%s name=%s addr=%s port=%u reason=%s", verdict,
 		 c->id[0] ? c->id : "-", c->head.name[0] ? c->head.name : "-", as, c->port, reason);
@@ -496,9 +535,10 @@ static void resolve_done(struct job *j)
 			char as[INET6_ADDRSTRLEN];
 
 			addr_str(&a, as, sizeof(as));
-			log_warn(
-				"egress: sandbox=%s name=%s resolved to always-denied %s (skipped)",
-				c->id, c->name, as);
+			if (log_allowed(c->sbx ? c->sbx : &c->p->nobody))
+				log_warn("egress: sandbox=%s name=%s resolved to always-denied %s "
+					 "(skipped)",
+					 c->id, c->name, as);
 			always++;
 		} else if (net_policy_denies_addr(c->policy, &a, c->port)) {
 			ruled++;
@@ -857,7 +897,8 @@ static void accept_one(struct net_proxy *p, int fd)
 		c->id[0] = '\0';
 		c->policy = NULL;
 		c->counters = NULL;
-		log_warn("egress: connection from %s, which is no sandbox", ps);
+		if (log_allowed(&p->nobody))
+			log_warn("egress: connection from %s, which is no sandbox", ps);
 		conn_deny(c, NET_PROXY_DENY_UNKNOWN, "unknown_peer");
 		return;
 	}
@@ -900,8 +941,18 @@ static void accept_batch(struct net_proxy *p)
 		int fd = accept4(p->lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
 
 		if (fd < 0) {
-			if (errno != EAGAIN && errno != EINTR && errno != ECONNABORTED)
-				log_warn("net proxy: accept: %s", strerror(errno));
+			if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS ||
+			    errno == ENOMEM) {
+				/* The pending connection stays queued and the listener stays
+				 * readable: without a pause the loop would spin on it. */
+				log_warn("egress proxy: accept: %s; pausing accepts for 100 ms",
+					 strerror(errno));
+				epoll_ctl(p->epfd, EPOLL_CTL_DEL, p->lfd, NULL);
+				p->accept_paused_until = util_now_ns() + ACCEPT_PAUSE_NS;
+				timer_at(p, p->accept_paused_until);
+			} else if (errno != EAGAIN && errno != EINTR && errno != ECONNABORTED) {
+				log_warn("egress proxy: accept: %s", strerror(errno));
+			}
 			return;
 		}
 		accept_one(p, fd);
@@ -916,6 +967,13 @@ static void timers_run(struct net_proxy *p, uint64_t now)
 	struct conn *c, *next;
 
 	p->next_timer_ns = now + TIMER_PERIOD_NS;
+	if (p->accept_paused_until && now >= p->accept_paused_until) {
+		struct epoll_event ev = {.events = EPOLLIN, .data.ptr = &p->ltag};
+
+		p->accept_paused_until = 0;
+		epoll_ctl(p->epfd, EPOLL_CTL_ADD, p->lfd, &ev);
+	}
+	timer_at(p, p->accept_paused_until);
 	for (c = p->conns; c; c = next) {
 		next = c->next;
 		if (c->st == ST_HEAD && c->deadline_ns && now >= c->deadline_ns) {
@@ -1057,6 +1115,38 @@ static int open_listener(struct net_proxy *p, struct isola_err **err)
 	return 0;
 }
 
+/*
+ * Each proxied connection holds two fds. Raises the process's soft RLIMIT_NOFILE to the hard
+ * limit (isolad is the process; its sandboxes set their own), and keeps max_conns_total within
+ * what is left, so accept() does not run out of fds first.
+ */
+static void fit_fd_limit(struct net_proxy *p)
+{
+	struct rlimit rl;
+	rlim_t room;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl) < 0)
+		return;
+	if (rl.rlim_cur < rl.rlim_max) {
+		rlim_t want = rl.rlim_max > (1u << 20) ? (1u << 20) : rl.rlim_max;
+
+		if (want > rl.rlim_cur) {
+			struct rlimit nl = {.rlim_cur = want, .rlim_max = rl.rlim_max};
+
+			if (setrlimit(RLIMIT_NOFILE, &nl) == 0)
+				rl.rlim_cur = want;
+		}
+	}
+	room = rl.rlim_cur > 1024 ? (rl.rlim_cur - 512) / 2 : 256;
+	if (p->cfg.max_conns_total > room) {
+		log_warn("egress proxy: %u connections need more fds than RLIMIT_NOFILE %llu "
+			 "allows; limited to %llu",
+			 p->cfg.max_conns_total, (unsigned long long)rl.rlim_cur,
+			 (unsigned long long)room);
+		p->cfg.max_conns_total = (uint32_t)room;
+	}
+}
+
 int net_proxy_start(const struct net_proxy_config *cfg, struct net_proxy **out,
 		    struct isola_err **err)
 {
@@ -1073,6 +1163,8 @@ int net_proxy_start(const struct net_proxy_config *cfg, struct net_proxy **out,
 		return isola_err_set(err, ENOMEM, "internal", "egress proxy: out of memory");
 	p->cfg = *cfg;
 	p->lfd = p->epfd = p->wakefd = -1;
+	p->nobody.log_tokens = LOG_BURST;
+	p->nobody.log_ns = util_now_ns();
 	pthread_mutex_init(&p->qlock, NULL);
 	pthread_cond_init(&p->qcond, NULL);
 	if (!p->cfg.max_conns_total)
@@ -1088,6 +1180,7 @@ int net_proxy_start(const struct net_proxy_config *cfg, struct net_proxy **out,
 	if (!p->cfg.resolver_threads)
 		p->cfg.resolver_threads = 2;
 
+	fit_fd_limit(p);
 	r = open_listener(p, err);
 	if (r < 0)
 		goto fail;

@@ -340,21 +340,24 @@ static ssize_t read_for(int fd, char *buf, size_t n, int timeout_ms, int *err)
 	return (ssize_t)got;
 }
 
-/* True if the proxy reset the connection (a denial), judged by what the client reads. */
+static int last_send_errno; /* of the last send_str() */
+
+static void send_str(int fd, const char *s)
+{
+	last_send_errno = send(fd, s, strlen(s), MSG_NOSIGNAL) < 0 ? errno : 0;
+}
+
+/* True if the proxy reset the connection (a denial), judged by what the client reads: a reset,
+ * or, when the reset came before our last send (which then consumed it), EOF after that send
+ * failed with ECONNRESET/EPIPE. Not a byte comes back either way. */
 static bool was_reset(int fd)
 {
 	char b[64];
 	int e;
-	ssize_t n = read_for(fd, b, sizeof(b), 3000, &e);
+	ssize_t n = read_for(fd, b, sizeof(b), 5000, &e);
 
-	return n == 0 && e == ECONNRESET;
-}
-
-static void send_str(int fd, const char *s)
-{
-	if (send(fd, s, strlen(s), MSG_NOSIGNAL) < 0) {
-		/* a reset already arrived: the caller checks was_reset() */
-	}
+	return n == 0 && (e == ECONNRESET ||
+			  (e == 0 && (last_send_errno == ECONNRESET || last_send_errno == EPIPE)));
 }
 
 static char *http_get(const char *host)
