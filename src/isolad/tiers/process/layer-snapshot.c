@@ -96,7 +96,8 @@ static int lw_xattrs(struct lw *w, int fd, const char *path)
 	if (n < 0 && (errno == ENOTSUP || errno == ENODATA))
 		return 0;
 	if (n < 0)
-		return isola_err_sys(w->err, errno, errno == E2BIG ? "too_large" : "internal",
+		return isola_err_sys(w->err, errno,
+				     errno == E2BIG || errno == ERANGE ? "too_large" : "internal",
 				     "snapshot entry `%s`: list xattrs", path);
 	names = malloc((size_t)n + 1);
 	if (!names)
@@ -113,7 +114,8 @@ static int lw_xattrs(struct lw *w, int fd, const char *path)
 			continue; /* removed meanwhile */
 		if (v < 0)
 			return isola_err_sys(w->err, errno,
-					     errno == E2BIG ? "too_large" : "internal",
+					     errno == E2BIG || errno == ERANGE ? "too_large"
+									       : "internal",
 					     "snapshot entry `%s`: xattr `%s`", path, k);
 		archive_entry_xattr_add_entry(w->e, k, w->xbuf, (size_t)v);
 	}
@@ -314,7 +316,8 @@ static int lw_entry(struct lw *w, int dfd, const char *name, const char *path, j
 		r = lw_xattrs(w, fd, path);
 		if (r == 0)
 			r = lw_header(w, path);
-		if (r == 0 && json_array_append_new(todo, json_string(path)) < 0)
+		if (r == 0 && json_array_append_new(
+				      todo, json_pack("[s,I]", path, (json_int_t)st.st_ino)) < 0)
 			r = isola_err_set(w->err, ENOMEM, "internal", "snapshot: out of memory");
 		return r;
 	}
@@ -352,11 +355,13 @@ static int lw_entry(struct lw *w, int dfd, const char *name, const char *path, j
 	}
 }
 
-/* Lists directory rel (already archived) and archives its entries. */
-static int lw_dir(struct lw *w, const char *rel, json_t *todo)
+/* Lists directory rel (already archived as inode ino; 0 = the root) and archives its
+ * entries. */
+static int lw_dir(struct lw *w, const char *rel, uint64_t ino, json_t *todo)
 {
 	char path[PATH_MAX];
 	struct dirent *de;
+	struct stat st;
 	DIR *d;
 	int pfd, fd, r = 0;
 
@@ -370,6 +375,13 @@ static int lw_dir(struct lw *w, const char *rel, json_t *todo)
 	close(pfd);
 	if (fd < 0)
 		return isola_err_sys(w->err, errno, "internal", "snapshot entry `%s`: open", rel);
+	/* The lookup resolves symlinks inside the upper dir: a directory swapped for a link
+	 * since it was listed would list another one (inside, but not this entry). */
+	if (ino && (fstat(fd, &st) < 0 || st.st_ino != ino)) {
+		close(fd);
+		w->st->skipped++;
+		return 0;
+	}
 	d = fdopendir(fd);
 	if (!d) {
 		close(fd);
@@ -440,18 +452,20 @@ int proc_layer_write(int upper, uint32_t uid_base, int out_fd, const char *what,
 	if (r == 0)
 		r = lw_header(&w, ".");
 	if (r == 0)
-		r = lw_dir(&w, "", todo);
+		r = lw_dir(&w, "", 0, todo);
 	/* Depth-first from an explicit stack: a deep tree costs heap, not C stack or fds. */
 	while (r == 0 && json_array_size(todo)) {
 		size_t last = json_array_size(todo) - 1;
-		cleanup_free char *rel = strdup(json_string_value(json_array_get(todo, last)));
+		json_t *top = json_array_get(todo, last);
+		cleanup_free char *rel = strdup(json_string_value(json_array_get(top, 0)));
+		uint64_t ino = (uint64_t)json_integer_value(json_array_get(top, 1));
 
 		json_array_remove(todo, last);
 		if (!rel) {
 			r = isola_err_set(err, ENOMEM, "internal", "snapshot: out of memory");
 			break;
 		}
-		r = lw_dir(&w, rel, todo);
+		r = lw_dir(&w, rel, ino, todo);
 	}
 	/* The root entry again marks the end: the reader refuses an archive without it, so
 	 * a truncation at an entry boundary is caught even without compression. */
@@ -494,7 +508,8 @@ int proc_layer_compress(int in_fd, int out_fd, const char *what, struct isola_er
 
 	if (!buf)
 		return isola_err_set(err, ENOMEM, "internal", "compress `%s`: out of memory", what);
-	if (zstd_level <= 0) {
+	if (zstd_level <= 0 || archive_libzstd_version() == NULL) {
+		/* No zstd in this libarchive: the plain archive, which the reader takes too. */
 		for (;;) {
 			ssize_t n = pread(in_fd, buf, LAYER_BUF, off);
 
