@@ -1,0 +1,258 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Warm pools (docs/persistence.md "Warm pools"): `--pool TEMPLATE:TIER:N` and
+PUT /v1/pools keep N ready sandboxes; a matching create claims one (the tenant's env, labels,
+TTL), the pool refills in the background, a non-matching create is cold, pooled sandboxes are
+nobody's until claimed, and pools survive isolad restarts. Judged on the host: the state
+dir's sandbox directories and the sandboxes' processes, not only GET /v1/pools."""
+
+import json
+import os
+import shutil
+import subprocess
+import time
+
+import pytest
+
+import isola_client as ic
+from tenancy_util import ROOT_CONFTEST, Tenant
+
+CLI, Isolad = ROOT_CONFTEST.CLI, ROOT_CONFTEST.Isolad
+
+SIZE = 3
+FILL_TIMEOUT = 90
+
+
+@pytest.fixture(scope="module")
+def own():
+    d = Isolad(extra_args=["--pool", f"host:process:{SIZE}"])
+    yield d
+    if d.alive():
+        d.destroy_all_sandboxes()
+        d.client().request("PUT", "/v1/pools/host/process", json={"size": 0})
+        ic.wait_for(lambda: not pooled_ids(d), 60, what="pool drained")
+        d.stop()
+    shutil.rmtree(d.state_dir, ignore_errors=True)
+
+
+def pool(d, template="host", tier="process"):
+    r = d.client().request("GET", "/v1/pools")
+    assert r.status == 200, r
+    for p in r.json()["pools"]:
+        if (p["template"], p["tier"]) == (template, tier):
+            return p
+    return None
+
+
+def on_disk(d):
+    """Sandbox ids with a state directory (what isolad keeps on the host)."""
+    try:
+        return set(os.listdir(os.path.join(d.state_dir, "sandboxes")))
+    except FileNotFoundError:
+        return set()
+
+
+def listed(d):
+    return {sb["id"] for sb in d.client().list_sandboxes()}
+
+
+def pooled_ids(d):
+    """Sandboxes that exist on the host but in nobody's listing: the pooled ones."""
+    return on_disk(d) - listed(d)
+
+
+def wait_ready(d, n, timeout=FILL_TIMEOUT):
+    def ok():
+        p = pool(d)
+        live = [s for s in pooled_ids(d) if ic.sandbox_host_pids(s)]
+        return p and p["ready"] == n and len(live) == n and p["creating"] == 0
+    ic.wait_for(ok, timeout, interval=0.25, what=f"pool to hold {n} ready (now {pool(d)})")
+    return pooled_ids(d)
+
+
+def create(c, **fields):
+    t0 = time.monotonic()
+    sb = c.create_sandbox(**fields)
+    return sb, time.monotonic() - t0
+
+
+def test_pool_fills_and_is_invisible(own):
+    ids = wait_ready(own, SIZE)
+    assert len(ids) == SIZE
+    for sid in ids:
+        assert ic.sandbox_host_pids(sid), f"pooled {sid} has no processes"
+        r = own.client().request("GET", f"/v1/sandboxes/{sid}")
+        assert r.status == 404, r  # nobody's: not even the operator reaches it
+        r = own.client().request("DELETE", f"/v1/sandboxes/{sid}")
+        assert r.status == 404, r
+    p = pool(own)
+    assert (p["size"], p["ready"]) == (SIZE, SIZE), p
+    # Not in the metrics' sandbox count either (no other sandbox exists here).
+    m = own.client().request("GET", "/metrics").text
+    running = [ln for ln in m.splitlines()
+               if ln.startswith('isola_sandboxes{state="running",tier="process"}')]
+    assert all(ln.endswith(" 0") for ln in running), running
+
+
+def test_claims_then_cold_then_refill(own):
+    c = own.client()
+    before = wait_ready(own, SIZE)
+    base = pool(own)
+    made = []
+    try:
+        for i in range(SIZE):
+            sb, _ = create(c, env={"WHO": f"claim{i}"}, labels={"n": str(i)}, ttl=600)
+            made.append(sb)
+            assert sb["pooled"] is True, sb
+            assert sb["id"] in before, "a claim must hand over a pooled sandbox"
+            assert sb["labels"] == {"n": str(i)} and sb["tenant"] == "default"
+            assert sb["expires_at"] and sb["expires_at"] - time.time() > 500
+        cold, _ = create(c)
+        made.append(cold)
+        assert cold["pooled"] is False and cold["id"] not in before
+        p = pool(own)
+        assert p["claims"] - base["claims"] == SIZE, p
+        assert p["misses"] - base["misses"] >= 1, p
+        # The tenant's settings reach the sandbox (read inside it).
+        for i, sb in enumerate(made[:SIZE]):
+            assert c.sh(sb["id"], "echo $WHO") == f"claim{i}\n"
+            assert sb["id"] in listed(own)
+        # Refill: SIZE new pooled sandboxes, none of them the claimed ones.
+        after = wait_ready(own, SIZE)
+        assert not (after & {sb["id"] for sb in made})
+    finally:
+        for sb in made:
+            c.delete_sandbox(sb["id"])
+
+
+def test_claims_have_distinct_hostnames(own):
+    c = own.client()
+    wait_ready(own, SIZE)
+    a, _ = create(c)
+    b, _ = create(c)
+    try:
+        assert a["pooled"] and b["pooled"]
+        ha, hb = c.sh(a["id"], "hostname"), c.sh(b["id"], "hostname")
+        assert ha != hb and ha.strip() == a["id"], (ha, hb)
+    finally:
+        c.delete_sandbox(a["id"])
+        c.delete_sandbox(b["id"])
+
+
+def test_claims_have_distinct_machine_ids(own):
+    """The claim refreshes the identity (core's agent `identity` op): two claims must not
+    share /etc/machine-id."""
+    c = own.client()
+    wait_ready(own, SIZE)
+    a, _ = create(c)
+    b, _ = create(c)
+    try:
+        assert a["pooled"] and b["pooled"]
+        ma = c.sh(a["id"], "cat /etc/machine-id 2>/dev/null || true")
+        mb = c.sh(b["id"], "cat /etc/machine-id 2>/dev/null || true")
+        if not ma.strip() and not mb.strip():
+            pytest.skip("the template has no /etc/machine-id to compare")
+        assert ma != mb, (ma, mb)
+    finally:
+        c.delete_sandbox(a["id"])
+        c.delete_sandbox(b["id"])
+
+
+def test_non_matching_request_is_cold(own):
+    c = own.client()
+    before = wait_ready(own, SIZE)
+    base = pool(own)
+    sb, _ = create(c, memory="300M")
+    try:
+        assert sb["pooled"] is False and sb["id"] not in before
+        assert pooled_ids(own) == before  # the pool was not touched
+        assert pool(own)["claims"] == base["claims"]
+    finally:
+        c.delete_sandbox(sb["id"])
+
+
+def test_tenant_claim_quota_and_operator_only(own):
+    t = Tenant(own, max_sandboxes=1)
+    try:
+        wait_ready(own, SIZE)
+        r = t.client.request("GET", "/v1/pools")
+        assert r.status == 403, r
+        r = t.client.request("PUT", "/v1/pools/host/process", json={"size": 9})
+        assert r.status == 403, r
+        assert t.client.list_sandboxes() == []
+        sb = t.client.create_sandbox(labels={"mine": "yes"})
+        assert sb["pooled"] is True and sb["tenant"] == t.name, sb
+        assert [s["id"] for s in t.client.list_sandboxes()] == [sb["id"]]
+        # The tenant's quota applies to claims like to any create.
+        r = t.client.request("POST", "/v1/sandboxes", json={})
+        assert r.status == 403 and r.error_code == "quota_exceeded", r
+        assert len(pooled_ids(own)) >= SIZE - 1
+    finally:
+        t.cleanup()
+
+
+def test_claim_is_audited_as_create(own):
+    c = own.client()
+    wait_ready(own, SIZE)
+    sb, _ = create(c)
+    c.delete_sandbox(sb["id"])
+    cp = subprocess.run([str(CLI), "--socket", own.socket, "audit", "export"],
+                        stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=60)
+    assert cp.returncode == 0, cp
+    recs = [json.loads(line) for line in cp.stdout.decode().splitlines()]
+    assert any(r.get("action") == "POST /v1/sandboxes" and r.get("target") == sb["id"] and
+               r.get("outcome") == "ok" for r in recs), recs[-5:]
+
+
+def test_put_resizes_and_validates(own):
+    c = own.client()
+    wait_ready(own, SIZE)
+    for path, body in (("/v1/pools/host/process", {"size": -1}),
+                       ("/v1/pools/host/process", {"size": 100000}),
+                       ("/v1/pools/host/teleport", {"size": 1}),
+                       ("/v1/pools/host/process", {"sise": 1})):
+        r = c.request("PUT", path, json=body)
+        assert r.status == 400, (path, body, r)
+    r = c.request("PUT", "/v1/pools/no-such-template/process", json={"size": 1})
+    assert r.status == 404, r
+    r = c.request("PUT", "/v1/pools/host/process", json={"size": 1})
+    assert r.status == 200 and r.json()["size"] == 1, r
+    ids = wait_ready(own, 1)
+    assert len(ids) == 1
+    r = c.request("PUT", "/v1/pools/host/process", json={"size": SIZE})
+    assert r.status == 200, r
+    wait_ready(own, SIZE)
+
+
+def test_pool_survives_restarts(own):
+    before = wait_ready(own, SIZE)
+    own.restart()
+    # Re-attached and kept: the same sandboxes, nothing recreated.
+    assert wait_ready(own, SIZE) == before
+    own.restart(kill9=True)
+    assert wait_ready(own, SIZE) == before
+    sb, _ = create(own.client())
+    assert sb["pooled"] and sb["id"] in before
+    own.client().delete_sandbox(sb["id"])
+
+
+def test_pool_size_is_stored(own):
+    """A size set through the API outlives a restart without the flag; size 0 drains."""
+    c = own.client()
+    r = c.request("PUT", "/v1/pools/host/process", json={"size": 2})
+    assert r.status == 200, r
+    wait_ready(own, 2)
+    flags = own.extra_args
+    own.extra_args = []
+    try:
+        own.restart()
+        p = pool(own)
+        assert p and p["size"] == 2, p
+        wait_ready(own, 2)
+        r = own.client().request("PUT", "/v1/pools/host/process", json={"size": 0})
+        assert r.status == 200, r
+        ic.wait_for(lambda: not pooled_ids(own), 60, what="pool drained")
+        assert pool(own) is None
+        assert not any(ic.sandbox_host_pids(s) for s in on_disk(own) - listed(own))
+    finally:
+        own.extra_args = flags
+        own.restart()
