@@ -15,6 +15,7 @@
 #include "../common/log.h"
 #include "api/api.h"
 #include "core/core.h"
+#include "core/pool.h"
 #include "expose/expose.h"
 #include "net/net.h"
 #include "tiers/process/process.h"
@@ -32,7 +33,7 @@ static void usage(FILE *f)
 		   "              [--memory-overcommit X] [--accel auto|kvm|tcg]\n"
 		   "              [--snapshot-dir DIR]\n"
 		   "              [--expose-listen HOST:PORT] [--expose-domain DOMAIN]\n"
-		   "              [--expose-max-conns N]\n" NET_USAGE);
+		   "              [--expose-max-conns N] [--pool TEMPLATE:TIER:N]...\n" NET_USAGE);
 }
 
 /* Finds the static agent: flag, $ISOLA_AGENT, next to isolad, the build tree, libexec. */
@@ -84,6 +85,7 @@ int main(int argc, char **argv)
 		{"expose-listen", required_argument, NULL, 1101},
 		{"expose-domain", required_argument, NULL, 1102},
 		{"expose-max-conns", required_argument, NULL, 1103},
+		{"pool", required_argument, NULL, 1301},
 		NET_LONG_OPTIONS(1200),
 		{NULL, 0, NULL, 0},
 	};
@@ -98,6 +100,8 @@ int main(int argc, char **argv)
 	struct expose *expose = NULL;
 	struct net_config ncfg;
 	struct net *net = NULL;
+	const char *pool_flags[POOL_MAX_POOLS]; /* --pool, applied once the core runs */
+	int n_pools = 0;
 	sigset_t set;
 	int c, sig;
 
@@ -172,6 +176,14 @@ int main(int argc, char **argv)
 				cfg.memory_overcommit = v;
 			break;
 		}
+		case 1301: /* --pool TEMPLATE:TIER:N, repeatable (docs/persistence.md) */
+			if (n_pools >= POOL_MAX_POOLS) {
+				fprintf(stderr, "isolad: at most %d --pool flags\n",
+					POOL_MAX_POOLS);
+				return 2;
+			}
+			pool_flags[n_pools++] = optarg;
+			break;
 		case 1006:
 			if (tier_microvm_set_accel(optarg) < 0) {
 				fprintf(stderr, "isolad: --accel `%s` is not one of auto|kvm|tcg\n",
@@ -257,6 +269,14 @@ int main(int argc, char **argv)
 		log_error("start: %s", err->message);
 		net_stop(net);
 		return 1;
+	}
+	for (int i = 0; i < n_pools; i++) {
+		if (core_pool_set_flag(core, pool_flags[i], &err) < 0) {
+			log_error("start: %s", err->message);
+			core_free(core);
+			net_stop(net);
+			return 2;
+		}
 	}
 	if (api_server_start(core, &api, &srv, &err) < 0) {
 		log_error("start API: %s", err->message);

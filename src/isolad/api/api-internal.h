@@ -433,5 +433,11 @@ int api_network_check(const json_t *body, struct isola_err **err);
 int api_network_on_create(struct api_req *r, struct sandbox *s, struct isola_err **err);
 /* A sandbox's network counters for stats (new reference), or NULL without a network. */
 json_t *api_network_counters(const char *id);
+enum MHD_Result api_sandbox_lifecycle(struct api_req *r); /* lifecycle.c */
+enum MHD_Result api_pool_list(struct api_req *r);	  /* pools.c */
+enum MHD_Result api_pool_set(struct api_req *r);	  /* pools.c */
+struct sandbox_request;
+/* Fills on_timeout, idle_timeout_s and auto_resume of a create request (lifecycle.c). */
+int api_lifecycle_parse(const json_t *b, struct sandbox_request *req, struct isola_err **err);
 
 #endif

@@ -11,8 +11,9 @@
 #include "../core/core.h"
 
 static const char *const create_fields[] = {
-	"template", "tier",    "cpu",  "memory", "disk",   "pids",
-	"env",	    "workdir", "user", "ttl",	 "labels", "snapshot", "network", NULL,
+	"template",	"tier",	       "cpu",	   "memory",  "disk",	"pids",
+	"env",		"workdir",     "user",	   "ttl",     "labels", "on_timeout",
+	"idle_timeout", "auto_resume", "snapshot", "network", NULL,
 };
 
 /* Fills req from the body. UNTRUSTED: the client's JSON, validated field by field. */
@@ -34,7 +35,8 @@ static int parse_create(const json_t *b, struct sandbox_request *req, struct iso
 	    api_json_str_map(b, "labels", false, &req->labels, err) < 0 ||
 	    api_json_str(b, "workdir", API_MAX_PATH, &req->workdir, err) < 0 ||
 	    api_json_str(b, "user", 64, &req->user, err) < 0 ||
-	    api_json_str(b, "snapshot", 63, &snap, err) < 0)
+	    api_json_str(b, "snapshot", 63, &snap, err) < 0 ||
+	    api_lifecycle_parse(b, req, err) < 0) /* on_timeout, idle_timeout, auto_resume */
 		return -EINVAL;
 	if (snap) { /* restore from the tenant's named snapshot (core/snapshots.c) */
 		if (!api_valid_template_name(snap))

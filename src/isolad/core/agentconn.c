@@ -368,6 +368,17 @@ bool agent_conn_is_alive(struct agent_conn *c)
 	return a;
 }
 
+size_t agent_conn_channels(struct agent_conn *c)
+{
+	size_t n = 0;
+
+	pthread_mutex_lock(&c->lock);
+	for (struct agent_chan *ch = c->chans; ch; ch = ch->next)
+		n += !ch->ended;
+	pthread_mutex_unlock(&c->lock);
+	return n;
+}
+
 const json_t *agent_conn_hello(struct agent_conn *c)
 {
 	return c->hello;

@@ -45,6 +45,9 @@ void agent_conn_free(struct agent_conn *c);
 /* False once the stream has failed or the agent closed it. */
 bool agent_conn_is_alive(struct agent_conn *c);
 
+/* Channels open and not yet ended (streams, calls in flight): idle detection (lifecycle.c). */
+size_t agent_conn_channels(struct agent_conn *c);
+
 /* The agent's HELLO payload (borrowed, valid for the connection's life). */
 const json_t *agent_conn_hello(struct agent_conn *c);
 

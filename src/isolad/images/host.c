@@ -190,8 +190,10 @@ static int populate(int rfd, struct template_info *t)
 		r = put(rfd, "etc/hosts", etc_hosts, sizeof(etc_hosts) - 1);
 	if (r == 0)
 		r = put(rfd, "etc/nsswitch.conf", etc_nsswitch, sizeof(etc_nsswitch) - 1);
-	if (r == 0) /* empty until the sandbox network and isola's resolver exist */
-		r = put(rfd, "etc/resolv.conf", "", 0);
+	/* Any address will do: every DNS packet a sandbox sends is redirected to isola's resolver
+	 * (docs/network.md). 192.0.2.53 (TEST-NET-1) routes through eth0, and never leaves the host. */
+	if (r == 0)
+		r = put(rfd, "etc/resolv.conf", etc_resolv, sizeof(etc_resolv) - 1);
 	if (r == 0)
 		r = put(rfd, "etc/hostname", "isola\n", 6);
 	if (r == 0)
