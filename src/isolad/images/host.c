@@ -21,6 +21,7 @@ static const char etc_passwd[] = "root:x:0:0:root:/root:/bin/bash\n"
 				 "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n";
 static const char etc_group[] = "root:x:0:\ntty:x:5:\nusers:x:100:user\nuser:x:1000:\n"
 				"nogroup:x:65534:\n";
+static const char etc_resolv[] = "nameserver 192.0.2.53\noptions timeout:2 attempts:2\n";
 static const char etc_hosts[] = "127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n";
 static const char etc_nsswitch[] = "passwd: files\ngroup: files\nshadow: files\nhosts: files dns\n"
 				   "networks: files\nprotocols: files\nservices: files\n";
