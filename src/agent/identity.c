@@ -118,6 +118,7 @@ int op_identity(struct chan *ch, json_t *req)
 {
 	unsigned char seed[IDENTITY_SEED_BYTES];
 	const char *host = NULL, *mid = NULL, *seed_b64 = NULL;
+	char cur[256] = "";
 	bool mid_ok = false, reseeded;
 	long n;
 
@@ -140,7 +141,11 @@ int op_identity(struct chan *ch, json_t *req)
 			  IDENTITY_SEED_BYTES);
 		return 0;
 	}
-	if (sethostname(host, strlen(host)) < 0) {
+	/* The process tier names its UTS namespace at setup (and then has no CAP_SYS_ADMIN
+	 * left for it): a hostname that is already right is not changed. */
+	if (gethostname(cur, sizeof(cur) - 1) == 0 && !strcmp(cur, host)) {
+		/* nothing to do */
+	} else if (sethostname(host, strlen(host)) < 0) {
 		chan_fail(ch, errno, "sethostname: %s", strerror(errno));
 		return 0;
 	}

@@ -66,13 +66,11 @@ enum MHD_Result api_sandbox_fork(struct api_req *r)
 	if (r->json && (api_json_only(r->json, fields, &err) < 0 ||
 			api_json_uint(r->json, "count", 1024, &count, &err) < 0))
 		return api_respond_err(r, err);
-	if (core_sandbox_fork_for(r->srv->core, api_tenant(r), id, (unsigned)count, &out, &err) <
-	    0)
+	if (core_sandbox_fork_for(r->srv->core, api_tenant(r), id, (unsigned)count, &out, &err) < 0)
 		return api_respond_err(r, err);
 	kids = json_object_get(out, "children");
 	ids = json_array();
-	json_array_foreach(kids, i, k)
-		json_array_append(ids, json_object_get(k, "id"));
+	json_array_foreach(kids, i, k) json_array_append(ids, json_object_get(k, "id"));
 	d = json_pack("{s:O, s:o, s:O}", "snapshot", json_object_get(out, "snapshot"), "children",
 		      ids, "paused_us", json_object_get(out, "paused_us"));
 	api_audit(r, "sandbox.fork", id, "ok", d);
@@ -95,7 +93,8 @@ enum MHD_Result api_snapshot_create(struct api_req *r)
 	    api_json_str(r->json, "name", 63, &name, &err) < 0)
 		return api_respond_err(r, err);
 	if (!id || !name)
-		return api_respond_error(r, "invalid", "missing field `%s`", id ? "name" : "sandbox");
+		return api_respond_error(r, "invalid", "missing field `%s`",
+					 id ? "name" : "sandbox");
 	snprintf(r->audit_target, sizeof(r->audit_target), "%s", id);
 	if (core_snapshot_create_for(r->srv->core, api_tenant(r), id, name, &out, &err) < 0)
 		return api_respond_err(r, err);

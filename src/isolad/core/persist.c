@@ -116,7 +116,7 @@ int core_sandbox_pause_obj(struct core *c, struct sandbox *s, struct isola_err *
 	r = s->tier->pause(s->ts, err);
 	sandbox_op_end(c, s, r < 0 ? SANDBOX_RUNNING : SANDBOX_PAUSED);
 	if (r < 0)
-		return isola_err_wrap(err, "pause sandbox `%s`", s->id);
+		return r;
 	log_info("sandbox %s paused", s->id);
 	return 0;
 }
@@ -132,7 +132,7 @@ static int core_sandbox_wake(struct core *c, struct sandbox *s, struct isola_err
 		return isola_err_set(err, ENAMETOOLONG, "internal", "snapshot path too long");
 	r = core_admit_wake(c, s, &res, err);
 	if (r < 0)
-		return isola_err_wrap(err, "resume sandbox `%s`", s->id);
+		return r;
 	r = sandbox_op_begin(c, s, SANDBOX_BIT(SANDBOX_HIBERNATED), SANDBOX_WAKING, "resume", err);
 	if (r < 0)
 		goto out;
@@ -199,7 +199,7 @@ int core_sandbox_resume_obj(struct core *c, struct sandbox *s, struct isola_err 
 	r = s->tier->resume(s->ts, err);
 	sandbox_op_end(c, s, r < 0 ? SANDBOX_PAUSED : SANDBOX_RUNNING);
 	if (r < 0)
-		return isola_err_wrap(err, "resume sandbox `%s`", s->id);
+		return r;
 	log_info("sandbox %s resumed", s->id);
 	return 0;
 }
