@@ -11,7 +11,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sched.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "../tap.h"
@@ -924,6 +926,92 @@ static void test_flood(void)
 	net_proxy_stop(p);
 }
 
+/* Runs a shell command; true if it exited 0. */
+static bool sh(const char *cmd)
+{
+	int st = system(cmd);
+
+	return st != -1 && WIFEXITED(st) && WEXITSTATUS(st) == 0;
+}
+
+/*
+ * The production path: a real nftables `redirect` and SO_ORIGINAL_DST (original_dst NULL), in a
+ * private network namespace so nothing on the host changes. Connections from 127.0.0.3 to port
+ * P are redirected to the proxy; the proxy's own connections (from 127.0.0.1) are not.
+ */
+static void test_redirect(void)
+{
+	struct server up, forbidden;
+	struct net_proxy *p;
+	struct sockaddr_in sa;
+	char nft[1024];
+	int fd, before;
+
+	if (geteuid() != 0 || unshare(CLONE_NEWNET) < 0 || !sh("ip link set lo up")) {
+		printf("ok %d # SKIP redirect test: needs root and a network namespace\n", ++tap_n);
+		return;
+	}
+	/* Threads started from here on live in the new namespace. */
+	server_start(&up, UP_OK, ECHO);
+	server_start(&forbidden, UP_DENIED, COUNT_ONLY);
+	struct net_proxy_config cfg = {
+		.listen_fd = -1,
+		.opens = &opens,
+		.lookup = lookup,
+		.put_counters = put_counters,
+		.resolve = resolve,
+		.silent_ms = 200,
+	};
+	struct isola_err *err = NULL;
+
+	sockaddr_of("127.0.0.1", 0, (struct sockaddr_in *)&cfg.listen_addr);
+	if (net_proxy_start(&cfg, &p, &err) < 0)
+		abort();
+	snprintf(nft, sizeof(nft),
+		 "nft -f - <<'EOF'\n"
+		 "table ip isola_test {\n"
+		 "  chain out {\n"
+		 "    type nat hook output priority -100; policy accept;\n"
+		 "    ip saddr %s tcp dport { %u, %u } redirect to :%u\n"
+		 "  }\n"
+		 "}\n"
+		 "EOF",
+		 SB_A, up.port, forbidden.port, net_proxy_port(p));
+	if (!sh(nft)) {
+		printf("ok %d # SKIP redirect test: nft could not install a table\n", ++tap_n);
+		net_proxy_stop(p);
+		return;
+	}
+	/* Raw TCP to 127.0.0.2:P (CIDR-allowed): the proxy learns the destination itself. */
+	fd = socket(AF_INET, SOCK_STREAM, 0);
+	sockaddr_of(SB_A, 0, &sa);
+	bind(fd, (struct sockaddr *)&sa, sizeof(sa));
+	sockaddr_of(UP_OK, up.port, &sa);
+	before = atomic_load(&up.accepted);
+	ok(connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0 && echo_ok(fd, "\x01redirected") &&
+		   atomic_load(&up.accepted) == before + 1,
+	   "nftables redirect + SO_ORIGINAL_DST: raw TCP reaches 127.0.0.2:%u through the proxy",
+	   up.port);
+	close(fd);
+	struct net_proxy_stats st;
+
+	net_proxy_get_stats(p, &st);
+	ok(st.allowed == 1, "it went through the proxy (allowed=%llu)",
+	   (unsigned long long)st.allowed);
+
+	/* 127.0.0.1 (always denied): reset, the server there sees nothing. */
+	fd = socket(AF_INET, SOCK_STREAM, 0);
+	sockaddr_of(SB_A, 0, &sa);
+	bind(fd, (struct sockaddr *)&sa, sizeof(sa));
+	sockaddr_of(UP_DENIED, forbidden.port, &sa);
+	connect(fd, (struct sockaddr *)&sa, sizeof(sa));
+	send_str(fd, http_get("allowed.test.example"));
+	ok(was_reset(fd) && atomic_load(&forbidden.accepted) == 0,
+	   "redirected connection to 127.0.0.1: RST, nothing reached the server");
+	close(fd);
+	net_proxy_stop(p);
+}
+
 static void test_log_line(struct net_proxy *p)
 {
 	char path[] = "/tmp/test_proxy_log.XXXXXX";
@@ -988,6 +1076,7 @@ int main(void)
 	test_flood();
 	test_bandwidth();
 	test_idle();
+	test_redirect(); /* last: moves the process into a new network namespace */
 
 	ok(atomic_load(&counter_gets) == atomic_load(&counter_puts) &&
 		   atomic_load(&counter_gets) > 0,
