@@ -238,15 +238,15 @@ enum MHD_Result api_sandbox_stats(struct api_req *r)
 		return api_respond_err(r, err);
 	}
 	sb = sandbox_to_json(s);
-	j = json_pack(
-		"{s:s, s:f, s:f, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:O, s:o*}", "id", sandbox_id(s),
-		"time", util_wall_time(), "cpu_seconds", st.cpu_usec / 1e6, "memory_bytes",
-		(json_int_t)st.memory_bytes, "memory_peak_bytes", (json_int_t)st.memory_peak_bytes,
-		"memory_limit_bytes", json_integer_value(json_object_get(sb, "memory")),
-		"disk_bytes", (json_int_t)st.disk_bytes, "disk_limit_bytes",
-		json_integer_value(json_object_get(sb, "disk")), "pids", (json_int_t)st.pids,
-		"oom_kills", (json_int_t)st.oom_kills, "cpu_limit", json_object_get(sb, "cpu"),
-		"network", api_network_counters(sandbox_id(s)));
+	j = json_pack("{s:s, s:f, s:f, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:O, s:o*}", "id",
+		      sandbox_id(s), "time", util_wall_time(), "cpu_seconds", st.cpu_usec / 1e6,
+		      "memory_bytes", (json_int_t)st.memory_bytes, "memory_peak_bytes",
+		      (json_int_t)st.memory_peak_bytes, "memory_limit_bytes",
+		      json_integer_value(json_object_get(sb, "memory")), "disk_bytes",
+		      (json_int_t)st.disk_bytes, "disk_limit_bytes",
+		      json_integer_value(json_object_get(sb, "disk")), "pids", (json_int_t)st.pids,
+		      "oom_kills", (json_int_t)st.oom_kills, "cpu_limit",
+		      json_object_get(sb, "cpu"), "network", api_network_counters(sandbox_id(s)));
 	json_decref(sb);
 	sandbox_unref(s);
 	return api_respond_json(r, 200, j);
