@@ -105,9 +105,17 @@ static int network_set(struct cli *cli, int argc, char **argv)
 	cleanup_free char *path = NULL;
 	json_t *pol = json_object(), *allow = json_array(), *deny = json_array(), *out = NULL;
 	const char *def = NULL, *file = NULL;
+	const char *id = NULL;
 	struct client *c;
 	int opt, r = CLI_EXIT_USAGE;
 
+	/* `set ID --allow ...` as documented: the id first, options after it. */
+	if (argc > 1 && argv[1][0] != '-') {
+		id = argv[1];
+		argv[1] = argv[0];
+		argc--;
+		argv++;
+	}
 	while ((opt = cli_getopt(argc, argv, "h", longopts)) != -1) {
 		if (opt == 'd')
 			def = optarg;
@@ -122,7 +130,9 @@ static int network_set(struct cli *cli, int argc, char **argv)
 			goto out;
 		}
 	}
-	if (argc - optind != 1) {
+	if (!id && argc - optind == 1)
+		id = argv[optind++];
+	if (!id || argc != optind) {
 		r = cli_usage_err(cli, "expected ID");
 		goto out;
 	}
@@ -146,7 +156,7 @@ static int network_set(struct cli *cli, int argc, char **argv)
 	}
 	r = CLI_EXIT_FAIL;
 	c = cli_client(cli);
-	path = cli_pathf("/v1/sandboxes/%s/network", argv[optind]);
+	path = cli_pathf("/v1/sandboxes/%s/network", id);
 	if (!c || !path)
 		goto out;
 	if (client_json(c, "PUT", path, pol, &out, &err) < 0) {
