@@ -37,6 +37,45 @@ static const char zeros[LAYER_BUF];
 
 /* ---- writer ---- */
 
+/*
+ * Where libarchive's output goes: an fd written by us. A failed write is recorded here and
+ * the bytes reported as written, so libarchive never enters its fatal state (in which
+ * archive_write_free skips the close that frees its output buffer); callers check err after
+ * every archive_write_*() call.
+ */
+struct sink {
+	int fd;	 /* output (borrowed) */
+	int err; /* first write failure (positive errno), 0 if none */
+};
+
+static la_ssize_t sink_write(struct archive *a, void *ud, const void *buf, size_t len)
+{
+	struct sink *k = ud;
+
+	if (!k->err) {
+		int r = util_write_all(k->fd, buf, len);
+
+		if (r < 0)
+			k->err = -r;
+	}
+	return (la_ssize_t)len;
+}
+
+/* A failed write: ENOSPC and EDQUOT are the store's disk (`no_space`), anything else internal. */
+static int write_err(struct archive *a, const struct sink *k, const char *what, const char *path,
+		     struct isola_err **err)
+{
+	int e = k->err ? k->err : archive_errno(a);
+
+	if (e == ENOSPC || e == EDQUOT)
+		return isola_err_set(err, ENOSPC, "no_space", "write `%s` (entry `%s`): %s", what,
+				     path, strerror(e));
+	return isola_err_set(
+		err, e > 0 ? e : EIO, "internal", "write `%s` (entry `%s`): %s", what, path,
+		k->err ? strerror(e)
+		       : (archive_error_string(a) ? archive_error_string(a) : "error"));
+}
+
 struct lw {
 	struct archive *a;	     /* the pax writer */
 	struct archive_entry *e;     /* reused per entry */
@@ -47,19 +86,13 @@ struct lw {
 	char *buf;		     /* LAYER_BUF bytes */
 	char *xbuf;		     /* LAYER_XATTR_MAX bytes */
 	struct proc_layer_stats *st; /* totals (borrowed) */
+	struct sink sink;	     /* the output fd */
 	struct isola_err **err;	     /* where failures go */
 };
 
-/* libarchive failed writing: ENOSPC and EDQUOT are the store's disk, anything else internal. */
 static int lw_archive_err(struct lw *w, const char *path)
 {
-	int e = archive_errno(w->a);
-
-	if (e == ENOSPC || e == EDQUOT)
-		return isola_err_set(w->err, ENOSPC, "no_space", "write `%s` (entry `%s`): %s",
-				     w->what, path, strerror(e));
-	return isola_err_set(w->err, e > 0 ? e : EIO, "internal", "write `%s` (entry `%s`): %s",
-			     w->what, path, archive_error_string(w->a));
+	return write_err(w->a, &w->sink, w->what, path, w->err);
 }
 
 /*
@@ -128,7 +161,7 @@ static int lw_zeros(struct lw *w, uint64_t len, const char *path)
 	while (len) {
 		size_t n = len < LAYER_BUF ? (size_t)len : LAYER_BUF;
 
-		if (archive_write_data(w->a, zeros, n) < 0)
+		if (archive_write_data(w->a, zeros, n) < 0 || w->sink.err)
 			return lw_archive_err(w, path);
 		len -= n;
 	}
@@ -149,7 +182,7 @@ static int lw_data(struct lw *w, int fd, uint64_t off, uint64_t end, const char 
 					     path);
 		if (n == 0)
 			return lw_zeros(w, end - off, path);
-		if (archive_write_data(w->a, w->buf, (size_t)n) < 0)
+		if (archive_write_data(w->a, w->buf, (size_t)n) < 0 || w->sink.err)
 			return lw_archive_err(w, path);
 		off += (uint64_t)n;
 	}
@@ -213,7 +246,7 @@ static int lw_file_body(struct lw *w, int fd, uint64_t size, const char *path)
 
 static int lw_header(struct lw *w, const char *path)
 {
-	if (archive_write_header(w->a, w->e) < ARCHIVE_WARN)
+	if (archive_write_header(w->a, w->e) < ARCHIVE_WARN || w->sink.err)
 		return lw_archive_err(w, path);
 	w->st->entries++;
 	return 0;
@@ -421,7 +454,9 @@ static int lw_open(struct lw *w, int out_fd)
 		return isola_err_set(w->err, EINVAL, "internal", "snapshot: pax: %s",
 				     archive_error_string(w->a));
 	archive_write_set_bytes_in_last_block(w->a, 1);
-	if (archive_write_open_fd(w->a, out_fd) != ARCHIVE_OK)
+	w->sink.fd = out_fd;
+	if (archive_write_open2(w->a, &w->sink, NULL, sink_write, NULL, NULL) != ARCHIVE_OK ||
+	    w->sink.err)
 		return lw_archive_err(w, ".");
 	return 0;
 }
@@ -473,7 +508,7 @@ int proc_layer_write(int upper, uint32_t uid_base, int out_fd, const char *what,
 		lw_fill(&w, ".", &rs);
 		r = lw_header(&w, ".");
 	}
-	if (r == 0 && archive_write_close(w.a) != ARCHIVE_OK)
+	if (r == 0 && (archive_write_close(w.a) != ARCHIVE_OK || w.sink.err))
 		r = lw_archive_err(&w, "(end)");
 out:
 	if (w.a)
@@ -487,20 +522,11 @@ out:
 	return r;
 }
 
-/* A write failure of the compressor: ENOSPC/EDQUOT are `no_space`. */
-static int compress_err(struct archive *a, const char *what, struct isola_err **err)
-{
-	int e = archive_errno(a);
-
-	return isola_err_set(err, e > 0 ? e : EIO,
-			     e == ENOSPC || e == EDQUOT ? "no_space" : "internal", "write `%s`: %s",
-			     what, archive_error_string(a) ? archive_error_string(a) : strerror(e));
-}
-
 int proc_layer_compress(int in_fd, int out_fd, const char *what, struct isola_err **err)
 {
 	struct archive *a = NULL;
 	struct archive_entry *e = NULL;
+	struct sink k = {.fd = out_fd};
 	cleanup_free char *buf = malloc(LAYER_BUF);
 	char opt[16];
 	off_t off = 0;
@@ -541,14 +567,14 @@ int proc_layer_compress(int in_fd, int out_fd, const char *what, struct isola_er
 							       : "unavailable");
 		goto out;
 	}
-	if (archive_write_open_fd(a, out_fd) != ARCHIVE_OK) {
-		r = compress_err(a, what, err);
+	if (archive_write_open2(a, &k, NULL, sink_write, NULL, NULL) != ARCHIVE_OK || k.err) {
+		r = write_err(a, &k, what, "(start)", err);
 		goto out;
 	}
 	archive_entry_set_pathname(e, "layer.tar");
 	archive_entry_set_filetype(e, AE_IFREG);
-	if (archive_write_header(a, e) != ARCHIVE_OK) {
-		r = compress_err(a, what, err);
+	if (archive_write_header(a, e) != ARCHIVE_OK || k.err) {
+		r = write_err(a, &k, what, "(start)", err);
 		goto out;
 	}
 	for (;;) {
@@ -562,14 +588,14 @@ int proc_layer_compress(int in_fd, int out_fd, const char *what, struct isola_er
 		}
 		if (n == 0)
 			break;
-		if (archive_write_data(a, buf, (size_t)n) < 0) {
-			r = compress_err(a, what, err);
+		if (archive_write_data(a, buf, (size_t)n) < 0 || k.err) {
+			r = write_err(a, &k, what, "layer.tar", err);
 			goto out;
 		}
 		off += n;
 	}
-	if (archive_write_close(a) != ARCHIVE_OK)
-		r = compress_err(a, what, err);
+	if (archive_write_close(a) != ARCHIVE_OK || k.err)
+		r = write_err(a, &k, what, "(end)", err);
 out:
 	if (a)
 		archive_write_free(a);
