@@ -79,26 +79,41 @@ describe('sandbox lifecycle (control plane)', () => {
     }
   })
 
-  test('pause is refused honestly; connect to the running sandbox resumes work', async () => {
+  test('pause keeps processes and files; connect resumes; autoPause pauses on timeout', async () => {
     const sbx = await Sandbox.create()
     try {
-      // isola's process tier cannot pause yet: the documented answer is 501, never a fake
-      // success (docs/e2b.md).
-      await assert.rejects(sbx.pause(), (e) => {
-        assert.ok(e instanceof SandboxError, `got ${e?.name}`)
-        assert.match(e.message, /501/)
-        assert.match(e.message, /pause is not supported/)
-        return true
-      })
-      assert.equal(await sbx.isRunning(), true)
+      await sbx.files.write('/tmp/kept.txt', 'kept across pause')
+      const bg = await sbx.commands.run('i=0; while :; do i=$((i+1)); echo $i > /tmp/n; sleep 0.2; done',
+        { background: true })
+      await sleep(600)
+      assert.equal(await sbx.pause(), true)
+      assert.equal(await sbx.pause(), false) // already paused: E2B's 409
+      const paused = await Sandbox.list({ query: { state: ['paused'] } }).nextItems()
+      assert.ok(paused.some((s) => s.sandboxId === sbx.sandboxId), 'listed as paused')
+      // A user's pause is not undone by a request; connect resumes it.
       const again = await Sandbox.connect(sbx.sandboxId, { timeoutMs: 120_000 })
       assert.equal(again.sandboxId, sbx.sandboxId)
-      const r = await again.commands.run('echo still here')
-      assert.equal(r.stdout, 'still here\n')
-      const same = await sbx.connect()
-      assert.equal(same.sandboxId, sbx.sandboxId)
+      assert.equal((await again.commands.run('cat /tmp/kept.txt')).stdout, 'kept across pause')
+      const n1 = Number((await again.commands.run('cat /tmp/n')).stdout)
+      await sleep(800)
+      const n2 = Number((await again.commands.run('cat /tmp/n')).stdout)
+      assert.ok(n2 > n1, `the background loop continued after resume (${n1} -> ${n2})`)
+      const info = await again.getInfo()
+      assert.ok(info.endAt.getTime() - Date.now() > 100_000, 'connect set the new timeout')
+      await bg.kill()
     } finally {
       await sbx.kill()
+    }
+    const auto = await Sandbox.create({ timeoutMs: 2_000, lifecycle: { onTimeout: 'pause' } })
+    try {
+      await eventually('autoPause to pause on timeout', async () => {
+        const l = await Sandbox.list({ query: { state: ['paused'] } }).nextItems()
+        return l.some((s) => s.sandboxId === auto.sandboxId)
+      }, 30_000)
+      const back = await Sandbox.connect(auto.sandboxId, { timeoutMs: 60_000 })
+      assert.equal((await back.commands.run('echo back')).stdout, 'back\n')
+    } finally {
+      await auto.kill()
     }
   })
 

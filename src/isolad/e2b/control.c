@@ -180,7 +180,7 @@ enum MHD_Result e2b_ctl_create(struct api_req *r)
 	const char *tmpl = NULL;
 	const json_t *net;
 	uint64_t timeout = E2B_DEFAULT_TTL_S;
-	bool internet = false, auto_pause = false;
+	bool internet = false, auto_pause = false, pause_memory = true, auto_resume = false;
 	double retry_after = 0;
 	struct sandbox *s = NULL;
 	json_t *b = NULL, *sj, *out;
@@ -195,15 +195,18 @@ enum MHD_Result e2b_ctl_create(struct api_req *r)
 	    api_json_str_map(b, "metadata", false, &req.labels, &err) < 0 ||
 	    api_json_str_map(b, "envVars", true, &req.env, &err) < 0 ||
 	    e2b_jbool(b, "allow_internet_access", "allowInternetAccess", &internet, &err) < 0 ||
-	    e2b_jbool(b, "autoPause", NULL, &auto_pause, &err) < 0) {
+	    e2b_jbool(b, "autoPause", NULL, &auto_pause, &err) < 0 ||
+	    e2b_jbool(b, "autoPauseMemory", NULL, &pause_memory, &err) < 0 ||
+	    e2b_jbool(e2b_jget(b, "autoResume", NULL), "enabled", NULL, &auto_resume, &err) < 0) {
 		ret = e2b_ctl_error(r, 400, "%s", err->message);
 		goto out;
 	}
+	/* autoPause: the timeout pauses (memory kept) or, without memory, hibernates (files
+	 * kept) instead of killing; connect resumes, and so does any request with autoResume
+	 * (lifecycle.c: what policy paused resumes by default; E2B's default is not to). */
 	if (auto_pause) {
-		ret = e2b_ctl_error(r, 501,
-				    "autoPause is not supported: isola's process tier "
-				    "cannot pause yet (see docs/e2b.md)");
-		goto out;
+		req.on_timeout = pause_memory ? "pause" : "hibernate";
+		req.auto_resume = auto_resume ? 1 : -1;
 	}
 	net = e2b_jget(b, "network", NULL);
 	if (internet || (json_is_object(net) && json_object_size(net))) {
@@ -314,39 +317,92 @@ enum MHD_Result e2b_ctl_refresh(struct api_req *r)
 
 enum MHD_Result e2b_ctl_pause(struct api_req *r)
 {
+	cleanup_err struct isola_err *err = NULL;
+	bool memory = true;
 	struct sandbox *s;
 	const char *state;
-	json_t *sj;
+	json_t *b = NULL, *sj;
 	enum MHD_Result ret;
+	int rc;
 
+	/* {memory: false} (the SDK's keepMemory) keeps only the files: hibernate. */
+	if (ctl_body(r, &b) < 0)
+		return MHD_YES;
+	rc = e2b_jbool(b, "memory", NULL, &memory, &err);
+	json_decref(b);
+	if (rc < 0)
+		return e2b_ctl_error(r, 400, "%s", err->message);
 	if (ctl_sandbox(r, &s, &sj) < 0)
 		return MHD_YES;
 	state = json_string_value(json_object_get(sj, "state"));
-	/* Honest: the process tier cannot pause (docs/e2b.md). 409 would make E2B's SDK report
-	 * "already paused", so a running sandbox gets 501 instead. */
+	/* E2B answers 409 for a sandbox that is not running (its SDK: "already paused"). The
+	 * pause keeps memory and processes (core's pause: the tier's freezer / stopped vCPUs);
+	 * a user's pause stays until connect or resume (docs/persistence.md). */
 	if (state && strcmp(state, "running") != 0)
 		ret = e2b_ctl_error(r, 409, "sandbox `%s` is %s, not running", sandbox_id(s),
 				    state);
+	else if ((memory ? core_sandbox_pause_for : core_sandbox_hibernate_for)(
+			 r->srv->core, api_tenant(r), sandbox_id(s), &err) < 0)
+		ret = e2b_ctl_err(r, err);
 	else
-		ret = e2b_ctl_error(r, 501,
-				    "pause is not supported for sandbox `%s`: isola's process "
-				    "tier keeps no memory or process state across a stop yet",
-				    sandbox_id(s));
+		ret = api_respond_empty(r, 204);
 	json_decref(sj);
 	sandbox_unref(s);
 	return ret;
 }
 
+/*
+ * Resumes a paused or hibernated sandbox for resume and connect, then gives it `timeout`
+ * seconds (0 = E2B's default) from now, as E2B does; responds `status` with the sandbox.
+ */
+static enum MHD_Result ctl_wake(struct api_req *r, struct sandbox *s, uint64_t timeout,
+				unsigned status)
+{
+	cleanup_err struct isola_err *err = NULL;
+	enum MHD_Result ret;
+	json_t *sj;
+
+	if (core_sandbox_resume_for(r->srv->core, api_tenant(r), sandbox_id(s), &err) < 0 ||
+	    core_sandbox_set_ttl_for(r->srv->core, api_tenant(r), sandbox_id(s),
+				     timeout ? (uint32_t)timeout : E2B_DEFAULT_TTL_S, &err) < 0)
+		return e2b_ctl_err(r, err);
+	api_req_keepalive(r);
+	sj = sandbox_to_json(s);
+	ret = api_respond_json(r, status, sj ? sandbox_obj(r, sj, false) : NULL);
+	json_decref(sj);
+	return ret;
+}
+
+/* True for the states a resume starts from. */
+static bool ctl_is_stopped(const char *state)
+{
+	return state && (!strcmp(state, "paused") || !strcmp(state, "hibernated"));
+}
+
 enum MHD_Result e2b_ctl_resume(struct api_req *r)
 {
+	cleanup_err struct isola_err *err = NULL;
+	uint64_t timeout = 0;
 	struct sandbox *s;
-	json_t *sj;
+	const char *state;
+	json_t *b = NULL, *sj;
 	enum MHD_Result ret;
 
+	if (ctl_body(r, &b) < 0)
+		return MHD_YES;
+	if (e2b_juint(b, "timeout", NULL, UINT32_MAX, &timeout, &err) < 0) {
+		json_decref(b);
+		return e2b_ctl_error(r, 400, "%s", err->message);
+	}
+	json_decref(b);
 	if (ctl_sandbox(r, &s, &sj) < 0)
 		return MHD_YES;
-	ret = e2b_ctl_error(r, 409, "sandbox `%s` is %s, not paused", sandbox_id(s),
-			    json_string_value(json_object_get(sj, "state")));
+	state = json_string_value(json_object_get(sj, "state"));
+	if (ctl_is_stopped(state))
+		ret = ctl_wake(r, s, timeout, 201);
+	else
+		ret = e2b_ctl_error(r, 409, "sandbox `%s` is %s, not paused", sandbox_id(s),
+				    state ? state : "unknown");
 	json_decref(sj);
 	sandbox_unref(s);
 	return ret;
@@ -371,6 +427,11 @@ enum MHD_Result e2b_ctl_connect(struct api_req *r)
 	if (ctl_sandbox(r, &s, &sj) < 0)
 		return MHD_YES;
 	state = json_string_value(json_object_get(sj, "state"));
+	/* Connecting to a paused sandbox resumes it (E2B's semantics: 201). */
+	if (ctl_is_stopped(state)) {
+		ret = ctl_wake(r, s, timeout, 201);
+		goto out;
+	}
 	if (!state || strcmp(state, "running") != 0) {
 		ret = e2b_ctl_error(r, 409, "sandbox `%s` is %s and cannot be resumed%s%s",
 				    sandbox_id(s), state ? state : "unknown",
