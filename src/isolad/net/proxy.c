@@ -35,6 +35,7 @@
 #define LOG_BURST	 200	       /* decision log lines a sandbox may cause at once... */
 #define LOG_RATE	 50 /* ...and per second after that (a flood must not fill disks) */
 #define ACCEPT_PAUSE_NS	 100000000ull /* out of fds: stop accepting this long */
+#define DNS_PER_SANDBOX	 2	      /* lookups one sandbox may have at the workers at once */
 
 enum conn_state {
 	ST_HEAD,       /* reading the first bytes */
@@ -63,14 +64,16 @@ struct dir {
  * Loop thread only. Kept after the last connection until its buckets would be full again, so
  * closing and reopening connections does not refill them. */
 struct sbx {
-	struct sbx *next;     /* list */
-	char id[64];	      /* sandbox id */
-	uint32_t conns;	      /* connections of this sandbox open now */
-	double tokens[2];     /* bytes available per direction */
-	uint64_t last_ns;     /* last refill */
-	double log_tokens;    /* decision log lines available */
-	uint64_t log_ns;      /* last log refill */
-	uint64_t log_dropped; /* decisions not logged since the last line */
+	struct sbx *next;		  /* list */
+	char id[64];			  /* sandbox id */
+	uint32_t conns;			  /* connections of this sandbox open now */
+	double tokens[2];		  /* bytes available per direction */
+	uint64_t last_ns;		  /* last refill */
+	double log_tokens;		  /* decision log lines available */
+	uint64_t log_ns;		  /* last log refill */
+	uint64_t log_dropped;		  /* decisions not logged since the last line */
+	unsigned dns_inflight;		  /* jobs of this sandbox at the workers */
+	struct conn *dns_wait, *dns_tail; /* connections waiting for a worker slot (FIFO) */
 };
 
 struct conn {
@@ -79,6 +82,8 @@ struct conn {
 	enum conn_state st;	   /* see above */
 	bool dead;		   /* closed; freed after the event batch and the resolver job */
 	bool resolving;		   /* a resolver job points here */
+	bool dns_waiting;	   /* queued in sbx->dns_wait */
+	struct conn *wnext;	   /* next in sbx->dns_wait */
 	int cfd, ufd;		   /* client (sandbox) and upstream sockets; -1 if none */
 	uint32_t cev, uev;	   /* epoll interest registered (0 = not in the epoll set) */
 	struct tag ctag, utag;	   /* epoll data */
@@ -254,7 +259,7 @@ static void sbx_sweep(struct net_proxy *p, uint64_t now)
 	while (*pp) {
 		struct sbx *s = *pp;
 
-		if (s->conns == 0) {
+		if (s->conns == 0 && s->dns_inflight == 0) {
 			bucket_refill(p, s, now);
 			bool log_full =
 				s->log_tokens + (double)(now - s->log_ns) / 1e9 * LOG_RATE >=
@@ -293,6 +298,21 @@ static void conn_close(struct conn *c, bool rst)
 	}
 	c->cfd = c->ufd = -1;
 	c->dead = true;
+	if (c->dns_waiting) {
+		struct conn **pp = &c->sbx->dns_wait;
+
+		while (*pp != c)
+			pp = &(*pp)->wnext;
+		*pp = c->wnext;
+		if (c->sbx->dns_tail == c) {
+			struct conn *t = c->sbx->dns_wait;
+
+			while (t && t->wnext)
+				t = t->wnext;
+			c->sbx->dns_tail = t;
+		}
+		c->dns_waiting = false;
+	}
 	if (c->sbx)
 		c->sbx->conns--;
 	if (c->counters)
@@ -429,6 +449,12 @@ static void decide(struct conn *c)
 		return;
 	}
 	if (net_policy_check_name(c->policy, c->name, c->port, &r)) {
+		if (r == NET_REASON_ALLOW_DEFAULT) {
+			/* Allowed only because everything is: the name adds nothing, so the
+			 * sandbox's own destination is judged like raw TCP (no lookup). */
+			decide_addr(c);
+			return;
+		}
 		c->why = net_reason_name(r);
 		resolve_post(c);
 		return;
@@ -488,10 +514,11 @@ static void *worker_main(void *arg)
 	}
 }
 
-static void resolve_post(struct conn *c)
+/* Hands c's name to the workers. */
+static void job_submit(struct conn *c)
 {
 	struct net_proxy *p = c->p;
-	struct job *j = calloc(1, sizeof(*j));
+	struct job *j = calloc(1, sizeof(*j)), **tail;
 
 	if (!j) {
 		conn_deny(c, NET_PROXY_DENY_RESOLVE, "out of memory");
@@ -499,17 +526,52 @@ static void resolve_post(struct conn *c)
 	}
 	j->c = c;
 	snprintf(j->name, sizeof(j->name), "%s", c->name);
-	c->st = ST_RESOLVING;
 	c->resolving = true;
-	conn_update(c);
+	c->sbx->dns_inflight++;
 	pthread_mutex_lock(&p->qlock);
-	struct job **tail = &p->todo;
-
-	while (*tail)
-		tail = &(*tail)->next;
+	for (tail = &p->todo; *tail; tail = &(*tail)->next)
+		;
 	*tail = j;
 	pthread_cond_signal(&p->qcond);
 	pthread_mutex_unlock(&p->qlock);
+}
+
+/*
+ * Resolves c's name on a worker. A sandbox has at most DNS_PER_SANDBOX lookups at the workers;
+ * the rest wait in its own queue, so one sandbox resolving slow names (each up to the upstream's
+ * timeout) delays its own connections, not everybody's.
+ */
+static void resolve_post(struct conn *c)
+{
+	struct sbx *s = c->sbx;
+
+	c->st = ST_RESOLVING;
+	conn_update(c);
+	if (s->dns_inflight < DNS_PER_SANDBOX) {
+		job_submit(c);
+		return;
+	}
+	c->dns_waiting = true;
+	c->wnext = NULL;
+	if (s->dns_tail)
+		s->dns_tail->wnext = c;
+	else
+		s->dns_wait = c;
+	s->dns_tail = c;
+}
+
+/* A worker slot of s came free: the next waiting connection gets it. */
+static void resolve_next(struct sbx *s)
+{
+	struct conn *c = s->dns_wait;
+
+	if (!c || s->dns_inflight >= DNS_PER_SANDBOX)
+		return;
+	s->dns_wait = c->wnext;
+	if (!s->dns_wait)
+		s->dns_tail = NULL;
+	c->dns_waiting = false;
+	job_submit(c);
 }
 
 /* A name resolved: keep the addresses neither always denied nor denied by a CIDR rule. */
@@ -519,6 +581,8 @@ static void resolve_done(struct job *j)
 	size_t always = 0, ruled = 0;
 
 	c->resolving = false;
+	c->sbx->dns_inflight--;
+	resolve_next(c->sbx);
 	if (c->dead)
 		return; /* the client went away meanwhile; the graveyard frees it */
 	if (j->rc < 0 || j->n == 0) {
@@ -1178,7 +1242,7 @@ int net_proxy_start(const struct net_proxy_config *cfg, struct net_proxy **out,
 	if (!p->cfg.idle_timeout_ms)
 		p->cfg.idle_timeout_ms = 600000;
 	if (!p->cfg.resolver_threads)
-		p->cfg.resolver_threads = 2;
+		p->cfg.resolver_threads = 4;
 
 	fit_fd_limit(p);
 	r = open_listener(p, err);

@@ -66,7 +66,7 @@ struct net_proxy_config {
 	uint32_t silent_ms;	     /* a client that sent nothing by then is raw TCP (0 = 1000) */
 	uint32_t connect_timeout_ms; /* per upstream address tried (0 = 10000) */
 	uint32_t idle_timeout_ms;    /* no byte either way closes the connection (0 = 600000) */
-	unsigned resolver_threads;   /* DNS worker threads (0 = 2) */
+	unsigned resolver_threads;   /* DNS worker threads (0 = 4) */
 };
 
 /* Proxy-wide counters (a snapshot). */

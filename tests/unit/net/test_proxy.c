@@ -558,15 +558,18 @@ static void test_addresses(struct net_proxy *p)
 	close(fd);
 	fd = dial(p, SB_B, UP_DENIED, denied_srv.port);
 	send_str(fd, http_get("rebind.test"));
-	ok(was_reset(fd), "default allow: a name resolving to metadata/loopback reset");
+	ok(was_reset(fd), "default allow: an allowed name dialled at 127.0.0.1 reset");
 	close(fd);
 	usleep(100 * 1000);
 	ok(atomic_load(&denied_srv.accepted) == bd, "nothing reached the loopback server");
 
-	/* Default allow, a name: resolved and dialled. */
-	fd = dial(p, SB_B, "198.51.100.1", echo.port);
-	ok(echo_ok(fd, http_get("other.allowed.test")),
-	   "default allow: a name is resolved and dialled");
+	/* Default allow, a name: the name adds nothing, the sandbox's destination is dialled
+	 * without a lookup (the address checks above still apply). */
+	int r0 = atomic_load(&resolves);
+
+	fd = dial(p, SB_B, UP_OK, echo.port);
+	ok(echo_ok(fd, http_get("not-in-any-zone.example")) && atomic_load(&resolves) == r0,
+	   "default allow: a name goes to the dialled address, no lookup");
 	close(fd);
 
 	/* Policy A: a name no rule allows, to an address a CIDR rule allows, passes as raw. */
@@ -695,6 +698,29 @@ static void test_dns_does_not_block(struct net_proxy *p)
 	close(fast);
 }
 
+/* A sandbox with many slow lookups queues behind its own, not in front of everybody's. */
+static void test_dns_fairness(struct net_proxy *p)
+{
+	int slow[10], fd;
+	uint64_t t0;
+
+	set_policy(&policy_b, "{\"allow\":[\"allowed.test\"]}");
+	for (int i = 0; i < 10; i++) {
+		slow[i] = dial(p, SB_A, "198.51.100.1", echo.port);
+		send_str(slow[i], http_get("slow.test"));
+	}
+	usleep(200 * 1000);
+	t0 = util_now_ns();
+	fd = dial(p, SB_B, "198.51.100.1", echo.port);
+	ok(echo_ok(fd, http_get("allowed.test")) && ms_since(t0) < 1000,
+	   "B's lookup is not queued behind A's 10 slow ones (%llu ms)",
+	   (unsigned long long)ms_since(t0));
+	close(fd);
+	for (int i = 0; i < 10; i++)
+		close(slow[i]);
+	set_policy(&policy_b, "{\"default\":\"allow\"}");
+}
+
 static void test_live_policy(struct net_proxy *p)
 {
 	int held = dial(p, SB_A, "198.51.100.1", echo.port);
@@ -727,7 +753,7 @@ static void test_limits(void)
 	ok(was_reset(fd), "a 4th connection of the same sandbox: RST");
 	close(fd);
 	ok(atomic_load(&counters_a.denied) == denied0 + 1, "sandbox counter: one denied");
-	fd = dial(p, SB_B, "198.51.100.1", echo.port);
+	fd = dial(p, SB_B, UP_OK, echo.port);
 	ok(echo_ok(fd, http_get("allowed.test")), "another sandbox is not affected by A's limit");
 	close(fd);
 	close(fds[0]);
@@ -908,7 +934,7 @@ static void test_flood(void)
 	usleep(300 * 1000);
 	for (int i = 0; i < 20; i++) {
 		uint64_t t0 = util_now_ns();
-		int fd = dial(p, SB_B, "198.51.100.1", echo.port);
+		int fd = dial(p, SB_B, UP_OK, echo.port);
 
 		all = all && echo_ok(fd, http_get("allowed.test"));
 		close(fd);
@@ -1066,6 +1092,7 @@ int main(void)
 	test_relay(p);
 	test_dns_does_not_block(p);
 	test_partial_head(p);
+	test_dns_fairness(p);
 	test_log_line(p);
 	test_throughput(p);
 	test_live_policy(p);
