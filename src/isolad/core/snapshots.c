@@ -229,7 +229,16 @@ int core_snapshot_create_for(struct core *c, const char *tenant, const char *id,
 	sandbox_unref(s);
 	if (r < 0)
 		return isola_err_wrap(err, "snapshot sandbox `%s` as `%s`", id, name);
-	*out = snap_json(&row, NULL, 0);
+	{
+		struct store_snapshot *rows = NULL;
+		size_t n = 0;
+
+		/* The parent's name comes from the other rows. */
+		if (rows_load(c, &rows, &n, NULL) < 0)
+			n = 0;
+		*out = snap_json(&row, rows, n);
+		rows_free(rows, n);
+	}
 	store_snapshot_fini(&row);
 	return 0;
 }

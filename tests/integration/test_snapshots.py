@@ -1,0 +1,312 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Named snapshots (docs/persistence.md): they outlive their source and seed any number of
+sandboxes; a damaged snapshot fails clearly and builds nothing; ENOSPC leaves the source
+running and a retry succeeds; another tenant's snapshot does not exist for you; restarts
+(SIGTERM and kill -9 mid-snapshot) keep everything loadable. Judged inside the sandboxes and
+on disk."""
+
+import json
+import os
+import shutil
+import subprocess
+import threading
+import time
+import uuid
+
+import pytest
+
+from tenancy_util import ROOT_CONFTEST, Tenant
+
+Isolad = ROOT_CONFTEST.Isolad
+CLI = ROOT_CONFTEST.CLI
+OP_TIMEOUT = 300
+
+pytestmark = pytest.mark.tiers("process", "microvm")
+
+
+def uname():
+    return "s-" + uuid.uuid4().hex[:10]
+
+
+def snapshot(c, sid, name, status=201):
+    r = c.request("POST", "/v1/snapshots", json={"sandbox": sid, "name": name},
+                  timeout=OP_TIMEOUT)
+    assert r.status == status, f"snapshot {sid} as {name}: {r}"
+    return r.json()
+
+
+def from_snapshot(c, name, status=201, **fields):
+    r = c.request("POST", "/v1/sandboxes", json=dict(fields, snapshot=name), timeout=OP_TIMEOUT)
+    assert r.status == status, f"create from {name}: {r}"
+    return r.json()
+
+
+def snap_dir(d, snap):
+    return os.path.join(d.state_dir, "snapshots", snap["id"])
+
+
+def payload_file(d, snap):
+    """The largest file the tier wrote into the snapshot (not the manifest)."""
+    root = snap_dir(d, snap)
+    files = []
+    for dp, _, fs in os.walk(root):
+        files += [os.path.join(dp, f) for f in fs if f != "manifest.json"]
+    assert files, f"no files in {root}"
+    return max(files, key=os.path.getsize)
+
+
+def sandbox_ids(c):
+    return {sb["id"] for sb in c.list_sandboxes()}
+
+
+@pytest.fixture
+def cleanup_snapshots(api):
+    names = []
+    yield names
+    for n in names:
+        api.request("DELETE", f"/v1/snapshots/{n}")
+
+
+def test_snapshot_outlives_source_and_seeds_three(isolad, api, make_sandbox, tier,
+                                                  cleanup_snapshots):
+    src = make_sandbox(labels={"team": "a"})["id"]
+    api.sh(src, "mkdir -p /root/proj && echo v1 > /root/proj/a.txt && "
+                "head -c 65536 /dev/urandom > /root/proj/blob")
+    want_blob = api.read_file(src, "/root/proj/blob")
+    name = uname()
+    cleanup_snapshots.append(name)
+    snap = snapshot(api, src, name)
+    assert snap["name"] == name and snap["state"] == "ready" and snap["source"] == src
+    assert snap["size"] > 0 and snap["tier"] == tier and snap["parent"] is None
+    assert snap["level"] == ("files" if tier == "process" else snap["level"])
+    assert os.path.exists(os.path.join(snap_dir(isolad, snap), "manifest.json"))
+    # Immutable and independent: the source changes, then goes away.
+    api.sh(src, "echo v2 > /root/proj/a.txt")
+    assert api.request("DELETE", f"/v1/sandboxes/{src}").status == 204
+    listed = {s["name"]: s for s in api.get_json("/v1/snapshots")["snapshots"]}
+    assert name in listed and listed[name]["size"] == snap["size"]
+    kids = [from_snapshot(api, name) for _ in range(3)]
+    try:
+        hosts = set()
+        for k in kids:
+            assert k["state"] == "running" and k["snapshot"] == name, k
+            assert k["labels"] == {"team": "a"}, k
+            assert api.sh(k["id"], "cat /root/proj/a.txt") == "v1\n"
+            assert api.read_file(k["id"], "/root/proj/blob") == want_blob
+            hosts.add(api.sh(k["id"], "hostname").strip())
+        assert hosts == {k["id"] for k in kids}
+        # Their writes stay their own.
+        api.sh(kids[0]["id"], "echo mine > /root/proj/a.txt")
+        assert api.sh(kids[1]["id"], "cat /root/proj/a.txt") == "v1\n"
+        # A snapshot of a restored sandbox names its parent.
+        child_name = uname()
+        cleanup_snapshots.insert(0, child_name)
+        child = snapshot(api, kids[0]["id"], child_name)
+        assert child["parent"] == name, child
+    finally:
+        for k in kids:
+            api.delete_sandbox(k["id"])
+    # Deleted: gone from the list and the disk; creating from it is not_found.
+    assert api.request("DELETE", f"/v1/snapshots/{child_name}").status == 204
+    assert api.request("DELETE", f"/v1/snapshots/{name}").status == 204
+    assert not os.path.exists(snap_dir(isolad, snap))
+    r = api.request("POST", "/v1/sandboxes", json={"snapshot": name})
+    assert r.status == 404 and r.error_code == "not_found", r
+
+
+def test_name_rules(api, make_sandbox, cleanup_snapshots):
+    sid = make_sandbox()["id"]
+    name = uname()
+    cleanup_snapshots.append(name)
+    snapshot(api, sid, name)
+    r = api.request("POST", "/v1/snapshots", json={"sandbox": sid, "name": name})
+    assert r.status == 409 and r.error_code == "exists", r
+    for bad in ("../x", ".hidden", "a/b", "x" * 64, ""):
+        r = api.request("POST", "/v1/snapshots", json={"sandbox": sid, "name": bad})
+        assert r.status == 400, (bad, r)
+    r = api.request("POST", "/v1/snapshots", json={"sandbox": "nosuchsandbox", "name": uname()})
+    assert r.status == 404, r
+    assert api.request("GET", "/v1/snapshots/nosuchsnapshot").status == 404
+    assert api.request("DELETE", "/v1/snapshots/nosuchsnapshot").status == 404
+
+
+@pytest.mark.parametrize("damage", ["flip", "truncate", "manifest", "missing"])
+def test_damaged_snapshot_fails_clearly_and_builds_nothing(isolad, api, make_sandbox, damage,
+                                                           cleanup_snapshots):
+    sid = make_sandbox()["id"]
+    api.sh(sid, "head -c 200000 /dev/urandom > /root/data")
+    name = uname()
+    cleanup_snapshots.append(name)
+    snap = snapshot(api, sid, name)
+    target = payload_file(isolad, snap)
+    rel = os.path.relpath(target, snap_dir(isolad, snap))
+    size = os.path.getsize(target)
+    if damage == "flip":
+        with open(target, "r+b") as f:
+            f.seek(size // 2)
+            b = f.read(1)
+            f.seek(size // 2)
+            f.write(bytes([b[0] ^ 0xFF]))
+        expect = [rel, "SHA-256"]
+    elif damage == "truncate":
+        os.truncate(target, size // 3)
+        expect = [rel, "truncated"]
+    elif damage == "manifest":
+        m = os.path.join(snap_dir(isolad, snap), "manifest.json")
+        os.truncate(m, os.path.getsize(m) // 2)
+        expect = ["manifest.json", "corrupt"]
+    else:
+        os.unlink(target)
+        expect = [rel, "missing"]
+    before = sandbox_ids(api)
+    dirs_before = set(os.listdir(os.path.join(isolad.state_dir, "sandboxes")))
+    r = api.request("POST", "/v1/sandboxes", json={"snapshot": name}, timeout=OP_TIMEOUT)
+    assert r.status == 400 and r.error_code == "invalid", r
+    for word in expect:
+        assert word in r.error_message, (word, r.error_message)
+    assert name in r.error_message
+    assert sandbox_ids(api) == before
+    assert set(os.listdir(os.path.join(isolad.state_dir, "sandboxes"))) == dirs_before
+    # The source is untouched and still works.
+    assert api.sh(sid, "echo ok") == "ok\n"
+
+
+def test_tenant_isolation(isolad, api, make_sandbox, cleanup_snapshots):
+    a, b = Tenant(isolad), Tenant(isolad)
+    try:
+        sa = a.client.create_sandbox()
+        name = uname()
+        snapshot(a.client, sa["id"], name)
+        # B: A's snapshot answers exactly like a missing one, everywhere.
+        missing = uname()
+        for method, path, body in (("GET", f"/v1/snapshots/{{}}", None),
+                                   ("DELETE", f"/v1/snapshots/{{}}", None),
+                                   ("POST", "/v1/sandboxes", "create")):
+            rs = []
+            for n in (name, missing):
+                if body == "create":
+                    rs.append(b.client.request("POST", "/v1/sandboxes", json={"snapshot": n}))
+                else:
+                    rs.append(b.client.request(method, path.format(n)))
+            assert rs[0].status == rs[1].status == 404, rs
+            assert rs[0].error_message.replace(name, "X") == \
+                rs[1].error_message.replace(missing, "X"), rs
+        assert b.client.get_json("/v1/snapshots")["snapshots"] == []
+        # B cannot snapshot A's sandbox either; the same name is free for B.
+        r = b.client.request("POST", "/v1/snapshots", json={"sandbox": sa["id"], "name": name})
+        assert r.status == 404, r
+        sb_ = b.client.create_sandbox()
+        snapshot(b.client, sb_["id"], name)
+        assert [s["name"] for s in a.client.get_json("/v1/snapshots")["snapshots"]] == [name]
+        mine = a.client.get_json(f"/v1/snapshots/{name}")
+        assert mine["source"] == sa["id"] and mine["tenant"] == a.name
+        # The operator's socket acts for `default`, as for sandboxes: neither is its own.
+        assert not [s for s in api.get_json("/v1/snapshots")["snapshots"]
+                    if s["name"] == name]
+        assert a.client.request("DELETE", f"/v1/snapshots/{name}").status == 204
+        assert b.client.request("DELETE", f"/v1/snapshots/{name}").status == 204
+    finally:
+        a.cleanup()
+        b.cleanup()
+
+
+def test_audit_names_snapshot(isolad, api, make_sandbox, cleanup_snapshots):
+    sid = make_sandbox()["id"]
+    name = uname()
+    cleanup_snapshots.append(name)
+    snapshot(api, sid, name)
+    cp = subprocess.run([str(CLI), "--socket", isolad.socket, "audit", "export"],
+                        stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=60)
+    assert cp.returncode == 0, cp
+    recs = [json.loads(l) for l in cp.stdout.decode().splitlines()]
+    hits = [r for r in recs if r.get("action") == "sandbox.snapshot" and r.get("target") == sid]
+    assert hits and hits[-1]["detail"]["snapshot"] == name, hits[-3:]
+
+
+# ---- an isolad of our own: snapshot dir on a tiny tmpfs, kill -9 ------------------------
+
+@pytest.fixture(scope="module")
+def tiny():
+    """isolad with --snapshot-dir on an 8 MiB tmpfs."""
+    mnt = f"/tmp/isola-snapfs-{uuid.uuid4().hex[:8]}"
+    os.makedirs(mnt)
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=8m,mode=0700", "tmpfs", mnt], check=True)
+    d = Isolad(extra_args=["--snapshot-dir", mnt])
+    d.snapdir = mnt
+    yield d
+    d.destroy_all_sandboxes()
+    d.stop()
+    subprocess.run(["umount", "-l", mnt])
+    os.rmdir(mnt)
+    shutil.rmtree(d.state_dir, ignore_errors=True)
+
+
+def test_enospc_keeps_sandbox_running_and_retry_succeeds(tiny, tier):
+    if tier != "process":
+        pytest.skip("one tmpfs test is enough; the microvm image does not fit 8 MiB")
+    c = tiny.client(timeout=OP_TIMEOUT)
+    sid = c.create_sandbox()["id"]
+    try:
+        c.sh(sid, "head -c 3000000 /dev/urandom > /root/big")
+        filler = os.path.join(tiny.snapdir, "filler")
+        with open(filler, "wb") as f:  # leave ~1 MiB free
+            f.write(os.urandom(7 * 1024 * 1024))
+        r = c.request("POST", "/v1/snapshots", json={"sandbox": sid, "name": "full"})
+        assert r.status == 507 and r.error_code == "no_space", r
+        assert "No space" in r.error_message or "space" in r.error_message, r
+        sb = c.get_json(f"/v1/sandboxes/{sid}")
+        assert sb["state"] == "running", sb
+        assert c.sh(sid, "echo alive && wc -c < /root/big") == "alive\n3000000\n"
+        # Nothing half-written is left, and the name is free.
+        assert sorted(os.listdir(tiny.snapdir)) in (["filler"], ["filler", "hibernated"])
+        assert c.get_json("/v1/snapshots")["snapshots"] == []
+        os.unlink(filler)
+        snap = snapshot(c, sid, "full")
+        assert snap["size"] >= 1000000
+        k = from_snapshot(c, "full")
+        assert c.sh(k["id"], "wc -c < /root/big") == "3000000\n"
+    finally:
+        c.request("DELETE", "/v1/snapshots/full")
+
+
+def test_kill9_during_snapshot_then_consistent(tiny, tier):
+    if tier != "process":
+        pytest.skip("process tier here; the microvm variant is in CI")
+    c = tiny.client(timeout=OP_TIMEOUT)
+    sid = c.create_sandbox()["id"]
+    c.sh(sid, "echo old > /root/f")
+    snapshot(c, sid, "before")
+    c.sh(sid, "head -c 4000000 /dev/urandom > /root/big; echo new > /root/f")
+    seen = {}
+
+    def take():
+        try:
+            seen["r"] = tiny.client(timeout=60).request(
+                "POST", "/v1/snapshots", json={"sandbox": sid, "name": "during"})
+        except OSError as e:
+            seen["r"] = e
+    t = threading.Thread(target=take)
+    t.start()
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        if any(n.startswith(".tmp-") for n in os.listdir(tiny.snapdir)):
+            break
+        time.sleep(0.002)
+    tiny.stop(kill9=True)
+    t.join(60)
+    tiny.start()
+    c = tiny.client(timeout=OP_TIMEOUT)
+    # The sandbox is live and running (the snapshot was cut short and rolled back).
+    sb = c.get_json(f"/v1/sandboxes/{sid}")
+    assert sb["state"] == "running", sb
+    assert c.sh(sid, "cat /root/f") == "new\n"
+    names = [s["name"] for s in c.get_json("/v1/snapshots")["snapshots"]]
+    assert "before" in names
+    for s in c.get_json("/v1/snapshots")["snapshots"]:
+        assert s["state"] == "ready", s
+    assert not [n for n in os.listdir(tiny.snapdir) if n.startswith(".tmp-")]
+    # The previous snapshot still loads.
+    k = from_snapshot(c, "before")
+    assert c.sh(k["id"], "cat /root/f") == "old\n"
+    for n in names:
+        c.request("DELETE", f"/v1/snapshots/{n}")
