@@ -78,6 +78,7 @@ int cmd_expose(struct cli *cli, int argc, char **argv);	  /* cmd_expose.c */
 int cmd_ports(struct cli *cli, int argc, char **argv);	  /* cmd_expose.c */
 int cmd_unexpose(struct cli *cli, int argc, char **argv); /* cmd_expose.c */
 int cmd_network(struct cli *cli, int argc, char **argv);  /* cmd_network.c */
+int cmd_pool(struct cli *cli, int argc, char **argv);	  /* cmd_pool.c */
 int cmd_exec(struct cli *cli, int argc, char **argv);
 int cmd_ps(struct cli *cli, int argc, char **argv);
 int cmd_logs(struct cli *cli, int argc, char **argv);

@@ -38,6 +38,7 @@ static const struct cli_cmd commands[] = {
 	{"ports", cmd_ports, "ID", "list a sandbox's exposed ports and their counters"},
 	{"unexpose", cmd_unexpose, "ID PORT", "stop exposing a port"},
 	{"network", cmd_network, "get|set ID ...", "show or replace a sandbox's egress policy"},
+	{"pool", cmd_pool, "ls|set ...", "warm pools of ready sandboxes (operator)"},
 	{"bench", cmd_bench, "[-n N] [-c K] [--no-peers]",
 	 "time the create-write-exec-destroy loop beside bwrap and runc"},
 	{"mcp", cmd_mcp, "", "serve sandbox tools over the Model Context Protocol (stdio)"},

@@ -256,3 +256,24 @@ def test_pool_size_is_stored(own):
     finally:
         own.extra_args = flags
         own.restart()
+
+
+def test_cli_pool_ls_and_set(own):
+    def run(*args):
+        return subprocess.run([str(CLI), "--socket", own.socket, *args], stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, timeout=60)
+    cp = run("pool", "set", "host", "process", "2")
+    assert cp.returncode == 0, cp
+    assert b"size 2" in cp.stdout
+    wait_ready(own, 2)
+    cp = run("pool", "ls")
+    assert cp.returncode == 0, cp
+    row = [ln.split() for ln in cp.stdout.decode().splitlines() if ln.startswith("host")]
+    assert row and row[0][:4] == ["host", "process", "2", "2"], cp.stdout
+    cp = run("--json", "pool", "ls")
+    assert cp.returncode == 0 and json.loads(cp.stdout)["pools"][0]["size"] == 2, cp
+    cp = run("pool", "set", "host", "process", "many")
+    assert cp.returncode == 2, cp
+    cp = run("pool", "set", "host", "process", str(SIZE))
+    assert cp.returncode == 0, cp
+    wait_ready(own, SIZE)

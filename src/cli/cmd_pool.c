@@ -1,0 +1,117 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* cmd_pool: isola pool ls|set — warm pools of ready sandboxes (operator; docs/persistence.md). */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../common/util.h"
+#include "cli.h"
+#include "output.h"
+#include "parse.h"
+
+static void print_pools(const json_t *pools)
+{
+	static const char *const headers[] = {"TEMPLATE", "TIER",   "SIZE",   "READY",
+					      "CREATING", "CLAIMS", "MISSES", "LAST ERROR"};
+	struct table *t = table_new(headers, ARRAY_SIZE(headers));
+	const json_t *p;
+	size_t i;
+
+	if (!t)
+		return;
+	json_array_foreach(pools, i, p)
+	{
+		char n[5][24];
+		const char *keys[] = {"size", "ready", "creating", "claims", "misses"};
+		const char *err = json_string_value(json_object_get(p, "last_error"));
+		const char *cells[8];
+
+		for (size_t k = 0; k < ARRAY_SIZE(keys); k++)
+			snprintf(n[k], sizeof(n[k]), "%lld",
+				 (long long)json_integer_value(json_object_get(p, keys[k])));
+		cells[0] = json_string_value(json_object_get(p, "template"));
+		cells[1] = json_string_value(json_object_get(p, "tier"));
+		for (size_t k = 0; k < ARRAY_SIZE(keys); k++)
+			cells[2 + k] = n[k];
+		cells[7] = err ? err : "-";
+		table_add(t, cells);
+	}
+	table_print(t, stdout);
+	table_free(t);
+}
+
+static int pool_ls(struct cli *cli, int argc, char **argv)
+{
+	cleanup_err struct isola_err *err = NULL;
+	json_t *out = NULL;
+	struct client *c;
+	int opt;
+
+	while ((opt = cli_getopt(argc, argv, "h", NULL)) != -1)
+		return cli_bad_opt(cli, argc, argv, opt);
+	if (argc != optind)
+		return cli_usage_err(cli, "unexpected argument `%s`", argv[optind]);
+	c = cli_client(cli);
+	if (!c)
+		return CLI_EXIT_FAIL;
+	if (client_json(c, "GET", "/v1/pools", NULL, &out, &err) < 0)
+		return cli_fail(err, CLI_EXIT_FAIL);
+	if (cli->json)
+		out_json(stdout, out);
+	else
+		print_pools(json_object_get(out, "pools"));
+	json_decref(out);
+	return CLI_EXIT_OK;
+}
+
+static int pool_set(struct cli *cli, int argc, char **argv)
+{
+	cleanup_err struct isola_err *err = NULL;
+	cleanup_free char *path = NULL;
+	json_t *body, *out = NULL;
+	unsigned long size;
+	struct client *c;
+	char *end = NULL;
+	int opt, r;
+
+	while ((opt = cli_getopt(argc, argv, "h", NULL)) != -1)
+		return cli_bad_opt(cli, argc, argv, opt);
+	if (argc - optind != 3)
+		return cli_usage_err(cli, "expected TEMPLATE TIER SIZE");
+	size = strtoul(argv[optind + 2], &end, 10);
+	if (!*argv[optind + 2] || *end || size > 1000000)
+		return cli_usage_err(cli, "SIZE `%s` is not a number", argv[optind + 2]);
+	c = cli_client(cli);
+	path = cli_pathf("/v1/pools/%s/%s", argv[optind], argv[optind + 1]);
+	if (!c || !path)
+		return CLI_EXIT_FAIL;
+	body = json_pack("{s:I}", "size", (json_int_t)size);
+	r = client_json(c, "PUT", path, body, &out, &err);
+	json_decref(body);
+	if (r < 0)
+		return cli_fail(err, CLI_EXIT_FAIL);
+	if (cli->json)
+		out_json(stdout, out);
+	else
+		printf("pool %s/%s: size %lld\n", argv[optind], argv[optind + 1],
+		       (long long)json_integer_value(json_object_get(out, "size")));
+	json_decref(out);
+	return CLI_EXIT_OK;
+}
+
+static const struct cli_cmd pool_commands[] = {
+	{"ls", pool_ls, "", "list warm pools: size, ready, claims, misses"},
+	{"set", pool_set, "TEMPLATE TIER SIZE",
+	 "keep SIZE ready sandboxes of TEMPLATE on TIER (0 removes the pool)"},
+};
+
+int cmd_pool(struct cli *cli, int argc, char **argv)
+{
+	if (argc > 1 && (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help"))) {
+		cli_print_table_usage(stdout, "pool", pool_commands, ARRAY_SIZE(pool_commands));
+		return CLI_EXIT_OK;
+	}
+	cli->group = "pool";
+	return cli_dispatch(cli, pool_commands, ARRAY_SIZE(pool_commands), argc - 1, argv + 1);
+}
