@@ -35,11 +35,12 @@ def test_doctor(api):
     assert isinstance(doc, dict) and doc, doc
 
 
-def test_create_reports_defaults(api, make_sandbox):
+@pytest.mark.tiers("process", "microvm")
+def test_create_reports_defaults(api, make_sandbox, tier):
     before = time.time()
     sb = make_sandbox()
     assert sb["state"] == "running", sb
-    assert sb["tier"] == "process"
+    assert sb["tier"] == tier
     assert sb["template"] == "host"
     assert sb["cpu"] == 1
     assert sb["memory"] == 256 * MiB
@@ -250,3 +251,41 @@ def test_process_tier_has_no_console(api, sandbox):
     assert "console" in r.error_message
     r = api.request("GET", "/v1/sandboxes/nosuchsandbox/console")
     assert r.status == 404, r
+
+
+# ---- limits as a command inside sees them (both tiers promise the same) ----
+
+MICROVM_DISK_GAP = ("known difference: the guest's ext4 is the template image plus the "
+                    "allowance, and the image's own free space (10% + 96 MiB when "
+                    "images/ext4.c sizes it, and mkfs's 5% root reserve) adds to it, so a "
+                    "guest may write more than `disk`")
+MICROVM_PIDS_GAP = ("known difference: `pids` limits QEMU's host cgroup only; the guest "
+                    "kernel has no pids limit (nothing passes it to the guest)")
+
+
+@pytest.mark.tiers("process", "microvm")
+def test_disk_limit_inside(api, make_sandbox, tier, request):
+    """df shows about the `disk` allowance free, and a write past it stops near it."""
+    if tier == "microvm":
+        request.applymarker(pytest.mark.xfail(strict=True, reason=MICROVM_DISK_GAP))
+    sb = make_sandbox(disk="128M")
+    sid = sb["id"]
+    avail_kib = int(api.sh(sid, "df -Pk / | tail -1").split()[3])
+    assert 0.85 * 128 * 1024 <= avail_kib <= 1.15 * 128 * 1024, avail_kib
+    res = api.exec(sid, command="dd if=/dev/zero of=/root/big bs=1M count=256", timeout=120)
+    assert res["exit_code"] != 0 or res["signal"], res
+    size = int(api.sh(sid, "stat -c %s /root/big"))
+    assert 64 << 20 <= size <= 1.15 * (128 << 20), size
+
+
+@pytest.mark.tiers("process", "microvm")
+def test_pids_limit_inside(api, make_sandbox, tier, request):
+    """With pids=32, a command cannot have 50 processes at once."""
+    if tier == "microvm":
+        request.applymarker(pytest.mark.xfail(strict=True, reason=MICROVM_PIDS_GAP))
+    sb = make_sandbox(pids=32)
+    sid = sb["id"]
+    res = api.exec(sid, command="i=0; while [ $i -lt 50 ]; do sleep 30 & i=$((i+1)); done; "
+                   "sleep 1; ls /proc | grep -c '^[0-9]'; pkill sleep; true", timeout=120)
+    n = int(res["stdout"].split()[0]) if res["stdout"].strip() else 0
+    assert n <= 32 and "fork" in res["stderr"].lower(), res
