@@ -344,7 +344,11 @@ static void hostile(int dfd, const char *name, const struct ent *e, size_t n, bo
 	snprintf(arch, sizeof(arch), "%s/hostile.tar", t);
 	write_archive(arch, e, n, end);
 	failed = !restore_ok(dfd, arch, B2, &err);
-	ok(failed && err && !strcmp(err->code, code) && strstr(err->message, arch) &&
+	bool printable = err && err->message;
+
+	for (const char *p = err && err->message ? err->message : ""; *p; p++)
+		printable &= (unsigned char)*p >= 0x20 && *p != 0x7f;
+	ok(failed && err && !strcmp(err->code, code) && strstr(err->message, arch) && printable &&
 		   faccessat(dfd, "upper", F_OK, AT_SYMLINK_NOFOLLOW) < 0 && outside_untouched(),
 	   "%s: refused (%s), named, nothing left, nothing outside: %s", name, code,
 	   err ? err->message : "(no error)");
@@ -419,6 +423,11 @@ static void test_hostile(void)
 		const struct ent e[] = {{.path = "f", .type = AE_IFREG},
 					{.path = "f", .type = AE_IFREG}};
 		hostile(dfd, "a duplicate entry", e, 2, true, "invalid");
+	}
+	{
+		const struct ent e[] = {{.path = "no-parent\n\x1b[31mFORGED/x", .type = AE_IFREG}};
+		hostile(dfd, "a name with a newline and an escape (message stays printable)", e, 1,
+			true, "invalid");
 	}
 	{
 		const struct ent e[] = {{.path = "f", .type = AE_IFREG}};

@@ -32,6 +32,17 @@ void proc_layer_set_compression(int level)
 	zstd_level = level;
 }
 
+/* Error messages carry entry names, which are hostile (a sandbox's or an archive's): control
+ * bytes become '?' so a name cannot forge a log line or a terminal sequence. */
+static void err_printable(struct isola_err **err)
+{
+	if (!err || !*err || !(*err)->message)
+		return;
+	for (unsigned char *p = (unsigned char *)(*err)->message; *p; p++)
+		if (*p < 0x20 || *p == 0x7f)
+			*p = '?';
+}
+
 /* A zeroed chunk fed to libarchive for holes; the pax writer skips hole bytes unread. */
 static const char zeros[LAYER_BUF];
 
@@ -519,6 +530,8 @@ out:
 	json_decref(todo);
 	free(w.buf);
 	free(w.xbuf);
+	if (r < 0)
+		err_printable(err);
 	return r;
 }
 
@@ -947,7 +960,9 @@ out:
 		archive_read_free(l.a);
 	json_decref(l.dirs);
 	close(l.root);
-	if (r < 0)
+	if (r < 0) {
 		images_rm_at(parent, name);
+		err_printable(err);
+	}
 	return r;
 }
