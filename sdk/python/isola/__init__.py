@@ -15,8 +15,9 @@ from .errors import (ConflictError, ForbiddenError, InternalError, InvalidError,
                      ProtocolError, QuotaExceededError, RangeNotSatisfiableError,
                      RateLimitedError, TimeoutError, TooLargeError,
                      UnauthorizedError, UnavailableError, error_for)
-from .models import (ArchiveResult, Entry, Event, ExecResult, ExitStatus, Health,
-                     ImportProgress, Listing, OutputResult, Process, SandboxInfo, Template)
+from .models import (ArchiveResult, Entry, Event, ExecResult, ExitStatus, Exposure, Health,
+                     ImportProgress, Listing, OutputResult, Process, SandboxInfo, Snapshot,
+                     Template)
 from .ws import PtySession, WebSocket, WebSocketError
 
 __version__ = "0.1.0"
@@ -24,7 +25,7 @@ __version__ = "0.1.0"
 __all__ = [
     "Client", "Sandbox", "Processes", "Files", "EventStream", "PtySession", "WebSocket",
     "ArchiveResult", "Entry", "Event", "ExecResult", "ExitStatus", "Health", "ImportProgress",
-    "Listing", "OutputResult", "Process", "SandboxInfo", "Template",
+    "Listing", "OutputResult", "Process", "SandboxInfo", "Snapshot", "Exposure", "Template",
     "IsolaError", "InvalidError", "UnauthorizedError", "ForbiddenError", "NotFoundError",
     "MethodNotAllowedError", "ConflictError", "TooLargeError", "RangeNotSatisfiableError",
     "InternalError", "NotSupportedError", "UnavailableError", "TimeoutError", "NoSpaceError",

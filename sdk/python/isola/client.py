@@ -11,7 +11,8 @@ from typing import (IO, Any, Callable, Dict, Iterable, Iterator, List, Mapping, 
 from . import errors
 from ._http import FOREVER, Transport, seg
 from .models import (ArchiveResult, Entry, Event, ExecResult, ExitStatus, Health,
-                     ImportProgress, Listing, OutputResult, Process, SandboxInfo, Template)
+                     Exposure, ImportProgress, Listing, OutputResult, Process, SandboxInfo,
+                     Snapshot, Template)
 from .ws import PtySession, WebSocket
 
 Command = Union[str, Sequence[str]]
@@ -136,11 +137,20 @@ class Client:
                        disk: Union[int, str, None] = None, pids: Optional[int] = None,
                        env: Optional[Mapping[str, str]] = None, workdir: Optional[str] = None,
                        user: Optional[str] = None, ttl: Optional[int] = None,
-                       labels: Optional[Mapping[str, str]] = None) -> "Sandbox":
-        """Creates and starts a sandbox (POST /v1/sandboxes). memory/disk: bytes or "512M"."""
+                       labels: Optional[Mapping[str, str]] = None,
+                       snapshot: Optional[str] = None,
+                       network: Optional[Mapping[str, Any]] = None,
+                       on_timeout: Optional[str] = None, idle_timeout: Optional[int] = None,
+                       auto_resume: Optional[bool] = None) -> "Sandbox":
+        """Creates and starts a sandbox (POST /v1/sandboxes). memory/disk: bytes or "512M".
+        snapshot: start from that named snapshot instead of a template. network: the egress
+        policy ({"default", "allow", "deny"}, docs/network.md). on_timeout: "kill", "pause"
+        or "hibernate" when the TTL or idle_timeout (seconds) runs out."""
         body = _put({}, template=template, tier=tier, cpu=cpu, memory=memory, disk=disk,
                     pids=pids, env=dict(env) if env is not None else None, workdir=workdir,
-                    user=user, ttl=ttl, labels=dict(labels) if labels is not None else None)
+                    user=user, ttl=ttl, labels=dict(labels) if labels is not None else None,
+                    snapshot=snapshot, network=dict(network) if network is not None else None,
+                    on_timeout=on_timeout, idle_timeout=idle_timeout, auto_resume=auto_resume)
         info = SandboxInfo.from_json(self.transport.json("POST", "/v1/sandboxes",
                                                          json_body=body))
         return Sandbox(self, info.id, info)
@@ -164,6 +174,30 @@ class Client:
 
     def delete_sandbox(self, sandbox_id: str) -> None:
         self.transport.json("DELETE", f"/v1/sandboxes/{seg(sandbox_id)}")
+
+    # -- snapshots and pools -------------------------------------------------------------
+    def list_snapshots(self) -> List[Snapshot]:
+        """The caller's named snapshots."""
+        d = self.transport.json("GET", "/v1/snapshots")
+        return [Snapshot.from_json(x) for x in d.get("snapshots", [])]
+
+    def get_snapshot(self, name: str) -> Snapshot:
+        return Snapshot.from_json(self.transport.json("GET", f"/v1/snapshots/{seg(name)}"))
+
+    def delete_snapshot(self, name: str) -> None:
+        """Deletes a snapshot; ConflictError while a live sandbox still maps it."""
+        self.transport.json("DELETE", f"/v1/snapshots/{seg(name)}")
+
+    def list_pools(self) -> List[Dict[str, Any]]:
+        """Warm pools: template, tier, size, ready, creating, claims, misses, failures."""
+        d = self.transport.json("GET", "/v1/pools")
+        return d.get("pools", []) if isinstance(d, dict) else d
+
+    def set_pool(self, template: str, tier: str, size: int) -> Dict[str, Any]:
+        """Sets the number of ready sandboxes kept for (template, tier); 0 drains it.
+        Operator only."""
+        return self.transport.json("PUT", f"/v1/pools/{seg(template)}/{seg(tier)}",
+                                   json_body={"size": int(size)})
 
     # -- templates ---------------------------------------------------------------------
     def list_templates(self) -> List[Template]:
@@ -207,6 +241,7 @@ class Sandbox:
         self.client = client
         self.id = sandbox_id
         self.info = info
+        self.last_fork: Optional[Dict[str, Any]] = None
         self._t = client.transport
         self._base = f"/v1/sandboxes/{seg(sandbox_id)}"
         self.files = Files(self)
@@ -238,6 +273,68 @@ class Sandbox:
     def stats(self) -> Dict[str, Any]:
         """One resource sample: cpu_seconds, memory_bytes, disk_bytes, pids, limits, ..."""
         return self._t.json("GET", f"{self._base}/stats")
+
+    # -- persistence -------------------------------------------------------------------
+    def _state_change(self, op: str) -> SandboxInfo:
+        self.info = SandboxInfo.from_json(self._t.json("POST", f"{self._base}/{op}"))
+        return self.info
+
+    def pause(self) -> SandboxInfo:
+        """Stops every process in place (info.persistence["pause"] says what is kept)."""
+        return self._state_change("pause")
+
+    def resume(self) -> SandboxInfo:
+        """Resumes a paused or hibernated sandbox."""
+        return self._state_change("resume")
+
+    def hibernate(self) -> SandboxInfo:
+        """Saves the sandbox to disk and frees its resources (scale to zero)."""
+        return self._state_change("hibernate")
+
+    def snapshot(self, name: str) -> Snapshot:
+        """Takes an immutable named snapshot; create_sandbox(snapshot=name) starts from it."""
+        return Snapshot.from_json(self._t.json("POST", "/v1/snapshots",
+                                               json_body={"sandbox": self.id, "name": name}))
+
+    def fork(self, count: int = 1) -> List["Sandbox"]:
+        """count new sandboxes with this one's state, each with a fresh identity.
+        last_fork holds the whole answer (source pause time `paused_us`, `level`)."""
+        d = self._t.json("POST", f"{self._base}/fork", json_body={"count": int(count)})
+        self.last_fork = d
+        return [Sandbox(self.client, x["id"], SandboxInfo.from_json(x))
+                for x in d.get("children", [])]
+
+    def set_lifecycle(self, *, on_timeout: Optional[str] = None,
+                      idle_timeout: Optional[int] = None,
+                      auto_resume: Optional[bool] = None) -> SandboxInfo:
+        """Changes what happens when the TTL or the idle timeout runs out."""
+        body = _put({}, on_timeout=on_timeout, idle_timeout=idle_timeout,
+                    auto_resume=auto_resume)
+        self.info = SandboxInfo.from_json(self._t.json("PUT", f"{self._base}/lifecycle",
+                                                       json_body=body))
+        return self.info
+
+    # -- network -----------------------------------------------------------------------
+    def network(self) -> Dict[str, Any]:
+        """Egress policy, interface, addresses and counters."""
+        return self._t.json("GET", f"{self._base}/network")
+
+    def set_network(self, policy: Mapping[str, Any]) -> Dict[str, Any]:
+        """Replaces the egress policy live."""
+        return self._t.json("PUT", f"{self._base}/network", json_body=dict(policy))
+
+    def expose(self, port: int, public: bool = False) -> Exposure:
+        """Makes a port inside the sandbox reachable on the host's exposure listener."""
+        return Exposure.from_json(self._t.json("POST", f"{self._base}/ports",
+                                               json_body={"port": int(port),
+                                                          "public": bool(public)}))
+
+    def ports(self) -> List[Exposure]:
+        d = self._t.json("GET", f"{self._base}/ports")
+        return [Exposure.from_json(x) for x in d.get("ports", [])]
+
+    def unexpose(self, port: int) -> None:
+        self._t.json("DELETE", f"{self._base}/ports/{int(port)}")
 
     def __enter__(self) -> "Sandbox":
         return self

@@ -33,7 +33,7 @@ class SandboxInfo:
     labels: Dict[str, str] = field(default_factory=dict)
     created_at: Optional[float] = None
     expires_at: Optional[float] = None
-    persistence: Optional[str] = None
+    persistence: Dict[str, str] = field(default_factory=dict)
     error: Optional[str] = None
     cpu: Optional[float] = None
     memory: Optional[int] = None
@@ -51,7 +51,7 @@ class SandboxInfo:
             id=d["id"], state=d.get("state", ""), tier=d.get("tier", ""),
             template=d.get("template", ""), labels=dict(d.get("labels") or {}),
             created_at=d.get("created_at"), expires_at=d.get("expires_at"),
-            persistence=d.get("persistence"), error=d.get("error"),
+            persistence=dict(d.get("persistence") or {}), error=d.get("error"),
             cpu=d.get("cpu", limits.get("cpu")), memory=d.get("memory", limits.get("memory")),
             disk=d.get("disk", limits.get("disk")), pids=d.get("pids", limits.get("pids")),
             env=dict(d.get("env") or {}), workdir=d.get("workdir"), user=d.get("user"), raw=d)
@@ -267,3 +267,47 @@ class ImportProgress:
     phase: str
     done: int
     total: int
+
+
+@dataclass
+class Snapshot:
+    """A snapshot (GET /v1/snapshots/{name}): immutable; `level` says what it holds
+    ("files" or "files+memory"); `parent` names the snapshot its source was restored from."""
+
+    name: str
+    id: str
+    tier: str
+    template: str
+    level: str
+    size: int
+    created_at: Optional[float] = None
+    source: Optional[str] = None
+    parent: Optional[str] = None
+    state: Optional[str] = None
+    raw: Dict[str, Any] = field(default_factory=dict, repr=False)
+
+    @classmethod
+    def from_json(cls, d: Dict[str, Any]) -> "Snapshot":
+        return cls(name=d.get("name", ""), id=d.get("id", ""), tier=d.get("tier", ""),
+                   template=d.get("template", ""), level=d.get("level", ""),
+                   size=int(d.get("size") or 0), created_at=d.get("created_at"),
+                   source=d.get("source"), parent=d.get("parent"), state=d.get("state"), raw=d)
+
+
+@dataclass
+class Exposure:
+    """A sandbox port reachable from the host (POST /v1/sandboxes/{id}/ports). `token` is
+    None for a public exposure."""
+
+    port: int
+    url: str
+    public: bool = False
+    token: Optional[str] = None
+    path_url: Optional[str] = None
+    raw: Dict[str, Any] = field(default_factory=dict, repr=False)
+
+    @classmethod
+    def from_json(cls, d: Dict[str, Any]) -> "Exposure":
+        return cls(port=int(d.get("port") or 0), url=d.get("url", ""),
+                   public=bool(d.get("public")), token=d.get("token"),
+                   path_url=d.get("path_url"), raw=d)
