@@ -13,6 +13,7 @@
 
 #include "../../common/log.h"
 #include "../../common/util.h"
+#include "../net/net.h"
 #include "../snapshots/snapdir.h"
 #include "agentconn.h"
 
@@ -148,7 +149,9 @@ static int core_sandbox_wake(struct core *c, struct sandbox *s, struct isola_err
 	r = s->tier->restore(&s->spec, hib, &s->ts, err);
 	if (r < 0)
 		goto fail_state;
-	fd = s->tier->agent_connect(s->ts, err);
+	/* Its network again, with the policy it had (docs/network.md). */
+	r = net_sandbox_attach(s->tier, s->ts, &s->spec, err);
+	fd = r < 0 ? r : s->tier->agent_connect(s->ts, err);
 	r = fd < 0 ? fd : agent_conn_new(fd, AGENT_CONNECT_TIMEOUT_MS, &s->conn, err);
 	/* Same hostname, but the RNG of a restored image must not repeat its past. */
 	if (r == 0)

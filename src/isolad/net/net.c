@@ -19,14 +19,13 @@
 #include "net-internal.h"
 #include "proxy.h"
 
-#define NET_FILE "network.json"
+#define NET_DIR "network" /* <state>/network/<id>.json: block, interface, policy */
 
 /* One attached sandbox. Reference-counted: the list holds one, each proxied connection one. */
 struct net_sandbox {
 	struct net_counters c;	     /* first: net_counters_put finds the entry from it */
 	atomic_int refs;	     /* references */
 	char id[40];		     /* sandbox id */
-	char dir[512];		     /* sandbox state dir (network.json) */
 	char ifname[NET_IFNAME_MAX]; /* host side of the veth */
 	uint32_t block;		     /* /30 base, host order */
 	struct net_policy *policy;   /* current policy (one reference), under net.lock */
@@ -272,6 +271,7 @@ static int start_proxy(struct net *n, struct isola_err **err)
 int net_start(const struct net_config *cfg, struct net **out, struct isola_err **err)
 {
 	struct net *n = calloc(1, sizeof(*n));
+	char path[600];
 	int r;
 
 	if (!n)
@@ -283,6 +283,12 @@ int net_start(const struct net_config *cfg, struct net **out, struct isola_err *
 	if (parse_pool(cfg->pool, &n->pool_base, &n->pool_prefix) < 0) {
 		r = isola_err_set(err, EINVAL, "invalid",
 				  "address pool `%s` is not an IPv4 CIDR of /8 to /28", cfg->pool);
+		goto fail;
+	}
+	snprintf(path, sizeof(path), "%s/" NET_DIR, cfg->state_dir);
+	r = util_mkdir_p(path, 0700);
+	if (r < 0) {
+		r = isola_err_sys(err, -r, "internal", "create `%s`", path);
 		goto fail;
 	}
 	r = net_opens_parse(cfg->opens, &n->opens, err);
@@ -352,13 +358,17 @@ static void ifname_for(const char *id, char *out)
 	snprintf(out, NET_IFNAME_MAX, "isv-%.11s", id);
 }
 
-static int file_path(const char *dir, char *out, size_t n)
+/* Outside the sandbox dir, which a resume from hibernation builds anew: the policy outlives
+ * the sandbox's resources until the sandbox is destroyed. */
+static int file_path(const struct net *n, const char *id, char *out, size_t len)
 {
-	return snprintf(out, n, "%s/" NET_FILE, dir) >= (int)n ? -ENAMETOOLONG : 0;
+	return snprintf(out, len, "%s/" NET_DIR "/%s.json", n->cfg.state_dir, id) >= (int)len
+		       ? -ENAMETOOLONG
+		       : 0;
 }
 
 /* Writes network.json (atomic): what reattach needs and the policy. */
-static int save_entry(const struct net_sandbox *e, const struct net_policy *p,
+static int save_entry(const struct net *n, const struct net_sandbox *e, const struct net_policy *p,
 		      struct isola_err **err)
 {
 	char path[600];
@@ -372,7 +382,7 @@ static int save_entry(const struct net_sandbox *e, const struct net_policy *p,
 	json_decref(j);
 	if (!text)
 		return isola_err_set(err, ENOMEM, "internal", "network policy: out of memory");
-	if (file_path(e->dir, path, sizeof(path)) < 0)
+	if (file_path(n, e->id, path, sizeof(path)) < 0)
 		return isola_err_set(err, ENAMETOOLONG, "internal", "network file path too long");
 	r = util_write_file_atomic(path, text, strlen(text), 0600);
 	return r < 0 ? isola_err_sys(err, -r, "internal", "write `%s`", path) : 0;
@@ -386,7 +396,6 @@ static struct net_sandbox *entry_new(const struct sandbox_spec *spec)
 		return NULL;
 	atomic_init(&e->refs, 1);
 	snprintf(e->id, sizeof(e->id), "%s", spec->id);
-	snprintf(e->dir, sizeof(e->dir), "%s", spec->dir);
 	ifname_for(spec->id, e->ifname);
 	return e;
 }
@@ -421,7 +430,7 @@ static void list_add(struct net *n, struct net_sandbox *e)
 }
 
 /* Reads <dir>/network.json: block (may be NULL) and policy. -ENOENT without the file. */
-static int load_entry(struct net *n, const char *dir, uint32_t *block, struct net_policy **policy,
+static int load_entry(struct net *n, const char *id, uint32_t *block, struct net_policy **policy,
 		      struct isola_err **err)
 {
 	cleanup_free char *text = NULL;
@@ -430,7 +439,7 @@ static int load_entry(struct net *n, const char *dir, uint32_t *block, struct ne
 	json_t *j;
 	int r;
 
-	if (file_path(dir, path, sizeof(path)) < 0)
+	if (file_path(n, id, path, sizeof(path)) < 0)
 		return -ENAMETOOLONG;
 	r = util_read_file(path, 1 << 20, &text, NULL);
 	if (r < 0)
@@ -462,7 +471,7 @@ int net_sandbox_attach(const struct tier_ops *t, struct tier_sandbox *ts,
 	if (!e)
 		return isola_err_set(err, ENOMEM, "internal", "network: out of memory");
 	/* A sandbox resumed from hibernation keeps its policy; a new one gets the default. */
-	if (load_entry(n, spec->dir, NULL, &e->policy, NULL) < 0)
+	if (load_entry(n, spec->id, NULL, &e->policy, NULL) < 0)
 		e->policy = net_policy_new_default(n->cfg.default_allow);
 	if (!e->policy) {
 		entry_put(e);
@@ -489,7 +498,7 @@ int net_sandbox_attach(const struct tier_ops *t, struct tier_sandbox *ts,
 	if (r == 0)
 		r = net_link_configure_inside(nsfd, e->block, err);
 	if (r == 0)
-		r = save_entry(e, e->policy, err);
+		r = save_entry(n, e, e->policy, err);
 	if (r < 0)
 		goto fail;
 	list_add(n, e);
@@ -505,8 +514,9 @@ fail:
 
 /*
  * At start, before core reconciles: takes back every sandbox whose host interface still exists
- * (it outlived the previous isolad) from <state>/sandboxes/<id>/network.json. Interfaces that
- * are gone leave the firewall set.
+ * (it outlived the previous isolad) from <state>/network/<id>.json. Interfaces that are gone
+ * leave the firewall set; their files stay (a hibernated sandbox keeps its policy) until
+ * the sandbox is destroyed.
  */
 static void reattach_all(struct net *n)
 {
@@ -514,7 +524,7 @@ static void reattach_all(struct net *n)
 	DIR *dir;
 	struct dirent *de;
 
-	snprintf(base, sizeof(base), "%s/sandboxes", n->cfg.state_dir);
+	snprintf(base, sizeof(base), "%s/" NET_DIR, n->cfg.state_dir);
 	dir = opendir(base);
 	if (!dir)
 		return;
@@ -522,17 +532,16 @@ static void reattach_all(struct net *n)
 		cleanup_err struct isola_err *e2 = NULL;
 		struct sandbox_spec spec = {0};
 		struct net_sandbox *e;
+		size_t len = strlen(de->d_name);
 
-		if (de->d_name[0] == '.' || strlen(de->d_name) >= sizeof(spec.id))
+		if (de->d_name[0] == '.' || len <= 5 || len - 5 >= sizeof(spec.id) ||
+		    strcmp(de->d_name + len - 5, ".json") != 0)
 			continue;
-		snprintf(spec.id, sizeof(spec.id), "%s", de->d_name);
-		if (snprintf(spec.dir, sizeof(spec.dir), "%s/%s", base, de->d_name) >=
-		    (int)sizeof(spec.dir))
-			continue;
+		snprintf(spec.id, sizeof(spec.id), "%.*s", (int)(len - 5), de->d_name);
 		e = entry_new(&spec);
 		if (!e)
 			break;
-		if (load_entry(n, spec.dir, &e->block, &e->policy, &e2) < 0) {
+		if (load_entry(n, spec.id, &e->block, &e->policy, &e2) < 0) {
 			if (e2)
 				log_warn("sandbox %s: %s; its network is not re-attached", spec.id,
 					 e2->message);
@@ -555,7 +564,7 @@ void net_sandbox_detach(const struct sandbox_spec *spec)
 {
 	struct net *n = net_cur;
 	struct net_sandbox **pp, *e = NULL;
-	char ifname[NET_IFNAME_MAX];
+	char ifname[NET_IFNAME_MAX], path[600];
 	int r;
 
 	if (!n)
@@ -576,6 +585,8 @@ void net_sandbox_detach(const struct sandbox_spec *spec)
 	/* The element goes only once the interface is gone. */
 	if (r == 0)
 		net_nft_iface(n->table, ifname, false, NULL);
+	if (file_path(n, spec->id, path, sizeof(path)) == 0 && unlink(path) < 0 && errno != ENOENT)
+		log_warn("sandbox %s: remove `%s`: %s", spec->id, path, strerror(errno));
 	entry_put(e);
 }
 
@@ -618,7 +629,7 @@ int net_sandbox_set_policy(const char *id, const json_t *policy, struct isola_er
 	r = net_policy_parse_default(policy, n->cfg.default_allow, &p, err);
 	/* Durable before it is used: a restart never falls back to an older policy. */
 	if (r == 0)
-		r = save_entry(e, p, err);
+		r = save_entry(n, e, p, err);
 	if (r == 0) {
 		pthread_mutex_lock(&n->lock);
 		old = e->policy;

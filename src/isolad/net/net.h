@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* net: the sandbox network manager — veths, firewall, resolver, policies, counters (docs/network.md). */
+/* net: the sandbox network manager: veths, firewall, resolver, policies, counters. */
 #ifndef ISOLA_NET_H
 #define ISOLA_NET_H
 
@@ -76,9 +76,9 @@ struct net_counters {
 
 /*
  * Starts the network: takes back the networks of sandboxes that outlived the previous isolad
- * (<state>/sandboxes/<id>/network.json whose interface still exists), installs this isolad's nftables table, starts the resolver and opens the
- * proxy's listening socket. Becomes the process's current network (net_current); there is one.
- * Fails (`unavailable`) when nftables or netlink cannot be used.
+ * (<state>/network/<id>.json whose interface still exists), installs this isolad's nftables
+ * table, starts the resolver and the proxy. Becomes the process's current network
+ * (net_current); there is one. Fails (`unavailable`) when nftables or netlink cannot be used.
  */
 int net_start(const struct net_config *cfg, struct net **out, struct isola_err **err);
 
@@ -97,14 +97,16 @@ const struct net_config *net_config(struct net *n);
 /* ---- hooks for core (each a no-op returning 0 without a current network) ---- */
 
 /*
- * Gives a just-built sandbox its network: veth, addresses, firewall set, network.json with the
- * operator's default policy. A tier without netns_fd gets nothing (no device: nothing gets
- * out). On failure nothing is left behind and the caller destroys the sandbox.
+ * Gives a just-built (or resumed) sandbox its network: veth, addresses, firewall set, and the
+ * policy of <state>/network/<id>.json if it has one (hibernated), else the operator's
+ * default. A tier without netns_fd gets nothing (no device: nothing gets out). On failure
+ * nothing is left behind and the caller destroys the sandbox.
  */
 int net_sandbox_attach(const struct tier_ops *t, struct tier_sandbox *ts,
 		       const struct sandbox_spec *spec, struct isola_err **err);
 
-/* Removes the veth and the firewall element; idempotent, any state. */
+/* Removes the veth, the firewall element and the policy file; idempotent, any state. Not for
+ * hibernation: the policy must survive until the sandbox is resumed or destroyed. */
 void net_sandbox_detach(const struct sandbox_spec *spec);
 
 /* ---- API ---- */
@@ -112,8 +114,8 @@ void net_sandbox_detach(const struct sandbox_spec *spec);
 /* Validates a policy object as create / PUT would take it (`invalid` naming the rule). */
 int net_policy_validate(const json_t *policy, struct isola_err **err);
 
-/* Replaces a sandbox's policy live (written to network.json first). `not_found` when the
- * sandbox has no network (`not_supported` without a current network). */
+/* Replaces a sandbox's policy live (written to <state>/network/<id>.json first). `not_found`
+ * when the sandbox has no network (`not_supported` without a current network). */
 int net_sandbox_set_policy(const char *id, const json_t *policy, struct isola_err **err);
 
 /* {policy, interface, address, gateway, counters} of a sandbox (new reference). */

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* nft: this isolad's nftables table — the only packets a sandbox interface may send (libnftables). */
+/* nft: this isolad's nftables table, the only packets a sandbox interface may send. */
 #include "net-internal.h"
 
 #include <errno.h>
