@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <sched.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,6 +15,7 @@
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <sys/un.h>
+#include <sys/wait.h>
 #include <sys/xattr.h>
 #include <time.h>
 #include <unistd.h>
@@ -80,6 +82,13 @@ static void make_upper(int up)
 	put(up, "suid", "#!/bin/sh\n", 10, 04755, B1, B1);
 	put(up, "alien", "alien", 5, 0644, 5, 6); /* outside the range: a host id */
 	put(up, weird, "weird", 5, 0644, B1, B1);
+	/* Not UTF-8: a directory (the walk's stack and the reader's mtime list keep names as
+	 * bytes) holding a hard-linked file (so is the link table). */
+	if (mkdirat(up, "dir\xff", 0755) < 0 || fchownat(up, "dir\xff", B1, B1, 0) < 0)
+		die("non-UTF-8 dir");
+	put(up, "dir\xff/f\xfe", "bytes", 5, 0644, B1, B1);
+	if (linkat(up, "dir\xff/f\xfe", up, "dir\xff/g\xfe", 0) < 0)
+		die("non-UTF-8 link");
 	if (symlinkat("/etc/shadow", up, "link-shadow") < 0 ||
 	    symlinkat("../../../../etc/passwd", up, "link-up") < 0 ||
 	    fchownat(up, "link-shadow", B1 + 7, B1 + 7, AT_SYMLINK_NOFOLLOW) < 0)
@@ -226,6 +235,10 @@ static void test_round_trip(void)
 	   b.st_mode & 07777);
 	ok(same_meta(up, rfd, weird, true) && content(rfd, weird, 0, "weird"),
 	   "a name with a newline and non-UTF-8 bytes survives byte for byte");
+	ok(fstatat(rfd, "dir\xff/f\xfe", &a, 0) == 0 && fstatat(rfd, "dir\xff/g\xfe", &b, 0) == 0 &&
+		   a.st_ino == b.st_ino && content(rfd, "dir\xff/g\xfe", 0, "bytes") &&
+		   same_meta(up, rfd, "dir\xff", true),
+	   "a non-UTF-8 directory and hard-linked file names survive");
 	n = readlinkat(rfd, "link-shadow", link, sizeof(link) - 1);
 	ok(n == 11 && !memcmp(link, "/etc/shadow", 11) && same_meta(up, rfd, "link-shadow", true),
 	   "a symlink to /etc/shadow is recorded as a link, not followed");
@@ -619,6 +632,100 @@ static void test_enospc(void)
 	umount2(src, MNT_DETACH);
 }
 
+/* A sandbox that is not frozen (the writer must not rely on it): a child rewrites, truncates,
+ * deletes and recreates files and swaps a directory for a symlink to /etc while snapshots
+ * run. Each one must finish and restore; none may follow the symlink. */
+static void test_races(void)
+{
+	char src[300], dst[300], arch[300];
+	struct isola_err *err = NULL;
+	int sfd, up, dfd, good = 0, restored = 0;
+	bool followed = false;
+	pid_t pid;
+
+	snprintf(src, sizeof(src), "%s/rsrc", t);
+	snprintf(dst, sizeof(dst), "%s/rdst", t);
+	snprintf(arch, sizeof(arch), "%s/r.tar", t);
+	mount_tmpfs(src, "size=64m");
+	mount_tmpfs(dst, "size=64m");
+	sfd = open(src, O_RDONLY | O_DIRECTORY);
+	mkdirat(sfd, "upper", 0755);
+	up = openat(sfd, "upper", O_RDONLY | O_DIRECTORY);
+	fchown(up, B1, B1);
+	pid = fork();
+	if (pid == 0) {
+		static char buf[200000];
+
+		memset(buf, 'x', sizeof(buf));
+		for (unsigned i = 0;; i++) {
+			char n[32];
+			int fd;
+
+			snprintf(n, sizeof(n), "f%u", i % 64);
+			fd = openat(up, n, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+			if (fd >= 0) {
+				if (write(fd, buf, (i * 7919) % sizeof(buf)) < 0)
+					_exit(1);
+				close(fd);
+			}
+			snprintf(n, sizeof(n), "f%u", (i + 32) % 64);
+			unlinkat(up, n, 0);
+			if (i % 2) {
+				unlinkat(up, "swap", 0);
+				mkdirat(up, "swap", 0755);
+				fd = openat(up, "swap/inner", O_WRONLY | O_CREAT, 0644);
+				if (fd >= 0)
+					close(fd);
+			} else {
+				unlinkat(up, "swap/inner", 0);
+				unlinkat(up, "swap", AT_REMOVEDIR);
+				symlinkat("/etc", up, "swap");
+			}
+		}
+	}
+	dfd = open(dst, O_RDONLY | O_DIRECTORY);
+	for (int i = 0; i < 30; i++) {
+		int out = open(arch, O_RDWR | O_CREAT | O_TRUNC, 0600);
+
+		if (proc_layer_write(up, B1, out, arch, NULL, &err) == 0)
+			good++;
+		else
+			printf("# snapshot %d: %s\n", i, err->message);
+		isola_err_free(err);
+		err = NULL;
+		close(out);
+		out = open(arch, O_RDONLY);
+		if (proc_layer_read(dfd, "upper", B2, out, arch, &err) == 0)
+			restored++;
+		else
+			printf("# restore %d: %s\n", i, err->message);
+		isola_err_free(err);
+		err = NULL;
+		close(out);
+		/* Nothing of the host's /etc came through the swapped symlink. */
+		{
+			struct stat sw;
+
+			followed |=
+				fstatat(dfd, "upper/swap", &sw, AT_SYMLINK_NOFOLLOW) == 0 &&
+				S_ISDIR(sw.st_mode) &&
+				faccessat(dfd, "upper/swap/passwd", F_OK, AT_SYMLINK_NOFOLLOW) == 0;
+		}
+		images_rm_at(dfd, "upper");
+	}
+	kill(pid, SIGKILL);
+	waitpid(pid, NULL, 0);
+	ok(good == 30 && restored == 30 && !followed,
+	   "30 snapshots of a layer changing underneath all finish and restore (%d, %d), none "
+	   "followed the swapped symlink",
+	   good, restored);
+	close(dfd);
+	close(up);
+	close(sfd);
+	umount2(dst, MNT_DETACH);
+	umount2(src, MNT_DETACH);
+}
+
 /* Not a timed assertion: prints what a ~50 MB layer costs with and without zstd. */
 static void measure_50mb(void)
 {
@@ -705,6 +812,7 @@ int main(void)
 	test_hostile();
 	test_truncated();
 	test_enospc();
+	test_races();
 	if (getenv("ISOLA_MEASURE"))
 		measure_50mb();
 	{

@@ -43,6 +43,26 @@ static void err_printable(struct isola_err **err)
 			*p = '?';
 }
 
+/*
+ * Appends [path, a, b] to arr. Paths are bytes, not UTF-8 (a sandbox names files as it
+ * likes): jansson's unchecked constructor keeps them as they are. 0 or -ENOMEM.
+ */
+static int push_path(json_t *arr, const char *path, json_int_t a, json_int_t b)
+{
+	json_t *item = json_array();
+
+	if (!item)
+		return -ENOMEM;
+	/* json_array_append_new takes its value even when it fails. */
+	if (json_array_append_new(item, json_string_nocheck(path)) < 0 ||
+	    json_array_append_new(item, json_integer(a)) < 0 ||
+	    json_array_append_new(item, json_integer(b)) < 0) {
+		json_decref(item);
+		return -ENOMEM;
+	}
+	return json_array_append_new(arr, item) < 0 ? -ENOMEM : 0;
+}
+
 /* A zeroed chunk fed to libarchive for holes; the pax writer skips hole bytes unread. */
 static const char zeros[LAYER_BUF];
 
@@ -325,7 +345,7 @@ static int lw_file(struct lw *w, int dfd, const char *name, const char *path,
 	if (r < 0)
 		return r;
 	w->st->bytes += (uint64_t)st.st_size;
-	if (st.st_nlink > 1 && json_object_set_new(w->links, key, json_string(path)) < 0)
+	if (st.st_nlink > 1 && json_object_set_new(w->links, key, json_string_nocheck(path)) < 0)
 		return isola_err_set(w->err, ENOMEM, "internal", "snapshot: out of memory");
 	return 0;
 }
@@ -360,8 +380,7 @@ static int lw_entry(struct lw *w, int dfd, const char *name, const char *path, j
 		r = lw_xattrs(w, fd, path);
 		if (r == 0)
 			r = lw_header(w, path);
-		if (r == 0 && json_array_append_new(
-				      todo, json_pack("[s,I]", path, (json_int_t)st.st_ino)) < 0)
+		if (r == 0 && push_path(todo, path, (json_int_t)st.st_ino, 0) < 0)
 			r = isola_err_set(w->err, ENOMEM, "internal", "snapshot: out of memory");
 		return r;
 	}
@@ -405,6 +424,7 @@ static int lw_dir(struct lw *w, const char *rel, uint64_t ino, json_t *todo)
 {
 	char path[PATH_MAX];
 	struct dirent *de;
+	json_t *seen = NULL; /* names listed so far */
 	struct stat st;
 	DIR *d;
 	int pfd, fd, r = 0;
@@ -427,13 +447,26 @@ static int lw_dir(struct lw *w, const char *rel, uint64_t ino, json_t *todo)
 		return 0;
 	}
 	d = fdopendir(fd);
-	if (!d) {
-		close(fd);
+	seen = json_object();
+	if (!d || !seen) {
+		if (d)
+			closedir(d);
+		else
+			close(fd);
+		json_decref(seen);
 		return isola_err_set(w->err, ENOMEM, "internal", "snapshot: out of memory");
 	}
 	while (r == 0 && (errno = 0, de = readdir(d))) {
 		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
 			continue;
+		/* A name deleted and made again while listing can come twice (only when the
+		 * sandbox was not frozen): the reader would refuse the duplicate. */
+		if (json_object_get(seen, de->d_name))
+			continue;
+		if (json_object_set_new_nocheck(seen, de->d_name, json_true()) < 0) {
+			r = isola_err_set(w->err, ENOMEM, "internal", "snapshot: out of memory");
+			break;
+		}
 		if (snprintf(path, sizeof(path), "%s%s%s", rel, *rel ? "/" : "", de->d_name) >=
 		    (int)sizeof(path)) {
 			r = isola_err_set(w->err, ENAMETOOLONG, "too_large",
@@ -446,6 +479,7 @@ static int lw_dir(struct lw *w, const char *rel, uint64_t ino, json_t *todo)
 	if (r == 0 && errno)
 		r = isola_err_sys(w->err, errno, "internal", "snapshot entry `%s`: readdir", rel);
 	closedir(d);
+	json_decref(seen);
 	return r;
 }
 
@@ -778,10 +812,8 @@ static int lr_entry(struct lr *l, struct archive_entry *e)
 		if (fd < 0)
 			return lr_sys(l, errno, "open");
 		r = lr_meta(l, fd, e);
-		if (r == 0 &&
-		    json_array_append_new(
-			    l->dirs, json_pack("[s,I,I]", ".", (json_int_t)archive_entry_mtime(e),
-					       (json_int_t)archive_entry_mtime_nsec(e))) < 0)
+		if (r == 0 && push_path(l->dirs, ".", (json_int_t)archive_entry_mtime(e),
+					(json_int_t)archive_entry_mtime_nsec(e)) < 0)
 			r = lr_sys(l, ENOMEM, "record");
 		return r;
 	}
@@ -816,9 +848,8 @@ static int lr_entry(struct lr *l, struct archive_entry *e)
 		fd = openat(pfd, leaf, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 		if (fd < 0)
 			return lr_sys(l, errno, "open");
-		if (json_array_append_new(l->dirs,
-					  json_pack("[s,I,I]", l->path, (json_int_t)ts[1].tv_sec,
-						    (json_int_t)ts[1].tv_nsec)) < 0)
+		if (push_path(l->dirs, l->path, (json_int_t)ts[1].tv_sec,
+			      (json_int_t)ts[1].tv_nsec) < 0)
 			return lr_sys(l, ENOMEM, "record");
 		return lr_meta(l, fd, e);
 	case AE_IFREG: {
