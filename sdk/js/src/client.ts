@@ -17,14 +17,20 @@ import type {
   ExecOptions,
   ExecResult,
   ExitStatus,
+  Exposure,
+  ForkResult,
   Health,
   ImportProgress,
+  LifecycleOptions,
   Listing,
+  NetworkPolicy,
   OutputResult,
+  Pool,
   ProcessInfo,
   ProcessStartOptions,
   SandboxInfo,
   Signal,
+  Snapshot,
   Template,
 } from "./types.js";
 import { PtySession, WebSocketClient } from "./ws.js";
@@ -163,6 +169,32 @@ export class Client {
     await this.transport.json("DELETE", `/v1/sandboxes/${seg(id)}`);
   }
 
+  /** The caller's named snapshots. */
+  async listSnapshots(): Promise<Snapshot[]> {
+    const d = await this.transport.json<{ snapshots: Snapshot[] }>("GET", "/v1/snapshots");
+    return d?.snapshots ?? [];
+  }
+
+  getSnapshot(name: string): Promise<Snapshot> {
+    return this.transport.json<Snapshot>("GET", `/v1/snapshots/${seg(name)}`);
+  }
+
+  /** Deletes a snapshot; ConflictError while a live sandbox still maps it. */
+  async deleteSnapshot(name: string): Promise<void> {
+    await this.transport.json("DELETE", `/v1/snapshots/${seg(name)}`);
+  }
+
+  /** Warm pools: size, ready, creating, claims, misses per (template, tier). */
+  async listPools(): Promise<Pool[]> {
+    const d = await this.transport.json<{ pools: Pool[] }>("GET", "/v1/pools");
+    return d?.pools ?? [];
+  }
+
+  /** Keeps `size` ready sandboxes for (template, tier); 0 drains it. Operator only. */
+  setPool(template: string, tier: string, size: number): Promise<Pool> {
+    return this.transport.json<Pool>("PUT", `/v1/pools/${seg(template)}/${seg(tier)}`, { json: { size } });
+  }
+
   async listTemplates(): Promise<Template[]> {
     const d = await this.transport.json<{ templates: Template[] }>("GET", "/v1/templates");
     return d?.templates ?? [];
@@ -234,6 +266,67 @@ export class Sandbox {
   /** Destroys the sandbox (any state); the id is gone afterwards. */
   async delete(): Promise<void> {
     await this.t.json("DELETE", this.base);
+  }
+
+  private async stateChange(op: string): Promise<SandboxInfo> {
+    this.info = await this.t.json<SandboxInfo>("POST", `${this.base}/${op}`);
+    return this.info;
+  }
+
+  /** Stops every process in place (info.persistence.pause says what is kept). */
+  pause(): Promise<SandboxInfo> {
+    return this.stateChange("pause");
+  }
+
+  /** Resumes a paused or hibernated sandbox. */
+  resume(): Promise<SandboxInfo> {
+    return this.stateChange("resume");
+  }
+
+  /** Saves the sandbox to disk and frees its resources (scale to zero). */
+  hibernate(): Promise<SandboxInfo> {
+    return this.stateChange("hibernate");
+  }
+
+  /** An immutable named snapshot; createSandbox({ snapshot: name }) starts from it. */
+  snapshot(name: string): Promise<Snapshot> {
+    return this.client.transport.json<Snapshot>("POST", "/v1/snapshots", { json: { sandbox: this.id, name } });
+  }
+
+  /** count new sandboxes with this one's state, each with a fresh identity. */
+  async fork(count = 1): Promise<{ children: Sandbox[]; result: ForkResult }> {
+    const result = await this.t.json<ForkResult>("POST", `${this.base}/fork`, { json: { count } });
+    return { children: (result?.children ?? []).map((c) => new Sandbox(this.client, c.id, c)), result };
+  }
+
+  /** Changes what happens when the TTL or the idle timeout runs out. */
+  async setLifecycle(opts: LifecycleOptions): Promise<SandboxInfo> {
+    this.info = await this.t.json<SandboxInfo>("PUT", `${this.base}/lifecycle`, { json: defined({ ...opts }) });
+    return this.info;
+  }
+
+  /** Egress policy, interface, addresses and counters. */
+  network(): Promise<Record<string, any>> {
+    return this.t.json("GET", `${this.base}/network`);
+  }
+
+  /** Replaces the egress policy live. */
+  setNetwork(policy: NetworkPolicy): Promise<Record<string, any>> {
+    return this.t.json("PUT", `${this.base}/network`, { json: policy as Record<string, unknown> });
+  }
+
+  /** Makes a port inside the sandbox reachable on the host's exposure listener. */
+  expose(port: number, opts: { public?: boolean } = {}): Promise<Exposure> {
+    return this.t.json<Exposure>("POST", `${this.base}/ports`, { json: { port, public: opts.public ?? false } });
+  }
+
+  async ports(): Promise<Exposure[]> {
+    const d = await this.t.json<{ ports: Exposure[] }>("GET", `${this.base}/ports`);
+    return d?.ports ?? [];
+  }
+
+  async unexpose(port: number): Promise<void> {
+    await this.t.json("DELETE", `${this.base}/ports/${port}`);
   }
 
   /** One resource sample: cpu_seconds, memory_bytes, disk_bytes, pids, limits, ... */

@@ -21,6 +21,80 @@ export interface CreateSandboxOptions {
   /** seconds until the sandbox expires; 0 = daemon default */
   ttl?: number;
   labels?: Record<string, string>;
+  /** start from this named snapshot instead of a template */
+  snapshot?: string;
+  /** egress policy (docs/network.md) */
+  network?: NetworkPolicy;
+  /** what happens when the TTL or the idle timeout runs out */
+  on_timeout?: "kill" | "pause" | "hibernate";
+  /** seconds without API use, CPU use, streams or user processes; 0 = off */
+  idle_timeout?: number;
+  auto_resume?: boolean;
+}
+
+/** What survives each operation on this sandbox's tier. */
+export type PersistenceLevel = "none" | "files" | "files+memory";
+
+export interface LifecycleOptions {
+  on_timeout?: "kill" | "pause" | "hibernate";
+  idle_timeout?: number;
+  auto_resume?: boolean;
+}
+
+export interface NetworkRule {
+  cidr?: string;
+  domain?: string;
+  ports?: (number | string)[];
+}
+
+export interface NetworkPolicy {
+  default?: "deny" | "allow";
+  allow?: (NetworkRule | string)[];
+  deny?: (NetworkRule | string)[];
+}
+
+export interface Snapshot {
+  name: string;
+  id: string;
+  tier: string;
+  template: string;
+  level: PersistenceLevel | string;
+  size: number;
+  created_at?: number;
+  source?: string;
+  parent?: string | null;
+  [key: string]: unknown;
+}
+
+export interface ForkResult {
+  source: string;
+  /** how long the source was paused, microseconds */
+  paused_us: number;
+  level: PersistenceLevel | string;
+  snapshot: string;
+  children: SandboxInfo[];
+}
+
+export interface Exposure {
+  port: number;
+  url: string;
+  path_url?: string;
+  public: boolean;
+  /** absent for a public exposure */
+  token?: string;
+  [key: string]: unknown;
+}
+
+export interface Pool {
+  template: string;
+  tier: string;
+  size: number;
+  ready: number;
+  creating: number;
+  claims: number;
+  misses: number;
+  failures: number;
+  last_error?: string;
 }
 
 export interface SandboxInfo {
@@ -31,7 +105,8 @@ export interface SandboxInfo {
   labels?: Record<string, string>;
   created_at?: number;
   expires_at?: number | null;
-  persistence?: "none" | "files" | "files+memory" | string;
+  /** per operation: stop, pause, hibernate, snapshot, fork */
+  persistence?: Record<string, PersistenceLevel | string>;
   error?: string | null;
   cpu?: number;
   memory?: number;
