@@ -1,0 +1,212 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+# persist: persistence benchmarks on a private isolad — pooled vs cold create, resume from a
+# snapshot and from hibernation vs cold, fork of 10, and the 50-create burst with a warm pool.
+# Usage: bench/persist.sh [-n N] [--microvm] [--no-burst]   (run as root; prints a JSON report)
+# Environment: ISOLA_BUILD (default build), ISOLA_AGENT (default $ISOLA_BUILD/src/agent/isola-agent)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+[ "$(id -u)" = 0 ] || { echo "persist: run as root" >&2; exit 1; }
+BUILD="${ISOLA_BUILD:-build}"
+AGENT="${ISOLA_AGENT:-$BUILD/src/agent/isola-agent}"
+N=20
+MICROVM=0
+BURST=1
+while [ $# -gt 0 ]; do
+	case "$1" in
+	-n) N="$2"; shift 2 ;;
+	--microvm) MICROVM=1; shift ;;
+	--no-burst) BURST=0; shift ;;
+	*) echo "usage: bench/persist.sh [-n N] [--microvm] [--no-burst]" >&2; exit 2 ;;
+	esac
+done
+
+state=$(mktemp -d /tmp/isola-persist-XXXXXX)
+chmod 700 "$state"
+sock=$state/isolad.sock
+"$BUILD/src/isolad/isolad" --state-dir "$state" --socket "$sock" --agent "$AGENT" \
+	--log-level warn 2>"$state/isolad.log" &
+pid=$!
+trap 'kill $pid 2>/dev/null; wait $pid 2>/dev/null; rm -rf "$state"' EXIT
+for _ in $(seq 1 200); do [ -S "$sock" ] && break; sleep 0.05; done
+
+echo "# $(date -u +%Y-%m-%dT%H:%MZ) $(nproc) cores, $(free -g | awk '/Mem:/{print $2}') GiB," \
+	"kernel $(uname -r), load $(cut -d' ' -f1-3 /proc/loadavg)" >&2
+
+SOCK="$sock" N="$N" MICROVM="$MICROVM" BURST="$BURST" CLI="$BUILD/src/cli/isola" \
+PYTHONPATH=tests/integration python3 - <<'EOF'
+import json, os, statistics, subprocess, threading, time
+import isola_client as ic
+
+c = ic.Client(socket_path=os.environ["SOCK"], timeout=600)
+N = int(os.environ["N"])
+report = {}
+
+
+def pct(xs, p):
+    xs = sorted(xs)
+    return round(xs[min(len(xs) - 1, int(p / 100 * len(xs)))], 1) if xs else None
+
+
+def summary(xs):
+    return {"n": len(xs), "p50_ms": pct(xs, 50), "p90_ms": pct(xs, 90), "max_ms": pct(xs, 100)}
+
+
+def ms(t0):
+    return (time.perf_counter() - t0) * 1000
+
+
+def create(**f):
+    r = c.request("POST", "/v1/sandboxes", json=f, timeout=600)
+    assert r.status == 201, r
+    return r.json()
+
+
+def first_output(sid):
+    out = c.exec(sid, cmd=["echo", "ready"])
+    assert out["stdout"] == "ready\n", out
+
+
+def pool(template="host", tier="process"):
+    for p in c.get_json("/v1/pools")["pools"]:
+        if (p["template"], p["tier"]) == (template, tier):
+            return p
+    return None
+
+
+def set_pool(size, tier="process"):
+    r = c.request("PUT", f"/v1/pools/host/{tier}", json={"size": size})
+    assert r.status == 200, r
+
+
+def wait_ready(size, tier="process", timeout=900):
+    deadline = time.monotonic() + timeout
+    while True:
+        p = pool(tier=tier)
+        if (p["ready"] if p else 0) >= size:
+            return
+        assert time.monotonic() < deadline, f"pool {tier} did not fill: {p}"
+        time.sleep(0.2)
+
+
+def create_series(tier, pooled, n):
+    """create -> first command output, n times, each a claim (pool refilled first) or cold."""
+    create_ms, first_ms, claims = [], [], 0
+    for _ in range(n):
+        if pooled:
+            wait_ready(1, tier)
+        t0 = time.perf_counter()
+        sb = create(tier=tier)
+        create_ms.append(ms(t0))
+        first_output(sb["id"])
+        first_ms.append(ms(t0))
+        claims += sb.get("pooled") is True
+        c.delete_sandbox(sb["id"])
+    return {"create": summary(create_ms), "first_output": summary(first_ms), "claims": claims}
+
+
+def tier_creates(tier, n):
+    set_pool(0, tier)
+    cold = create_series(tier, False, n)
+    set_pool(1, tier)
+    pooled = create_series(tier, True, n)
+    set_pool(0, tier)
+    return {"cold": cold, "pooled": pooled,
+            "ratio_first_output_pooled_to_cold":
+                round(pooled["first_output"]["p50_ms"] / cold["first_output"]["p50_ms"], 3)}
+
+
+report["process_create"] = tier_creates("process", N)
+
+# Resume from a named snapshot -> first command output, against the cold numbers above.
+src = create()
+c.write_file(src["id"], "/home/state.txt", b"x" * 4096)
+r = c.request("POST", "/v1/snapshots", json={"sandbox": src["id"], "name": "bench-persist"})
+if r.status in (200, 201):
+    xs = []
+    try:
+        for _ in range(max(3, N // 2)):
+            t0 = time.perf_counter()
+            sb = create(snapshot="bench-persist")
+            first_output(sb["id"])
+            xs.append(ms(t0))
+            c.delete_sandbox(sb["id"])
+        report["process_restore_snapshot_first_output"] = summary(xs)
+        report["ratio_restore_to_cold"] = round(
+            summary(xs)["p50_ms"] / report["process_create"]["cold"]["first_output"]["p50_ms"],
+            3)
+    except AssertionError as e:
+        report["process_restore_snapshot_first_output"] = f"failed: {e}"
+    c.request("DELETE", "/v1/snapshots/bench-persist")
+else:
+    report["process_restore_snapshot_first_output"] = f"snapshot refused: {r}"
+
+# Hibernated -> auto-resume on exec -> first output; paused -> auto-resume.
+for how in ("hibernate", "pause"):
+    xs = []
+    for _ in range(max(3, N // 2)):
+        sb = create(auto_resume=True)
+        r = c.request("POST", f"/v1/sandboxes/{sb['id']}/{how}", timeout=600)
+        if r.status not in (200, 204):
+            xs = f"{how} refused: {r}"
+            c.delete_sandbox(sb["id"])
+            break
+        t0 = time.perf_counter()
+        try:
+            first_output(sb["id"])
+        except AssertionError as e:
+            xs = f"resume failed: {e}"
+            c.delete_sandbox(sb["id"])
+            break
+        xs.append(ms(t0))
+        c.delete_sandbox(sb["id"])
+    report[f"process_{how}_resume_first_output"] = summary(xs) if isinstance(xs, list) else xs
+
+# Fork of 10: the source's pause and the time until all 10 children answer.
+r = c.request("POST", f"/v1/sandboxes/{src['id']}/fork", json={"count": 10}, timeout=600)
+t0 = time.perf_counter()
+if r.status in (200, 201):
+    fk = r.json()
+    fork_ms = ms(t0)
+    kids = [k["id"] for k in fk["children"]]
+    t1 = time.perf_counter()
+    ts = [threading.Thread(target=first_output, args=(k,)) for k in kids]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    report["process_fork10"] = {"source_paused_us": fk.get("paused_us"),
+                                "fork_request_ms": round(fork_ms, 1),
+                                "all_10_answer_ms": round(fork_ms + ms(t1), 1)}
+    for k in kids:
+        c.delete_sandbox(k)
+else:
+    report["process_fork10"] = f"fork refused: {r}"
+c.delete_sandbox(src["id"])
+
+if os.environ["MICROVM"] == "1":
+    report["microvm_create"] = tier_creates("microvm", max(2, N // 5))
+
+if os.environ["BURST"] == "1":
+    def bench(*args):
+        cp = subprocess.run([os.environ["CLI"], "--socket", os.environ["SOCK"], "--json", "bench",
+                             "--no-peers", *args], stdout=subprocess.PIPE, check=True)
+        return json.loads(cp.stdout)
+    set_pool(0)
+    cold = bench("-n", "50", "-c", "50")
+    set_pool(52)  # the warm-up loop, one sequential loop and the burst of 50
+    wait_ready(52)
+    warm = bench("-n", "1", "-c", "50")
+    set_pool(0)
+    seq50 = cold["sequential"]["p50_ms"]
+    report["burst50"] = {
+        "cold_seq_p50_ms": seq50, "cold_burst_p99_ms": cold["burst_loops"]["p99_ms"],
+        "pooled_burst_p99_ms": warm["burst_loops"]["p99_ms"],
+        "pooled_burst_p50_ms": warm["burst_loops"]["p50_ms"],
+        "pooled_burst_failures": warm["burst_loops"]["failures"],
+        "cold_burst_failures": cold["burst_loops"]["failures"],
+        "ratio_cold_burst_p99_to_seq_p50": round(cold["burst_loops"]["p99_ms"] / seq50, 1),
+        "ratio_pooled_burst_p99_to_seq_p50": round(warm["burst_loops"]["p99_ms"] / seq50, 1)}
+
+print(json.dumps(report, indent=2))
+EOF
