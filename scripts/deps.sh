@@ -8,6 +8,7 @@ PKGS=(
 	gcc clang meson ninja-build pkg-config
 	libjansson-dev libmicrohttpd-dev libsqlite3-dev libseccomp-dev libarchive-dev
 	libsodium-dev nettle-dev libcurl4-openssl-dev
+	libnl-route-3-dev libnftables-dev libldns-dev # sandbox network (docs/network.md)
 	# run
 	iproute2 uidmap qemu-system-x86 qemu-utils e2fsprogs
 	# test and bench
