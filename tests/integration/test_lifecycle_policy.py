@@ -214,3 +214,25 @@ def test_idle_attached_stream_is_not_idle(isolad, api, make_sandbox):
         st.read_output_until(b"end", timeout=30)  # not frozen in between
     assert state(api, sid) in ("running", "paused")
     wait_state(api, sid, "paused")
+
+
+def test_exposed_port_traffic_resumes_a_paused_sandbox():
+    """Traffic to an exposed port goes through the same agent path as exec: a sandbox
+    paused by policy wakes for it and the inside server answers."""
+    from expose_util import HELLO, Exposer, body_of, start_servers, status_of
+    xd = Exposer()
+    try:
+        sid = xd.api.create_sandbox(on_timeout="pause")["id"]
+        start_servers(xd.api, sid)
+        token = xd.expose(sid, 8000)["token"]
+        r = xd.api.request("POST", f"/v1/sandboxes/{sid}/timeout", json={"ttl": 1})
+        assert r.status == 200, r
+        wait_state(xd.api, sid, "paused")
+        assert freezer_state(sid) == "FROZEN"
+        r = xd.get(sid, 8000, "/hello.txt", token)
+        assert status_of(r) == 200 and body_of(r) == HELLO, r
+        assert freezer_state(sid) == "THAWED"
+        assert state(xd.api, sid) == "running"
+    finally:
+        problems = xd.close()
+        assert not problems, problems
