@@ -87,6 +87,24 @@ int lifecycle_init(struct core *c, struct sandbox *s, const struct sandbox_reque
 	return 0;
 }
 
+int lifecycle_restored(struct core *c, struct sandbox *s, const struct sandbox_request *req,
+		       struct isola_err **err)
+{
+	struct sandbox_life *l = &s->life;
+
+	if (req)
+		return lifecycle_init(c, s, req, err);
+	l->by_policy = false;
+	l->pooled = false;
+	l->taken = false;
+	l->from_pool = false;
+	l->idle = false;
+	l->sampled_at = 0;
+	l->base_pids = 0;
+	l->resumes = 0;
+	return 0;
+}
+
 void lifecycle_dump(const struct sandbox *s, json_t *j)
 {
 	const struct sandbox_life *l = &s->life;

@@ -69,6 +69,15 @@ int life_policy_check(const struct tier_ops *t, enum life_policy p, struct isola
 int lifecycle_init(struct core *c, struct sandbox *s, const struct sandbox_request *req,
 		   struct isola_err **err);
 
+/*
+ * For a sandbox restored from a snapshot (its spec, lifecycle included, loaded from the
+ * snapshot): a create request's policy replaces the source's (lifecycle_init); without a
+ * request (fork children) the source's policy stays and only its per-sandbox state (paused
+ * by policy, claimed from a pool, idle samples) is cleared.
+ */
+int lifecycle_restored(struct core *c, struct sandbox *s, const struct sandbox_request *req,
+		       struct isola_err **err);
+
 /* The settings as stored in the sandbox's spec JSON (`j` gets a "lifecycle" object), and
  * back; a missing or malformed object leaves the defaults. Lock held or s not shared. */
 void lifecycle_dump(const struct sandbox *s, json_t *j);

@@ -386,6 +386,9 @@ static int restore_one(struct core *c, const struct store_snapshot *row, const c
 		if (req->user)
 			snprintf(s->user, sizeof(s->user), "%s", req->user);
 	}
+	r = lifecycle_restored(c, s, req, err); /* the request's policy, or the source's */
+	if (r < 0)
+		goto out;
 	r = core_admit(c, s, req ? req->retry_after_s : NULL, &res, err);
 	if (r < 0)
 		goto out;
