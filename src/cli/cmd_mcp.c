@@ -206,7 +206,7 @@ static int sb_finish(struct sbuf *b, char **text, struct isola_err **err)
 static int tool_create(struct mcp *m, json_t *args, char **text, bool *is_error,
 		       struct isola_err **err)
 {
-	static const char *const str_keys[] = {"template", "workdir", "user"};
+	static const char *const str_keys[] = {"template", "workdir", "user", "tier", "snapshot"};
 	json_t *body = json_object(), *sb = NULL, *map, *mem;
 	cleanup_free char *dump = NULL;
 	json_int_t ttl = -1, pids = -1;
@@ -573,6 +573,73 @@ static int tool_destroy(struct mcp *m, json_t *args, char **text, bool *is_error
 	return sb_finish(&b, text, err);
 }
 
+static int tool_snapshot(struct mcp *m, json_t *args, char **text, bool *is_error,
+			 struct isola_err **err)
+{
+	const char *id, *name;
+	json_t *body, *res = NULL;
+	struct sbuf b = {0};
+	struct client *c;
+	int r;
+
+	(void)is_error;
+	if ((r = arg_str(args, "sandbox_id", true, &id, err)) < 0 ||
+	    (r = arg_str(args, "name", true, &name, err)) < 0)
+		return r;
+	if (!(c = mcp_client(m, err)))
+		return -EIO;
+	body = json_pack("{s:s, s:s}", "sandbox", id, "name", name);
+	if (!body)
+		return isola_err_set(err, ENOMEM, NULL, "out of memory");
+	r = client_json(c, "POST", "/v1/snapshots", body, &res, err);
+	json_decref(body);
+	if (r < 0)
+		return r;
+	sb_printf(&b,
+		  "Took snapshot `%s` of sandbox %s (%s, %lld bytes). Start new sandboxes from it "
+		  "with sandbox_create {\"snapshot\": \"%s\"}; it survives the sandbox.\n",
+		  name, id, json_string_value(json_object_get(res, "level")) ?: "?",
+		  (long long)json_integer_value(json_object_get(res, "size")), name);
+	json_decref(res);
+	return sb_finish(&b, text, err);
+}
+
+static int tool_fork(struct mcp *m, json_t *args, char **text, bool *is_error,
+		     struct isola_err **err)
+{
+	cleanup_free char *url = NULL;
+	json_int_t count = 1;
+	json_t *body, *res = NULL, *kid;
+	struct sbuf b = {0};
+	struct client *c;
+	const char *id;
+	size_t i;
+	int r;
+
+	(void)is_error;
+	if ((r = arg_str(args, "sandbox_id", true, &id, err)) < 0 ||
+	    (r = arg_int(args, "count", 1, 16, &count, err)) < 0)
+		return r;
+	if (!(url = cli_pathf("/v1/sandboxes/%s/fork", id)))
+		return isola_err_set(err, ENOMEM, NULL, "out of memory");
+	if (!(c = mcp_client(m, err)))
+		return -EIO;
+	if (!(body = json_pack("{s:I}", "count", count < 1 ? (json_int_t)1 : count)))
+		return isola_err_set(err, ENOMEM, NULL, "out of memory");
+	r = client_json(c, "POST", url, body, &res, err);
+	json_decref(body);
+	if (r < 0)
+		return r;
+	sb_printf(&b, "Forked sandbox %s into %zu new sandboxes (%s; source paused %lld us):\n", id,
+		  json_array_size(json_object_get(res, "children")),
+		  json_string_value(json_object_get(res, "level")) ?: "?",
+		  (long long)json_integer_value(json_object_get(res, "paused_us")));
+	json_array_foreach(json_object_get(res, "children"), i, kid)
+		sb_printf(&b, "%s\n", json_string_value(json_object_get(kid, "id")) ?: "?");
+	json_decref(res);
+	return sb_finish(&b, text, err);
+}
+
 static int tool_list(struct mcp *m, json_t *args, char **text, bool *is_error,
 		     struct isola_err **err)
 {
@@ -651,7 +718,11 @@ static const struct mcp_tool mcp_tools[] = {
 	 "(absolute)\"},"
 	 "\"user\":{\"type\":\"string\",\"description\":\"default user of commands\"},"
 	 "\"labels\":{\"type\":\"object\",\"additionalProperties\":{\"type\":\"string\"},"
-	 "\"description\":\"labels to find the sandbox by\"}}}",
+	 "\"description\":\"labels to find the sandbox by\"},"
+	 "\"tier\":{\"type\":\"string\",\"enum\":[\"process\",\"microvm\"],\"description\":"
+	 "\"isolation tier (default process; microvm = own kernel)\"},"
+	 "\"snapshot\":{\"type\":\"string\",\"description\":\"start from this named snapshot "
+	 "(see sandbox_snapshot) instead of a template\"}}}",
 	 tool_create},
 	{"sandbox_run_command", "Run command in sandbox",
 	 "Run a command in a sandbox to completion and return its exit code, stdout and stderr. "
@@ -701,6 +772,22 @@ static const struct mcp_tool mcp_tools[] = {
 	 "{\"type\":\"object\",\"additionalProperties\":false,\"required\":[\"sandbox_id\"],"
 	 "\"properties\":{" ID_PROP "}}",
 	 tool_destroy},
+	{"sandbox_snapshot", "Snapshot sandbox",
+	 "Take an immutable named snapshot of a sandbox's state (its files; on the microvm tier "
+	 "also its memory and processes). New sandboxes start from it with sandbox_create "
+	 "`snapshot`; it survives the sandbox.",
+	 "{\"type\":\"object\",\"additionalProperties\":false,\"required\":[\"sandbox_id\","
+	 "\"name\"],\"properties\":{" ID_PROP ","
+	 "\"name\":{\"type\":\"string\",\"pattern\":\"^[A-Za-z0-9_][A-Za-z0-9._-]{0,62}$\","
+	 "\"description\":\"snapshot name\"}}}",
+	 tool_snapshot},
+	{"sandbox_fork", "Fork sandbox",
+	 "Make `count` new sandboxes that start with this sandbox's current state (each with a "
+	 "fresh identity: id, hostname, RNG). Returns their ids; the source keeps running.",
+	 "{\"type\":\"object\",\"additionalProperties\":false,\"required\":[\"sandbox_id\"],"
+	 "\"properties\":{" ID_PROP ","
+	 "\"count\":{\"type\":\"integer\",\"minimum\":1,\"maximum\":16,\"default\":1}}}",
+	 tool_fork},
 	{"sandbox_list", "List sandboxes",
 	 "List sandboxes (id, state, tier, template, labels), optionally only those carrying "
 	 "every given label.",

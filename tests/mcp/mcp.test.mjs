@@ -15,10 +15,12 @@ assert.ok(CLI && SOCKET, "run through tests/mcp/run.sh");
 const TOOLS = [
   "sandbox_create",
   "sandbox_destroy",
+  "sandbox_fork",
   "sandbox_list",
   "sandbox_list_files",
   "sandbox_read_file",
   "sandbox_run_command",
+  "sandbox_snapshot",
   "sandbox_write_file",
 ];
 
@@ -52,7 +54,7 @@ describe("isola mcp with the official SDK client", () => {
     assert.deepEqual(await client.ping(), {});
   });
 
-  test("tools/list: every tool with an object inputSchema; no snapshot/fork tools yet", async () => {
+  test("tools/list: every tool with an object inputSchema", async () => {
     const { tools } = await client.listTools();
     assert.deepEqual(tools.map((t) => t.name).sort(), TOOLS);
     for (const t of tools) {
@@ -125,7 +127,32 @@ describe("isola mcp with the official SDK client", () => {
     await assert.rejects(call("sandbox_run_command", { sandbox_id: sid }), /-32602|exactly one of/);
     await assert.rejects(call("sandbox_read_file", { sandbox_id: sid }), /path/);
     await assert.rejects(call("sandbox_run_command", { sandbox_id: sid, command: "true", timeout: 99999 }), /timeout/);
-    await assert.rejects(call("sandbox_snapshot", { sandbox_id: sid }), /unknown tool/);
+    await assert.rejects(call("sandbox_snapshot", { sandbox_id: sid }), /name/);
+    await assert.rejects(call("sandbox_fork", { sandbox_id: sid, count: 99 }), /count/);
+    await assert.rejects(call("sandbox_teleport", { sandbox_id: sid }), /unknown tool/);
+  });
+
+  test("sandbox_snapshot, sandbox_create from it, sandbox_fork", async () => {
+    const name = `mcp-${process.pid}`;
+    await call("sandbox_write_file", { sandbox_id: sid, path: "/tmp/m/state", content: "kept" });
+    let res = await call("sandbox_snapshot", { sandbox_id: sid, name });
+    assert.equal(res.isError, false, text(res));
+    assert.ok(text(res).startsWith(`Took snapshot \`${name}\` of sandbox ${sid} (files`), text(res));
+    res = await call("sandbox_create", { snapshot: name, labels: { suite: "mcp" } });
+    assert.equal(res.isError, false, text(res));
+    const copy = text(res).match(/^Created sandbox ([a-z0-9-]+) /)[1];
+    assert.equal(text(await call("sandbox_read_file", { sandbox_id: copy, path: "/tmp/m/state" })), "kept");
+    res = await call("sandbox_fork", { sandbox_id: copy, count: 2 });
+    assert.equal(res.isError, false, text(res));
+    const kids = text(res).trim().split("\n").slice(1);
+    assert.equal(kids.length, 2, text(res));
+    for (const k of kids) {
+      assert.equal(text(await call("sandbox_read_file", { sandbox_id: k, path: "/tmp/m/state" })), "kept");
+      await call("sandbox_destroy", { sandbox_id: k });
+    }
+    await call("sandbox_destroy", { sandbox_id: copy });
+    res = await call("sandbox_snapshot", { sandbox_id: sid, name });
+    assert.equal(res.isError, true, "a snapshot name is taken once");
   });
 
   test("sandbox_destroy, then the id is unknown", async () => {
