@@ -234,3 +234,17 @@ def test_cli_network_get_set(nd, lab):
         assert r.returncode != 0 and "bad..name" in r.stderr, r
     finally:
         c.delete_sandbox(sid)
+
+
+def test_policy_survives_hibernation(c, mk, lab):
+    sid = mk(network={"allow": ["allowed.test"]})
+    r = c.request("POST", f"/v1/sandboxes/{sid}/hibernate", timeout=120)
+    assert r.status in (200, 204), r
+    r = c.request("POST", f"/v1/sandboxes/{sid}/resume", timeout=120)
+    assert r.status in (200, 204), r
+    info = net_info(c, sid)
+    assert info["policy"]["allow"], info
+    m = lab.mark()
+    run_client(c, sid, "http", "allowed.test", WEB, 80)
+    run_client(c, sid, "http", "other.test", OTHER, 80)
+    assert [x[1] for x in lab.connections(m)] == [f"{WEB}:80"], lab.events(m)
