@@ -46,7 +46,9 @@ def test_create_reports_defaults(api, make_sandbox, tier):
     assert sb["memory"] == 256 * MiB
     assert sb["disk"] == 1 * GiB
     assert sb["labels"] == {}
-    assert sb["persistence"] in ("none", "files", "files+memory")
+    # One level per operation (docs/persistence.md).
+    assert set(sb["persistence"]) == {"stop", "pause", "hibernate", "snapshot", "fork"}
+    assert all(v in ("none", "files", "files+memory") for v in sb["persistence"].values())
     assert sb["expires_at"] is None, "no TTL was asked for and the default is none"
     assert before - 5 <= sb["created_at"] <= time.time() + 5, sb["created_at"]
     got = api.get_json(f"/v1/sandboxes/{sb['id']}")
