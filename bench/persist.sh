@@ -163,13 +163,12 @@ for how in ("hibernate", "pause"):
     report[f"process_{how}_resume_first_output"] = summary(xs) if isinstance(xs, list) else xs
 
 # Fork of 10: the source's pause and the time until all 10 children answer.
-r = c.request("POST", f"/v1/sandboxes/{src['id']}/fork", json={"count": 10}, timeout=600)
 t0 = time.perf_counter()
+r = c.request("POST", f"/v1/sandboxes/{src['id']}/fork", json={"count": 10}, timeout=600)
 if r.status in (200, 201):
     fk = r.json()
     fork_ms = ms(t0)
     kids = [k["id"] for k in fk["children"]]
-    t1 = time.perf_counter()
     ts = [threading.Thread(target=first_output, args=(k,)) for k in kids]
     for t in ts:
         t.start()
@@ -177,7 +176,7 @@ if r.status in (200, 201):
         t.join()
     report["process_fork10"] = {"source_paused_us": fk.get("paused_us"),
                                 "fork_request_ms": round(fork_ms, 1),
-                                "all_10_answer_ms": round(fork_ms + ms(t1), 1)}
+                                "all_10_answer_ms": round(ms(t0), 1)}
     for k in kids:
         c.delete_sandbox(k)
 else:

@@ -18,6 +18,8 @@
 #define POOL_BACKOFF_MIN_MS 1000u
 #define POOL_BACKOFF_MAX_MS 60000u
 #define POOL_IDLE_WAIT_MS   1000 /* the thread looks again at least this often */
+#define POOL_QUIET_MS	    300	 /* no refill until creates paused this long ... */
+#define POOL_MAX_DEFER_MS   3000 /* ... unless they have kept coming this long */
 #define POOL_META_KEY	    "pools"
 
 /* One (template, tier) pool. Under pool_set.lock. */
@@ -40,6 +42,8 @@ struct pool_set {
 	pthread_t thread;		   /* the pool thread */
 	bool running;			   /* thread started */
 	bool stop;			   /* thread should exit */
+	uint64_t busy_since_ms;		   /* first create of the current run (monotonic) */
+	uint64_t busy_until_ms;		   /* last create + POOL_QUIET_MS */
 	struct pool pools[POOL_MAX_POOLS]; /* configured pools */
 	size_t n;			   /* used entries */
 };
@@ -169,8 +173,35 @@ static int pool_fill_one(struct core *c, const struct pool *pl, struct isola_err
 	return 0;
 }
 
-/* One unit of work, if any; returns true when it did something. Runs without ps->lock. */
-static bool pool_work(struct core *c, struct pool_set *ps)
+/* Records a create (claim or miss) for refill deferral. ps->lock held. */
+static void pool_note_create(struct pool_set *ps)
+{
+	uint64_t now = util_now_ms();
+
+	if (now > ps->busy_until_ms)
+		ps->busy_since_ms = now;
+	ps->busy_until_ms = now + POOL_QUIET_MS;
+}
+
+/*
+ * Whether fills should wait (creates are arriving: a refill's clone and mounts would compete
+ * with them for the CPU, which is what a burst is short of); *wait_ms = how long.
+ */
+static bool pool_deferred(struct pool_set *ps, uint64_t now, uint64_t *wait_ms)
+{
+	bool defer;
+
+	pthread_mutex_lock(&ps->lock);
+	defer = now < ps->busy_until_ms && now - ps->busy_since_ms < POOL_MAX_DEFER_MS;
+	if (defer)
+		*wait_ms = ps->busy_until_ms - now;
+	pthread_mutex_unlock(&ps->lock);
+	return defer;
+}
+
+/* One unit of work, if any; returns true when it did something, else *wait_ms says when to
+ * look again. Runs without ps->lock. */
+static bool pool_work(struct core *c, struct pool_set *ps, uint64_t *wait_ms)
 {
 	struct sandbox *orphan = pool_orphan(c, ps);
 	uint64_t now = util_now_ms();
@@ -202,7 +233,8 @@ static bool pool_work(struct core *c, struct pool_set *ps)
 			pool_destroy_one(c, sc.victim, "dead, stale or surplus");
 			return true;
 		}
-		if (sc.ready >= copy.size || now < copy.retry_at_ms)
+		if (sc.ready >= copy.size || now < copy.retry_at_ms ||
+		    pool_deferred(ps, now, wait_ms))
 			continue;
 		{
 			cleanup_err struct isola_err *e = NULL;
@@ -245,6 +277,7 @@ static void *pool_main(void *arg)
 	struct pool_set *ps = c->pools;
 
 	for (;;) {
+		uint64_t wait_ms = POOL_IDLE_WAIT_MS;
 		bool did;
 
 		pthread_mutex_lock(&ps->lock);
@@ -253,13 +286,18 @@ static void *pool_main(void *arg)
 			break;
 		}
 		pthread_mutex_unlock(&ps->lock);
-		did = pool_work(c, ps);
+		did = pool_work(c, ps, &wait_ms);
 		pthread_mutex_lock(&ps->lock);
 		if (!did && !ps->stop) {
 			struct timespec ts;
 
 			clock_gettime(CLOCK_REALTIME, &ts);
-			ts.tv_sec += POOL_IDLE_WAIT_MS / 1000;
+			ts.tv_sec += (time_t)(wait_ms / 1000);
+			ts.tv_nsec += (long)(wait_ms % 1000) * 1000000L;
+			if (ts.tv_nsec >= 1000000000L) {
+				ts.tv_sec++;
+				ts.tv_nsec -= 1000000000L;
+			}
 			pthread_cond_timedwait(&ps->wake, &ps->lock, &ts);
 		}
 		pthread_mutex_unlock(&ps->lock);
@@ -488,6 +526,7 @@ int pool_claim(struct core *c, struct sandbox *s, const struct sandbox_request *
 		pthread_mutex_lock(&ps->lock);
 		if ((pl = pool_find(ps, s->template_name, s->tier->name)))
 			pl->misses++;
+		pool_note_create(ps);
 		pthread_mutex_unlock(&ps->lock);
 		return 0;
 	}
@@ -523,6 +562,7 @@ int pool_claim(struct core *c, struct sandbox *s, const struct sandbox_request *
 	pthread_mutex_lock(&ps->lock);
 	if ((pl = pool_find(ps, s->template_name, s->tier->name)))
 		pl->claims++;
+	pool_note_create(ps);
 	pthread_cond_signal(&ps->wake);
 	pthread_mutex_unlock(&ps->lock);
 	log_info("sandbox %s claimed from pool %s/%s by tenant %s", p->id, s->template_name,
