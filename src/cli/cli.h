@@ -79,6 +79,11 @@ int cmd_ports(struct cli *cli, int argc, char **argv);	  /* cmd_expose.c */
 int cmd_unexpose(struct cli *cli, int argc, char **argv); /* cmd_expose.c */
 int cmd_network(struct cli *cli, int argc, char **argv);  /* cmd_network.c */
 int cmd_pool(struct cli *cli, int argc, char **argv);	  /* cmd_pool.c */
+int cmd_pause(struct cli *cli, int argc, char **argv);	  /* cmd_persist.c */
+int cmd_resume(struct cli *cli, int argc, char **argv);	  /* cmd_persist.c */
+int cmd_hibernate(struct cli *cli, int argc, char **argv); /* cmd_persist.c */
+int cmd_fork(struct cli *cli, int argc, char **argv);	  /* cmd_persist.c */
+int cmd_snapshot(struct cli *cli, int argc, char **argv);  /* cmd_persist.c */
 int cmd_exec(struct cli *cli, int argc, char **argv);
 int cmd_ps(struct cli *cli, int argc, char **argv);
 int cmd_logs(struct cli *cli, int argc, char **argv);

@@ -459,6 +459,7 @@ enum {
 	OPT_TIMEOUT,
 	OPT_TTL,
 	OPT_LABEL,
+	OPT_FROM_SNAPSHOT,
 };
 
 static const struct option sandbox_opts[] = {
@@ -473,6 +474,7 @@ static const struct option sandbox_opts[] = {
 	{"timeout", required_argument, NULL, OPT_TIMEOUT},
 	{"ttl", required_argument, NULL, OPT_TTL},
 	{"label", required_argument, NULL, OPT_LABEL},
+	{"from-snapshot", required_argument, NULL, OPT_FROM_SNAPSHOT}, /* docs/persistence.md */
 	{"help", no_argument, NULL, 'h'},
 	{NULL, 0, NULL, 0},
 };
@@ -489,6 +491,9 @@ static int sandbox_opt(char *const argv[], int c, enum cli_sandbox_mode mode,
 		return 0;
 	case OPT_TIER:
 		json_object_set_new(req, "tier", json_string(optarg));
+		return 0;
+	case OPT_FROM_SNAPSHOT:
+		json_object_set_new(req, "snapshot", json_string(optarg));
 		return 0;
 	case OPT_CPU:
 		return set_cpu(req, optarg, err);

@@ -165,3 +165,51 @@ def test_unknown_sandbox_not_found(api):
     for op in ("pause", "resume", "hibernate"):
         r = api.request("POST", f"/v1/sandboxes/nosuchsandbox/{op}")
         assert r.status == 404 and r.error_code == "not_found", r
+
+
+def test_cli_persist_commands(api, cli, make_sandbox, tier):
+    """isola pause|resume|hibernate ID, snapshot create|ls|delete, create --from-snapshot,
+    fork --count, each with and without --json; outcomes judged through the API and inside."""
+    sid = make_sandbox()["id"]
+    api.sh(sid, "echo cli > /root/c")
+
+    def ok(*args, json=False):
+        cp = cli(*args, json=json, timeout=HIBERNATE_TIMEOUT)
+        assert cp.returncode == 0, cp
+        return cp.stdout.decode()
+
+    assert ok("pause", sid) == f"{sid} paused\n"
+    assert state(api, sid) == "paused"
+    assert '"state": "running"' in ok("resume", sid, json=True).replace('":"', '": "')
+    assert ok("hibernate", sid) == f"{sid} hibernated\n"
+    assert state(api, sid) == "hibernated"
+    assert ok("resume", sid) == f"{sid} running\n"
+    name = f"cli-{sid[:8]}"
+    assert ok("snapshot", "create", sid, name) == f"{name}\n"
+    table = ok("snapshot", "ls")
+    assert name in table and "files" in table and "NAME" in table.splitlines()[0]
+    import json as _json
+    listed = _json.loads(ok("snapshot", "ls", json=True))
+    assert [s["name"] for s in listed if s["name"] == name] == [name]
+    new_id = ok("create", "--from-snapshot", name).strip()
+    try:
+        assert api.sh(new_id, "cat /root/c") == "cli\n"
+        assert api.get_json(f"/v1/sandboxes/{new_id}")["snapshot"] == name
+    finally:
+        api.delete_sandbox(new_id)
+    cp = cli("fork", sid, "--count", "2", timeout=HIBERNATE_TIMEOUT)
+    assert cp.returncode == 0, cp
+    kids = cp.stdout.decode().split()
+    try:
+        assert len(kids) == 2 and b"paused" in cp.stderr
+        for k in kids:
+            assert api.get_json(f"/v1/sandboxes/{k}")["forked_from"] == sid
+    finally:
+        for k in kids:
+            api.delete_sandbox(k)
+    assert ok("snapshot", "delete", name) == ""
+    cp = cli("snapshot", "delete", name)
+    assert cp.returncode == 1 and b"not found" in cp.stderr, cp
+    cp = cli("pause", "nosuchsandbox")
+    assert cp.returncode == 1 and b"not found" in cp.stderr, cp
+    assert cli("fork", sid, "--count", "0").returncode == 2

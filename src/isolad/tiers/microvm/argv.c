@@ -54,6 +54,7 @@ static bool id_ok(const char *id)
 int mvm_build_argv(const struct mvm_vm_config *c, char **argv, char *buf, size_t len)
 {
 	struct argv_b b = {.argv = argv, .buf = buf, .len = len};
+	char tsc[32];
 	bool kvm;
 
 	if (!c->qemu || c->qemu[0] != '/' || !id_ok(c->id) || !c->accel || c->vcpus < 1 ||
@@ -105,14 +106,16 @@ int mvm_build_argv(const struct mvm_vm_config *c, char **argv, char *buf, size_t
 	/* Under TCG with QEMU's seccomp filter the guest's PIT-based TSC calibration fails
 	 * and boot hangs ("Unable to calibrate against PIT"); TCG's TSC is the host's, so
 	 * tell the guest its rate. */
-	if (c->tsc_khz)
-		add(&b,
-		    "console=ttyS0 quiet panic=-1 oops=panic reboot=t isola.hostname=%s "
-		    "tsc_early_khz=%u",
-		    c->id, c->tsc_khz);
-	else
-		add(&b, "console=ttyS0 quiet panic=-1 oops=panic reboot=t isola.hostname=%s",
-		    c->id);
+	snprintf(tsc, sizeof(tsc), c->tsc_khz ? " tsc_early_khz=%u" : "", c->tsc_khz);
+	add(&b, "console=ttyS0 quiet panic=-1 oops=panic reboot=t isola.hostname=%s%s%s%s", c->id,
+	    tsc, c->net_addr ? " isola.net=" : "", c->net_addr ? c->net_addr : "");
+	/* The NIC: the persistent tap isolad made in QEMU's namespace (docs/network.md). */
+	if (c->net_addr) {
+		add(&b, "-netdev");
+		add(&b, "tap,id=net0,ifname=tap0,script=no,downscript=no");
+		add(&b, "-device");
+		add(&b, "virtio-net-device,netdev=net0");
+	}
 	/* Serial console to a socket isolad drains into a bounded log. */
 	add(&b, "-chardev");
 	add(&b, "socket,id=con,path=" MVM_JAIL_VM "/console.sock,server=on,wait=off");

@@ -52,6 +52,7 @@ struct mvm_vm_config {
 	unsigned vcpus;	     /* 1..64 */
 	uint64_t memory_mib; /* guest RAM */
 	unsigned tsc_khz;    /* TCG: tsc_early_khz for the guest (0 = let it calibrate) */
+	const char *net_addr; /* guest eth0 address (isola.net=) on tap0, NULL = no NIC */
 };
 
 #define MVM_ARGV_MAX 64
