@@ -212,6 +212,12 @@ pid_t mvm_jail_spawn(const struct mvm_jail *j, int go_fd, int *pidfd)
 	op_bind_file(&p, "/dev/null", "/dev/null", false);
 	op_bind_file(&p, "/dev/zero", "/dev/zero", false);
 	op_bind_file(&p, "/dev/urandom", "/dev/urandom", false);
+	/* QEMU attaches to the persistent tap isolad made for it (owned by its uid); it can
+	 * create none itself (no CAP_NET_ADMIN). */
+	if (access("/dev/net/tun", F_OK) == 0) {
+		op_add(&p, J_MKDIR, "/dev/net", NULL);
+		op_bind_file(&p, "/dev/net/tun", "/dev/net/tun", false);
+	}
 	if (j->kvm) {
 		struct stat st;
 

@@ -55,7 +55,7 @@ struct mvm_vm_config {
 	const char *net_addr; /* guest eth0 address (isola.net=) on tap0, NULL = no NIC */
 };
 
-#define MVM_ARGV_MAX 64
+#define MVM_ARGV_MAX 80
 
 /*
  * Fills argv (MVM_ARGV_MAX entries, NULL-terminated) for QEMU's microvm machine with the

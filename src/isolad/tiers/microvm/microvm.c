@@ -24,6 +24,7 @@
 #include "../../../common/log.h"
 #include "../../../common/util.h"
 #include "../../images/ext4.h"
+#include "../../net/net.h"
 
 #define KILL_TIMEOUT_MS	    5000
 #define BOOT_TIMEOUT_TCG_MS 60000 /* TCG on a busy 2-core CI box boots in ~3 s; be generous */
@@ -266,6 +267,7 @@ static int microvm_create(const struct sandbox_spec *spec, struct tier_sandbox *
 		vc.vcpus = 64;
 	vc.memory_mib = mem >> 20;
 	vc.tsc_khz = strcmp(acc.name, "tcg") ? 0 : host_tsc_khz();
+	vc.net_addr = net_current() ? NET_GUEST_ADDR : NULL; /* a NIC only with a network */
 	r = mvm_build_argv(&vc, argv, argbuf, sizeof(argbuf));
 	if (r < 0) {
 		r = isola_err_set(err, -r, "invalid", "sandbox `%s`: QEMU command line: %s",
@@ -322,6 +324,14 @@ static int microvm_create(const struct sandbox_spec *spec, struct tier_sandbox *
 	r = s->cgo->attach(&s->cg, s->pid, err);
 	if (r < 0)
 		goto fail_teardown;
+	/* The tap QEMU attaches to, in its namespace, before it runs (docs/network.md). */
+	if (vc.net_addr) {
+		cleanup_fd int nsfd = proc_open_netns(s->pid, s->pidfd, err);
+
+		r = nsfd < 0 ? nsfd : net_microvm_prepare(nsfd, j.uid, err);
+		if (r < 0)
+			goto fail_teardown;
+	}
 	if (write(go[1], "g", 1) != 1) {
 		r = isola_err_sys(err, errno, "internal", "release QEMU");
 		goto fail_teardown;
@@ -609,6 +619,11 @@ static const char *microvm_last_error(struct tier_sandbox *s)
 	return s->error ? s->error : "QEMU exited";
 }
 
+static int microvm_netns_fd(struct tier_sandbox *s, struct isola_err **err)
+{
+	return proc_open_netns(s->pid, s->pidfd, err); /* QEMU's: the veth's peer goes there */
+}
+
 const struct tier_ops tier_microvm_ops = {
 	.name = "microvm",
 	.create = microvm_create,
@@ -622,6 +637,7 @@ const struct tier_ops tier_microvm_ops = {
 	.release = microvm_release,
 	.console = microvm_console,
 	.last_error = microvm_last_error,
+	.netns_fd = microvm_netns_fd,
 };
 
 char *tier_microvm_doctor(void)
