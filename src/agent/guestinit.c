@@ -6,8 +6,10 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <arpa/inet.h>
 #include <linux/fs.h>
 #include <net/if.h>
+#include <net/route.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>

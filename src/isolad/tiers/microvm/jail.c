@@ -30,7 +30,7 @@
  * Nothing else of the host is reachable from QEMU.
  */
 
-#define JAIL_MAX_OPS 32
+#define JAIL_MAX_OPS 48
 
 enum jail_op_kind {
 	J_MKDIR,   /* mkdir a (mode) */
