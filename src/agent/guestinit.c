@@ -173,6 +173,62 @@ static void lo_up(void)
 	close(s);
 }
 
+/* Sets an IPv4 address-type ioctl (SIOCSIFADDR, SIOCSIFNETMASK) on ifr. */
+static int set_in(int s, struct ifreq *ifr, unsigned long req, struct in_addr a)
+{
+	struct sockaddr_in *sin = (struct sockaddr_in *)&ifr->ifr_addr;
+
+	memset(sin, 0, sizeof(*sin));
+	sin->sin_family = AF_INET;
+	sin->sin_addr = a;
+	return ioctl(s, req, ifr);
+}
+
+/* eth0 from `isola.net=ADDR` (docs/network.md): ADDR/30 up, default route via ADDR-1, the
+ * tap's end in QEMU's namespace, which masquerades to the sandbox's address. Without the
+ * key the VM has no NIC. The guest's root can change all of this: the host enforces. */
+static void eth0_up(void)
+{
+	char val[32];
+	struct in_addr a, mask, gw;
+	struct rtentry rt;
+	struct ifreq ifr;
+	uint64_t deadline = util_now_ms() + WAIT_DEVICE_MS;
+	int s;
+
+	cmdline_get("isola.net", val, sizeof(val));
+	if (!val[0] || inet_pton(AF_INET, val, &a) != 1)
+		return;
+	s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	if (s < 0)
+		return;
+	memset(&ifr, 0, sizeof(ifr));
+	snprintf(ifr.ifr_name, sizeof(ifr.ifr_name), "eth0");
+	while (ioctl(s, SIOCGIFINDEX, &ifr) < 0 && util_now_ms() < deadline)
+		sleep_ms(5); /* virtio_net probes asynchronously */
+	mask.s_addr = htonl(0xfffffffcu);
+	gw.s_addr = htonl(ntohl(a.s_addr) - 1);
+	if (set_in(s, &ifr, SIOCSIFADDR, a) < 0 || set_in(s, &ifr, SIOCSIFNETMASK, mask) < 0 ||
+	    ioctl(s, SIOCGIFFLAGS, &ifr) < 0)
+		goto fail;
+	ifr.ifr_flags |= IFF_UP;
+	if (ioctl(s, SIOCSIFFLAGS, &ifr) < 0)
+		goto fail;
+	memset(&rt, 0, sizeof(rt));
+	((struct sockaddr_in *)&rt.rt_dst)->sin_family = AF_INET;
+	((struct sockaddr_in *)&rt.rt_genmask)->sin_family = AF_INET;
+	((struct sockaddr_in *)&rt.rt_gateway)->sin_family = AF_INET;
+	((struct sockaddr_in *)&rt.rt_gateway)->sin_addr = gw;
+	rt.rt_flags = RTF_UP | RTF_GATEWAY;
+	if (ioctl(s, SIOCADDRT, &rt) < 0)
+		goto fail;
+	close(s);
+	return;
+fail:
+	fprintf(stderr, "isola-agent: guest init: eth0: %s\n", strerror(errno));
+	close(s);
+}
+
 /* Writes a /proc/sys value. 0, or -1 with errno. */
 static int sysctl_set(const char *path, const char *val)
 {
@@ -266,5 +322,6 @@ int guest_init(char *port, size_t len)
 		snprintf(host, sizeof(host), "isola");
 	sethostname(host, strlen(host));
 	lo_up();
+	eth0_up();
 	return 0;
 }
