@@ -54,7 +54,7 @@ int main(void)
 		store_sandbox_fini(&rows[0]);
 	}
 	free(rows);
-	ok(store_meta_get(st, "schema_version", &val, &e) == 0 && val && !strcmp(val, "2"),
+	ok(store_meta_get(st, "schema_version", &val, &e) == 0 && val && !strcmp(val, "3"),
 	   "schema version recorded");
 	free(val);
 	ok(store_sandbox_delete(st, "abc", &e) == 0, "delete");
@@ -91,6 +91,50 @@ int main(void)
 		} else {
 			ok(1, "# SKIP python3 sqlite3 unavailable to build a schema-1 database");
 		}
+	}
+	/* snapshots (schema 3): names unique per tenant among named rows only */
+	{
+		struct store_snapshot a = {0}, *srows = NULL;
+		size_t sn = 0;
+		char sp[512];
+
+		snprintf(sp, sizeof(sp), "%s/snap.db", dir);
+		ok(store_open(sp, &st, &e) == 0, "open for snapshots");
+		snprintf(a.id, sizeof(a.id), "s1");
+		snprintf(a.name, sizeof(a.name), "base");
+		snprintf(a.tenant, sizeof(a.tenant), "t1");
+		snprintf(a.kind, sizeof(a.kind), "named");
+		snprintf(a.state, sizeof(a.state), "creating");
+		snprintf(a.tier, sizeof(a.tier), "process");
+		a.created_at = 1;
+		ok(store_snapshot_add(st, &a, &e) == 0, "named snapshot row added");
+		snprintf(a.id, sizeof(a.id), "s2");
+		ok(store_snapshot_add(st, &a, &e) == -EEXIST && !strcmp(e->code, "exists"),
+		   "same name, same tenant: exists");
+		isola_err_free(steal_ptr(&e));
+		snprintf(a.tenant, sizeof(a.tenant), "t2");
+		ok(store_snapshot_add(st, &a, &e) == 0, "same name, other tenant: fine");
+		snprintf(a.id, sizeof(a.id), "s3");
+		a.name[0] = '\0';
+		snprintf(a.kind, sizeof(a.kind), "internal");
+		ok(store_snapshot_add(st, &a, &e) == 0, "internal row without a name");
+		snprintf(a.id, sizeof(a.id), "s4");
+		ok(store_snapshot_add(st, &a, &e) == 0, "a second internal row: names not unique");
+		ok(store_snapshot_set_ready(st, "s1", 12345, 1, &e) == 0, "set ready");
+		ok(store_snapshot_set_ready(st, "nope", 1, 1, &e) == -ENOENT, "set ready: missing");
+		isola_err_free(steal_ptr(&e));
+		ok(store_snapshot_delete(st, "s4", &e) == 0, "delete");
+		store_close(st);
+		ok(store_open(sp, &st, &e) == 0 && store_snapshot_list(st, &srows, &sn, &e) == 0 &&
+			   sn == 3,
+		   "rows survive reopen (%zu)", sn);
+		ok(sn == 3 && !strcmp(srows[0].id, "s1") && !strcmp(srows[0].state, "ready") &&
+			   srows[0].size == 12345 && srows[0].level == 1,
+		   "ready row keeps size and level");
+		for (size_t i = 0; i < sn; i++)
+			store_snapshot_fini(&srows[i]);
+		free(srows);
+		store_close(st);
 	}
 	util_rm_rf(dir);
 	return tap_done();
