@@ -5,6 +5,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/if_tun.h>
 #include <net/if.h>
 #include <netlink/netlink.h>
 #include <netlink/route/addr.h>
@@ -17,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
+#include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -342,6 +344,78 @@ int net_link_configure_inside(int netns_fd, uint32_t block, struct isola_err **e
 	r = pthread_create(&t, NULL, inside_thread, &j);
 	if (r != 0)
 		return isola_err_sys(err, r, "internal", "start network setup thread");
+	pthread_join(t, NULL);
+	if (j.r < 0) {
+		if (err && !*err) {
+			*err = j.err;
+			j.err = NULL;
+		}
+		isola_err_free(j.err);
+	}
+	return j.r;
+}
+
+struct tap_job {
+	int netns_fd;	       /* borrowed */
+	uint32_t uid;	       /* tap owner (QEMU's uid and gid) */
+	uint32_t gw;	       /* tap address, host order */
+	struct isola_err *err; /* out */
+	int r;		       /* out */
+};
+
+static int make_tap(struct tap_job *j)
+{
+	cleanup_fd int fd = -1;
+	cleanup_sock struct nl_sock *sk = NULL;
+	cleanup_link struct rtnl_link *tap = NULL;
+	struct ifreq ifr = {0};
+	cleanup_fd int fwd = -1;
+	int r;
+
+	if (setns(j->netns_fd, CLONE_NEWNET) < 0)
+		return isola_err_sys(&j->err, errno, "internal", "enter QEMU's network namespace");
+	fd = open("/dev/net/tun", O_RDWR | O_CLOEXEC);
+	if (fd < 0)
+		return isola_err_sys(&j->err, errno, "unavailable", "open `/dev/net/tun`");
+	/* Persistent and owned by QEMU's uid: QEMU attaches to it without any privilege, and
+	 * nobody else can (a tap is reached only from its own namespace anyway). */
+	snprintf(ifr.ifr_name, sizeof(ifr.ifr_name), "tap0");
+	ifr.ifr_flags = IFF_TAP | IFF_NO_PI | IFF_VNET_HDR;
+	if (ioctl(fd, TUNSETIFF, &ifr) < 0 || ioctl(fd, TUNSETOWNER, (unsigned long)j->uid) < 0 ||
+	    ioctl(fd, TUNSETGROUP, (unsigned long)j->uid) < 0 || ioctl(fd, TUNSETPERSIST, 1) < 0)
+		return isola_err_sys(&j->err, errno, "internal", "create tap `tap0`");
+	r = open_route_sock(&sk, &j->err);
+	if (r == 0)
+		r = link_get(sk, "tap0", &tap, &j->err);
+	if (r == 0)
+		r = addr_add(sk, rtnl_link_get_ifindex(tap), j->gw, "tap0", &j->err);
+	if (r == 0)
+		r = link_up(sk, tap, "tap0", &j->err);
+	if (r < 0)
+		return r;
+	/* Forwarding in QEMU's namespace only (the host forwards nothing for sandboxes). */
+	fwd = open("/proc/sys/net/ipv4/ip_forward", O_WRONLY | O_CLOEXEC);
+	if (fwd < 0 || write(fwd, "1", 1) != 1)
+		return isola_err_sys(&j->err, errno, "internal", "enable forwarding for the VM");
+	return net_nft_guest_nat(&j->err);
+}
+
+static void *tap_thread(void *arg)
+{
+	struct tap_job *j = arg;
+
+	j->r = make_tap(j);
+	return NULL;
+}
+
+int net_link_tap_prepare(int netns_fd, uint32_t uid, uint32_t gw_addr, struct isola_err **err)
+{
+	struct tap_job j = {.netns_fd = netns_fd, .uid = uid, .gw = gw_addr};
+	pthread_t t;
+	int r = pthread_create(&t, NULL, tap_thread, &j);
+
+	if (r != 0)
+		return isola_err_sys(err, r, "internal", "start VM network setup thread");
 	pthread_join(t, NULL);
 	if (j.r < 0) {
 		if (err && !*err) {

@@ -45,6 +45,10 @@ int net_link_create(const char *host_if, int netns_fd, uint32_t block, struct is
  */
 int net_link_configure_inside(int netns_fd, uint32_t block, struct isola_err **err);
 
+/* Inside QEMU's namespace netns_fd (a setns()ed thread): the persistent tap `tap0` owned by
+ * uid with gw_addr/30 (host order), forwarding on, and net_nft_guest_nat's rules. */
+int net_link_tap_prepare(int netns_fd, uint32_t uid, uint32_t gw_addr, struct isola_err **err);
+
 /* Deletes host_if (and so its peer); 0 if it does not exist. */
 int net_link_delete(const char *host_if);
 
@@ -63,6 +67,10 @@ int net_nft_install(const char *table, uint16_t dns_port, uint16_t proxy_port,
 
 /* Adds or removes one interface name in the table's set. Removing a missing name is 0. */
 int net_nft_iface(const char *table, const char *ifname, bool add, struct isola_err **err);
+
+/* In the calling thread's namespace (QEMU's): masquerade what leaves through `eth0`, forward
+ * only tap0 -> eth0 (and its replies), accept nothing from tap0 for the namespace itself. */
+int net_nft_guest_nat(struct isola_err **err);
 
 /* Deletes the table (isolad stopping with no sandbox). */
 int net_nft_remove(const char *table, struct isola_err **err);

@@ -590,6 +590,16 @@ void net_sandbox_detach(const struct sandbox_spec *spec)
 	entry_put(e);
 }
 
+int net_microvm_prepare(int netns_fd, uint32_t uid, struct isola_err **err)
+{
+	struct in_addr gw;
+
+	if (!net_cur)
+		return 0;
+	inet_pton(AF_INET, NET_GUEST_GW, &gw);
+	return net_link_tap_prepare(netns_fd, uid, ntohl(gw.s_addr), err);
+}
+
 int net_policy_validate(const json_t *policy, struct isola_err **err)
 {
 	struct net *n = net_cur;

@@ -109,6 +109,23 @@ int net_sandbox_attach(const struct tier_ops *t, struct tier_sandbox *ts,
  * hibernation: the policy must survive until the sandbox is resumed or destroyed. */
 void net_sandbox_detach(const struct sandbox_spec *spec);
 
+/* ---- for the microvm tier ---- */
+
+/* The guest's side of its tap, the same in every VM (the tap is the VM's alone): guestinit
+ * configures eth0 as NET_GUEST_ADDR/30 via NET_GUEST_GW from `isola.net=` on the kernel
+ * command line. QEMU's namespace masquerades it to the sandbox's /30 address, so the host
+ * sees the same source addresses as for a process sandbox. */
+#define NET_GUEST_ADDR "169.254.100.2"
+#define NET_GUEST_GW   "169.254.100.1"
+
+/*
+ * Before QEMU runs: in QEMU's network namespace (netns_fd), a persistent tap `tap0` owned by
+ * uid (QEMU attaches with -netdev tap,ifname=tap0 and no privilege), NET_GUEST_GW/30 on it,
+ * forwarding on and a masquerade to `eth0` (the veth peer net_sandbox_attach adds later);
+ * nothing from the guest is accepted by QEMU's namespace itself. 0 without a current network.
+ */
+int net_microvm_prepare(int netns_fd, uint32_t uid, struct isola_err **err);
+
 /* ---- API ---- */
 
 /* Validates a policy object as create / PUT would take it (`invalid` naming the rule). */

@@ -113,6 +113,26 @@ int net_nft_iface(const char *table, const char *ifname, bool add, struct isola_
 	return nft_run(buf, add ? "add a sandbox interface" : "remove a sandbox interface", err);
 }
 
+int net_nft_guest_nat(struct isola_err **err)
+{
+	/* A fresh namespace of isola's own (QEMU's jail): the guest is root in its VM and may
+	 * send anything on its tap; what leaves is rewritten to the namespace's eth0 address,
+	 * where the host's table judges it like any sandbox's traffic. */
+	return nft_run("add table ip isola_vm\n"
+		       "add chain ip isola_vm vm_post { type nat hook postrouting priority srcnat; "
+		       "policy accept; }\n"
+		       "add chain ip isola_vm vm_in { type filter hook input priority filter; "
+		       "policy accept; }\n"
+		       "add chain ip isola_vm vm_fwd { type filter hook forward priority filter; "
+		       "policy drop; }\n"
+		       "add rule ip isola_vm vm_post oifname \"eth0\" masquerade\n"
+		       "add rule ip isola_vm vm_in iifname \"tap0\" drop\n"
+		       "add rule ip isola_vm vm_fwd iifname \"tap0\" oifname \"eth0\" accept\n"
+		       "add rule ip isola_vm vm_fwd iifname \"eth0\" oifname \"tap0\" ct state "
+		       "established,related accept\n",
+		       "set up the VM namespace's masquerade", err);
+}
+
 int net_nft_remove(const char *table, struct isola_err **err)
 {
 	char buf[128];
