@@ -213,3 +213,40 @@ def test_cli_persist_commands(api, cli, make_sandbox, tier):
     cp = cli("pause", "nosuchsandbox")
     assert cp.returncode == 1 and b"not found" in cp.stderr, cp
     assert cli("fork", sid, "--count", "0").returncode == 2
+
+
+def test_restart_keeps_paused_and_hibernated(isolad, api, tier):
+    """kill -9 of isolad: a paused sandbox is still paused (its processes frozen, same memory)
+    and resumable; a hibernated one is still hibernated and resumes with its files."""
+    if tier != "process":
+        pytest.skip("process tier here; microvm in CI")
+    p = api.create_sandbox()["id"]
+    h = api.create_sandbox()["id"]
+    try:
+        pid = counter_loop(api, p)
+        before = read_counter(api, p)
+        post(api, p, "pause")
+        api.write_file(h, "/root/keep", b"hib\n")
+        post(api, h, "hibernate")
+        isolad.stop(kill9=True)
+        isolad.start()
+        c = isolad.client(timeout=HIBERNATE_TIMEOUT)
+        assert state(c, p) == "paused"
+        assert state(c, h) == "hibernated"
+        post(c, p, "resume")
+        after = read_counter(c, p)
+        assert after >= before
+        procs = c.get_json(f"/v1/sandboxes/{p}/processes")["processes"]
+        assert any(x["pid"] == pid and x.get("running") for x in procs), procs
+        post(c, h, "resume")
+        assert c.read_file(h, "/root/keep") == b"hib\n"
+        # A clean restart too.
+        post(c, h, "hibernate")
+        isolad.restart()
+        c = isolad.client(timeout=HIBERNATE_TIMEOUT)
+        assert state(c, h) == "hibernated"
+        post(c, h, "resume")
+        assert c.read_file(h, "/root/keep") == b"hib\n"
+    finally:
+        for s in (p, h):
+            isolad.client().delete_sandbox(s)
