@@ -46,12 +46,12 @@ void mvm_accel_host(struct mvm_accel *out);
 
 /* What one VM gets. Strings are borrowed. */
 struct mvm_vm_config {
-	const char *qemu;    /* QEMU binary (absolute, inside the jail = host /usr) */
-	const char *id;	     /* sandbox id: hostname and QEMU -name */
-	const char *accel;   /* "kvm" | "tcg" */
-	unsigned vcpus;	     /* 1..64 */
-	uint64_t memory_mib; /* guest RAM */
-	unsigned tsc_khz;    /* TCG: tsc_early_khz for the guest (0 = let it calibrate) */
+	const char *qemu;     /* QEMU binary (absolute, inside the jail = host /usr) */
+	const char *id;	      /* sandbox id: hostname and QEMU -name */
+	const char *accel;    /* "kvm" | "tcg" */
+	unsigned vcpus;	      /* 1..64 */
+	uint64_t memory_mib;  /* guest RAM */
+	unsigned tsc_khz;     /* TCG: tsc_early_khz for the guest (0 = let it calibrate) */
 	const char *net_addr; /* guest eth0 address (isola.net=) on tap0, NULL = no NIC */
 };
 
