@@ -12,6 +12,7 @@ import time
 
 import pytest
 
+from persist_util import require_op
 from tenancy_util import ROOT_CONFTEST, Tenant
 
 CLI = ROOT_CONFTEST.CLI
@@ -28,6 +29,7 @@ def fork(c, sid, count, status=201):
 
 def test_fork_children_state_identity_isolation(isolad, api, make_sandbox, tier):
     src = make_sandbox(labels={"job": "x"})["id"]
+    require_op(api, src, "fork")
     api.sh(src, "mkdir -p /root/w && echo source > /root/w/f && "
                 "head -c 100000 /dev/urandom > /root/w/blob")
     blob = api.read_file(src, "/root/w/blob")
@@ -71,6 +73,8 @@ def test_fork_children_state_identity_isolation(isolad, api, make_sandbox, tier)
 
 def test_fork_of_paused_source_stays_paused(api, make_sandbox):
     src = make_sandbox()["id"]
+    require_op(api, src, "fork")
+    require_op(api, src, "pause")
     api.sh(src, "echo p > /root/p")
     assert api.request("POST", f"/v1/sandboxes/{src}/pause").status == 200
     out = fork(api, src, 1)
@@ -84,6 +88,7 @@ def test_fork_of_paused_source_stays_paused(api, make_sandbox):
 
 def test_fork_rules(api, make_sandbox):
     src = make_sandbox()["id"]
+    require_op(api, src, "fork")
     for bad in (0, 65, "two"):
         r = api.request("POST", f"/v1/sandboxes/{src}/fork", json={"count": bad})
         assert r.status == 400, (bad, r)
@@ -94,6 +99,7 @@ def test_fork_rules(api, make_sandbox):
     assert r.status == 409 and "hibernated" in r.error_message, r
 
 
+@pytest.mark.process_only("quota accounting is tier-independent")
 def test_fork_children_count_against_quota(isolad):
     t = Tenant(isolad, max_sandboxes=3)
     try:
@@ -112,6 +118,7 @@ def test_fork_children_count_against_quota(isolad):
 
 def test_fork_audit_names_children(isolad, api, make_sandbox):
     src = make_sandbox()["id"]
+    require_op(api, src, "fork")
     out = fork(api, src, 2)
     kids = sorted(k["id"] for k in out["children"])
     for k in kids:
@@ -126,9 +133,8 @@ def test_fork_audit_names_children(isolad, api, make_sandbox):
     assert hits[-1]["detail"]["snapshot"] == out["snapshot"]
 
 
+@pytest.mark.process_only("kill -9 timing tuned to the process tier")
 def test_kill9_during_fork_then_consistent(isolad, api, tier):
-    if tier != "process":
-        pytest.skip("process tier here; microvm in CI")
     src = api.create_sandbox()["id"]
     api.sh(src, "head -c 20000000 /dev/urandom > /root/big && echo s > /root/f")
     seen = {}
@@ -175,9 +181,8 @@ def test_kill9_during_fork_then_consistent(isolad, api, tier):
             c.delete_sandbox(sb["id"])
 
 
+@pytest.mark.process_only("kill -9 timing tuned to the process tier")
 def test_kill9_during_hibernate_then_consistent(isolad, api, tier):
-    if tier != "process":
-        pytest.skip("process tier here; microvm in CI")
     sid = api.create_sandbox()["id"]
     api.sh(sid, "head -c 20000000 /dev/urandom > /root/big && echo h > /root/f")
     seen = {}

@@ -8,6 +8,8 @@ import time
 
 import pytest
 
+from persist_util import require_op
+
 pytestmark = pytest.mark.tiers("process", "microvm")
 
 PROCESS_LEVELS = {"stop": "none", "pause": "files+memory", "hibernate": "files",
@@ -58,6 +60,7 @@ def test_levels_reported_never_more_than_the_tier(api, sandbox, tier):
 @pytest.mark.fresh_sandbox
 def test_pause_resume_20_cycles(api, make_sandbox, tier):
     sid = make_sandbox()["id"]
+    require_op(api, sid, "pause")
     api.write_file(sid, "/tmp/data.txt", b"kept across pauses\n")
     pid = counter_loop(api, sid)
     last = read_counter(api, sid)
@@ -87,6 +90,7 @@ def test_paused_sandbox_is_frozen_and_stream_survives(api, make_sandbox):
     """While paused nothing runs (the counter stands still); an attached output stream stalls
     and continues after resume."""
     sid = make_sandbox()["id"]
+    require_op(api, sid, "pause")
     with api.stream("POST", f"/v1/sandboxes/{sid}/exec",
                     json={"cmd": ["sh", "-c", "i=0; while [ $i -lt 100000 ]; do i=$((i+1));"
                                   " echo tick$i; sleep 0.05; done"]}, kind="ndjson") as st:
@@ -108,6 +112,7 @@ def test_paused_sandbox_is_frozen_and_stream_survives(api, make_sandbox):
 @pytest.mark.fresh_sandbox
 def test_hibernate_resume_10_cycles(api, make_sandbox, tier):
     sid = make_sandbox()["id"]
+    require_op(api, sid, "hibernate")
     sb = api.get_json(f"/v1/sandboxes/{sid}")
     if tier == "process":
         assert sb["persistence"]["hibernate"] == "files", sb["persistence"]
@@ -125,11 +130,10 @@ def test_hibernate_resume_10_cycles(api, make_sandbox, tier):
 
 
 @pytest.mark.fresh_sandbox
+@pytest.mark.process_only("process-tier statement")
 def test_hibernate_process_tier_keeps_files_not_processes(api, make_sandbox, tier):
     """The process tier says `files` for hibernate, and that is exactly what comes back:
     a background process is gone after resume, its files are there."""
-    if tier != "process":
-        pytest.skip("process-tier statement")
     sid = make_sandbox()["id"]
     counter_loop(api, sid)
     read_counter(api, sid)
@@ -143,6 +147,8 @@ def test_hibernate_process_tier_keeps_files_not_processes(api, make_sandbox, tie
 @pytest.mark.fresh_sandbox
 def test_state_rules(api, make_sandbox):
     sid = make_sandbox()["id"]
+    require_op(api, sid, "hibernate")
+    require_op(api, sid, "pause")
     # resume of a running sandbox is a no-op; hibernating a hibernated one is a conflict.
     assert post(api, sid, "resume")["state"] == "running"
     post(api, sid, "hibernate")
@@ -161,6 +167,7 @@ def test_state_rules(api, make_sandbox):
     assert api.request("GET", f"/v1/sandboxes/{sid2}").status == 404
 
 
+@pytest.mark.process_only("no sandbox involved")
 def test_unknown_sandbox_not_found(api):
     for op in ("pause", "resume", "hibernate"):
         r = api.request("POST", f"/v1/sandboxes/nosuchsandbox/{op}")
@@ -171,6 +178,7 @@ def test_cli_persist_commands(api, cli, make_sandbox, tier):
     """isola pause|resume|hibernate ID, snapshot create|ls|delete, create --from-snapshot,
     fork --count, each with and without --json; outcomes judged through the API and inside."""
     sid = make_sandbox()["id"]
+    require_op(api, sid, "snapshot")
     api.sh(sid, "echo cli > /root/c")
 
     def ok(*args, json=False):
@@ -215,11 +223,10 @@ def test_cli_persist_commands(api, cli, make_sandbox, tier):
     assert cli("fork", sid, "--count", "0").returncode == 2
 
 
+@pytest.mark.process_only("kill -9 of the shared isolad; process tier")
 def test_restart_keeps_paused_and_hibernated(isolad, api, tier):
     """kill -9 of isolad: a paused sandbox is still paused (its processes frozen, same memory)
     and resumable; a hibernated one is still hibernated and resumes with its files."""
-    if tier != "process":
-        pytest.skip("process tier here; microvm in CI")
     p = api.create_sandbox()["id"]
     h = api.create_sandbox()["id"]
     try:

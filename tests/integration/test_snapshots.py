@@ -15,6 +15,7 @@ import uuid
 
 import pytest
 
+from persist_util import require_op
 from tenancy_util import ROOT_CONFTEST, Tenant
 
 Isolad = ROOT_CONFTEST.Isolad
@@ -70,6 +71,7 @@ def cleanup_snapshots(api):
 def test_snapshot_outlives_source_and_seeds_three(isolad, api, make_sandbox, tier,
                                                   cleanup_snapshots):
     src = make_sandbox(labels={"team": "a"})["id"]
+    require_op(api, src, "snapshot")
     api.sh(src, "mkdir -p /root/proj && echo v1 > /root/proj/a.txt && "
                 "head -c 65536 /dev/urandom > /root/proj/blob")
     want_blob = api.read_file(src, "/root/proj/blob")
@@ -116,6 +118,7 @@ def test_snapshot_outlives_source_and_seeds_three(isolad, api, make_sandbox, tie
 
 def test_name_rules(api, make_sandbox, cleanup_snapshots):
     sid = make_sandbox()["id"]
+    require_op(api, sid, "snapshot")
     name = uname()
     cleanup_snapshots.append(name)
     snapshot(api, sid, name)
@@ -134,6 +137,7 @@ def test_name_rules(api, make_sandbox, cleanup_snapshots):
 def test_damaged_snapshot_fails_clearly_and_builds_nothing(isolad, api, make_sandbox, damage,
                                                            cleanup_snapshots):
     sid = make_sandbox()["id"]
+    require_op(api, sid, "snapshot")
     api.sh(sid, "head -c 200000 /dev/urandom > /root/data")
     name = uname()
     cleanup_snapshots.append(name)
@@ -171,6 +175,7 @@ def test_damaged_snapshot_fails_clearly_and_builds_nothing(isolad, api, make_san
     assert api.sh(sid, "echo ok") == "ok\n"
 
 
+@pytest.mark.process_only("tenant scoping is tier-independent")
 def test_tenant_isolation(isolad, api, make_sandbox, cleanup_snapshots):
     a, b = Tenant(isolad), Tenant(isolad)
     try:
@@ -241,9 +246,8 @@ def tiny():
     shutil.rmtree(d.state_dir, ignore_errors=True)
 
 
+@pytest.mark.process_only("a small tmpfs; the microvm variant needs a bigger one (CI)")
 def test_enospc_keeps_sandbox_running_and_retry_succeeds(tiny, tier):
-    if tier != "process":
-        pytest.skip("one tmpfs test is enough; the microvm image does not fit 8 MiB")
     c = tiny.client(timeout=OP_TIMEOUT)
     sid = c.create_sandbox()["id"]
     try:
@@ -269,9 +273,8 @@ def test_enospc_keeps_sandbox_running_and_retry_succeeds(tiny, tier):
         c.request("DELETE", "/v1/snapshots/full")
 
 
+@pytest.mark.process_only("a small tmpfs; the microvm variant needs a bigger one (CI)")
 def test_kill9_during_snapshot_then_consistent(tiny, tier):
-    if tier != "process":
-        pytest.skip("process tier here; the microvm variant is in CI")
     c = tiny.client(timeout=OP_TIMEOUT)
     sid = c.create_sandbox()["id"]
     c.sh(sid, "echo old > /root/f")

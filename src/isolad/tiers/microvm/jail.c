@@ -56,6 +56,7 @@ struct jail_plan {
 	uint32_t uid;			  /* target uid/gid */
 	gid_t kvm_gid;			  /* supplementary group for /dev/kvm, or (gid_t)-1 */
 	int log_fd, devnull, go_fd;	  /* fds the child uses */
+	bool tap;			  /* attach to tap0 of the new netns, as fd 3 for QEMU */
 	char *const *argv;		  /* QEMU */
 };
 
@@ -133,6 +134,19 @@ static __attribute__((noreturn)) void child(const struct jail_plan *p)
 			break;
 		}
 	}
+	/* The NIC: while still root, attach to the tap isolad made in this namespace
+	 * (docs/network.md) and hand QEMU the fd; QEMU gets no /dev/net/tun and cannot make or
+	 * attach to any other interface. */
+	if (p->tap) {
+		struct ifreq ifr;
+
+		memset(&ifr, 0, sizeof(ifr));
+		memcpy(ifr.ifr_name, "tap0", 5);
+		ifr.ifr_flags = IFF_TAP | IFF_NO_PI | IFF_VNET_HDR;
+		tap = open("/dev/net/tun", O_RDWR | O_CLOEXEC);
+		if (tap < 0 || ioctl(tap, TUNSETIFF, &ifr) < 0)
+			_exit(115);
+	}
 	/* The host tree goes away: pivot onto the tmpfs and detach the old root. */
 	if (syscall(SYS_pivot_root, ".", ".") < 0 || umount2(".", MNT_DETACH) < 0 || chdir("/") < 0)
 		_exit(110);
@@ -151,7 +165,9 @@ static __attribute__((noreturn)) void child(const struct jail_plan *p)
 		_exit(113);
 	if (dup2(p->devnull, 0) < 0 || dup2(p->log_fd, 1) < 0 || dup2(p->log_fd, 2) < 0)
 		_exit(114);
-	syscall(SYS_close_range, 3, ~0u, 0);
+	if (tap >= 0 && dup2(tap, MVM_TAP_FD) < 0) /* dup2 clears close-on-exec */
+		_exit(116);
+	syscall(SYS_close_range, tap >= 0 ? MVM_TAP_FD + 1 : 3, ~0u, 0);
 	execve(p->argv[0], p->argv, (char *[]){"PATH=/usr/bin", NULL});
 	_exit(127);
 }
@@ -212,12 +228,7 @@ pid_t mvm_jail_spawn(const struct mvm_jail *j, int go_fd, int *pidfd)
 	op_bind_file(&p, "/dev/null", "/dev/null", false);
 	op_bind_file(&p, "/dev/zero", "/dev/zero", false);
 	op_bind_file(&p, "/dev/urandom", "/dev/urandom", false);
-	/* QEMU attaches to the persistent tap isolad made for it (owned by its uid); it can
-	 * create none itself (no CAP_NET_ADMIN). */
-	if (access("/dev/net/tun", F_OK) == 0) {
-		op_add(&p, J_MKDIR, "/dev/net", NULL);
-		op_bind_file(&p, "/dev/net/tun", "/dev/net/tun", false);
-	}
+	p.tap = j->tap;
 	if (j->kvm) {
 		struct stat st;
 
