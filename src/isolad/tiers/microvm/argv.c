@@ -112,7 +112,7 @@ int mvm_build_argv(const struct mvm_vm_config *c, char **argv, char *buf, size_t
 	/* The NIC: the persistent tap isolad made in QEMU's namespace (docs/network.md). */
 	if (c->net_addr) {
 		add(&b, "-netdev");
-		add(&b, "tap,id=net0,ifname=tap0,script=no,downscript=no");
+		add(&b, "tap,id=net0,fd=%d", MVM_TAP_FD);
 		add(&b, "-device");
 		add(&b, "virtio-net-device,netdev=net0");
 	}

@@ -5,6 +5,8 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
+#include <linux/if_tun.h>
+#include <net/if.h>
 #include <linux/sched.h>
 #include <sched.h>
 #include <signal.h>
@@ -12,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mount.h>
+#include <sys/ioctl.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -89,7 +92,7 @@ static void op_bind_file(struct jail_plan *p, const char *src, const char *dst, 
 static __attribute__((noreturn)) void child(const struct jail_plan *p)
 {
 	char go;
-	int fd;
+	int fd, tap = -1;
 
 	/* Wait until the parent put us into the cgroup; EOF means it died: exit. */
 	if (read(p->go_fd, &go, 1) != 1)
@@ -143,7 +146,11 @@ static __attribute__((noreturn)) void child(const struct jail_plan *p)
 		memset(&ifr, 0, sizeof(ifr));
 		memcpy(ifr.ifr_name, "tap0", 5);
 		ifr.ifr_flags = IFF_TAP | IFF_NO_PI | IFF_VNET_HDR;
-		tap = open("/dev/net/tun", O_RDWR | O_CLOEXEC);
+		/* Above 9, so neither the stdio dup2s nor the one to MVM_TAP_FD hit it; no
+		 * close-on-exec on the copy that QEMU inherits. */
+		tap = open("/dev/net/tun", O_RDWR);
+		if (tap >= 0 && tap < 10)
+			tap = fcntl(tap, F_DUPFD, 10);
 		if (tap < 0 || ioctl(tap, TUNSETIFF, &ifr) < 0)
 			_exit(115);
 	}
@@ -165,7 +172,7 @@ static __attribute__((noreturn)) void child(const struct jail_plan *p)
 		_exit(113);
 	if (dup2(p->devnull, 0) < 0 || dup2(p->log_fd, 1) < 0 || dup2(p->log_fd, 2) < 0)
 		_exit(114);
-	if (tap >= 0 && dup2(tap, MVM_TAP_FD) < 0) /* dup2 clears close-on-exec */
+	if (tap >= 0 && dup2(tap, MVM_TAP_FD) < 0)
 		_exit(116);
 	syscall(SYS_close_range, tap >= 0 ? MVM_TAP_FD + 1 : 3, ~0u, 0);
 	execve(p->argv[0], p->argv, (char *[]){"PATH=/usr/bin", NULL});

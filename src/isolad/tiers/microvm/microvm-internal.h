@@ -114,7 +114,10 @@ struct mvm_jail {
 	uint64_t mem_bytes; /* size of the /mem tmpfs */
 	char *const *argv;  /* QEMU command line */
 	int log_fd;	    /* QEMU's stdout/stderr */
+	bool tap;	    /* attach to tap0 of QEMU's namespace, passed as MVM_TAP_FD */
 };
+
+#define MVM_TAP_FD 3 /* QEMU's -netdev tap,fd= (the jail opens it before dropping root) */
 
 /*
  * Clones QEMU's PID 1 in new pid, mount, net, ipc and uts namespaces. The child blocks on

@@ -311,6 +311,7 @@ static int microvm_create(const struct sandbox_spec *spec, struct tier_sandbox *
 	j.mem_bytes = mem;
 	j.argv = argv;
 	j.log_fd = log_fd;
+	j.tap = vc.net_addr != NULL;
 	s->pid = mvm_jail_spawn(&j, go[0], &s->pidfd);
 	close(go[0]);
 	go[0] = -1;
