@@ -143,10 +143,10 @@ int core_new(const struct core_config *cfg, struct core **out, struct isola_err 
 		isola_err_sys(err, -r, NULL, "create `%s`", path);
 		goto fail;
 	}
-	r = cfg->snapshot_dir[0] ? snprintf(c->snapshot_root, sizeof(c->snapshot_root), "%s",
-					    cfg->snapshot_dir)
-				 : snprintf(c->snapshot_root, sizeof(c->snapshot_root),
-					    "%.500s/snapshots", cfg->state_dir);
+	r = cfg->snapshot_dir[0]
+		    ? snprintf(c->snapshot_root, sizeof(c->snapshot_root), "%s", cfg->snapshot_dir)
+		    : snprintf(c->snapshot_root, sizeof(c->snapshot_root), "%.500s/snapshots",
+			       cfg->state_dir);
 	if (r < 0 || (size_t)r >= sizeof(c->snapshot_root)) {
 		r = isola_err_set(err, ENAMETOOLONG, "invalid", "snapshot dir path too long");
 		goto fail;
@@ -563,7 +563,8 @@ static int core_admit_as(struct core *c, struct sandbox *s, bool existing, doubl
 	if (r < 0)
 		return isola_err_set(err, -r, "internal", "tenant `%s`: quota unreadable",
 				     s->tenant);
-	if (!existing && !s->life.pooled && tenancy_rate_take(c->tenancy, s->tenant, &q, &retry) < 0) {
+	if (!existing && !s->life.pooled &&
+	    tenancy_rate_take(c->tenancy, s->tenant, &q, &retry) < 0) {
 		if (retry_after_s)
 			*retry_after_s = retry;
 		return isola_err_set(

@@ -29,31 +29,31 @@ struct core_config {
 	uint32_t audit_segment_records; /* audit: records per sealed segment (0 = 10000) */
 	uint32_t audit_seal_interval_s; /* audit: seal at least this often (0 = 3600) */
 	uint64_t audit_retention_s;	/* audit: drop sealed segments older (0 = keep) */
-	char snapshot_dir[512];		/* snapshots and hibernation images, "" = <state>/snapshots */
+	char snapshot_dir[512]; /* snapshots and hibernation images, "" = <state>/snapshots */
 };
 
 void core_config_defaults(struct core_config *cfg);
 
 /* A validated create request (the API fills it; borrowed for the call). */
 struct sandbox_request {
-	char template_name[64]; /* "" = "host" */
-	char tier[16];		/* "" = "process" */
-	uint32_t cpu_millis;	/* 0 = default */
-	uint64_t memory_bytes;	/* 0 = default */
-	uint64_t disk_bytes;	/* 0 = default */
-	uint32_t pids;		/* 0 = default */
-	uint32_t ttl_s;		/* 0 = default */
-	const json_t *env;	/* {K:V} applied to every command, or NULL */
-	const char *workdir;	/* default cwd for commands, or NULL */
-	const char *user;	/* default user for commands, or NULL */
-	const json_t *labels;	/* {K:V} string labels, or NULL */
-	const char *tenant;	/* owning tenant, NULL = "default" */
-	double *retry_after_s;	/* out, may be NULL: set when refused as `rate_limited` */
-	const char *snapshot;	/* restore from this named snapshot of the tenant, or NULL */
-	const char *on_timeout; /* kill|pause|hibernate on TTL expiry or idle, NULL = kill */
+	char template_name[64];	 /* "" = "host" */
+	char tier[16];		 /* "" = "process" */
+	uint32_t cpu_millis;	 /* 0 = default */
+	uint64_t memory_bytes;	 /* 0 = default */
+	uint64_t disk_bytes;	 /* 0 = default */
+	uint32_t pids;		 /* 0 = default */
+	uint32_t ttl_s;		 /* 0 = default */
+	const json_t *env;	 /* {K:V} applied to every command, or NULL */
+	const char *workdir;	 /* default cwd for commands, or NULL */
+	const char *user;	 /* default user for commands, or NULL */
+	const json_t *labels;	 /* {K:V} string labels, or NULL */
+	const char *tenant;	 /* owning tenant, NULL = "default" */
+	double *retry_after_s;	 /* out, may be NULL: set when refused as `rate_limited` */
+	const char *snapshot;	 /* restore from this named snapshot of the tenant, or NULL */
+	const char *on_timeout;	 /* kill|pause|hibernate on TTL expiry or idle, NULL = kill */
 	uint32_t idle_timeout_s; /* idle this long -> on_timeout, 0 = never (lifecycle.h) */
-	int auto_resume;	/* 0 = resume what policy paused, 1 = always, -1 = never */
-	bool pooled;		/* pool.c only: a warm-pool sandbox, no tenant until claimed */
+	int auto_resume;	 /* 0 = resume what policy paused, 1 = always, -1 = never */
+	bool pooled;		 /* pool.c only: a warm-pool sandbox, no tenant until claimed */
 };
 
 /* Opens the store, initialises templates, reconciles sandboxes left by an earlier isolad
@@ -127,8 +127,8 @@ int core_sandbox_fork_for(struct core *c, const char *tenant, const char *id, un
  * full, the sandbox keeps running). Another tenant's snapshot answers like a missing one.
  * delete refuses (`conflict`) while a live sandbox still maps it (tier declaration).
  */
-int core_snapshot_create_for(struct core *c, const char *tenant, const char *id,
-			     const char *name, json_t **out, struct isola_err **err);
+int core_snapshot_create_for(struct core *c, const char *tenant, const char *id, const char *name,
+			     json_t **out, struct isola_err **err);
 int core_snapshot_list_for(struct core *c, const char *tenant, json_t **out,
 			   struct isola_err **err);
 int core_snapshot_get_for(struct core *c, const char *tenant, const char *name, json_t **out,

@@ -108,9 +108,8 @@ static void reconcile_persist(struct core *c, struct sandbox *s, const struct st
 			util_rm_rf(hib);
 		s->state = SANDBOX_RUNNING;
 		store_sandbox_set_state(c->store, row->id, "running", NULL, NULL);
-		log_info("sandbox %s re-attached%s%s", row->id, strcmp(st, "running") ? " after "
-											 : "",
-			 strcmp(st, "running") ? st : "");
+		log_info("sandbox %s re-attached%s%s", row->id,
+			 strcmp(st, "running") ? " after " : "", strcmp(st, "running") ? st : "");
 		return;
 	}
 	/* Hibernation got as far as a complete image: the sandbox is hibernated. */

@@ -146,12 +146,10 @@ json_t *sandbox_to_json(struct sandbox *s)
 		/* What each operation keeps on this tier (docs/persistence.md). */
 		json_object_set_new(j, "persistence",
 				    core_persistence_json(s->tier ? s->tier : &tier_process_ops));
-		json_object_set_new(j, "forked_from", s->forked_from[0]
-								 ? json_string(s->forked_from)
-								 : json_null());
-		json_object_set_new(j, "snapshot", s->origin_name[0]
-							   ? json_string(s->origin_name)
-							   : json_null());
+		json_object_set_new(j, "forked_from",
+				    s->forked_from[0] ? json_string(s->forked_from) : json_null());
+		json_object_set_new(j, "snapshot",
+				    s->origin_name[0] ? json_string(s->origin_name) : json_null());
 		lifecycle_to_json(s, j); /* on_timeout, idle, auto_resume, pooled (lifecycle.c) */
 	}
 	pthread_mutex_unlock(&s->lock);
