@@ -251,7 +251,9 @@ int sandbox_agent(struct sandbox *s, struct agent_conn **out, struct isola_err *
 		return r;
 	pthread_mutex_lock(&s->lock);
 	/* A snapshot in flight pauses the sandbox at most briefly: its agent stays usable. */
-	if ((s->state != SANDBOX_RUNNING && s->state != SANDBOX_SNAPSHOTTING) || !s->ts) {
+	if ((s->state != SANDBOX_RUNNING &&
+	     !(s->state == SANDBOX_SNAPSHOTTING && s->op_prev == SANDBOX_RUNNING)) ||
+	    !s->ts) {
 		r = isola_err_set(err, EBUSY, "conflict", "sandbox `%s` is %s, not running%s%s",
 				  s->id, sandbox_state_name(s->state), s->error ? ": " : "",
 				  s->error ? s->error : "");
