@@ -500,6 +500,9 @@ int agent_setup_run(int setup_fd)
 	char opts[256];
 
 	report_fd = setup_fd;
+	/* The setup socket's number is reused for AGENT_UPPER_FD when setup ends. */
+	if (setup_fd != AGENT_UPPER_FD)
+		fail("setup socket on fd %d, not %d", setup_fd, AGENT_UPPER_FD);
 	/* isolad runs with umask 077 for its own files; sandbox users expect the usual 022. */
 	umask(022);
 	memset(p.fds, -1, sizeof(p.fds));
@@ -596,7 +599,7 @@ int agent_setup_run(int setup_fd)
 	    umount2(".", MNT_DETACH) < 0 || chdir("/") < 0)
 		fail_errno("pivot_root");
 	close(rootfd);
-	close(stage);
+	/* stage stays open: it becomes AGENT_UPPER_FD once the setup socket is closed. */
 
 	if (sethostname(hostname, strlen(hostname)) < 0)
 		fail_errno("sethostname");
@@ -620,5 +623,18 @@ int agent_setup_run(int setup_fd)
 		_exit(1);
 	close(setup_fd);
 	report_fd = -1;
+	/*
+	 * The root of the writable tmpfs (O_PATH, close-on-exec) stays open at AGENT_UPPER_FD
+	 * for the agent's whole life: after an isolad restart, isolad takes it back with
+	 * pidfd_getfd() to snapshot the layer. No sandbox process can reach it: the spawn
+	 * child closes every fd above 2 it does not hand over, close-on-exec drops it at
+	 * execve, and /proc/1/fd/N, pidfd_getfd and ptrace need CAP_SYS_PTRACE over this
+	 * non-dumpable process, which nothing inside holds (tests/security/
+	 * test_persist_agent_fd.py). fd 3 was the setup socket, closed just above, so this
+	 * replaces nothing.
+	 */
+	if (dup3(stage, AGENT_UPPER_FD, O_CLOEXEC) < 0)
+		_exit(1);
+	close(stage);
 	return listen_fd;
 }

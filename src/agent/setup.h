@@ -19,4 +19,13 @@
  */
 int agent_setup_run(int setup_fd);
 
+/*
+ * After agent_setup_run returns, this fd holds an O_PATH, close-on-exec fd of the root of
+ * the sandbox's writable tmpfs (lower/, upper/, work/, root/) for the agent's lifetime.
+ * isolad takes it back with pidfd_getfd() after a restart (PROC_AGENT_UPPER_FD in
+ * src/isolad/tiers/process/process-internal.h names the same number). setup_fd must be
+ * this number: setup reuses it once the setup socket is closed.
+ */
+#define AGENT_UPPER_FD 3
+
 #endif

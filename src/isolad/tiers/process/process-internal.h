@@ -169,6 +169,9 @@ bool proc_mount_idmap_probe(void);
 
 #define PROC_LAYER_ARCHIVE "layer.tar.zst" /* the one file a process-tier snapshot holds */
 #define PROC_LAYER_UPPER   "upper"	   /* overlay upper dir on the tmpfs (setup's name) */
+/* The agent keeps an O_PATH fd of the tmpfs root here (AGENT_UPPER_FD, src/agent/setup.h);
+ * isolad takes it back with pidfd_getfd() after a restart. */
+#define PROC_AGENT_UPPER_FD 3
 
 /* What proc_layer_write archived. */
 struct proc_layer_stats {

@@ -7,6 +7,7 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <jansson.h>
+#include <linux/magic.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
@@ -40,7 +41,9 @@ struct tier_sandbox {
 	uint64_t start_time;	      /* /proc/<pid>/stat field 22, pins pid identity */
 	const struct cgroup_ops *cgo; /* cgroup backend of cg */
 	struct proc_cgroup cg;	      /* cgroup dirs we made (cg.n == 0: none) */
-	int upper_fd;		      /* detached mount fd of the writable tmpfs (stats), or -1 */
+	int upper_fd;		      /* fd of the writable tmpfs root (stats, snapshot), or -1 */
+	uint64_t upper_dev;	      /* st_dev of that root, recorded at create (0 = unknown) */
+	uint64_t upper_ino;	      /* st_ino of that root: with upper_dev, its identity */
 	enum proc_idmap_mode idmap;   /* how the template is shown inside */
 	bool paused;		      /* frozen by pause() (snapshot's own freeze is not) */
 };
@@ -413,6 +416,16 @@ static int create_sandbox(const struct sandbox_spec *spec, int layer_fd, const c
 		goto err_teardown;
 	}
 	s->upper_fd = fcntl(fds[2], F_DUPFD_CLOEXEC, 3);
+	{
+		struct stat ust;
+
+		/* Recorded in the saved state: after a restart the fd the agent hands back
+		 * must be this very inode (reattach_upper). */
+		if (s->upper_fd >= 0 && fstat(s->upper_fd, &ust) == 0) {
+			s->upper_dev = (uint64_t)ust.st_dev;
+			s->upper_ino = (uint64_t)ust.st_ino;
+		}
+	}
 	if (layer_fd >= 0) {
 		/* A failure leaves nothing: the tmpfs is a detached mount that goes with its
 		 * fds, the rest unwinds like a failed create. */
@@ -495,6 +508,15 @@ static char *process_save(struct tier_sandbox *s)
 		      s->idmap == PROC_IDMAP_ON ? "idmapped" : "none", "sock", s->sock);
 	if (!j)
 		return NULL;
+	if (s->upper_dev || s->upper_ino) {
+		char dev[32], ino[32];
+
+		snprintf(dev, sizeof(dev), "%" PRIu64, s->upper_dev);
+		snprintf(ino, sizeof(ino), "%" PRIu64, s->upper_ino);
+		json_object_set_new(j, "upper",
+				    json_pack("{s:i, s:s, s:s}", "fd", PROC_AGENT_UPPER_FD, "dev",
+					      dev, "ino", ino));
+	}
 	out = json_dumps(j, JSON_COMPACT);
 	json_decref(j);
 	return out;
@@ -552,6 +574,71 @@ static int saved_pidfd(const char *saved, pid_t *pid_out, uint64_t *start_out, b
 	return pfd;
 }
 
+/* Reads the tmpfs root's identity from saved ("upper": {"fd", "dev", "ino"}); leaves s
+ * untouched when it is absent (a sandbox made by an isolad without it) or malformed. */
+static void saved_upper(const char *saved, struct tier_sandbox *s)
+{
+	json_error_t je;
+	json_t *j = saved ? json_loads(saved, 0, &je) : NULL;
+	const char *dev = NULL, *ino = NULL;
+	int fdno = -1;
+
+	if (j && json_unpack(j, "{s:{s:i, s:s, s:s}}", "upper", "fd", &fdno, "dev", &dev, "ino",
+			     &ino) == 0 &&
+	    fdno == PROC_AGENT_UPPER_FD) {
+		s->upper_dev = strtoull(dev, NULL, 10);
+		s->upper_ino = strtoull(ino, NULL, 10);
+	}
+	json_decref(j);
+}
+
+/*
+ * After an isolad restart: takes the writable tmpfs root back from the agent, which keeps
+ * it open at PROC_AGENT_UPPER_FD (src/agent/setup.c). pidfd_getfd() works on the pidfd that
+ * reattach verified, so no path is resolved at all, inside the sandbox or in /proc. Where
+ * the kernel refuses it (ENOSYS before 5.6, EPERM under a Yama ptrace_scope of 3) or the
+ * test hook $ISOLA_TEST_NO_PIDFD_GETFD is set, /proc/<pid>/fd/N is opened instead (a magic
+ * link of the host's procfs, never a path inside the sandbox) and the pidfd is checked to be
+ * still alive after the open, so a recycled pid cannot answer.
+ *
+ * The agent is code of the sandbox, so what comes back is checked before isolad ever walks
+ * it: a tmpfs directory, owned by the sandbox's uid range, and the very inode (st_dev,
+ * st_ino) isolad made at create. A tmpfs keeps its anonymous st_dev while any fd holds it,
+ * and nothing inside may mount, so no other directory passes. The fd or -errno (-ENOENT:
+ * no identity recorded; -EPERM: the fd is not the sandbox's tmpfs root).
+ */
+static int reattach_upper(const struct tier_sandbox *s)
+{
+	cleanup_fd int fd = -1;
+	struct statfs sf;
+	struct stat st;
+
+	if (!s->upper_dev && !s->upper_ino)
+		return -ENOENT;
+	if (!getenv("ISOLA_TEST_NO_PIDFD_GETFD"))
+		fd = (int)syscall(SYS_pidfd_getfd, s->pidfd, PROC_AGENT_UPPER_FD, 0);
+	else
+		errno = ENOSYS;
+	if (fd < 0 && (errno == ENOSYS || errno == EPERM)) {
+		struct pollfd pf = {.fd = s->pidfd, .events = POLLIN};
+		char p[64];
+
+		snprintf(p, sizeof(p), "/proc/%d/fd/%d", (int)s->pid, PROC_AGENT_UPPER_FD);
+		fd = open(p, O_PATH | O_CLOEXEC);
+		if (fd >= 0 && poll(&pf, 1, 0) != 0)
+			return -ESRCH;
+	}
+	if (fd < 0)
+		return -errno;
+	if (fstatfs(fd, &sf) < 0 || fstat(fd, &st) < 0)
+		return -errno;
+	if (sf.f_type != TMPFS_MAGIC || !S_ISDIR(st.st_mode) || st.st_uid < s->uid_base ||
+	    st.st_uid - s->uid_base >= 65536 || (uint64_t)st.st_dev != s->upper_dev ||
+	    (uint64_t)st.st_ino != s->upper_ino)
+		return -EPERM;
+	return steal_fd(&fd);
+}
+
 static int process_reattach(const struct sandbox_spec *spec, const char *saved,
 			    struct tier_sandbox **out, struct isola_err **err)
 {
@@ -572,6 +659,15 @@ static int process_reattach(const struct sandbox_spec *spec, const char *saved,
 	s->idmap = idm ? PROC_IDMAP_ON : PROC_IDMAP_NONE;
 	s->cgo = proc_cgroup_detect(NULL);
 	cg_from_saved(spec, s->cgo, &s->cg);
+	saved_upper(saved, s);
+	s->upper_fd = reattach_upper(s);
+	if (s->upper_fd < 0) {
+		/* The sandbox runs on; only snapshot (hibernate, fork) and disk stats need it. */
+		log_warn("sandbox `%s`: writable layer not recovered after restart (%s): "
+			 "snapshot is unavailable",
+			 spec->id, strerror(-s->upper_fd));
+		s->upper_fd = -1;
+	}
 	*out = s;
 	return 0;
 }
@@ -588,8 +684,8 @@ static int process_stats(struct tier_sandbox *s, struct tier_stats *out, struct 
 	memset(out, 0, sizeof(*out));
 	if (s->cg.n && s->cgo)
 		s->cgo->stats(&s->cg, out, err);
-	/* The writable tmpfs, measured through the mount fd isolad made: no path inside
-	 * the sandbox is resolved. Unknown (0) after a reattach. */
+	/* The writable tmpfs, measured through its root fd (isolad's mount fd, or the agent's
+	 * after a reattach): no path inside the sandbox is resolved. */
 	if (s->upper_fd >= 0 && fstatfs(s->upper_fd, &sf) == 0)
 		out->disk_bytes = (uint64_t)(sf.f_blocks - sf.f_bfree) * (uint64_t)sf.f_bsize;
 	return 0;
@@ -707,8 +803,8 @@ static int process_snapshot(struct tier_sandbox *s, const char *dir, enum tier_p
 	if (s->upper_fd < 0)
 		return isola_err_set(
 			err, ENOTSUP, "unavailable",
-			"snapshot sandbox `%s`: its writable layer is out of reach after "
-			"an isolad restart",
+			"snapshot sandbox `%s`: its writable layer was not recovered after "
+			"an isolad restart (see isolad's log)",
 			s->id);
 	snprintf(path, sizeof(path), "%s/%s", dir, PROC_LAYER_ARCHIVE);
 	dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
