@@ -583,8 +583,9 @@ static void saved_upper(const char *saved, struct tier_sandbox *s)
 	const char *dev = NULL, *ino = NULL;
 	int fdno = -1;
 
-	if (j && json_unpack(j, "{s:{s:i, s:s, s:s}}", "upper", "fd", &fdno, "dev", &dev, "ino",
-			     &ino) == 0 &&
+	if (j &&
+	    json_unpack(j, "{s:{s:i, s:s, s:s}}", "upper", "fd", &fdno, "dev", &dev, "ino", &ino) ==
+		    0 &&
 	    fdno == PROC_AGENT_UPPER_FD) {
 		s->upper_dev = strtoull(dev, NULL, 10);
 		s->upper_ino = strtoull(ino, NULL, 10);
