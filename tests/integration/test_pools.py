@@ -277,3 +277,37 @@ def test_cli_pool_ls_and_set(own):
     cp = run("pool", "set", "host", "process", str(SIZE))
     assert cp.returncode == 0, cp
     wait_ready(own, SIZE)
+
+
+@pytest.mark.needs_microvm
+def test_microvm_pool_hands_over_a_booted_vm():
+    """microvm: the pool keeps a booted VM (no boot snapshot from the tier yet); a claim
+    hands it over with the tenant's env in milliseconds instead of a boot's seconds."""
+    d = Isolad(extra_args=["--pool", "host:microvm:1"])
+    try:
+        c = d.client(timeout=ROOT_CONFTEST.MICROVM_CREATE_TIMEOUT)
+
+        def ready():
+            p = pool(d, tier="microvm")
+            return p and p["ready"] == 1
+        ic.wait_for(ready, ROOT_CONFTEST.MICROVM_CREATE_TIMEOUT, interval=1,
+                    what=f"microvm pool to fill ({pool(d, tier='microvm')})")
+        before = pooled_ids(d)
+        assert len(before) == 1
+        t0 = time.monotonic()
+        r = c.request("POST", "/v1/sandboxes", json={"tier": "microvm", "env": {"WHO": "vm"}},
+                      timeout=ROOT_CONFTEST.MICROVM_CREATE_TIMEOUT)
+        claim_s = time.monotonic() - t0
+        assert r.status == 201, r
+        sb = r.json()
+        assert sb["pooled"] is True and sb["id"] in before and sb["tier"] == "microvm", sb
+        assert c.sh(sb["id"], "echo $WHO; hostname") == f"vm\n{sb['id']}\n"
+        assert claim_s < 5, f"a claim took {claim_s:.1f}s"
+        c.delete_sandbox(sb["id"])
+        r = c.request("PUT", "/v1/pools/host/microvm", json={"size": 0})
+        assert r.status == 200, r
+        ic.wait_for(lambda: not pooled_ids(d), 120, what="microvm pool drained")
+    finally:
+        d.destroy_all_sandboxes()
+        d.stop()
+        shutil.rmtree(d.state_dir, ignore_errors=True)
