@@ -313,3 +313,35 @@ def test_kill9_during_snapshot_then_consistent(tiny, tier):
     assert c.sh(k["id"], "cat /root/f") == "old\n"
     for n in names:
         c.request("DELETE", f"/v1/snapshots/{n}")
+
+
+@pytest.mark.process_only("template removal rules are tier-independent")
+def test_template_of_a_snapshot_is_kept(api, tmp_path, cleanup_snapshots):
+    """A snapshot restores onto its template's image: the template cannot be removed while a
+    snapshot needs it, and a sandbox made from the snapshot later still has it."""
+    import imagebuild
+    tname = f"it-snap-{uuid.uuid4().hex[:6]}"
+    body = imagebuild.docker_archive(imagebuild.build_hello(tmp_path))
+    with api.stream("POST", "/v1/templates", body=body, query={"name": tname},
+                    headers={"Content-Type": "application/x-tar"}, kind="ndjson",
+                    timeout=120) as s:
+        assert s.status == 200, s.body_if_error()
+        assert s.read_all(timeout=120)[-1].get("type") == "done"
+    sid = api.create_sandbox(template=tname)["id"]
+    api.write_file(sid, "/work/data.txt", b"on the image\n")
+    name = uname()
+    cleanup_snapshots.append(name)
+    snapshot(api, sid, name)
+    assert api.delete_sandbox(sid).status == 204
+    r = api.request("DELETE", f"/v1/templates/{tname}")
+    assert r.status == 409 and "snapshot" in r.error_message, r
+    k = from_snapshot(api, name)
+    try:
+        assert api.read_file(k["id"], "/work/data.txt") == b"on the image\n"
+        assert k["template"] == tname
+        out = api.exec(k["id"], cmd=["/hello"])
+        assert out["exit_code"] == 0, out
+    finally:
+        api.delete_sandbox(k["id"])
+    assert api.request("DELETE", f"/v1/snapshots/{name}").status == 204
+    assert api.request("DELETE", f"/v1/templates/{tname}").status == 204

@@ -138,6 +138,27 @@ int core_template_remove(struct core *c, const char *name, struct isola_err **er
 		template_info_fini(&t);
 		return r;
 	}
+	/* A snapshot restores onto its template's image (process tier: the lower layer). */
+	{
+		struct store_snapshot *rows = NULL;
+		size_t n = 0;
+
+		if (store_snapshot_list(c->store, &rows, &n, NULL) == 0) {
+			for (size_t i = 0; i < n; i++) {
+				if (!strcmp(rows[i].template, t.id))
+					users++;
+				store_snapshot_fini(&rows[i]);
+			}
+			free(rows);
+		}
+	}
+	if (users) {
+		r = isola_err_set(err, EBUSY, "conflict",
+				  "template `%s` is used by %zu snapshot%s: delete %s first", t.name,
+				  users, users == 1 ? "" : "s", users == 1 ? "it" : "them");
+		template_info_fini(&t);
+		return r;
+	}
 	template_info_fini(&t);
 	return images_remove(name, err);
 }
