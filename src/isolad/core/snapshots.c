@@ -511,7 +511,22 @@ static bool sandbox_listed(struct core *c, const char *id)
 	return found;
 }
 
-/* Removes directories under dir that no row (or sandbox, for hibernation) claims. */
+/* Names core gives snapshot and sandbox directories: 16 of [a-z0-9] (core_new_id). */
+static bool looks_like_id(const char *s)
+{
+	size_t n = strlen(s);
+
+	if (n != 16)
+		return false;
+	for (size_t i = 0; i < n; i++)
+		if (!((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= '0' && s[i] <= '9')))
+			return false;
+	return true;
+}
+
+/* Removes directories under dir that no row (or sandbox, for hibernation) claims. Only names
+ * core itself makes are candidates: an operator's --snapshot-dir may hold other things
+ * (lost+found on a dedicated filesystem). */
 static void remove_strays(struct core *c, const char *dir, const struct store_snapshot *rows,
 			  size_t n, bool hibernation)
 {
@@ -524,8 +539,7 @@ static void remove_strays(struct core *c, const char *dir, const struct store_sn
 		char path[PATH_MAX];
 		bool known = false;
 
-		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, "..") ||
-		    (!hibernation && !strcmp(de->d_name, "hibernated")))
+		if (!looks_like_id(de->d_name))
 			continue;
 		if (hibernation) {
 			known = sandbox_listed(c, de->d_name);
