@@ -180,7 +180,7 @@ class Exposer:
             if rc != 0:
                 problems.append(f"isolad exited with {rc}")
         problems += self.d.new_sanitizer_reports()
-        if not problems:
+        if not problems and not os.environ.get("ISOLA_KEEP_STATE"):
             shutil.rmtree(self.d.state_dir, ignore_errors=True)
         return problems
 

@@ -286,4 +286,5 @@ def test_sandbox_cannot_reach_the_listener_or_the_api(xd, pair):
     assert accepted == [], accepted
     # only our own calls were counted: the first /metrics and the exec
     assert api_requests(xd) == before + 2
-    assert "connected" not in tried.values(), tried
+    # connect() itself may succeed inside: the egress proxy accepts every TCP connection and
+    # decides after reading the head (docs/network.md), which is why only the sinks count

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include "../../common/util.h"
 #include "../core/core.h"
@@ -121,6 +122,28 @@ struct xstat *expose_stat_get_locked(struct expose *x, const char *id, int port)
 	return st;
 }
 
+/* Drops the counters of sandboxes that are gone (their directory was removed with them) and
+ * that no connection uses, so the table does not grow with every sandbox ever exposed. */
+static void prune_locked(struct expose *x)
+{
+	struct xstat **pp = &x->stats;
+
+	while (*pp) {
+		struct xstat *st = *pp;
+		char dir[1024];
+		int n = snprintf(dir, sizeof(dir), "%s/sandboxes/%s",
+				 core_config(x->core)->state_dir, st->id);
+
+		if (st->active == 0 && n > 0 && (size_t)n < sizeof(dir) && access(dir, F_OK) < 0 &&
+		    errno == ENOENT) {
+			*pp = st->next;
+			free(st);
+			continue;
+		}
+		pp = &st->next;
+	}
+}
+
 unsigned expose_active_locked(struct expose *x, const char *id)
 {
 	unsigned n = 0;
@@ -186,6 +209,7 @@ int expose_port_add(struct core *core, struct sandbox *s, int port, bool public,
 	if (port < 1 || port > 65535)
 		return isola_err_set(err, EINVAL, "invalid", "port %d is not 1-65535", port);
 	pthread_mutex_lock(&x->lock);
+	prune_locked(x);
 	r = ports_load(core, id, &doc);
 	if (r < 0) {
 		isola_err_sys(err, -r, NULL, "sandbox `%s`: read exposed ports", id);
