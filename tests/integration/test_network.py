@@ -13,9 +13,6 @@ import pytest
 import netlab
 from netlab import WEB, OTHER, run_client, net_info, set_policy
 
-pytestmark = pytest.mark.process_only("networking is built for the process tier first")
-
-
 @pytest.fixture(scope="module")
 def lab():
     lab = netlab.Lab()
@@ -248,3 +245,30 @@ def test_policy_survives_hibernation(c, mk, lab):
     run_client(c, sid, "http", "allowed.test", WEB, 80)
     run_client(c, sid, "http", "other.test", OTHER, 80)
     assert [x[1] for x in lab.connections(m)] == [f"{WEB}:80"], lab.events(m)
+
+
+@pytest.mark.needs_microvm
+def test_microvm_guest_behind_the_same_boundary(c, lab):
+    """A microvm guest: tap in QEMU's namespace, masqueraded to its /30, then the same host
+    table, resolver and proxy as a process sandbox."""
+    r = c.request("POST", "/v1/sandboxes", timeout=900,
+                  json={"tier": "microvm", "network": {"allow": ["allowed.test"]}})
+    assert r.status == 201, r
+    sid = r.json()["id"]
+    try:
+        info = net_info(c, sid)
+        m = lab.mark()
+        got = run_client(c, sid, "http", "allowed.test", "allowed.test", 80)
+        assert "hello from" in got.get("body", ""), got
+        hints = [run_client(c, sid, "http", "other.test", OTHER, 80),
+                 run_client(c, sid, "tcp", netlab.METADATA, 80),
+                 run_client(c, sid, "dns", "secret.exfil.test", 16),
+                 run_client(c, sid, "udp", WEB, 80)]
+        time.sleep(0.5)
+        conns = lab.connections(m)
+        assert [x[1] for x in conns] == [f"{WEB}:80"], (conns, hints)
+        assert {q[0] for q in lab.queries(m)} == {"allowed.test"}, lab.queries(m)
+        n = net_info(c, sid)["counters"]
+        assert n["connections"] >= 1 and n["denied"] >= 2 and n["tx_bytes"] > 0, (info, n)
+    finally:
+        c.delete_sandbox(sid)
