@@ -177,13 +177,15 @@ static json_t *exposure_json(struct expose *x, const char *id, const json_t *e, 
 	snprintf(url, sizeof(url), "http://%d-%s.%s:%d/", port, id, x->domain, x->lport);
 	snprintf(path_url, sizeof(path_url), "http://%s:%d/_isola/%s/%d/", x->host, x->lport, id,
 		 port);
-	return json_pack(
-		"{s:i,s:b,s:s,s:s,s:s*,s:O,s:{s:i,s:I,s:I,s:I,s:I}}", "port", port, "public", pub,
-		"url", url, "path_url", path_url, "token", pub ? NULL : token, "created_at",
-		json_object_get(e, "created_at"), "connections", "active", st ? (int)st->active : 0,
-		"total", (json_int_t)(st ? st->total : 0), "refused",
-		(json_int_t)(st ? st->refused : 0), "bytes_in", (json_int_t)(st ? st->bytes_in : 0),
-		"bytes_out", (json_int_t)(st ? st->bytes_out : 0));
+	return json_pack("{s:i,s:b,s:s,s:s,s:s*,s:O,s:{s:i,s:I,s:I,s:I,s:I}}", "port", port,
+			 "public", pub, "url", url, "path_url", path_url, "token",
+			 pub ? NULL : token, "created_at", json_object_get(e, "created_at"),
+			 "connections", "active", st ? (int)st->active : 0, "total",
+			 (json_int_t)(st ? st->total : 0), "refused",
+			 (json_int_t)(st ? st->refused : 0), "bytes_in",
+			 (json_int_t)(st ? __atomic_load_n(&st->bytes_in, __ATOMIC_RELAXED) : 0),
+			 "bytes_out",
+			 (json_int_t)(st ? __atomic_load_n(&st->bytes_out, __ATOMIC_RELAXED) : 0));
 }
 
 static int need_listener(struct isola_err **err)
@@ -286,8 +288,9 @@ int expose_port_list(struct core *core, struct sandbox *s, json_t **out, struct 
 	}
 	for (struct xstat *st = x->stats; st; st = st->next)
 		if (!strcmp(st->id, id)) {
-			in += st->bytes_in;
-			outb += st->bytes_out;
+			/* the relay threads add without the lock */
+			in += __atomic_load_n(&st->bytes_in, __ATOMIC_RELAXED);
+			outb += __atomic_load_n(&st->bytes_out, __ATOMIC_RELAXED);
 		}
 	*out = json_pack("{s:o,s:i,s:i,s:I,s:I}", "ports", arr, "max_connections",
 			 (int)x->max_conns, "connections_active", (int)expose_active_locked(x, id),
