@@ -433,6 +433,8 @@ int api_network_check(const json_t *body, struct isola_err **err);
 int api_network_on_create(struct api_req *r, struct sandbox *s, struct isola_err **err);
 /* A sandbox's network counters for stats (new reference), or NULL without a network. */
 json_t *api_network_counters(const char *id);
+/* Egress proxy and resolver totals in Prometheus text (nothing without a network). */
+void api_network_metrics(struct api_buf *b);
 enum MHD_Result api_sandbox_lifecycle(struct api_req *r); /* lifecycle.c */
 enum MHD_Result api_pool_list(struct api_req *r);	  /* pools.c */
 enum MHD_Result api_pool_set(struct api_req *r);	  /* pools.c */

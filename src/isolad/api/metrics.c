@@ -214,6 +214,7 @@ enum MHD_Result api_metrics(struct api_req *r)
 	     "Warm sandboxes waiting in pools (pools do not exist in this build: always 0).");
 	put(&b, "isola_pool_sandboxes 0\n");
 	render_host(r->srv, &b);
+	api_network_metrics(&b);
 	resp = MHD_create_response_from_buffer(b.len, b.data, MHD_RESPMEM_MUST_FREE);
 	if (!resp) {
 		api_buf_fini(&b);

@@ -4,10 +4,13 @@
 #include "api-internal.h"
 
 #include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "../core/core.h"
 #include "../net/net.h"
+#include "../net/proxy.h"
 
 int api_network_check(const json_t *body, struct isola_err **err)
 {
@@ -101,4 +104,54 @@ enum MHD_Result api_network_put(struct api_req *r)
 	if (ret < 0)
 		return api_respond_err(r, err);
 	return api_respond_json(r, 200, out);
+}
+
+static void metric(struct api_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void metric(struct api_buf *b, const char *fmt, ...)
+{
+	char line[256];
+	va_list ap;
+	int n;
+
+	va_start(ap, fmt);
+	n = vsnprintf(line, sizeof(line), fmt, ap);
+	va_end(ap);
+	if (n > 0 && (size_t)n < sizeof(line))
+		api_buf_append(b, line, (size_t)n);
+}
+
+void api_network_metrics(struct api_buf *b)
+{
+	struct net_proxy_stats ps;
+	uint64_t q, refused;
+
+	if (net_metrics(&ps, &q, &refused) < 0)
+		return;
+	metric(b,
+	       "# HELP isola_egress_connections_total TCP connections from sandboxes the egress "
+	       "proxy accepted.\n# TYPE isola_egress_connections_total counter\n"
+	       "isola_egress_connections_total %llu\n",
+	       (unsigned long long)ps.accepted);
+	metric(b,
+	       "# HELP isola_egress_allowed_total Proxied connections connected upstream.\n"
+	       "# TYPE isola_egress_allowed_total counter\nisola_egress_allowed_total %llu\n",
+	       (unsigned long long)ps.allowed);
+	metric(b, "# HELP isola_egress_denied_total Connections the egress proxy refused, by "
+		  "reason.\n# TYPE isola_egress_denied_total counter\n");
+	for (int i = 0; i < NET_PROXY_DENY_COUNT_; i++)
+		metric(b, "isola_egress_denied_total{reason=\"%s\"} %llu\n",
+		       net_proxy_deny_name((enum net_proxy_deny)i),
+		       (unsigned long long)ps.denied[i]);
+	metric(b,
+	       "# HELP isola_egress_bytes_total Payload bytes through the egress proxy.\n"
+	       "# TYPE isola_egress_bytes_total counter\n"
+	       "isola_egress_bytes_total{direction=\"out\"} %llu\n"
+	       "isola_egress_bytes_total{direction=\"in\"} %llu\n",
+	       (unsigned long long)ps.bytes_out, (unsigned long long)ps.bytes_in);
+	metric(b,
+	       "# HELP isola_dns_queries_total Queries isola's resolver answered for sandboxes.\n"
+	       "# TYPE isola_dns_queries_total counter\n"
+	       "isola_dns_queries_total{verdict=\"answered\"} %llu\n"
+	       "isola_dns_queries_total{verdict=\"refused\"} %llu\n",
+	       (unsigned long long)(q - refused), (unsigned long long)refused);
 }

@@ -33,17 +33,19 @@ struct net_sandbox {
 };
 
 struct net {
-	struct net_config cfg;	  /* copied */
-	char table[32];		  /* nftables table name */
-	uint32_t pool_base;	  /* host order */
-	unsigned pool_prefix;	  /* pool prefix length */
-	struct net_opens opens;	  /* --egress-open */
-	pthread_mutex_t lock;	  /* protects list and every entry's policy */
-	struct net_sandbox *list; /* attached sandboxes */
-	struct net_dns *dns;	  /* the resolver */
-	struct net_proxy *proxy;  /* the egress proxy (proxy.c) */
-	int proxy_fd;		  /* listening TCP socket for the proxy */
-	uint16_t proxy_port;	  /* its port */
+	struct net_config cfg;	      /* copied */
+	char table[32];		      /* nftables table name */
+	uint32_t pool_base;	      /* host order */
+	unsigned pool_prefix;	      /* pool prefix length */
+	struct net_opens opens;	      /* --egress-open */
+	pthread_mutex_t lock;	      /* protects list and every entry's policy */
+	struct net_sandbox *list;     /* attached sandboxes */
+	struct net_dns *dns;	      /* the resolver */
+	struct net_proxy *proxy;      /* the egress proxy (proxy.c) */
+	int proxy_fd;		      /* listening TCP socket for the proxy */
+	_Atomic uint64_t dns_queries; /* resolver totals (/metrics) */
+	_Atomic uint64_t dns_refused; /* of which refused */
+	uint16_t proxy_port;	      /* its port */
 };
 
 static struct net *net_cur; /* set once by net_start, cleared by net_stop (main thread) */
@@ -228,6 +230,9 @@ static void dns_count_cb(void *ud, const char *id, bool refused)
 	struct net *n = ud;
 	struct net_sandbox *e;
 
+	atomic_fetch_add(&n->dns_queries, 1);
+	if (refused)
+		atomic_fetch_add(&n->dns_refused, 1);
 	pthread_mutex_lock(&n->lock);
 	e = find_id_locked(n, id);
 	if (e) {
@@ -588,6 +593,18 @@ void net_sandbox_detach(const struct sandbox_spec *spec)
 	if (file_path(n, spec->id, path, sizeof(path)) == 0 && unlink(path) < 0 && errno != ENOENT)
 		log_warn("sandbox %s: remove `%s`: %s", spec->id, path, strerror(errno));
 	entry_put(e);
+}
+
+int net_metrics(struct net_proxy_stats *proxy, uint64_t *dns_queries, uint64_t *dns_refused)
+{
+	struct net *n = net_cur;
+
+	if (!n || !n->proxy)
+		return -ENOENT;
+	net_proxy_get_stats(n->proxy, proxy);
+	*dns_queries = atomic_load(&n->dns_queries);
+	*dns_refused = atomic_load(&n->dns_refused);
+	return 0;
 }
 
 int net_microvm_prepare(int netns_fd, uint32_t uid, struct isola_err **err)

@@ -138,6 +138,11 @@ int net_sandbox_set_policy(const char *id, const json_t *policy, struct isola_er
 /* {policy, interface, address, gateway, counters} of a sandbox (new reference). */
 int net_sandbox_info(const char *id, json_t **out, struct isola_err **err);
 
+/* Totals since start for /metrics: the proxy's counters and the resolver's queries (refused
+ * of them by policy). -ENOENT without a current network. Any thread. */
+struct net_proxy_stats;
+int net_metrics(struct net_proxy_stats *proxy, uint64_t *dns_queries, uint64_t *dns_refused);
+
 /* ---- callbacks for the proxy and the resolver ---- */
 
 /*
