@@ -201,6 +201,95 @@ int mvm_run(char *const argv[], char *errbuf, size_t errlen)
 	return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : -EIO;
 }
 
+/* ---- the disk overlay: a qcow2 v3 file written directly ---- */
+
+#define QCOW2_CLUSTER_BITS 16
+#define QCOW2_CLUSTER	   (1u << QCOW2_CLUSTER_BITS)
+#define QCOW2_L2_ENTRIES   (QCOW2_CLUSTER / 8) /* 8-byte entries per L2 table */
+#define QCOW2_HEADER_LEN   112		       /* v3 header up to compression_type + padding */
+#define QCOW2_EXT_BACKFMT  0xE2792ACAu	       /* header extension: backing file format */
+
+static void be32(unsigned char *p, uint32_t v)
+{
+	for (int i = 3; i >= 0; i--, v >>= 8)
+		p[i] = (unsigned char)v;
+}
+
+static void be64(unsigned char *p, uint64_t v)
+{
+	for (int i = 7; i >= 0; i--, v >>= 8)
+		p[i] = (unsigned char)v;
+}
+
+static int pwrite_all(int fd, const void *buf, size_t len, off_t off)
+{
+	ssize_t n = pwrite(fd, buf, len, off);
+
+	return n == (ssize_t)len ? 0 : n < 0 ? -errno : -EIO;
+}
+
+int mvm_qcow2_overlay(const char *path, const char *backing, uint64_t size, uid_t uid,
+		      struct isola_err **err)
+{
+	/* Clusters: 0 header, 1 refcount table, 2 refcount block, 3 L1 table (one cluster
+	 * holds 8192 L1 entries, i.e. 4 TiB of virtual size). The same layout as `qemu-img
+	 * create -f qcow2 -u -F raw -b <backing>` for an empty image, without spawning it. */
+	const uint64_t per_l1 = (uint64_t)QCOW2_CLUSTER * QCOW2_L2_ENTRIES;
+	uint64_t l1_entries = (size + per_l1 - 1) / per_l1;
+	size_t blen = strlen(backing), off;
+	unsigned char hdr[512] = {0}, rt[8], rb[8];
+	cleanup_fd int fd = -1;
+	int r;
+
+	if (size == 0 || size % 512 || l1_entries > QCOW2_L2_ENTRIES)
+		return isola_err_set(err, EINVAL, "invalid", "disk overlay `%s`: bad size %llu",
+				     path, (unsigned long long)size);
+	if (blen == 0 || QCOW2_HEADER_LEN + 16 + 8 + blen > sizeof(hdr))
+		return isola_err_set(err, ENAMETOOLONG, "internal",
+				     "disk overlay `%s`: backing path too long", path);
+	be32(hdr + 0, 0x514649fbu); /* "QFI\xfb" */
+	be32(hdr + 4, 3);	    /* version */
+	be32(hdr + 20, QCOW2_CLUSTER_BITS);
+	be64(hdr + 24, size);
+	be32(hdr + 36, (uint32_t)l1_entries);
+	be64(hdr + 40, 3ull * QCOW2_CLUSTER); /* l1_table_offset */
+	be64(hdr + 48, 1ull * QCOW2_CLUSTER); /* refcount_table_offset */
+	be32(hdr + 56, 1);		      /* refcount_table_clusters */
+	be32(hdr + 96, 4);		      /* refcount_order: 16-bit refcounts */
+	be32(hdr + 100, QCOW2_HEADER_LEN);
+	off = QCOW2_HEADER_LEN;
+	be32(hdr + off, QCOW2_EXT_BACKFMT);
+	be32(hdr + off + 4, 3);
+	memcpy(hdr + off + 8, "raw", 3);
+	off += 16; /* data padded to 8 bytes; then the end-of-extensions entry (zeros) */
+	off += 8;
+	be64(hdr + 8, off); /* backing_file_offset */
+	be32(hdr + 16, (uint32_t)blen);
+	memcpy(hdr + off, backing, blen);
+	be64(rt, 2ull * QCOW2_CLUSTER); /* refcount table[0] → the refcount block */
+	memset(rb, 0, sizeof(rb));
+	for (int i = 0; i < 4; i++) /* clusters 0-3 are in use once */
+		rb[2 * i + 1] = 1;
+	fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
+	if (fd < 0)
+		return isola_err_sys(err, errno, "internal", "create `%s`", path);
+	r = pwrite_all(fd, hdr, off + blen, 0);
+	if (!r)
+		r = pwrite_all(fd, rt, sizeof(rt), QCOW2_CLUSTER);
+	if (!r)
+		r = pwrite_all(fd, rb, sizeof(rb), 2 * QCOW2_CLUSTER);
+	/* The L1 table is all zeros (nothing allocated: every read goes to the backing file). */
+	if (!r && ftruncate(fd, 3 * QCOW2_CLUSTER + (off_t)(l1_entries * 8)) < 0)
+		r = -errno;
+	if (!r && fchown(fd, uid, uid) < 0)
+		r = -errno;
+	if (r < 0) {
+		unlink(path);
+		return isola_err_sys(err, -r, "internal", "write `%s`", path);
+	}
+	return 0;
+}
+
 /* ---- the agent sync (see src/agent/guestserial.c) ---- */
 
 static int unix_connect(const char *path)

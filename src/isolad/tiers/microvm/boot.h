@@ -4,6 +4,8 @@
 #define ISOLA_TIER_MICROVM_BOOT_H
 
 #include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
 
 #include "../../../common/err.h"
 #include "microvm.h"
@@ -16,6 +18,12 @@ int mvm_kernel_find(const char *state_dir, char *out, size_t len, struct isola_e
  * /init + trailer; written once per isolad process (atomically). Any thread. */
 int mvm_initramfs(const char *kernel_dir, const char *state_dir, char *out, size_t len,
 		  struct isola_err **err);
+
+/* Creates path (O_EXCL, 0600, owned by uid) as an empty qcow2 v3 image of virtual size
+ * `size` (a multiple of 512, at most 4 TiB) over the raw image `backing`, which is named in
+ * the header and not opened. 0, or -errno with *err (nothing left behind). Any thread. */
+int mvm_qcow2_overlay(const char *path, const char *backing, uint64_t size, uid_t uid,
+		      struct isola_err **err);
 
 /* Runs argv (PATH lookup), stdout+stderr into errbuf (truncated). 0, -ENOENT if missing,
  * -EIO on failure status. */
