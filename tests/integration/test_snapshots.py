@@ -226,6 +226,18 @@ def test_audit_names_snapshot(isolad, api, make_sandbox, cleanup_snapshots):
     recs = [json.loads(l) for l in cp.stdout.decode().splitlines()]
     hits = [r for r in recs if r.get("action") == "sandbox.snapshot" and r.get("target") == sid]
     assert hits and hits[-1]["detail"]["snapshot"] == name, hits[-3:]
+    # hibernate names the image it wrote
+    r = api.request("POST", f"/v1/sandboxes/{sid}/hibernate", timeout=OP_TIMEOUT)
+    if r.status == 501:
+        return
+    assert r.status == 200, r
+    cp = subprocess.run([str(CLI), "--socket", isolad.socket, "audit", "export"],
+                        stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=60)
+    recs = [json.loads(l) for l in cp.stdout.decode().splitlines()]
+    hits = [r for r in recs if r.get("action") == "sandbox.hibernate" and r.get("target") == sid]
+    assert hits and hits[-1]["detail"]["snapshot"] == f"hibernated/{sid}", hits[-3:]
+    assert os.path.isfile(os.path.join(isolad.state_dir, "snapshots", "hibernated", sid,
+                                       "manifest.json"))
 
 
 # ---- an isolad of our own: snapshot dir on a tiny tmpfs, kill -9 ------------------------

@@ -44,10 +44,14 @@ enum MHD_Result api_sandbox_hibernate(struct api_req *r)
 	enum MHD_Result ret = persist_state_change(r, core_sandbox_hibernate_for);
 
 	if (r->status == 200) {
-		/* The audit names the image the sandbox now lives in. */
-		json_t *d = json_pack("{s:s}", "snapshot", "hibernation");
+		/* The audit names the image the sandbox now lives in (docs/persistence.md). */
+		const char *id = api_match_get(&r->match, "id");
+		char image[64];
+		json_t *d;
 
-		api_audit(r, "sandbox.hibernate", api_match_get(&r->match, "id"), "ok", d);
+		snprintf(image, sizeof(image), "hibernated/%.40s", id);
+		d = json_pack("{s:s}", "snapshot", image);
+		api_audit(r, "sandbox.hibernate", id, "ok", d);
 		json_decref(d);
 	}
 	return ret;
