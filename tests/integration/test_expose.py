@@ -320,3 +320,35 @@ def test_traffic_resumes_a_hibernated_sandbox(xd):
     assert status_of(r) in (200, 502), r
     assert xd.api.get_json(f"/v1/sandboxes/{sid}")["state"] == "running"
     xd.api.delete_sandbox(sid)
+
+
+@pytest.mark.needs_microvm
+def test_microvm_tier_through_virtio_serial(xd):
+    """The same exposure on a microvm guest: the agent's tunnel runs over virtio-serial and
+    connects to the guest's own loopback. One VM for every check (TCG boots are slow)."""
+    slow = xd.d.client(timeout=top_conftest.MICROVM_CREATE_TIMEOUT)
+    r = slow.request("POST", "/v1/sandboxes", json={"tier": "microvm"})
+    assert r.status == 201, r
+    sid = r.json()["id"]
+    try:
+        start_servers(slow, sid)
+        token = xd.expose(sid, 8000)["token"]
+        xd.expose(sid, 8001)
+        r = xd.get(sid, 8000, "/hello.txt", token)
+        assert status_of(r) == 200 and body_of(r) == HELLO, r
+        assert status_of(xd.get(sid, 8000, "/hello.txt")) == 401
+        s = ws_connect(xd, sid, token)
+        try:
+            ws_send(s, b"from the host")
+            assert ws_recv(s) == (1, b"echo:from the host")
+        finally:
+            s.close()
+        big = os.urandom(1024 * 1024)
+        slow.write_file(sid, "/srv/www/big.bin", big)
+        r = xd.get(sid, 8000, "/big.bin", token)
+        assert status_of(r) == 200 and body_of(r) == big
+        xd.expose(sid, 8009)
+        r = xd.get(sid, 8009, "/", token)
+        assert status_of(r) == 502 and b"8009" in body_of(r), r
+    finally:
+        slow.delete_sandbox(sid)
