@@ -153,6 +153,14 @@ int net_dns_new(const char *upstream, const struct net_opens *opens, struct net_
 	return 0;
 }
 
+void net_dns_set_callbacks(struct net_dns *d, net_dns_lookup_fn lookup, net_dns_count_fn count,
+			   void *ud)
+{
+	d->lookup = lookup;
+	d->count = count;
+	d->ud = ud;
+}
+
 uint16_t net_dns_port(const struct net_dns *d)
 {
 	return d->port;
@@ -417,9 +425,8 @@ static ldns_pkt *answer_query(struct net_dns *d, const struct sockaddr *peer, co
 	return reply;
 }
 
-/* Answers one query into out (cap bytes); returns its length, 0 to send nothing. */
-static size_t serve_one(struct net_dns *d, const struct sockaddr *peer, const uint8_t *q,
-			size_t qlen, uint8_t *out, size_t cap, bool udp)
+size_t net_dns_handle(struct net_dns *d, const struct sockaddr *peer, const uint8_t *q, size_t qlen,
+		      uint8_t *out, size_t cap, bool udp)
 {
 	struct verdict v = {.what = "?"};
 	uint8_t rcode = 0;
@@ -468,7 +475,7 @@ static void serve_udp(struct net_dns *d)
 
 	if (n <= 0)
 		return;
-	len = serve_one(d, (struct sockaddr *)&peer, q, (size_t)n, out, sizeof(out), true);
+	len = net_dns_handle(d, (struct sockaddr *)&peer, q, (size_t)n, out, sizeof(out), true);
 	if (len)
 		sendto(d->udp_fd, out, len, MSG_DONTWAIT, (struct sockaddr *)&peer, plen);
 }
@@ -493,7 +500,7 @@ static void serve_tcp(struct net_dns *d)
 	qlen = (size_t)hdr[0] << 8 | hdr[1];
 	if (qlen < 12 || qlen > sizeof(q) || util_read_exact(fd, q, qlen) < 0)
 		return;
-	len = serve_one(d, (struct sockaddr *)&peer, q, qlen, out + 2, sizeof(out) - 2, false);
+	len = net_dns_handle(d, (struct sockaddr *)&peer, q, qlen, out + 2, sizeof(out) - 2, false);
 	if (!len)
 		return;
 	out[0] = (uint8_t)(len >> 8);
@@ -547,9 +554,7 @@ int net_dns_serve(struct net_dns *d, uint16_t port, net_dns_lookup_fn lookup,
 	struct sockaddr_in sa;
 	socklen_t len = sizeof(sa);
 
-	d->lookup = lookup;
-	d->count = count;
-	d->ud = ud;
+	net_dns_set_callbacks(d, lookup, count, ud);
 	/* UDP first with the requested port (0: the kernel picks), then TCP on the same one. */
 	d->udp_fd = bind_socket(SOCK_DGRAM, port, err);
 	if (d->udp_fd < 0)

@@ -39,6 +39,19 @@ int net_dns_new(const char *upstream, const struct net_opens *opens, struct net_
 int net_dns_serve(struct net_dns *d, uint16_t port, net_dns_lookup_fn lookup,
 		  net_dns_count_fn count, void *ud, struct isola_err **err);
 
+/*
+ * The resolver's answer to one query (UNTRUSTED q[0..qlen) from peer): written to out (cap
+ * bytes), returns its length or 0 to send nothing. udp: truncate past 512 bytes. Logs and
+ * counts the query. Blocks on the upstream for allowed names (2 s at most). Used by the server
+ * threads, the unit tests and fuzz/fuzz_dns.c.
+ */
+size_t net_dns_handle(struct net_dns *d, const struct sockaddr *peer, const uint8_t *q, size_t qlen,
+		      uint8_t *out, size_t cap, bool udp);
+
+/* Sets the callbacks without serving (tests, fuzzing); net_dns_serve sets them too. */
+void net_dns_set_callbacks(struct net_dns *d, net_dns_lookup_fn lookup, net_dns_count_fn count,
+			   void *ud);
+
 /* The port the server listens on (after net_dns_serve), host order. */
 uint16_t net_dns_port(const struct net_dns *d);
 
