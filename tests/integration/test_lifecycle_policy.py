@@ -170,6 +170,16 @@ def test_idle_quiet_sandbox_is_paused(api, make_sandbox):
     assert got["paused_by"] == "policy" and got["idle_since"] is not None, got
 
 
+def test_idle_quiet_sandbox_is_hibernated(api, make_sandbox):
+    sb = make_sandbox(idle_timeout=2, on_timeout="hibernate")
+    sid = sb["id"]
+    api.write_file(sid, "/home/idle.txt", b"idle\n")
+    wait_state(api, sid, "hibernated", timeout=60)
+    assert not ic.sandbox_host_pids(sid)
+    assert api.read_file(sid, "/home/idle.txt") == b"idle\n"  # auto-resume on a file read
+    assert ic.sandbox_host_pids(sid)
+
+
 def test_idle_quiet_sandbox_is_killed_by_default(api, make_sandbox):
     sid = make_sandbox(idle_timeout=2)["id"]
     ic.wait_for(lambda: api.request("GET", f"/v1/sandboxes/{sid}").status == 404, SETTLE,
