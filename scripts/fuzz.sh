@@ -19,9 +19,13 @@ for src in fuzz/fuzz_*.c; do
 	t=$(basename "$src" .c)
 	corpus=build-fuzz/corpus/$t
 	mkdir -p "$corpus"
+	# Checked-in seeds (fuzz/corpus/<target>/, e.g. archives made by the real writer).
+	if [ -d "fuzz/corpus/$t" ]; then cp -n "fuzz/corpus/$t"/* "$corpus"/; fi
 	log=build-fuzz/$t.log
+	dict=()
+	if [ -f "fuzz/$t.dict" ]; then dict=(-dict="fuzz/$t.dict"); fi
 	if build-fuzz/fuzz/$t -max_total_time="$secs" -timeout=10 -rss_limit_mb=1024 \
-		-print_final_stats=1 "$corpus" >"$log" 2>&1; then
+		-print_final_stats=1 "${dict[@]}" "$corpus" >"$log" 2>&1; then
 		runs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$log" | grep -o '[0-9]*$')
 		echo "fuzz $t: ${runs:-?} runs in ${secs}s, no crash"
 		echo "  <testcase classname=\"fuzz\" name=\"$t\"/>" >>"$out"

@@ -460,7 +460,33 @@ enum {
 	OPT_TTL,
 	OPT_LABEL,
 	OPT_FROM_SNAPSHOT,
+	OPT_ALLOW,  /* --allow RULE: network.allow (docs/network.md) */
+	OPT_DENY,   /* --deny RULE: network.deny */
+	OPT_EGRESS, /* --egress allow|deny: network.default */
 };
+
+/* Adds one egress rule (or the default) to the request's `network` policy. */
+static int add_net(json_t *req, const char *key, const char *val, struct isola_err **err)
+{
+	json_t *net = json_object_get(req, "network"), *arr;
+
+	if (!net) {
+		net = json_object();
+		json_object_set_new(req, "network", net);
+	}
+	if (!strcmp(key, "default")) {
+		if (strcmp(val, "allow") != 0 && strcmp(val, "deny") != 0)
+			return isola_err_set(err, EINVAL, CLI_ERR_USAGE,
+					     "--egress `%s`: expected allow or deny", val);
+		return json_object_set_new(net, "default", json_string(val));
+	}
+	arr = json_object_get(net, key);
+	if (!arr) {
+		arr = json_array();
+		json_object_set_new(net, key, arr);
+	}
+	return json_array_append_new(arr, json_string(val));
+}
 
 static const struct option sandbox_opts[] = {
 	{"template", required_argument, NULL, OPT_TEMPLATE},
