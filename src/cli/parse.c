@@ -465,7 +465,7 @@ enum {
 	OPT_EGRESS, /* --egress allow|deny: network.default */
 };
 
-/* Adds one egress rule (or the default) to the request's `network` policy. */
+/* Adds one egress rule to list `key` of the request's `network` policy (key NULL: the default). */
 static int add_net(json_t *req, const char *key, const char *val, struct isola_err **err)
 {
 	json_t *net = json_object_get(req, "network"), *arr;
@@ -474,7 +474,7 @@ static int add_net(json_t *req, const char *key, const char *val, struct isola_e
 		net = json_object();
 		json_object_set_new(req, "network", net);
 	}
-	if (!strcmp(key, "default")) {
+	if (!key) {
 		if (strcmp(val, "allow") != 0 && strcmp(val, "deny") != 0)
 			return isola_err_set(err, EINVAL, CLI_ERR_USAGE,
 					     "--egress `%s`: expected allow or deny", val);
@@ -501,6 +501,9 @@ static const struct option sandbox_opts[] = {
 	{"ttl", required_argument, NULL, OPT_TTL},
 	{"label", required_argument, NULL, OPT_LABEL},
 	{"from-snapshot", required_argument, NULL, OPT_FROM_SNAPSHOT}, /* docs/persistence.md */
+	{"allow", required_argument, NULL, OPT_ALLOW},
+	{"deny", required_argument, NULL, OPT_DENY},
+	{"egress", required_argument, NULL, OPT_EGRESS},
 	{"help", no_argument, NULL, 'h'},
 	{NULL, 0, NULL, 0},
 };
@@ -521,6 +524,12 @@ static int sandbox_opt(char *const argv[], int c, enum cli_sandbox_mode mode,
 	case OPT_FROM_SNAPSHOT:
 		json_object_set_new(req, "snapshot", json_string(optarg));
 		return 0;
+	case OPT_ALLOW:
+		return add_net(req, "allow", optarg, err);
+	case OPT_DENY:
+		return add_net(req, "deny", optarg, err);
+	case OPT_EGRESS:
+		return add_net(req, NULL, optarg, err);
 	case OPT_CPU:
 		return set_cpu(req, optarg, err);
 	case OPT_MEMORY:
