@@ -231,6 +231,23 @@ def test_cli_network_get_set(nd, lab):
         assert r.returncode != 0 and "bad..name" in r.stderr, r
     finally:
         c.delete_sandbox(sid)
+    # create/run --allow: the policy is in place before the first command.
+    r = subprocess.run(cli + ["create", "--allow", "allowed.test", "--deny", "other.test"],
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    sid = r.stdout.strip()
+    try:
+        pol = net_info(c, sid)["policy"]
+        assert [x["domain"] for x in pol["allow"]] == ["allowed.test"], pol
+        assert [x["domain"] for x in pol["deny"]] == ["other.test"], pol
+    finally:
+        c.delete_sandbox(sid)
+    m = lab.mark()
+    r = subprocess.run(cli + ["run", "--egress", "deny", "--allow", "allowed.test", "--",
+                              "python3", "-c", netlab.CLIENT, "http", "allowed.test", WEB, "80"],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert len(lab.connections(m)) == 1, (r.stdout, lab.events(m))
 
 
 def test_policy_survives_hibernation(c, mk, lab):
