@@ -49,7 +49,7 @@ static void *upstream(void *arg)
 		uint8_t *wire = NULL;
 		size_t len;
 
-		if (n < 0)
+		if (n <= 0) /* shut down (or closed) at the end of the test */
 			return NULL;
 		if (ldns_wire2pkt(&q, buf, (size_t)n) != LDNS_STATUS_OK)
 			continue;
@@ -270,6 +270,7 @@ int main(void)
 	net_dns_free(d);
 	net_policy_free(policy);
 	shutdown(up_fd, SHUT_RDWR);
+	pthread_join(t, NULL);
 	close(up_fd);
 	return tap_done();
 }
