@@ -67,7 +67,8 @@ int mvm_build_argv(const struct mvm_vm_config *c, char **argv, char *buf, size_t
 	add(&b, "%s", c->qemu);
 	add(&b, "-name");
 	add(&b, "isola-%s", c->id);
-	/* Guest RAM is a shared file mapping (later: snapshots with x-ignore-shared). */
+	/* Guest RAM is a shared file mapping on the jail's tmpfs: snapshots copy the file and
+	 * migrate only device state (x-ignore-shared skips share=on RAM; docs/microvm.md). */
 	add(&b, "-object");
 	add(&b,
 	    "memory-backend-file,id=ram,size=%" PRIu64 "M,mem-path=" MVM_JAIL_MEM
@@ -150,5 +151,11 @@ int mvm_build_argv(const struct mvm_vm_config *c, char **argv, char *buf, size_t
 	add(&b, "rng-random,id=rng,filename=/dev/urandom");
 	add(&b, "-device");
 	add(&b, "virtio-rng-device,rng=rng");
+	/* Restore: devices come from the snapshot's stream (RAM is already in /mem/ram, which
+	 * the stream skips: x-ignore-shared), fed through QMP once QEMU runs. */
+	if (c->incoming) {
+		add(&b, "-incoming");
+		add(&b, "defer");
+	}
 	return b.full ? -ENOSPC : 0;
 }

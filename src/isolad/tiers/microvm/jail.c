@@ -16,6 +16,7 @@
 #include <sys/mount.h>
 #include <sys/ioctl.h>
 #include <sys/prctl.h>
+#include <sys/sendfile.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -59,6 +60,7 @@ struct jail_plan {
 	uint32_t uid;			  /* target uid/gid */
 	gid_t kvm_gid;			  /* supplementary group for /dev/kvm, or (gid_t)-1 */
 	int log_fd, devnull, go_fd;	  /* fds the child uses */
+	int ram_fd;			  /* restore: RAM image for /mem/ram, or -1 */
 	bool tap;			  /* attach to tap0 of the new netns, as fd 3 for QEMU */
 	char *const *argv;		  /* QEMU */
 };
@@ -154,6 +156,15 @@ static __attribute__((noreturn)) void child(const struct jail_plan *p)
 		if (tap < 0 || ioctl(tap, TUNSETIFF, &ifr) < 0)
 			_exit(115);
 	}
+	/* Restore: guest RAM from the snapshot, into the jail's own tmpfs (charged to the
+	 * sandbox's cgroup, which we are already in) and owned by QEMU's uid. The snapshot file
+	 * itself is never reachable from QEMU, so no sandbox can change it. */
+	if (p->ram_fd >= 0) {
+		fd = open("mem/ram", O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
+		if (fd < 0 || fchown(fd, p->uid, p->uid) < 0 || mvm_copy_sparse(p->ram_fd, fd) < 0)
+			_exit(115);
+		close(fd);
+	}
 	/* The host tree goes away: pivot onto the tmpfs and detach the old root. */
 	if (syscall(SYS_pivot_root, ".", ".") < 0 || umount2(".", MNT_DETACH) < 0 || chdir("/") < 0)
 		_exit(110);
@@ -206,6 +217,33 @@ static void plan_libdirs(struct jail_plan *p)
 	}
 }
 
+int mvm_copy_sparse(int in, int out)
+{
+	off_t size = lseek(in, 0, SEEK_END), off = 0, end;
+
+	if (size < 0 || ftruncate(out, size) < 0)
+		return -errno;
+	while (off < size) {
+		off = lseek(in, off, SEEK_DATA);
+		if (off < 0)
+			return errno == ENXIO ? 0 : -errno; /* ENXIO: only a hole is left */
+		end = lseek(in, off, SEEK_HOLE);
+		if (end < 0)
+			return -errno;
+		if (lseek(out, off, SEEK_SET) < 0)
+			return -errno;
+		while (off < end) {
+			ssize_t n = sendfile(out, in, &off, (size_t)(end - off));
+
+			if (n < 0 && errno != EINTR)
+				return -errno;
+			if (n == 0)
+				return -EIO; /* in shrank under us */
+		}
+	}
+	return 0;
+}
+
 pid_t mvm_jail_spawn(const struct mvm_jail *j, int go_fd, int *pidfd)
 {
 	static __thread struct jail_plan p; /* large; per thread (creates run concurrently) */
@@ -225,6 +263,7 @@ pid_t mvm_jail_spawn(const struct mvm_jail *j, int go_fd, int *pidfd)
 	p.devnull = devnull;
 	p.go_fd = go_fd;
 	p.argv = j->argv;
+	p.ram_fd = j->ram_fd;
 	op_add(&p, J_MKDIR, "/usr", NULL);
 	op_add(&p, J_BIND, "/usr", "/usr")->ro = true;
 	plan_libdirs(&p);

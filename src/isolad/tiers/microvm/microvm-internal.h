@@ -9,8 +9,11 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include <jansson.h>
+
 #include "../../../common/err.h"
 #include "../tier.h"
+#include "cgroup-shared.h"
 
 /* Paths inside QEMU's mount namespace (the jail; see jail.c). */
 #define MVM_JAIL_KERNEL	   "/k/vmlinuz"
@@ -21,6 +24,95 @@
 #define MVM_PORT_NAME	   "org.isola.agent"
 #define MVM_TB_MIB	   64u /* TCG translation cache, bounded (QEMU's default is 1 GiB) */
 #define MVM_OVERHEAD_BYTES (256ull << 20) /* QEMU beyond guest RAM, for the cgroup limit */
+
+/* One live VM. Owned by core; one thread at a time (core serialises). microvm.c builds and
+ * tears it down; snapshot.c pauses, snapshots and restores it. */
+struct tier_sandbox {
+	char id[40];		      /* sandbox id */
+	char dir[512];		      /* <state>/sandboxes/<id> */
+	char vmdir[600];	      /* <dir>/vm: QEMU's files, owned by its uid */
+	char agent_sock[700];	      /* <vmdir>/agent.sock */
+	char qmp_sock[700];	      /* <vmdir>/qmp.sock */
+	pid_t pid;		      /* QEMU (PID 1 of its namespace), 0 if none */
+	int pidfd;		      /* pidfd of pid, -1 if none */
+	bool child;		      /* pid is our child (created here, not re-attached) */
+	uint64_t start_time;	      /* /proc/<pid>/stat field 22 */
+	const struct cgroup_ops *cgo; /* cgroup backend */
+	struct proc_cgroup cg;	      /* isola/<id> dirs (cg.n == 0: none) */
+	struct mvm_console *con;      /* console reader, or NULL */
+	int first_fd;		      /* synced agent stream from create, for the first connect */
+	char accel[8];		      /* "kvm" | "tcg" */
+	unsigned vcpus;		      /* guest vCPUs */
+	uint64_t memory_mib;	      /* guest RAM */
+	char *error;		      /* last_error() text, owned */
+};
+
+/* What a restore starts from (snapshot.c fills it, microvm.c launches with it). */
+struct mvm_restore_src {
+	const char *disk; /* host path of the snapshot's qcow2 (copied as the new overlay) */
+	int ram_fd;	  /* the snapshot's RAM file, read-only (copied into the jail's /mem) */
+	int state_fd;	  /* the snapshot's device-state stream, read-only */
+};
+
+/*
+ * Builds and starts a VM for spec (microvm.c): from scratch (from == NULL: a fresh qcow2
+ * overlay, the kernel boots) or from a snapshot (QEMU waits for the incoming device state,
+ * mvm_snap_incoming loads it and resumes). On success the agent answered. On failure
+ * nothing is left behind. Any thread.
+ */
+int mvm_launch(const struct sandbox_spec *spec, const struct mvm_restore_src *from,
+	       struct tier_sandbox **out, struct isola_err **err);
+
+/* vCPUs and guest RAM (MiB) a spec asks for (the same rule for create and restore). */
+void mvm_spec_shape(const struct sandbox_spec *spec, unsigned *vcpus, uint64_t *memory_mib);
+
+/* ---- persistence (snapshot.c) ---- */
+
+#define MVM_SNAP_STATE	   "state"	/* device state: QEMU migration stream, RAM excluded */
+#define MVM_SNAP_RAM	   "mem.ram"	/* guest RAM, sparse, exactly memory_mib MiB */
+#define MVM_SNAP_DISK	   "disk.qcow2" /* the root disk's qcow2 overlay (backing: the template) */
+#define MVM_SNAP_META	   "vm.json"	/* shape: version, vcpus, memory_mib, accel */
+#define MVM_SNAP_STATE_MAX (64u << 20)	/* a device-state stream is ~100 KiB; cap what we load */
+
+/* In a launch from a snapshot, once QEMU runs: feeds state_fd to QEMU (migrate-incoming with
+ * x-ignore-shared) and resumes the guest. -errno with *err naming the snapshot. */
+int mvm_snap_incoming(struct tier_sandbox *s, int state_fd, struct isola_err **err);
+
+int mvm_pause(struct tier_sandbox *s, struct isola_err **err);
+int mvm_resume(struct tier_sandbox *s, struct isola_err **err);
+int mvm_snapshot(struct tier_sandbox *s, const char *dir, enum tier_persistence *level,
+		 uint64_t *paused_us, struct isola_err **err);
+int mvm_restore(const struct sandbox_spec *spec, const char *snapdir, struct tier_sandbox **out,
+		struct isola_err **err);
+
+/* ---- QMP client (qmp.c) ---- */
+
+#define MVM_QMP_LINE_MAX (1u << 20) /* longest reply line accepted */
+
+struct mvm_qmp;
+
+/*
+ * Connects to QEMU's QMP socket at path (retrying while it does not exist yet, up to
+ * timeout_ms), reads the greeting and negotiates capabilities. QEMU serves one QMP client at
+ * a time: close the session before anything else (boot.c's agent sync pokes QMP). 0 and *out
+ * (caller closes), or -errno with *err.
+ */
+int mvm_qmp_open(const char *path, int timeout_ms, struct mvm_qmp **out, struct isola_err **err);
+
+/* The same over an already connected stream fd (owned by the session, even on failure). */
+int mvm_qmp_open_fd(int fd, int timeout_ms, struct mvm_qmp **out, struct isola_err **err);
+
+/*
+ * Runs one command: args (borrowed, may be NULL) as "arguments"; fd >= 0 rides along as
+ * SCM_RIGHTS (for `getfd`; the caller keeps its own copy). Events and stale replies are
+ * skipped. 0 and *ret (the "return" value, caller decrefs; ret may be NULL), or -errno:
+ * -EIO for a QMP error reply (its class and description in *err), -ETIMEDOUT, -EPIPE.
+ */
+int mvm_qmp_exec(struct mvm_qmp *q, const char *cmd, json_t *args, int fd, json_t **ret,
+		 struct isola_err **err);
+
+/* Closes the session (NULL is fine). */
+void mvm_qmp_close(struct mvm_qmp *q);
 
 /* ---- accelerator (accel.c) ---- */
 
@@ -53,6 +145,7 @@ struct mvm_vm_config {
 	uint64_t memory_mib;  /* guest RAM */
 	unsigned tsc_khz;     /* TCG: tsc_early_khz for the guest (0 = let it calibrate) */
 	const char *net_addr; /* guest eth0 address (isola.net=) on tap0, NULL = no NIC */
+	bool incoming;	      /* restore: wait for the device state (-incoming defer) */
 };
 
 #define MVM_ARGV_MAX 80
@@ -115,6 +208,7 @@ struct mvm_jail {
 	char *const *argv;  /* QEMU command line */
 	int log_fd;	    /* QEMU's stdout/stderr */
 	bool tap;	    /* attach to tap0 of QEMU's namespace, passed as MVM_TAP_FD */
+	int ram_fd;	    /* restore: RAM image copied into /mem/ram before exec, or -1 */
 };
 
 #define MVM_TAP_FD 3 /* QEMU's -netdev tap,fd= (the jail opens it before dropping root) */
@@ -128,5 +222,12 @@ struct mvm_jail {
  * host pid and *pidfd (caller owns), or -errno.
  */
 pid_t mvm_jail_spawn(const struct mvm_jail *j, int go_fd, int *pidfd);
+
+/*
+ * Copies the data of in (from offset 0, skipping holes with SEEK_DATA/SEEK_HOLE) to out at
+ * the same offsets and sizes out to in's size, so out is as sparse as in. System calls only
+ * (the jail child uses it). 0 or -errno (-ENOSPC when out's filesystem is full).
+ */
+int mvm_copy_sparse(int in, int out);
 
 #endif

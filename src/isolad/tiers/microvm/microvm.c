@@ -2,7 +2,6 @@
 /* microvm: the microvm tier's lifecycle — a jailed QEMU microvm per sandbox (tier_microvm_ops). */
 #include "microvm-internal.h"
 #include "boot.h"
-#include "cgroup-shared.h"
 #include "microvm.h"
 
 #include <dirent.h>
@@ -33,25 +32,6 @@
 #define QEMU_BIN	    "/usr/bin/qemu-system-x86_64"
 #define ERR_MAX		    4096
 
-/* One live VM. Owned by core; one thread at a time (core serialises). */
-struct tier_sandbox {
-	char id[40];		      /* sandbox id */
-	char dir[512];		      /* <state>/sandboxes/<id> */
-	char vmdir[600];	      /* <dir>/vm: QEMU's files, owned by its uid */
-	char agent_sock[700];	      /* <vmdir>/agent.sock */
-	char qmp_sock[700];	      /* <vmdir>/qmp.sock */
-	pid_t pid;		      /* QEMU (PID 1 of its namespace), 0 if none */
-	int pidfd;		      /* pidfd of pid, -1 if none */
-	bool child;		      /* pid is our child (created here, not re-attached) */
-	uint64_t start_time;	      /* /proc/<pid>/stat field 22 */
-	const struct cgroup_ops *cgo; /* cgroup backend */
-	struct proc_cgroup cg;	      /* isola/<id> dirs (cg.n == 0: none) */
-	struct mvm_console *con;      /* console reader, or NULL */
-	int first_fd;		      /* synced agent stream from create, for the first connect */
-	char accel[8];		      /* "kvm" | "tcg" */
-	char *error;		      /* last_error() text, owned */
-};
-
 static bool id_is_valid(const char *id)
 {
 	size_t n = strnlen(id, 40);
@@ -76,6 +56,15 @@ static void state_dir_of(const char *dir, char *out, size_t len)
 		snprintf(out, len, "/var/lib/isola");
 }
 
+void mvm_spec_shape(const struct sandbox_spec *spec, unsigned *vcpus, uint64_t *memory_mib)
+{
+	uint64_t mem = spec->memory_bytes ? spec->memory_bytes : 512ull << 20;
+	unsigned n = spec->cpu_millis ? (spec->cpu_millis + 999) / 1000 : 1;
+
+	*vcpus = n > 64 ? 64 : n;
+	*memory_mib = mem >> 20;
+}
+
 static struct tier_sandbox *vm_new(const struct sandbox_spec *spec)
 {
 	struct tier_sandbox *s = calloc(1, sizeof(*s));
@@ -89,6 +78,7 @@ static struct tier_sandbox *vm_new(const struct sandbox_spec *spec)
 	snprintf(s->qmp_sock, sizeof(s->qmp_sock), "%s/qmp.sock", s->vmdir);
 	s->pidfd = -1;
 	s->first_fd = -1;
+	mvm_spec_shape(spec, &s->vcpus, &s->memory_mib);
 	return s;
 }
 
@@ -188,8 +178,32 @@ static int make_overlay(struct tier_sandbox *s, const char *base, uint64_t disk_
 				 uid, err);
 }
 
-static int microvm_create(const struct sandbox_spec *spec, struct tier_sandbox **out,
-			  struct isola_err **err)
+/* The restored VM's own overlay: a copy of the snapshot's (same backing: the template). */
+static int copy_overlay(struct tier_sandbox *s, const char *src, uint32_t uid,
+			struct isola_err **err)
+{
+	char path[700];
+	cleanup_fd int in = open(src, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	cleanup_fd int out = -1;
+	int r;
+
+	if (in < 0)
+		return isola_err_sys(err, errno, "invalid", "snapshot disk `%s`", src);
+	snprintf(path, sizeof(path), "%s/disk.qcow2", s->vmdir);
+	out = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
+	if (out < 0)
+		return isola_err_sys(err, errno, "internal", "create `%s`", path);
+	r = mvm_copy_sparse(in, out);
+	if (r < 0)
+		return isola_err_sys(err, -r, r == -ENOSPC ? "no_space" : "internal",
+				     "copy `%s` to `%s`", src, path);
+	if (fchown(out, uid, uid) < 0)
+		return isola_err_sys(err, errno, "internal", "chown `%s`", path);
+	return 0;
+}
+
+int mvm_launch(const struct sandbox_spec *spec, const struct mvm_restore_src *from,
+	       struct tier_sandbox **out, struct isola_err **err)
 {
 	char state[512], kdir[PATH_MAX], kernel[PATH_MAX + 16], initrd[PATH_MAX], base[PATH_MAX];
 	char jail_root[600], log_path[700], con_sock[700], argbuf[8192], qlog[1024];
@@ -238,7 +252,10 @@ static int microvm_create(const struct sandbox_spec *spec, struct tier_sandbox *
 		r = isola_err_sys(err, errno, "internal", "create `%s`", s->vmdir);
 		goto fail_teardown;
 	}
-	r = make_overlay(s, base, spec->disk_bytes, spec->uid_base, err);
+	if (from)
+		r = copy_overlay(s, from->disk, spec->uid_base, err);
+	else
+		r = make_overlay(s, base, spec->disk_bytes, spec->uid_base, err);
 	if (r < 0)
 		goto fail_teardown;
 	snprintf(log_path, sizeof(log_path), "%s/qemu.log", s->vmdir);
@@ -251,11 +268,11 @@ static int microvm_create(const struct sandbox_spec *spec, struct tier_sandbox *
 	vc.qemu = QEMU_BIN;
 	vc.id = spec->id;
 	vc.accel = acc.name;
-	vc.vcpus = spec->cpu_millis ? (spec->cpu_millis + 999) / 1000 : 1;
-	if (vc.vcpus > 64)
-		vc.vcpus = 64;
-	vc.memory_mib = mem >> 20;
+	mvm_spec_shape(spec, &vc.vcpus, &vc.memory_mib);
+	s->vcpus = vc.vcpus;
+	s->memory_mib = vc.memory_mib;
 	vc.tsc_khz = strcmp(acc.name, "tcg") ? 0 : host_tsc_khz();
+	vc.incoming = from != NULL;
 	vc.net_addr = net_current() ? NET_GUEST_ADDR : NULL; /* a NIC only with a network */
 	r = mvm_build_argv(&vc, argv, argbuf, sizeof(argbuf));
 	if (r < 0) {
@@ -335,6 +352,11 @@ static int microvm_create(const struct sandbox_spec *spec, struct tier_sandbox *
 	snprintf(con_sock, sizeof(con_sock), "%s/console.sock", s->vmdir);
 	s->con = mvm_console_start(con_sock, s->vmdir);
 	log_info("sandbox %s: QEMU pid %d (%s: %s)", spec->id, (int)s->pid, acc.name, acc.reason);
+	if (from) {
+		r = mvm_snap_incoming(s, from->state_fd, err);
+		if (r < 0)
+			goto fail_teardown;
+	}
 	fd = mvm_agent_sync(s->agent_sock, s->qmp_sock, s->pidfd,
 			    j.kvm ? BOOT_TIMEOUT_KVM_MS : BOOT_TIMEOUT_TCG_MS, err);
 	if (fd < 0) {
@@ -365,6 +387,12 @@ fail_teardown:
 fail_free:
 	vm_free(s);
 	return r;
+}
+
+static int microvm_create(const struct sandbox_spec *spec, struct tier_sandbox **out,
+			  struct isola_err **err)
+{
+	return mvm_launch(spec, NULL, out, err);
 }
 
 static int microvm_agent_connect(struct tier_sandbox *s, struct isola_err **err)

@@ -1,0 +1,420 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* snapshot: pause, resume, snapshot and restore of a microvm sandbox over QMP (docs/microvm.md). */
+#include "microvm-internal.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "../../../common/log.h"
+#include "../../../common/util.h"
+
+#define QMP_TIMEOUT_MS	   10000
+#define MIGRATE_TIMEOUT_MS 60000 /* device state is ~100 KiB; generous for a loaded host */
+#define META_MAX	   (64u << 10)
+#define FDNAME_OUT	   "isola-snap"
+#define FDNAME_IN	   "isola-restore"
+
+static int qmp_open(struct tier_sandbox *s, struct mvm_qmp **q, struct isola_err **err)
+{
+	int r = mvm_qmp_open(s->qmp_sock, QMP_TIMEOUT_MS, q, err);
+
+	return r < 0 ? isola_err_wrap(err, "sandbox `%s`", s->id) : 0;
+}
+
+/* QEMU's run state ("running", "paused", "postmigrate", ...) into out. */
+static int run_state(struct mvm_qmp *q, char *out, size_t len, struct isola_err **err)
+{
+	json_t *ret = NULL;
+	const char *st;
+	int r = mvm_qmp_exec(q, "query-status", NULL, -1, &ret, err);
+
+	if (r < 0)
+		return r;
+	st = json_string_value(json_object_get(ret, "status"));
+	snprintf(out, len, "%s", st ? st : "");
+	json_decref(ret);
+	return st ? 0 : isola_err_set(err, EBADMSG, "internal", "query-status: no status");
+}
+
+/* States from which `cont` brings the guest back (a dead or broken guest stays dead). */
+static bool state_resumable(const char *st)
+{
+	return !strcmp(st, "paused") || !strcmp(st, "postmigrate") || !strcmp(st, "prelaunch") ||
+	       !strcmp(st, "finish-migrate") || !strcmp(st, "restore-vm");
+}
+
+int mvm_pause(struct tier_sandbox *s, struct isola_err **err)
+{
+	struct mvm_qmp *q = NULL;
+	int r = qmp_open(s, &q, err);
+
+	/* `stop` on a stopped VM is a no-op: idempotent as the contract asks. */
+	if (r == 0)
+		r = mvm_qmp_exec(q, "stop", NULL, -1, NULL, err);
+	mvm_qmp_close(q);
+	return r < 0 ? isola_err_wrap(err, "pause microvm `%s`", s->id) : 0;
+}
+
+/* Resumes unless running; the caller holds the session. */
+static int resume_on(struct tier_sandbox *s, struct mvm_qmp *q, struct isola_err **err)
+{
+	char st[32];
+	int r = run_state(q, st, sizeof(st), err);
+
+	if (r < 0 || !strcmp(st, "running"))
+		return r;
+	if (!state_resumable(st))
+		return isola_err_set(err, EIO, "internal", "microvm `%s` is `%s`, cannot resume",
+				     s->id, st);
+	return mvm_qmp_exec(q, "cont", NULL, -1, NULL, err);
+}
+
+int mvm_resume(struct tier_sandbox *s, struct isola_err **err)
+{
+	struct mvm_qmp *q = NULL;
+	int r = qmp_open(s, &q, err);
+
+	if (r == 0)
+		r = resume_on(s, q, err);
+	mvm_qmp_close(q);
+	return r < 0 ? isola_err_wrap(err, "resume microvm `%s`", s->id) : 0;
+}
+
+static int set_ignore_shared(struct mvm_qmp *q, struct isola_err **err)
+{
+	json_t *a = json_pack("{s:[{s:s, s:b}]}", "capabilities", "capability", "x-ignore-shared",
+			      "state", 1);
+	int r = a ? mvm_qmp_exec(q, "migrate-set-capabilities", a, -1, NULL, err)
+		  : isola_err_set(err, ENOMEM, "internal", "out of memory");
+
+	json_decref(a);
+	return r;
+}
+
+/* Polls query-migrate until the (outgoing or incoming) migration ends; 0 when completed. */
+static int migrate_wait(struct mvm_qmp *q, struct isola_err **err)
+{
+	uint64_t deadline = util_now_ms() + MIGRATE_TIMEOUT_MS;
+
+	for (;;) {
+		json_t *ret = NULL;
+		const char *st, *desc;
+		int r = mvm_qmp_exec(q, "query-migrate", NULL, -1, &ret, err);
+
+		if (r < 0)
+			return r;
+		st = json_string_value(json_object_get(ret, "status"));
+		if (st && !strcmp(st, "completed")) {
+			json_decref(ret);
+			return 0;
+		}
+		if (st && (!strcmp(st, "failed") || !strcmp(st, "cancelled"))) {
+			desc = json_string_value(json_object_get(ret, "error-desc"));
+			r = isola_err_set(err, EIO, "internal", "device state transfer %s: %.300s",
+					  st, desc ? desc : "(no reason given)");
+			json_decref(ret);
+			return r;
+		}
+		json_decref(ret);
+		if (util_now_ms() > deadline)
+			return isola_err_set(err, ETIMEDOUT, "internal",
+					     "device state transfer did not finish in %d ms",
+					     MIGRATE_TIMEOUT_MS);
+		poll(NULL, 0, 1);
+	}
+}
+
+/* Hands fd to QEMU under name and runs `cmd` {"uri": "fd:<name>"}. */
+static int migrate_fd(struct mvm_qmp *q, const char *cmd, const char *name, int fd,
+		      struct isola_err **err)
+{
+	char uri[64];
+	json_t *a = json_pack("{s:s}", "fdname", name);
+	int r;
+
+	if (!a)
+		return isola_err_set(err, ENOMEM, "internal", "out of memory");
+	r = mvm_qmp_exec(q, "getfd", a, fd, NULL, err);
+	json_decref(a);
+	if (r < 0)
+		return r;
+	snprintf(uri, sizeof(uri), "fd:%s", name);
+	a = json_pack("{s:s}", "uri", uri);
+	if (!a)
+		return isola_err_set(err, ENOMEM, "internal", "out of memory");
+	r = mvm_qmp_exec(q, cmd, a, -1, NULL, err);
+	json_decref(a);
+	return r;
+}
+
+static int open_new(const char *dir, const char *name, struct isola_err **err)
+{
+	char path[PATH_MAX];
+	int fd;
+
+	snprintf(path, sizeof(path), "%s/%s", dir, name);
+	fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
+	return fd < 0 ? isola_err_sys(err, errno, errno == ENOSPC ? "no_space" : "internal",
+				      "create `%s`", path)
+		      : fd;
+}
+
+static int copy_into(int in, int out, const char *what, const char *dir, struct isola_err **err)
+{
+	int r = mvm_copy_sparse(in, out);
+
+	if (r == 0 && fsync(out) < 0)
+		r = -errno;
+	return r < 0 ? isola_err_sys(err, -r, r == -ENOSPC ? "no_space" : "internal",
+				     "write %s into `%s`", what, dir)
+		     : 0;
+}
+
+/*
+ * The frozen part of a snapshot, with the vCPUs stopped: the device state (QEMU migration
+ * stream with x-ignore-shared: guest RAM is a share=on file, so it is left out), then the
+ * RAM file and the flushed disk overlay (migration's completion flushed and inactivated the
+ * images; `cont` re-activates them).
+ */
+static int freeze_copy(struct tier_sandbox *s, struct mvm_qmp *q, const char *dir, int ram_in,
+		       int state_fd, int ram_fd, int disk_fd, struct isola_err **err)
+{
+	char path[700];
+	cleanup_fd int disk_in = -1;
+	int r;
+
+	r = migrate_fd(q, "migrate", FDNAME_OUT, state_fd, err);
+	if (r == 0)
+		r = migrate_wait(q, err);
+	if (r < 0)
+		return r;
+	r = copy_into(ram_in, ram_fd, "guest RAM", dir, err);
+	if (r < 0)
+		return r;
+	snprintf(path, sizeof(path), "%s/disk.qcow2", s->vmdir);
+	disk_in = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	if (disk_in < 0)
+		return isola_err_sys(err, errno, "internal", "open `%s`", path);
+	return copy_into(disk_in, disk_fd, "the root disk", dir, err);
+}
+
+static int write_meta(struct tier_sandbox *s, const char *dir, struct isola_err **err)
+{
+	char path[PATH_MAX];
+	json_t *j = json_pack("{s:i, s:i, s:I, s:s}", "version", 1, "vcpus", (int)s->vcpus,
+			      "memory_mib", (json_int_t)s->memory_mib, "accel", s->accel);
+	char *txt = j ? json_dumps(j, JSON_COMPACT) : NULL;
+	int r;
+
+	json_decref(j);
+	if (!txt)
+		return isola_err_set(err, ENOMEM, "internal", "out of memory");
+	snprintf(path, sizeof(path), "%s/" MVM_SNAP_META, dir);
+	r = util_write_file_atomic(path, txt, strlen(txt), 0600);
+	free(txt);
+	return r < 0 ? isola_err_sys(err, -r, r == -ENOSPC ? "no_space" : "internal", "write `%s`",
+				     path)
+		     : 0;
+}
+
+int mvm_snapshot(struct tier_sandbox *s, const char *dir, enum tier_persistence *level,
+		 uint64_t *paused_us, struct isola_err **err)
+{
+	char st[32], ram_path[64];
+	struct mvm_qmp *q = NULL;
+	cleanup_fd int ram_in = -1;
+	cleanup_fd int state_fd = -1;
+	cleanup_fd int ram_fd = -1;
+	cleanup_fd int disk_fd = -1;
+	uint64_t t0, t1;
+	bool was_running;
+	int r, r2;
+
+	if (paused_us)
+		*paused_us = 0;
+	if (s->pid <= 0)
+		return isola_err_set(err, ESRCH, "conflict", "microvm `%s` is not running", s->id);
+	/* Guest RAM is the share=on file on QEMU's private /mem tmpfs, seen from the host
+	 * through QEMU's root (isolad is root; the path is fixed, never guest-chosen). */
+	snprintf(ram_path, sizeof(ram_path), "/proc/%d/root" MVM_JAIL_MEM, (int)s->pid);
+	ram_in = open(ram_path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	if (ram_in < 0)
+		return isola_err_sys(err, errno, "internal", "microvm `%s`: open guest RAM", s->id);
+	if ((state_fd = open_new(dir, MVM_SNAP_STATE, err)) < 0 ||
+	    (ram_fd = open_new(dir, MVM_SNAP_RAM, err)) < 0 ||
+	    (disk_fd = open_new(dir, MVM_SNAP_DISK, err)) < 0)
+		return isola_err_wrap(err, "snapshot microvm `%s`", s->id);
+	r = qmp_open(s, &q, err);
+	if (r == 0)
+		r = run_state(q, st, sizeof(st), err);
+	if (r == 0)
+		r = set_ignore_shared(q, err);
+	if (r < 0)
+		goto out;
+	was_running = !strcmp(st, "running");
+	t0 = util_now_ns();
+	if (was_running)
+		r = mvm_qmp_exec(q, "stop", NULL, -1, NULL, err);
+	if (r == 0)
+		r = freeze_copy(s, q, dir, ram_in, state_fd, ram_fd, disk_fd, err);
+	/* Back to the state it was in, whatever happened (ENOSPC included). */
+	r2 = was_running ? mvm_qmp_exec(q, "cont", NULL, -1, NULL, r < 0 ? NULL : err) : 0;
+	t1 = util_now_ns();
+	if (r == 0)
+		r = r2;
+	if (paused_us && was_running)
+		*paused_us = (t1 - t0) / 1000;
+	if (r == 0 && fsync(state_fd) < 0)
+		r = isola_err_sys(err, errno, errno == ENOSPC ? "no_space" : "internal",
+				  "fsync `%s/" MVM_SNAP_STATE "`", dir);
+	if (r == 0)
+		r = write_meta(s, dir, err);
+	if (r == 0) {
+		cleanup_fd int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+
+		if (dfd < 0 || fsync(dfd) < 0)
+			r = isola_err_sys(err, errno, "internal", "fsync `%s`", dir);
+	}
+	if (r == 0) {
+		*level = TIER_PERSIST_MEMORY;
+		log_info("sandbox %s: snapshot into %s, vCPUs stopped %.1f ms", s->id, dir,
+			 (double)(t1 - t0) / 1e6);
+	}
+out:
+	mvm_qmp_close(q);
+	return r < 0 ? isola_err_wrap(err, "snapshot microvm `%s`", s->id) : 0;
+}
+
+int mvm_snap_incoming(struct tier_sandbox *s, int state_fd, struct isola_err **err)
+{
+	struct mvm_qmp *q = NULL;
+	int r = qmp_open(s, &q, err);
+
+	if (r == 0)
+		r = set_ignore_shared(q, err);
+	if (r == 0)
+		r = migrate_fd(q, "migrate-incoming", FDNAME_IN, state_fd, err);
+	if (r == 0)
+		r = migrate_wait(q, err);
+	/* Without -S QEMU starts the guest itself once the state is in; make sure. */
+	if (r == 0)
+		r = resume_on(s, q, err);
+	/* Close before the agent sync: QEMU serves one QMP client, and the sync pokes QMP. */
+	mvm_qmp_close(q);
+	return r < 0 ? isola_err_wrap(err, "load the snapshot's device state") : 0;
+}
+
+/* Opens dir/name read-only and checks its size (want, or 1..max when want is 0). */
+static int open_part(const char *dir, const char *name, uint64_t want, uint64_t max,
+		     struct isola_err **err)
+{
+	char path[PATH_MAX];
+	struct stat st;
+	int fd;
+
+	snprintf(path, sizeof(path), "%s/%s", dir, name);
+	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	if (fd < 0)
+		return isola_err_sys(err, errno, "invalid", "snapshot file `%s`", path);
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+		close(fd);
+		return isola_err_set(err, EINVAL, "invalid", "snapshot file `%s`: not a file",
+				     path);
+	}
+	if ((want && (uint64_t)st.st_size != want) ||
+	    (!want && (st.st_size <= 0 || (uint64_t)st.st_size > max))) {
+		close(fd);
+		return isola_err_set(
+			err, EINVAL, "invalid",
+			"snapshot file `%s` is corrupt: %" PRIu64 " bytes, expected %s%" PRIu64,
+			path, (uint64_t)st.st_size, want ? "" : "1 to ", want ? want : max);
+	}
+	return fd;
+}
+
+/* Reads dir/vm.json. UNTRUSTED: a file on disk (core checked its digest); typed fields only. */
+static int read_meta(const char *dir, unsigned *vcpus, uint64_t *mib, char *accel, size_t alen,
+		     struct isola_err **err)
+{
+	char path[PATH_MAX];
+	cleanup_free char *txt = NULL;
+	json_t *j;
+	json_int_t v = 0, n = 0, m = 0;
+	const char *acc = NULL;
+	int r;
+
+	snprintf(path, sizeof(path), "%s/" MVM_SNAP_META, dir);
+	r = util_read_file(path, META_MAX, &txt, NULL);
+	if (r < 0)
+		return isola_err_sys(err, -r, "invalid", "snapshot `%s`", path);
+	j = json_loads(txt, JSON_REJECT_DUPLICATES, NULL);
+	r = j && json_unpack(j, "{s:I, s:I, s:I, s:s}", "version", &v, "vcpus", &n, "memory_mib",
+			     &m, "accel", &acc) == 0
+		    ? 0
+		    : -EINVAL;
+	if (r == 0 && (v != 1 || n < 1 || n > 64 || m < 64 || m > (1 << 20)))
+		r = -EINVAL;
+	if (r == 0) {
+		*vcpus = (unsigned)n;
+		*mib = (uint64_t)m;
+		snprintf(accel, alen, "%s", acc);
+	}
+	json_decref(j);
+	return r < 0 ? isola_err_set(err, EINVAL, "invalid", "snapshot `%s` is corrupt", path) : 0;
+}
+
+int mvm_restore(const struct sandbox_spec *spec, const char *snapdir, struct tier_sandbox **out,
+		struct isola_err **err)
+{
+	char accel[16], disk[PATH_MAX];
+	struct mvm_restore_src src;
+	struct mvm_accel acc;
+	cleanup_fd int ram_fd = -1;
+	cleanup_fd int state_fd = -1;
+	unsigned vcpus = 0, want_vcpus;
+	uint64_t mib = 0, want_mib;
+	uint64_t t0 = util_now_ns();
+	int r;
+
+	r = read_meta(snapdir, &vcpus, &mib, accel, sizeof(accel), err);
+	if (r < 0)
+		return r;
+	mvm_spec_shape(spec, &want_vcpus, &want_mib);
+	/* The guest's kernel knows its CPUs and RAM: a snapshot only fits the same shape. */
+	if (vcpus != want_vcpus || mib != want_mib)
+		return isola_err_set(err, EINVAL, "invalid",
+				     "the snapshot has %u vCPU(s) and %" PRIu64
+				     " MiB of memory; the request asks for %u vCPU(s) and %" PRIu64
+				     " MiB: a microvm restores only with its snapshot's cpu and "
+				     "memory",
+				     vcpus, mib, want_vcpus, want_mib);
+	mvm_accel_host(&acc);
+	if (strcmp(accel, acc.name))
+		return isola_err_set(err, EINVAL, "invalid",
+				     "the snapshot was taken under %s and this host runs %s", accel,
+				     acc.name);
+	ram_fd = open_part(snapdir, MVM_SNAP_RAM, mib << 20, 0, err);
+	if (ram_fd < 0)
+		return ram_fd;
+	state_fd = open_part(snapdir, MVM_SNAP_STATE, 0, MVM_SNAP_STATE_MAX, err);
+	if (state_fd < 0)
+		return state_fd;
+	snprintf(disk, sizeof(disk), "%s/" MVM_SNAP_DISK, snapdir);
+	src.disk = disk;
+	src.ram_fd = ram_fd;
+	src.state_fd = state_fd;
+	r = mvm_launch(spec, &src, out, err);
+	if (r < 0)
+		return isola_err_wrap(err, "restore from `%s`", snapdir);
+	log_info("sandbox %s: restored from %s in %.1f ms", spec->id, snapdir,
+		 (double)(util_now_ns() - t0) / 1e6);
+	return 0;
+}
