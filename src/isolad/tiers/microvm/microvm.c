@@ -318,6 +318,7 @@ int mvm_launch(const struct sandbox_spec *spec, const struct mvm_restore_src *fr
 	j.argv = argv;
 	j.log_fd = log_fd;
 	j.tap = vc.net_addr != NULL;
+	j.ram_fd = from ? from->ram_fd : -1;
 	s->pid = mvm_jail_spawn(&j, go[0], &s->pidfd);
 	close(go[0]);
 	go[0] = -1;
