@@ -184,3 +184,38 @@ def test_identity_mismatch_leaves_snapshot_unavailable(own_isolad):
     assert "writable layer not recovered" in d.log_text()
     assert disk_bytes(api, sid) == 0
     api.delete_sandbox(sid)
+
+
+def freezer_state(sid):
+    p = f"/sys/fs/cgroup/freezer/isola/{sid}/freezer.state"
+    if os.path.exists(p):
+        return open(p).read().strip()
+    p = f"/sys/fs/cgroup/isola/{sid}/cgroup.freeze"
+    return {"1": "FROZEN", "0": "THAWED"}[open(p).read().strip()]
+
+
+def test_paused_sandbox_stays_frozen_through_restart_and_snapshot(own_isolad):
+    """Paused, then isolad restarts: a snapshot (and a fork) of it leave it frozen, judged at
+    the cgroup freezer; resume then thaws it."""
+    d = own_isolad
+    api = d.client(timeout=OP_TIMEOUT)
+    sid = api.create_sandbox()["id"]
+    blob, gone = fill(api, sid)
+    assert post(api, f"/v1/sandboxes/{sid}/pause", 200)["state"] == "paused"
+    assert freezer_state(sid) == "FROZEN"
+    d.restart(kill9=True)
+    api = d.client(timeout=OP_TIMEOUT)
+    snap, kid = snapshot_and_restore(api, sid, "paused-restart")
+    try:
+        assert freezer_state(sid) == "FROZEN", "the snapshot thawed a paused sandbox"
+        assert api.get_json(f"/v1/sandboxes/{sid}")["state"] == "paused"
+        check(api, kid, blob, gone)
+    finally:
+        api.delete_sandbox(kid)
+    out = post(api, f"/v1/sandboxes/{sid}/fork", 201, {"count": 1})
+    api.delete_sandbox(out["children"][0]["id"])
+    assert freezer_state(sid) == "FROZEN", "the fork thawed a paused sandbox"
+    assert post(api, f"/v1/sandboxes/{sid}/resume", 200)["state"] == "running"
+    assert freezer_state(sid) == "THAWED"
+    assert api.sh(sid, "cat /root/w/a") == "one\n"
+    api.delete_sandbox(sid)

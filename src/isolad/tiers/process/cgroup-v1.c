@@ -279,6 +279,14 @@ static int v1_freeze(const struct proc_cgroup *cg, bool on, int timeout_ms, stru
 			     fz, want, timeout_ms, state);
 }
 
+static bool v1_is_frozen(const struct proc_cgroup *cg)
+{
+	const char *fz = v1_dir(cg, PROC_CG_FREEZER);
+	char state[32];
+
+	return fz && read_state(fz, state, sizeof(state)) == 0 && strcmp(state, "THAWED") != 0;
+}
+
 static char *v1_describe(void)
 {
 	const struct proc_cg_host *h = proc_cg_host();
@@ -301,6 +309,7 @@ const struct cgroup_ops cgroup_v1_ops = {
 	.stats = v1_stats,
 	.kill_all = v1_kill_all,
 	.freeze = v1_freeze,
+	.is_frozen = v1_is_frozen,
 	.paths = v1_paths,
 	.describe = v1_describe,
 };

@@ -204,6 +204,13 @@ static int v2_freeze(const struct proc_cgroup *cg, bool on, int timeout_ms, stru
 			     d, on ? "frozen" : "thawed", timeout_ms);
 }
 
+static bool v2_is_frozen(const struct proc_cgroup *cg)
+{
+	uint64_t v = 0;
+
+	return cg->n && proc_cg_read_u64(cg->path[0], "cgroup.freeze", &v) == 0 && v == 1;
+}
+
 static char *v2_describe(void)
 {
 	char path[300];
@@ -236,6 +243,7 @@ const struct cgroup_ops cgroup_v2_ops = {
 	.stats = v2_stats,
 	.kill_all = v2_kill_all,
 	.freeze = v2_freeze,
+	.is_frozen = v2_is_frozen,
 	.paths = v2_paths,
 	.describe = v2_describe,
 };

@@ -52,6 +52,9 @@ struct cgroup_ops {
 	 * in time (a task in uninterruptible sleep): the group is thawed again. */
 	int (*freeze)(const struct proc_cgroup *cg, bool on, int timeout_ms,
 		      struct isola_err **err);
+	/* True if cg is frozen or asked to freeze (v1 freezer.state not THAWED, v2
+	 * cgroup.freeze 1): how reattach learns that the sandbox was paused. */
+	bool (*is_frozen)(const struct proc_cgroup *cg);
 	/* Fills cg with the paths create() would use for id, without touching anything. */
 	int (*paths)(const char *id, struct proc_cgroup *cg);
 	/* Controllers this host gives us, as a heap JSON array string for doctor. */

@@ -660,6 +660,8 @@ static int process_reattach(const struct sandbox_spec *spec, const char *saved,
 	s->idmap = idm ? PROC_IDMAP_ON : PROC_IDMAP_NONE;
 	s->cgo = proc_cgroup_detect(NULL);
 	cg_from_saved(spec, s->cgo, &s->cg);
+	/* Paused before the restart: a snapshot must leave it frozen, not thaw it. */
+	s->paused = s->cg.n && s->cgo && s->cgo->is_frozen && s->cgo->is_frozen(&s->cg);
 	saved_upper(saved, s);
 	s->upper_fd = reattach_upper(s);
 	if (s->upper_fd < 0) {
