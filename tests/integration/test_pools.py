@@ -235,6 +235,23 @@ def test_pool_survives_restarts(own):
     own.client().delete_sandbox(sb["id"])
 
 
+def test_pooled_sandbox_lost_while_down_is_replaced(own):
+    """A pooled sandbox that died while isolad was down is cleaned up and replaced after the
+    restart; the others are kept; none of it shows up in anyone's listing."""
+    before = wait_ready(own, SIZE)
+    victim = sorted(before)[0]
+    init = ic.sandbox_init_pid(victim)
+    own.stop(kill9=True)
+    os.kill(init, 9)
+    ic.wait_for(lambda: ic.proc_status(init) is None or
+                ic.proc_status(init).get("State", "").startswith("Z"), 10, what="init gone")
+    own.start()
+    after = wait_ready(own, SIZE)
+    assert victim not in after and victim not in on_disk(own)
+    assert before - {victim} <= after
+    assert listed(own) == set()
+
+
 def test_pool_size_is_stored(own):
     """A size set through the API outlives a restart without the flag; size 0 drains."""
     c = own.client()
