@@ -438,6 +438,13 @@ static void test_hostile(void)
 		hostile(dfd, "a duplicate entry", e, 2, true, "invalid");
 	}
 	{
+		const struct ent e[] = {{.path = "f", .type = AE_IFREG},
+					{.path = "g", .type = AE_IFREG},
+					{.path = "g", .type = AE_IFREG, .hardlink = "f"}};
+		hostile(dfd, "a hard link over an existing entry (a duplicate)", e, 3, true,
+			"invalid");
+	}
+	{
 		const struct ent e[] = {{.path = "no-parent\n\x1b[31mFORGED/x", .type = AE_IFREG}};
 		hostile(dfd, "a name with a newline and an escape (message stays printable)", e, 1,
 			true, "invalid");

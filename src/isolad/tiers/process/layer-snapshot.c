@@ -777,7 +777,7 @@ static int lr_hardlink(struct lr *l, int pfd, const char *leaf, const char *targ
 		return lr_bad(l, "hard link target is not a regular file");
 	/* No AT_SYMLINK_FOLLOW: the target itself is linked, never what it names. */
 	if (linkat(tfd, tleaf, pfd, leaf, 0) < 0)
-		return lr_sys(l, errno, "link");
+		return errno == EEXIST ? lr_bad(l, "duplicate entry") : lr_sys(l, errno, "link");
 	return 0;
 }
 
