@@ -31,7 +31,7 @@ static int state_change(struct cli *cli, int argc, char **argv, const char *op)
 		if (!path)
 			return CLI_EXIT_FAIL;
 		if (client_json(c, "POST", path, NULL, &sb, &err) < 0) {
-			status = cli_fail(steal_ptr(&err), CLI_EXIT_FAIL);
+			status = cli_fail(err, CLI_EXIT_FAIL);
 			continue;
 		}
 		if (cli->json)
@@ -231,7 +231,7 @@ static int snapshot_rm(struct cli *cli, int argc, char **argv)
 		if (!path)
 			return CLI_EXIT_FAIL;
 		if (client_json(c, "DELETE", path, NULL, NULL, &err) < 0)
-			status = cli_fail(steal_ptr(&err), CLI_EXIT_FAIL);
+			status = cli_fail(err, CLI_EXIT_FAIL);
 	}
 	return status;
 }

@@ -145,7 +145,8 @@ int core_hibernation_dir(const struct core *c, const char *id, char *out, size_t
 int core_not_supported(const struct sandbox *s, const char *op, struct isola_err **err);
 
 /* Sends the agent `identity` op (new hostname, machine id, RNG seed) to a sandbox made by
- * restore, before anything else reaches its agent. Lock held by the caller. */
+ * restore, before anything else reaches its agent: the caller holds it unreachable (not
+ * yet listed, or `waking`). */
 int core_sandbox_identity(struct sandbox *s, struct isola_err **err);
 
 /* Retires s->conn (streams keep it until their channels close). Lock held. */
