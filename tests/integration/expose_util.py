@@ -94,6 +94,11 @@ class H(socketserver.StreamRequestHandler):
                 time.sleep(0.02)
             self.wfile.write(b"7\r\nchunk2\n\r\n0\r\n\r\n")
             self.wfile.flush()
+        elif path.startswith("/reject"):
+            # answers without reading the body, and closes
+            self.wfile.write(b"HTTP/1.0 413 Payload Too Large\r\nContent-Length: 4\r\n\r\nnope")
+            self.wfile.flush()
+            self.connection.shutdown(socket.SHUT_RDWR)
         elif "echo" in path:
             body = head
             self.wfile.write(b"HTTP/1.0 200 OK\r\nContent-Length: %d\r\n\r\n" % len(body) + body)

@@ -352,3 +352,64 @@ def test_microvm_tier_through_virtio_serial(xd):
         assert status_of(r) == 502 and b"8009" in body_of(r), r
     finally:
         slow.delete_sandbox(sid)
+
+
+def wait_idle(xd, sid, timeout=15):
+    deadline = time.monotonic() + timeout
+    while xd.api.get_json(f"/v1/sandboxes/{sid}/ports")["connections_active"]:
+        assert time.monotonic() < deadline, "tunnels still open"
+        time.sleep(0.1)
+
+
+def test_server_that_stops_reading_does_not_wedge_the_tunnel(xd, web):
+    """The inside server answers and closes while the client is still uploading: the agent
+    ends the tunnel, the client gets the answer or a reset, and nothing stays open."""
+    sid, token = web
+    s = socket.create_connection(("127.0.0.1", xd.xport), timeout=30)
+    got = b""
+    try:
+        s.sendall(req("/reject", xd.host(sid, 8001), token,
+                      extra=f"Content-Length: {8 << 20}\r\n"))
+        try:
+            for _ in range(128):
+                s.sendall(os.urandom(64 * 1024))
+        except OSError:
+            pass  # reset once the tunnel is gone: expected
+        try:
+            while True:
+                b = s.recv(65536)
+                if not b:
+                    break
+                got += b
+        except OSError:
+            pass
+    finally:
+        s.close()
+    assert got == b"" or got.startswith(b"HTTP/1.0 413"), got[:200]
+    wait_idle(xd, sid)
+    assert status_of(xd.get(sid, 8000, "/hello.txt", token)) == 200
+
+
+def test_unexpose_cuts_live_connections(xd, web):
+    sid, token = web
+    xd.expose(sid, 8001)
+    s = ws_connect(xd, sid, token)
+    try:
+        ws_send(s, b"before")
+        assert ws_recv(s) == (1, b"echo:before")
+        assert xd.api.request("DELETE", f"/v1/sandboxes/{sid}/ports/8001").status == 204
+        s.settimeout(10)
+        rest = b""
+        try:
+            while True:
+                b = s.recv(4096)
+                if not b:
+                    break
+                rest += b
+        except ConnectionResetError:
+            pass
+        assert b"echo" not in rest
+    finally:
+        s.close()
+        xd.expose(sid, 8001)  # the module's other tests use it
+    wait_idle(xd, sid)
