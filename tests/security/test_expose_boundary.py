@@ -288,3 +288,26 @@ def test_sandbox_cannot_reach_the_listener_or_the_api(xd, pair):
     assert api_requests(xd) == before + 2
     # connect() itself may succeed inside: the egress proxy accepts every TCP connection and
     # decides after reading the head (docs/network.md), which is why only the sinks count
+
+
+def test_other_tenants_ports_are_not_found(xd):
+    """A tenant can neither expose, list nor unexpose another tenant's sandbox ports: the
+    same 404 as a missing sandbox. Judged by the owner's listing afterwards."""
+    from tenancy_util import Tenant
+    t1, t2 = Tenant(xd.d), Tenant(xd.d)
+    try:
+        sid = t1.client.create_sandbox()["id"]
+        r = t1.client.request("POST", f"/v1/sandboxes/{sid}/ports", json={"port": 8000})
+        assert r.status == 201, r
+        missing = t2.client.request("GET", "/v1/sandboxes/nosuchsandbox00/ports")
+        for method, path, body in (("POST", f"/v1/sandboxes/{sid}/ports", {"port": 9000}),
+                                   ("GET", f"/v1/sandboxes/{sid}/ports", None),
+                                   ("DELETE", f"/v1/sandboxes/{sid}/ports/8000", None)):
+            r = t2.client.request(method, path, json=body)
+            assert r.status == 404 and r.error_code == missing.error_code, (method, r)
+            assert "token" not in r.text
+        ports = t1.client.get_json(f"/v1/sandboxes/{sid}/ports")["ports"]
+        assert [p["port"] for p in ports] == [8000]
+    finally:
+        t1.cleanup()
+        t2.cleanup()
