@@ -498,6 +498,31 @@ int main(void)
 
 		ok(poll(&pf, 1, 0) == 0, "exit_fd not readable while running");
 	}
+	if (r == 0) {
+		/* The agent's fd of the writable tmpfs (fd 3) came back: the layer can be
+		 * snapshot; a saved identity that does not match is refused. */
+		char sd[] = "/tmp/isola-e2e-reattach-XXXXXX";
+		enum tier_persistence lv = TIER_PERSIST_NONE;
+		char *bad = strdup(saved), *ino = bad ? strstr(bad, "\"ino\":\"") : NULL;
+		struct tier_sandbox *s3 = NULL;
+		bool good;
+
+		good = mkdtemp(sd) && tier_process_ops.snapshot(s2, sd, &lv, NULL, &err) == 0 &&
+		       lv == TIER_PERSIST_FILES;
+		ok(good, "snapshot after reattach %s", msg(&err));
+		util_rm_rf(sd);
+		snprintf(sd, sizeof(sd), "/tmp/isola-e2e-reattach-XXXXXX");
+		if (ino)
+			ino[7] = ino[7] == '9' ? '1' : '9'; /* another inode number */
+		good = ino && tier_process_ops.reattach(&sp, bad, &s3, NULL) == 0 && mkdtemp(sd) &&
+		       tier_process_ops.snapshot(s3, sd, &lv, NULL, &err) < 0 && err &&
+		       !strcmp(err->code, "unavailable");
+		ok(good, "a mismatching saved identity: snapshot unavailable (%s)", msg(&err));
+		util_rm_rf(sd);
+		if (s3)
+			tier_process_ops.release(s3);
+		free(bad);
+	}
 	t0 = util_now_ns();
 	r = tier_process_ops.destroy(s2, &err);
 	ok(r == 0, "destroy (%.2f ms) %s", (double)(util_now_ns() - t0) / 1e6,
