@@ -657,6 +657,12 @@ const struct tier_ops tier_microvm_ops = {
 	.console = microvm_console,
 	.last_error = microvm_last_error,
 	.netns_fd = microvm_netns_fd,
+	.pause = mvm_pause,
+	.resume = mvm_resume,
+	.snapshot = mvm_snapshot,
+	.restore = mvm_restore,
+	.snapshot_level = TIER_PERSIST_MEMORY,
+	.restore_needs_snapshot = false, /* a restore copies what it needs (docs/microvm.md) */
 };
 
 char *tier_microvm_doctor(void)

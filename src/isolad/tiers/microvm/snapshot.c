@@ -171,8 +171,6 @@ static int copy_into(int in, int out, const char *what, const char *dir, struct 
 {
 	int r = mvm_copy_sparse(in, out);
 
-	if (r == 0 && fsync(out) < 0)
-		r = -errno;
 	return r < 0 ? isola_err_sys(err, -r, r == -ENOSPC ? "no_space" : "internal",
 				     "write %s into `%s`", what, dir)
 		     : 0;
@@ -272,9 +270,10 @@ int mvm_snapshot(struct tier_sandbox *s, const char *dir, enum tier_persistence 
 		r = r2;
 	if (paused_us && was_running)
 		*paused_us = (t1 - t0) / 1000;
-	if (r == 0 && fsync(state_fd) < 0)
+	/* To disk after the guest runs again: the copies above only filled the page cache. */
+	if (r == 0 && (fsync(state_fd) < 0 || fsync(ram_fd) < 0 || fsync(disk_fd) < 0))
 		r = isola_err_sys(err, errno, errno == ENOSPC ? "no_space" : "internal",
-				  "fsync `%s/" MVM_SNAP_STATE "`", dir);
+				  "fsync the snapshot in `%s`", dir);
 	if (r == 0)
 		r = write_meta(s, dir, err);
 	if (r == 0) {
