@@ -31,6 +31,7 @@
  * escape would land outside the box: the dictionary steers names at ESCAPE, which must
  * never exist.
  *
+ * ISOLA_FUZZ_LAYER_INTERNAL=1 prints every failure filed as `internal` (triage).
  * ISOLA_FUZZ_LAYER_SEEDS=<dir> instead writes seed archives made by the real writer from a
  * crafted upper dir (every entry kind it records) into <dir> and exits (fuzz/corpus/).
  */
@@ -41,10 +42,11 @@
 
 static char box[] = "/tmp/isola-fuzz-layer-XXXXXX";
 static bool mounted;
-static int parentfd = -1; /* box/a/parent: the reader's parent dir */
-static int afd = -1;	  /* box/a */
-static int boxfd = -1;	  /* box */
-static int in_fd = -1;	  /* memfd holding the current input */
+static int parentfd = -1;    /* box/a/parent: the reader's parent dir */
+static int afd = -1;	     /* box/a */
+static int boxfd = -1;	     /* box */
+static int in_fd = -1;	     /* memfd holding the current input */
+static bool report_internal; /* $ISOLA_FUZZ_LAYER_INTERNAL: print `internal` failures */
 
 static void die(const char *what)
 {
@@ -178,6 +180,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 
 	(void)argc;
 	(void)argv;
+	report_internal = getenv("ISOLA_FUZZ_LAYER_INTERNAL") != NULL;
 	umask(022);
 	if (!mkdtemp(box))
 		die("mkdtemp");
@@ -226,6 +229,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 				abort();
 		if (fstatat(parentfd, PROC_LAYER_UPPER, &st, AT_SYMLINK_NOFOLLOW) == 0)
 			fprintf(stderr, "fuzz_layer: a failed read left `upper`\n"), abort();
+		/* Triage aid: hostile bytes should read `invalid` (or `no_space`); an
+		 * `internal` answer is a misfiled refusal worth a look. */
+		if (report_internal && !strcmp(err->code, "internal"))
+			fprintf(stderr, "fuzz_layer: internal: %s\n", err->message);
 		isola_err_free(err);
 	} else {
 		if (err)

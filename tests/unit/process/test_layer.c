@@ -438,6 +438,19 @@ static void test_hostile(void)
 		hostile(dfd, "a duplicate entry", e, 2, true, "invalid");
 	}
 	{
+		/* Found by fuzz_layer: fsetxattr's EINVAL was filed as an internal error. */
+		const struct ent e[] = {{.path = "f", .type = AE_IFREG, .xattr = "user."}};
+		hostile(dfd, "an xattr named `user.` alone", e, 1, true, "invalid");
+	}
+	{
+		static char longname[300];
+		const struct ent e[] = {{.path = "f", .type = AE_IFREG, .xattr = longname}};
+
+		memset(longname, 'a', sizeof(longname) - 1);
+		memcpy(longname, "user.", 5);
+		hostile(dfd, "an xattr name over 255 bytes", e, 1, true, "invalid");
+	}
+	{
 		const struct ent e[] = {{.path = "f", .type = AE_IFREG},
 					{.path = "g", .type = AE_IFREG},
 					{.path = "g", .type = AE_IFREG, .hardlink = "f"}};

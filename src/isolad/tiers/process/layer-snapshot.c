@@ -705,7 +705,11 @@ static int lr_xattrs(struct lr *l, int fd, struct archive_entry *e)
 		if (strncmp(name, "user.", 5) || size > LAYER_XATTR_MAX)
 			return lr_bad(l, "xattr outside the user. namespace or too large");
 		if (fsetxattr(fd, name, val, size, 0) < 0)
-			return lr_sys(l, errno, "set xattr");
+			/* EINVAL, ERANGE, E2BIG: a name or value no kernel accepts ("user."
+			 * alone, over 255 bytes): the archive's fault (fuzz_layer found it). */
+			return errno == EINVAL || errno == ERANGE || errno == E2BIG
+				       ? lr_bad(l, "xattr name or value the kernel refuses")
+				       : lr_sys(l, errno, "set xattr");
 	}
 	return 0;
 }
