@@ -210,5 +210,6 @@ def test_kill9_during_hibernate_then_consistent(isolad, api, tier):
     if sb["state"] == "hibernated":
         assert c.request("POST", f"/v1/sandboxes/{sid}/resume", timeout=OP_TIMEOUT).status == 200
     assert c.sh(sid, "cat /root/f") == "h\n"
-    assert not [n for n in os.listdir(hib) if n.startswith(".tmp-")]
+    assert not [n for n in os.listdir(hib) if n.startswith(".tmp-") or n.endswith(".new")]
     c.delete_sandbox(sid)
+    assert not [n for n in os.listdir(hib) if n.startswith(sid)]

@@ -257,3 +257,38 @@ def test_restart_keeps_paused_and_hibernated(isolad, api, tier):
     finally:
         for s in (p, h):
             isolad.client().delete_sandbox(s)
+
+
+@pytest.mark.process_only("reconcile rules are tier-independent; the process tier is quick")
+def test_reconcile_of_cut_short_operations(isolad, api):
+    """Operations cut short at each step, staged on disk and in SQLite while isolad is down
+    (the states core writes before acting), come back consistent."""
+    import os
+    import sqlite3
+    c = api
+    live = c.create_sandbox()["id"]       # will look like a pause/snapshot cut short
+    swap = c.create_sandbox()["id"]       # hibernation image sealed, old one not yet replaced
+    wake = c.create_sandbox()["id"]       # a resume from hibernation cut short
+    for sid in (live, swap, wake):
+        c.write_file(sid, "/root/who", sid.encode())
+    post(c, swap, "hibernate")
+    post(c, wake, "hibernate")
+    isolad.stop()
+    hib = os.path.join(isolad.state_dir, "snapshots", "hibernated")
+    os.rename(os.path.join(hib, swap), os.path.join(hib, swap + ".new"))
+    db = sqlite3.connect(os.path.join(isolad.state_dir, "isola.db"))
+    db.execute("UPDATE sandboxes SET state='snapshotting' WHERE id=?", (live,))
+    db.execute("UPDATE sandboxes SET state='hibernating' WHERE id=?", (swap,))
+    db.execute("UPDATE sandboxes SET state='waking' WHERE id=?", (wake,))
+    db.commit()
+    db.close()
+    isolad.start()
+    c = isolad.client(timeout=HIBERNATE_TIMEOUT)
+    assert state(c, live) == "running"
+    assert state(c, swap) == "hibernated"
+    assert state(c, wake) == "hibernated"
+    assert sorted(os.listdir(hib)) == sorted([swap, wake])
+    for sid in (live, swap, wake):
+        post(c, sid, "resume")
+        assert c.read_file(sid, "/root/who") == sid.encode()
+        c.delete_sandbox(sid)

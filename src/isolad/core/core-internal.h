@@ -138,6 +138,9 @@ int core_sandbox_pause_obj(struct core *c, struct sandbox *s, struct isola_err *
 int core_sandbox_resume_obj(struct core *c, struct sandbox *s, struct isola_err **err);
 int core_sandbox_hibernate_obj(struct core *c, struct sandbox *s, struct isola_err **err);
 
+/* Suffix of a hibernation image being written (persist.c, reconcile.c). */
+#define HIBERNATION_NEXT ".new"
+
 /* <snapshot root>/hibernated/<id> into out; -ENAMETOOLONG if it does not fit. */
 int core_hibernation_dir(const struct core *c, const char *id, char *out, size_t n);
 

@@ -900,8 +900,13 @@ int core_sandbox_destroy_obj(struct core *c, struct sandbox *s, struct isola_err
 		return isola_err_wrap(err, "destroy sandbox `%s`", s->id);
 	}
 	util_rm_rf(s->spec.dir);
-	if (core_hibernation_dir(c, s->id, hib, sizeof(hib)) == 0)
+	if (core_hibernation_dir(c, s->id, hib, sizeof(hib)) == 0) {
 		util_rm_rf(hib);
+		if (strlen(hib) + sizeof(HIBERNATION_NEXT) <= sizeof(hib)) {
+			strcat(hib, HIBERNATION_NEXT);
+			util_rm_rf(hib);
+		}
+	}
 	store_sandbox_delete(c->store, s->id, NULL);
 	log_info("sandbox %s destroyed", s->id);
 	core_list_remove(c, s);

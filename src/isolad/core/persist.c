@@ -170,7 +170,10 @@ static int core_sandbox_wake(struct core *c, struct sandbox *s, struct isola_err
 	s->last_active = util_wall_time();
 	r = core_persist(c, s, err);
 	pthread_mutex_unlock(&s->lock);
-	util_rm_rf(hib);
+	/* A tier that keeps using the image (microvm maps its memory file) keeps it until the
+	 * sandbox is destroyed or hibernated again; the others are done with it. */
+	if (!s->tier->restore_needs_snapshot)
+		util_rm_rf(hib);
 	log_info("sandbox %s resumed from hibernation", s->id);
 	r = 0;
 	goto out;
@@ -210,7 +213,7 @@ int core_sandbox_resume_obj(struct core *c, struct sandbox *s, struct isola_err 
 int core_sandbox_hibernate_obj(struct core *c, struct sandbox *s, struct isola_err **err)
 {
 	enum tier_persistence level = TIER_PERSIST_NONE;
-	char hib[PATH_MAX], parent[PATH_MAX], tmp[PATH_MAX];
+	char hib[PATH_MAX], next[PATH_MAX + 8], parent[PATH_MAX], tmp[PATH_MAX];
 	json_t *meta;
 	int r;
 
@@ -218,12 +221,16 @@ int core_sandbox_hibernate_obj(struct core *c, struct sandbox *s, struct isola_e
 		return core_not_supported(s, "hibernate", err);
 	if (core_hibernation_dir(c, s->id, hib, sizeof(hib)) < 0)
 		return isola_err_set(err, ENAMETOOLONG, "internal", "snapshot path too long");
+	/* The new image is sealed as <id>.new and replaces <id> only once the tier's resources
+	 * are gone: the running sandbox may still use the previous image (restore_needs_snapshot),
+	 * and reconcile can always tell the fresh image from the old one. */
+	snprintf(next, sizeof(next), "%s" HIBERNATION_NEXT, hib);
 	snprintf(parent, sizeof(parent), "%s/hibernated", c->snapshot_root);
 	r = sandbox_op_begin(c, s, SANDBOX_BIT(SANDBOX_RUNNING) | SANDBOX_BIT(SANDBOX_PAUSED),
 			     SANDBOX_HIBERNATING, "hibernate", err);
 	if (r < 0)
 		return r;
-	util_rm_rf(hib); /* a stale image of an earlier, interrupted hibernation */
+	util_rm_rf(next); /* a partial image of an earlier, interrupted hibernation */
 	r = snapdir_tmp_new(parent, s->id, tmp, sizeof(tmp), err);
 	if (r < 0)
 		goto fail;
@@ -232,7 +239,7 @@ int core_sandbox_hibernate_obj(struct core *c, struct sandbox *s, struct isola_e
 		goto fail_tmp;
 	meta = json_pack("{s:s, s:s, s:s, s:i}", "kind", "hibernation", "sandbox", s->id, "tier",
 			 s->tier->name, "level", (int)level);
-	r = snapdir_commit(tmp, hib, meta, NULL, err);
+	r = snapdir_commit(tmp, next, meta, NULL, err);
 	json_decref(meta);
 	if (r < 0)
 		goto fail_tmp;
@@ -247,6 +254,9 @@ int core_sandbox_hibernate_obj(struct core *c, struct sandbox *s, struct isola_e
 		s->tier->resume(s->ts, NULL); /* a frozen task does not act on SIGKILL (v1) */
 	r = s->tier->destroy(s->ts, err);
 	s->ts = NULL;
+	util_rm_rf(hib);
+	if (rename(next, hib) < 0)
+		log_error("sandbox %s: hibernate: rename `%s`: %s", s->id, next, strerror(errno));
 	s->state = SANDBOX_HIBERNATED;
 	core_persist(c, s, NULL);
 	pthread_mutex_unlock(&s->lock);

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "../../common/log.h"
 #include "../../common/util.h"
@@ -54,15 +55,14 @@ static void reconcile_lost(struct core *c, struct sandbox *s, const struct store
 	log_warn("sandbox %s: %s", row->id, reason);
 }
 
-/* True when the sandbox's hibernation image is complete (manifest present and valid). */
-static bool hibernation_ok(struct core *c, const char *id)
+/* True when a hibernation image is complete (manifest present and valid). */
+static bool image_ok(const char *id, const char *path)
 {
 	cleanup_err struct isola_err *e = NULL;
-	char hib[PATH_MAX];
 
-	if (core_hibernation_dir(c, id, hib, sizeof(hib)) < 0)
+	if (access(path, F_OK) != 0)
 		return false;
-	if (snapdir_verify(hib, NULL, &e) == 0)
+	if (snapdir_verify(path, NULL, &e) == 0)
 		return true;
 	log_warn("sandbox %s: %s", id, e ? e->message : "hibernation image unusable");
 	return false;
@@ -76,15 +76,19 @@ static void reconcile_persist(struct core *c, struct sandbox *s, const struct st
 {
 	cleanup_err struct isola_err *e = NULL;
 	const char *st = row->state;
-	char hib[PATH_MAX];
-	bool hib_path = core_hibernation_dir(c, row->id, hib, sizeof(hib)) == 0;
+	char hib[PATH_MAX] = "", next[PATH_MAX + 8] = "";
 
+	if (core_hibernation_dir(c, row->id, hib, sizeof(hib)) == 0)
+		snprintf(next, sizeof(next), "%s" HIBERNATION_NEXT, hib);
 	if (!strcmp(st, "hibernated") || !strcmp(st, "waking")) {
 		/* A restore cut short left a half-built tier sandbox: remove it; the image is
-		 * untouched until a restore completes. */
+		 * untouched until a restore completes. A `.new` image is never the current one
+		 * here (it replaces the old one before the state turns hibernated). */
 		if (!strcmp(st, "waking"))
 			s->tier->cleanup(&s->spec, row->tier_state, NULL);
-		if (hibernation_ok(c, row->id)) {
+		if (next[0])
+			util_rm_rf(next);
+		if (hib[0] && image_ok(row->id, hib)) {
 			s->state = SANDBOX_HIBERNATED;
 			store_sandbox_set_state(c->store, row->id, "hibernated", NULL, NULL);
 			store_sandbox_set_tier_state(c->store, row->id, NULL, NULL);
@@ -104,16 +108,24 @@ static void reconcile_persist(struct core *c, struct sandbox *s, const struct st
 		 * did not complete, so the sandbox is running again (thawed if frozen). */
 		if (strcmp(st, "running") != 0 && s->tier->resume)
 			s->tier->resume(s->ts, NULL);
-		if (!strcmp(st, "hibernating") && hib_path)
-			util_rm_rf(hib);
+		/* A hibernation cut short: its new image goes; the current one may be in use. */
+		if (!strcmp(st, "hibernating") && next[0])
+			util_rm_rf(next);
 		s->state = SANDBOX_RUNNING;
 		store_sandbox_set_state(c->store, row->id, "running", NULL, NULL);
 		log_info("sandbox %s re-attached%s%s", row->id,
 			 strcmp(st, "running") ? " after " : "", strcmp(st, "running") ? st : "");
 		return;
 	}
-	/* Hibernation got as far as a complete image: the sandbox is hibernated. */
-	if (!strcmp(st, "hibernating") && hibernation_ok(c, row->id)) {
+	/* Hibernation got as far as a complete new image (the tier's resources went after it):
+	 * it replaces the old one and the sandbox is hibernated. Without one, an image already
+	 * swapped in is the fresh one (the crash came between the swap and the state). */
+	if (!strcmp(st, "hibernating") && next[0] && image_ok(row->id, next)) {
+		util_rm_rf(hib);
+		if (rename(next, hib) < 0)
+			log_warn("sandbox %s: rename `%s`: %s", row->id, next, strerror(errno));
+	}
+	if (!strcmp(st, "hibernating") && hib[0] && image_ok(row->id, hib)) {
 		s->tier->cleanup(&s->spec, row->tier_state, NULL);
 		s->state = SANDBOX_HIBERNATED;
 		store_sandbox_set_state(c->store, row->id, "hibernated", NULL, NULL);
@@ -121,8 +133,10 @@ static void reconcile_persist(struct core *c, struct sandbox *s, const struct st
 		log_info("sandbox %s: hibernation completed", row->id);
 		return;
 	}
-	if (hib_path)
+	if (hib[0]) {
 		util_rm_rf(hib);
+		util_rm_rf(next);
+	}
 	reconcile_lost(c, s, row, e ? e->message : "gone");
 }
 

@@ -539,10 +539,17 @@ static void remove_strays(struct core *c, const char *dir, const struct store_sn
 		char path[PATH_MAX];
 		bool known = false;
 
-		if (!looks_like_id(de->d_name))
+		char id[40];
+
+		/* A hibernation image being written is <id>.new. */
+		snprintf(id, sizeof(id), "%.39s", de->d_name);
+		if (hibernation && strlen(id) == 16 + strlen(HIBERNATION_NEXT) &&
+		    !strcmp(id + 16, HIBERNATION_NEXT))
+			id[16] = '\0';
+		if (!looks_like_id(id))
 			continue;
 		if (hibernation) {
-			known = sandbox_listed(c, de->d_name);
+			known = sandbox_listed(c, id);
 		} else {
 			for (size_t i = 0; i < n && !known; i++)
 				known = !strcmp(rows[i].id, de->d_name);
