@@ -27,7 +27,29 @@ sock=$state/isolad.sock
 "$BUILD/src/isolad/isolad" --state-dir "$state" --socket "$sock" --agent "$AGENT" \
 	--log-level warn 2>"$state/isolad.log" &
 pid=$!
-trap 'kill $pid 2>/dev/null; wait $pid 2>/dev/null; rm -rf "$state"' EXIT
+# Nothing may outlive the run: pools emptied, every sandbox destroyed (pooled ones are
+# removed by the pool thread, so wait for the state dir's sandboxes to go), then isolad.
+cleanup() {
+	local cli="$BUILD/src/cli/isola" ids
+	if kill -0 "$pid" 2>/dev/null; then
+		"$cli" --socket "$sock" pool set host process 0 >/dev/null 2>&1 || true
+		"$cli" --socket "$sock" pool set host microvm 0 >/dev/null 2>&1 || true
+		ids=$("$cli" --socket "$sock" --json ls 2>/dev/null |
+			python3 -c 'import json,sys; print(" ".join(s["id"] for s in json.load(sys.stdin)))' ||
+			true)
+		[ -n "$ids" ] && "$cli" --socket "$sock" rm $ids >/dev/null 2>&1
+		for _ in $(seq 1 1200); do
+			[ -z "$(ls -A "$state/sandboxes" 2>/dev/null)" ] && break
+			sleep 0.25
+		done
+		[ -z "$(ls -A "$state/sandboxes" 2>/dev/null)" ] ||
+			echo "persist: sandboxes left in $state/sandboxes" >&2
+		kill "$pid" 2>/dev/null
+		wait "$pid" 2>/dev/null
+	fi
+	[ -z "$(ls -A "$state/sandboxes" 2>/dev/null)" ] && rm -rf "$state"
+}
+trap cleanup EXIT
 for _ in $(seq 1 200); do [ -S "$sock" ] && break; sleep 0.05; done
 
 echo "# $(date -u +%Y-%m-%dT%H:%MZ) $(nproc) cores, $(free -g | awk '/Mem:/{print $2}') GiB," \
