@@ -4,12 +4,16 @@
 # kernel + initramfs to the agent's first answer (same machine, same run), and the host memory
 # of one idle VM beyond its guest RAM. Prints a markdown table. Not a timed assertion.
 #
-# usage: bench/microvm.sh [N]   (needs root, build/, scripts/kernel.sh done, a free /tmp)
+# The two are interleaved (one isola create, one raw boot, N times) so that load from other
+# work on the machine falls on both alike.
+#
+# usage: bench/microvm.sh [N]   (needs root, a build ($ISOLA_BUILD, default build/),
+#                                scripts/kernel.sh done, a free /tmp)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 N=${1:-5}
-B=$PWD/build
-K=$(ls -d /var/lib/isola/kernels/*/ | sort -V | tail -1)
+B=${ISOLA_BUILD:-$PWD/build}
+K=$(ls -d "${ISOLA_KERNEL_DIR:-/var/lib/isola/kernels}"/*/ | sort -V | tail -1)
 ST=$(mktemp -d /tmp/isola-bench-XXXXXX)
 chmod 700 "$ST"
 SOCK=$ST/s.sock
@@ -21,31 +25,35 @@ trap 'kill $IPID 2>/dev/null; wait $IPID 2>/dev/null; rm -rf "$ST"' EXIT
 for _ in $(seq 100); do [ -S "$SOCK" ] && break; sleep 0.1; done
 
 api() { curl -s --max-time 900 --unix-socket "$SOCK" "$@"; }
+# The id from the create answer, without a python3 start inside the timed span.
+create() {
+	api -X POST -H 'content-type: application/json' -d '{"tier":"microvm","memory":"512M"}' \
+		http://x/v1/sandboxes | grep -o '"id":"[a-z0-9]*"' | head -1 | cut -d'"' -f4
+}
 # Warm-up: builds the template image once (not measured).
-ID=$(api -X POST -H 'content-type: application/json' -d '{"tier":"microvm","memory":"512M"}' \
-	http://x/v1/sandboxes | python3 -c 'import sys,json;print(json.load(sys.stdin)["id"])')
+ID=$(create)
+[ -n "$ID" ] || { echo "bench: microvm create failed: $(tail -3 "$ST/isolad.log")"; exit 1; }
 QPID=$(pgrep -f "isola-$ID" | head -1)
 RSS_KB=$(awk '/^Rss:/{s+=$2} END{print s}' /proc/$QPID/smaps_rollup)
 api -X DELETE "http://x/v1/sandboxes/$ID" >/dev/null
 
-isola_ms=()
-for _ in $(seq "$N"); do
+isola_once() {
+	local t0 t1
 	t0=$(date +%s%N)
-	ID=$(api -X POST -H 'content-type: application/json' -d '{"tier":"microvm","memory":"512M"}' \
-		http://x/v1/sandboxes | python3 -c 'import sys,json;print(json.load(sys.stdin)["id"])')
+	ID=$(create)
 	"$B/src/cli/isola" --socket "$SOCK" exec "$ID" -- echo hi >/dev/null
 	t1=$(date +%s%N)
 	isola_ms+=($(((t1 - t0) / 1000000)))
 	api -X DELETE "http://x/v1/sandboxes/$ID" >/dev/null
-done
+}
 
 # Raw QEMU: same kernel, initramfs (with the same agent), image and machine options, no jail,
 # no cgroup; timed from exec to the agent's sync ACK (its first answer).
 IMG=$ST/templates/host/rootfs.ext4
 INITRD=$(ls "$ST"/microvm/initramfs-*.cpio)
 TSC=$(awk -F: '/cpu MHz/{printf "%d", $2*1000; exit}' /proc/cpuinfo)
-raw_ms=()
-for _ in $(seq "$N"); do
+raw_once() {
+	local t0 t1 R QP
 	R=$(mktemp -d "$ST/raw-XXXX")
 	qemu-img create -q -f qcow2 -F raw -b "$IMG" "$R/d.qcow2" $(( $(stat -c %s "$IMG") + (1 << 30) ))
 	t0=$(date +%s%N)
@@ -79,6 +87,13 @@ EOF
 	raw_ms+=($(((t1 - t0) / 1000000)))
 	kill $QP; wait $QP 2>/dev/null || true
 	rm -rf "$R"
+}
+
+isola_ms=()
+raw_ms=()
+for _ in $(seq "$N"); do
+	isola_once
+	raw_once
 done
 
 med() { printf '%s\n' "$@" | sort -n | awk '{a[NR]=$1} END{print a[int((NR+1)/2)]}'; }
@@ -88,4 +103,7 @@ echo "|---|---|"
 echo "| isola cold create → first command output | ${mi} ms |"
 echo "| raw QEMU boot of the same kernel+initramfs → agent answer | ${mr} ms |"
 echo "| ratio | $(python3 -c "print(round($mi/$mr, 2))") |"
+echo "| isola runs (ms) | ${isola_ms[*]} |"
+echo "| raw runs (ms) | ${raw_ms[*]} |"
+echo "| load average at the end | $(cut -d' ' -f1-3 /proc/loadavg) |"
 echo "| idle VM host RSS (QEMU, 512M guest, incl. touched guest RAM) | $((RSS_KB / 1024)) MiB |"

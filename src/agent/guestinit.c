@@ -229,6 +229,33 @@ fail:
 	close(s);
 }
 
+/*
+ * Starts reading what nearly every first command needs (the loader, libc, sh, the user
+ * databases) into the guest's page cache. readahead() only queues the reads: they complete
+ * in QEMU's I/O thread while init finishes and the host syncs, instead of stalling the
+ * first exec (under TCG a cold first `echo` cost ~0.3 s more than a warm one).
+ */
+static void prefetch(void)
+{
+	static const char *const files[] = {
+		"/etc/ld.so.cache",
+		"/lib64/ld-linux-x86-64.so.2",
+		"/lib/x86_64-linux-gnu/libc.so.6",
+		"/bin/sh",
+		"/etc/passwd",
+		"/etc/group",
+	};
+
+	for (size_t i = 0; i < ARRAY_SIZE(files); i++) {
+		int fd = open(files[i], O_RDONLY | O_CLOEXEC);
+
+		if (fd >= 0) {
+			readahead(fd, 0, 8u << 20);
+			close(fd);
+		}
+	}
+}
+
 /* Writes a /proc/sys value. 0, or -1 with errno. */
 static int sysctl_set(const char *path, const char *val)
 {
@@ -302,6 +329,7 @@ int guest_init(char *port, size_t len)
 	if (chdir("/newroot") < 0 || mount(".", "/", NULL, MS_MOVE, NULL) < 0 || chroot(".") < 0 ||
 	    chdir("/") < 0)
 		die("switch to the root disk");
+	prefetch();
 	mount_or_die("devpts", "/dev/pts", "devpts", MS_NOSUID | MS_NOEXEC,
 		     "newinstance,ptmxmode=0666,mode=0620,gid=5");
 	mount_or_die("tmpfs", "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777");

@@ -208,6 +208,11 @@ def test_tenant_isolation(isolad, api, make_sandbox, cleanup_snapshots):
         # The operator's socket acts for `default`, as for sandboxes: neither is its own.
         assert not [s for s in api.get_json("/v1/snapshots")["snapshots"]
                     if s["name"] == name]
+        # A tenant that still owns a snapshot is not removable (its data is never orphaned).
+        for x in a.client.list_sandboxes():
+            a.client.delete_sandbox(x["id"])
+        r = a.admin.request("DELETE", f"/v1/tenants/{a.name}")
+        assert r.status == 409 and "snapshot" in r.error_message, r
         assert a.client.request("DELETE", f"/v1/snapshots/{name}").status == 204
         assert b.client.request("DELETE", f"/v1/snapshots/{name}").status == 204
     finally:

@@ -1031,6 +1031,26 @@ int core_tenant_remove(struct core *c, const char *name, struct isola_err **err)
 		return isola_err_set(err, EBUSY, "conflict",
 				     "tenant `%s` still owns %u sandbox%s: destroy them first",
 				     name, count, count == 1 ? "" : "es");
+	{
+		struct store_snapshot *rows = NULL;
+		size_t n = 0;
+
+		/* Snapshots are the tenant's data too: never orphaned by a removal. */
+		if (store_snapshot_list(c->store, &rows, &n, err) < 0)
+			return -EIO;
+		count = 0;
+		for (size_t i = 0; i < n; i++) {
+			if (!strcmp(rows[i].tenant, name) && !strcmp(rows[i].kind, "named"))
+				count++;
+			store_snapshot_fini(&rows[i]);
+		}
+		free(rows);
+		if (count)
+			return isola_err_set(
+				err, EBUSY, "conflict",
+				"tenant `%s` still owns %u snapshot%s: delete them first", name,
+				count, count == 1 ? "" : "s");
+	}
 	return tenancy_tenant_remove(c->tenancy, name, err);
 }
 
