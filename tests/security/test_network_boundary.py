@@ -95,7 +95,10 @@ def test_forbidden_destinations_unreachable_under_allow_all(c, mk, lab, host_sin
     time.sleep(0.5)
     for dst in [METADATA] + PRIVATE:
         assert lab.connections(m, dest=dst) == [], (dst, hints)
-    assert lab.connections(m, dest=WEB) == [], hints
+    # Under allow-all the proxy may dial the address the sandbox itself chose (a public one)
+    # when the name's own addresses are denied; what matters is that nothing above was reached.
+    # DNS over TLS never leaves, not even to an address the policy allows.
+    assert [x for x in lab.connections(m) if x[1].endswith(":853")] == [], hints
     assert host_sink.events == [], (host_sink.events, targets)
 
 
