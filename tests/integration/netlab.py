@@ -359,4 +359,5 @@ def stop_isolad(d):
             problems.append(f"isolad exited with {rc} on SIGTERM")
     else:
         problems.append(f"isolad died:\n{d.log_text()[-3000:]}")
+    problems += [f"sanitizer report from isolad: {r}" for r in d.new_sanitizer_reports()]
     return problems
