@@ -13,6 +13,7 @@
 #include <string.h>
 #include <sched.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -299,21 +300,33 @@ static struct net_proxy *proxy_with(uint32_t max_conns, uint64_t rate, uint32_t 
 /* Connects from `src` to the proxy as if the sandbox had dialled dst_ip:dst_port. */
 static int dial(struct net_proxy *p, const char *src, const char *dst_ip, uint16_t dst_port)
 {
-	struct sockaddr_in sa, px;
-	socklen_t l = sizeof(sa);
-	int fd = socket(AF_INET, SOCK_STREAM, 0);
+	/* A connect() on this loaded shared host has been seen waiting on SYN retransmits for
+	 * 20+ s while the proxy was idle and served other clients: bound it and retry on a new
+	 * port, so the harness cannot hang (the proxy's verdicts are judged elsewhere). */
+	for (int attempt = 0; attempt < 5; attempt++) {
+		struct sockaddr_in sa, px;
+		struct timeval tv = {.tv_sec = 3};
+		socklen_t l = sizeof(sa);
+		int fd = socket(AF_INET, SOCK_STREAM, 0);
 
-	sockaddr_of(src, 0, &sa);
-	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0)
-		abort();
-	getsockname(fd, (struct sockaddr *)&sa, &l);
-	pthread_mutex_lock(&env_lock);
-	sockaddr_of(dst_ip, dst_port, &orig[ntohs(sa.sin_port)]);
-	pthread_mutex_unlock(&env_lock);
-	sockaddr_of("127.0.0.1", net_proxy_port(p), &px);
-	if (connect(fd, (struct sockaddr *)&px, sizeof(px)) < 0)
-		abort();
-	return fd;
+		sockaddr_of(src, 0, &sa);
+		if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0)
+			abort();
+		getsockname(fd, (struct sockaddr *)&sa, &l);
+		pthread_mutex_lock(&env_lock);
+		sockaddr_of(dst_ip, dst_port, &orig[ntohs(sa.sin_port)]);
+		pthread_mutex_unlock(&env_lock);
+		sockaddr_of("127.0.0.1", net_proxy_port(p), &px);
+		setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+		if (connect(fd, (struct sockaddr *)&px, sizeof(px)) == 0) {
+			tv.tv_sec = 0;
+			setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+			return fd;
+		}
+		printf("# dial from %s: connect: %s; retrying\n", src, strerror(errno));
+		close(fd);
+	}
+	abort();
 }
 
 /* Reads until n bytes, EOF, error or timeout. Returns bytes read; *err = errno of a failure. */
@@ -882,6 +895,7 @@ struct flood {
 	atomic_bool stop;    /* end the flood */
 	long long bytes;     /* read in all */
 	int denied;	     /* extra connections refused */
+	int admitted;	     /* extra connections NOT refused (must stay 0) */
 };
 
 static void *flood_main(void *arg)
@@ -910,10 +924,16 @@ static void *flood_main(void *arg)
 		}
 		/* and a stream of connections over the limit */
 		int x = dial(f->p, SB_A, UP_OK, echo.port);
+		struct timeval tv = {.tv_sec = 2};
 		char c;
+
+		/* Bounded: if the limit failed to hold, the test reports it instead of hanging. */
+		setsockopt(x, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
 
 		if (recv(x, &c, 1, 0) < 0 && errno == ECONNRESET)
 			f->denied++;
+		else
+			f->admitted++;
 		close(x);
 	}
 	for (int i = 0; i < 8; i++)
@@ -947,8 +967,9 @@ static void test_flood(void)
 	   "B: 20 connections with round trips during A's flood, slowest %llu ms (A read %lld MiB, "
 	   "%d over-limit connections reset)",
 	   (unsigned long long)worst, f.bytes >> 20, f.denied);
-	ok(f.bytes > (1 << 20) && f.denied > 0,
-	   "the flood was real (A moved data and hit its limit)");
+	ok(f.bytes > (1 << 20) && f.denied > 0 && f.admitted == 0,
+	   "the flood was real (A moved data and hit its limit; %d over the limit admitted)",
+	   f.admitted);
 	net_proxy_stop(p);
 }
 
