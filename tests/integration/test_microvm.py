@@ -159,9 +159,6 @@ def test_reattach_after_kill9(isolad, api, vm):
     assert [p for p, i in qemu_pids().items() if i == sid] == before
 
 
-@pytest.mark.xfail(strict=False, reason="known bug (issue 4 stays open): under TCG on a loaded "
-                   "2-core host the guest's sysrq crash sometimes leaves QEMU running, so the "
-                   "sandbox is not marked `error`")
 def test_panic_marks_error_then_destroy_leaves_nothing(isolad, api):
     sb = create_vm(api, memory="256M")
     sid = sb["id"]
@@ -194,8 +191,6 @@ def test_panic_marks_error_then_destroy_leaves_nothing(isolad, api):
         raise AssertionError(f"cgroup left behind: {root}")
 
 
-@pytest.mark.xfail(strict=False, reason="known bug (issue 4 stays open): a QEMU started by an "
-                   "isolad killed mid-create sometimes survives reconciliation")
 def test_kill9_mid_create_leaves_no_orphan(isolad):
     api = isolad.client(timeout=60)
     import threading
