@@ -355,11 +355,15 @@ int mvm_launch(const struct sandbox_spec *spec, const struct mvm_restore_src *fr
 	log_info("sandbox %s: QEMU pid %d (%s: %s)", spec->id, (int)s->pid, acc.name, acc.reason);
 	if (from) {
 		r = mvm_snap_incoming(s, from->state_fd, err);
-		if (r < 0)
-			goto fail_teardown;
+		if (r == 0)
+			fd = mvm_snap_agent_sync(s, j.kvm ? BOOT_TIMEOUT_KVM_MS : BOOT_TIMEOUT_TCG_MS,
+						 err);
+		else
+			fd = r;
+	} else {
+		fd = mvm_agent_sync(s->agent_sock, s->qmp_sock, s->pidfd,
+				    j.kvm ? BOOT_TIMEOUT_KVM_MS : BOOT_TIMEOUT_TCG_MS, err);
 	}
-	fd = mvm_agent_sync(s->agent_sock, s->qmp_sock, s->pidfd,
-			    j.kvm ? BOOT_TIMEOUT_KVM_MS : BOOT_TIMEOUT_TCG_MS, err);
 	if (fd < 0) {
 		r = fd;
 		goto fail_teardown;

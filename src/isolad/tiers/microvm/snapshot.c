@@ -15,6 +15,7 @@
 
 #include "../../../common/log.h"
 #include "../../../common/util.h"
+#include "boot.h"
 
 #define QMP_TIMEOUT_MS	   10000
 #define MIGRATE_TIMEOUT_MS 60000 /* device state is ~100 KiB; generous for a loaded host */
@@ -309,6 +310,35 @@ int mvm_snap_incoming(struct tier_sandbox *s, int state_fd, struct isola_err **e
 	/* Close before the agent sync: QEMU serves one QMP client, and the sync pokes QMP. */
 	mvm_qmp_close(q);
 	return r < 0 ? isola_err_wrap(err, "load the snapshot's device state") : 0;
+}
+
+int mvm_snap_agent_sync(struct tier_sandbox *s, int timeout_ms, struct isola_err **err)
+{
+	uint64_t deadline = util_now_ms() + (uint64_t)timeout_ms;
+	int attempt_ms = 1500;
+
+	for (;;) {
+		uint64_t now = util_now_ms();
+		int left = now < deadline ? (int)(deadline - now) : 0;
+		int fd;
+		struct isola_err *e = NULL;
+
+		fd = mvm_agent_sync(s->agent_sock, s->qmp_sock, s->pidfd,
+				    left < attempt_ms ? left : attempt_ms, &e);
+		if (fd >= 0)
+			return fd;
+		/* Only a silent agent is worth another connection; QEMU gone is final. */
+		if (-fd != ETIMEDOUT || util_now_ms() >= deadline) {
+			if (err && !*err)
+				*err = e;
+			else
+				isola_err_free(e);
+			return fd;
+		}
+		isola_err_free(e);
+		log_debug("sandbox %s: agent silent after restore, reconnecting", s->id);
+		attempt_ms *= 2;
+	}
 }
 
 /* Opens dir/name read-only and checks its size (want, or 1..max when want is 0). */
