@@ -104,6 +104,19 @@ describe('sandbox lifecycle (control plane)', () => {
     } finally {
       await sbx.kill()
     }
+    // keepMemory: false hibernates (files only): E2B sees it as paused, listed by default.
+    const cold = await Sandbox.create()
+    try {
+      await cold.files.write('/home/cold.txt', 'on disk')
+      assert.equal(await cold.pause({ keepMemory: false }), true)
+      assert.equal((await Sandbox.getInfo(cold.sandboxId)).state, 'paused')
+      const listed = await Sandbox.list().nextItems()
+      assert.ok(listed.some((s) => s.sandboxId === cold.sandboxId && s.state === 'paused'))
+      const woke = await Sandbox.connect(cold.sandboxId)
+      assert.equal((await woke.commands.run('cat /home/cold.txt')).stdout, 'on disk')
+    } finally {
+      await cold.kill()
+    }
     const auto = await Sandbox.create({ timeoutMs: 2_000, lifecycle: { onTimeout: 'pause' } })
     try {
       await eventually('autoPause to pause on timeout', async () => {

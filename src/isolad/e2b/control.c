@@ -115,6 +115,17 @@ static const char *template_to_e2b(const char *name)
 	return !name || !*name || !strcmp(name, "host") ? "base" : name;
 }
 
+/* E2B knows `running` and `paused`: a hibernated isola sandbox is paused to E2B (memory or
+ * not, its connect resumes it); other states (error, ...) are shown as they are. */
+static const char *state_to_e2b(const char *state)
+{
+	if (!state)
+		return "error";
+	if (!strcmp(state, "paused") || !strcmp(state, "hibernated"))
+		return "paused";
+	return state;
+}
+
 static json_t *sandbox_obj(struct api_req *r, const json_t *sj, bool detail)
 {
 	const char *id = json_string_value(json_object_get(sj, "id"));
@@ -147,8 +158,7 @@ static json_t *sandbox_obj(struct api_req *r, const json_t *sj, bool detail)
 		o, "diskSizeMB",
 		json_integer(json_integer_value(json_object_get(sj, "disk")) / (1024 * 1024)));
 	json_object_set(o, "metadata", json_object_get(sj, "labels"));
-	/* E2B knows running and paused; isola's error state is shown as it is. */
-	json_object_set_new(o, "state", json_string(state ? state : "error"));
+	json_object_set_new(o, "state", json_string(state_to_e2b(state)));
 	return o;
 }
 
@@ -584,10 +594,12 @@ static int token_parse(const char *t, long long *created_us, char *id, size_t id
 static bool state_wanted(const char *states, const char *state)
 {
 	const char *p = states;
-	size_t n = strlen(state);
+	size_t n;
 
-	if (!states || !*states)
-		return !strcmp(state, "running"); /* running and paused; isola has no paused */
+	state = state_to_e2b(state);
+	n = strlen(state);
+	if (!states || !*states) /* E2B's default: running and paused */
+		return !strcmp(state, "running") || !strcmp(state, "paused");
 	while (p && *p) {
 		size_t l = strcspn(p, ",");
 
