@@ -226,15 +226,17 @@ out:
 	return ret;
 }
 
-/* Reports -ENOENT when an update touched no row. */
-static int store_expect_row(int changed, const char *id, struct isola_err **err)
+/* Reports -ENOENT when an update touched no row of `what` ("sandbox", "snapshot"). */
+static int store_expect(int changed, const char *what, const char *id, struct isola_err **err)
 {
 	if (changed < 0)
 		return changed;
 	if (changed == 0)
-		return isola_err_set(err, ENOENT, "not_found", "sandbox `%s` not in store", id);
+		return isola_err_set(err, ENOENT, "not_found", "%s `%s` not in store", what, id);
 	return 0;
 }
+
+#define store_expect_row(changed, id, err) store_expect(changed, "sandbox", id, err)
 
 int store_sandbox_set_state(struct store *st, const char *id, const char *state, const char *error,
 			    struct isola_err **err)
@@ -766,12 +768,12 @@ int store_snapshot_set_ready(struct store *st, const char *id, uint64_t size, in
 
 	snprintf(sz, sizeof(sz), "%llu", (unsigned long long)size);
 	snprintf(lv, sizeof(lv), "%d", level);
-	return store_expect_row(
+	return store_expect(
 		store_write(st, "set snapshot ready",
 			    "UPDATE snapshots SET state='ready', size=CAST(?2 AS INTEGER), "
 			    "level=CAST(?3 AS INTEGER) WHERE id=?1",
 			    t, 3, 0, 0, err),
-		id, err);
+		"snapshot", id, err);
 }
 
 int store_snapshot_set_state(struct store *st, const char *id, const char *state,
@@ -779,10 +781,10 @@ int store_snapshot_set_state(struct store *st, const char *id, const char *state
 {
 	const char *t[] = {id, state};
 
-	return store_expect_row(store_write(st, "set snapshot state",
-					    "UPDATE snapshots SET state=?2 WHERE id=?1", t, 2, 0, 0,
-					    err),
-				id, err);
+	return store_expect(store_write(st, "set snapshot state",
+					"UPDATE snapshots SET state=?2 WHERE id=?1", t, 2, 0, 0,
+					err),
+			    "snapshot", id, err);
 }
 
 int store_snapshot_delete(struct store *st, const char *id, struct isola_err **err)
