@@ -460,9 +460,13 @@ enum {
 	OPT_TTL,
 	OPT_LABEL,
 	OPT_FROM_SNAPSHOT,
-	OPT_ALLOW,  /* --allow RULE: network.allow (docs/network.md) */
-	OPT_DENY,   /* --deny RULE: network.deny */
-	OPT_EGRESS, /* --egress allow|deny: network.default */
+	OPT_ALLOW,	  /* --allow RULE: network.allow (docs/network.md) */
+	OPT_DENY,	  /* --deny RULE: network.deny */
+	OPT_EGRESS,	  /* --egress allow|deny: network.default */
+	OPT_ON_TIMEOUT,	  /* --on-timeout kill|pause|hibernate (docs/persistence.md) */
+	OPT_IDLE_TIMEOUT, /* --idle-timeout S */
+	OPT_AUTO_RESUME,  /* --auto-resume / --no-auto-resume */
+	OPT_NO_AUTO_RESUME,
 };
 
 /* Adds one egress rule to list `key` of the request's `network` policy (key NULL: the default). */
@@ -504,6 +508,10 @@ static const struct option sandbox_opts[] = {
 	{"allow", required_argument, NULL, OPT_ALLOW},
 	{"deny", required_argument, NULL, OPT_DENY},
 	{"egress", required_argument, NULL, OPT_EGRESS},
+	{"on-timeout", required_argument, NULL, OPT_ON_TIMEOUT},
+	{"idle-timeout", required_argument, NULL, OPT_IDLE_TIMEOUT},
+	{"auto-resume", no_argument, NULL, OPT_AUTO_RESUME},
+	{"no-auto-resume", no_argument, NULL, OPT_NO_AUTO_RESUME},
 	{"help", no_argument, NULL, 'h'},
 	{NULL, 0, NULL, 0},
 };
@@ -565,6 +573,25 @@ static int sandbox_opt(char *const argv[], int c, enum cli_sandbox_mode mode,
 		if (mode != CLI_SB_CREATE)
 			break;
 		return add_kv(req, "labels", optarg, "--label", err);
+	case OPT_ON_TIMEOUT: /* isolad names what it refuses (tier, policy) */
+		if (mode != CLI_SB_CREATE)
+			break;
+		json_object_set_new(req, "on_timeout", json_string(optarg));
+		return 0;
+	case OPT_IDLE_TIMEOUT:
+		if (mode != CLI_SB_CREATE)
+			break;
+		if (cli_parse_seconds(optarg, &v) < 0)
+			return isola_err_set(err, EINVAL, CLI_ERR_USAGE,
+					     "--idle-timeout `%s`: expected seconds", optarg);
+		json_object_set_new(req, "idle_timeout", json_integer(v));
+		return 0;
+	case OPT_AUTO_RESUME:
+	case OPT_NO_AUTO_RESUME:
+		if (mode != CLI_SB_CREATE)
+			break;
+		json_object_set_new(req, "auto_resume", json_boolean(c == OPT_AUTO_RESUME));
+		return 0;
 	case 'h':
 		out->help = true;
 		return 0;
