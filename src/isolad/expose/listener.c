@@ -212,22 +212,16 @@ static void *upload_main(void *arg)
 }
 
 /* Sandbox -> client until the tunnel ends. Returns when the agent's final frame arrived or
- * the agent connection died. An open tunnel counts as activity for idle detection (a client
- * holding a quiet WebSocket is still using the sandbox): s is touched every poll period. */
-static void download(struct xconn *xc, struct sandbox *s, struct agent_chan *ch)
+ * the agent connection died. (An open tunnel is an open agent channel, which idle detection
+ * already counts as activity: a quiet WebSocket does not let the sandbox be paused.) */
+static void download(struct xconn *xc, struct agent_chan *ch)
 {
 	bool close_sent = false, client_ok = true;
-	uint64_t touched = util_now_ms();
 
 	for (;;) {
 		cleanup_err struct isola_err *err = NULL;
 		struct agent_msg m = {0};
 		int r = agent_chan_recv(ch, &m, EXPOSE_POLL_MS, &err);
-
-		if (util_now_ms() - touched >= EXPOSE_POLL_MS) {
-			sandbox_touch(s);
-			touched = util_now_ms();
-		}
 
 		if (r == -ETIMEDOUT || (r == 0 && m.type == PROTO_STDOUT && !client_ok)) {
 			agent_msg_fini(&m);
@@ -409,7 +403,7 @@ static void serve(struct xconn *xc, char *buf, size_t len, const struct xhttp_he
 		json_decref(c);
 		goto out;
 	}
-	download(xc, s, ch);
+	download(xc, ch);
 	atomic_store(&xc->done, true);
 	shutdown(xc->fd, SHUT_RDWR); /* wakes the upload thread's read */
 	pthread_join(up, NULL);
