@@ -826,6 +826,8 @@ bool net_addr_always_denied(const struct net_addr *addr, const struct net_opens 
 	struct net_addr inner;
 
 	pthread_once(&denied_once, denied_init);
+	if (opened(addr, opens))
+		return false; /* the operator opened this very address: its embedding is moot */
 	if (denied_one(addr, opens))
 		return true;
 	/* ::ffff:169.254.169.254, 64:ff9b::a9fe:a9fe, 2002:a9fe:a9fe:: all reach the v4 address. */

@@ -289,6 +289,13 @@ static void test_always_denied(void)
 	ok(!always("fd00::5", &o) && always("fc00::5", &o), "v6 opened range");
 	ok(always("169.254.169.254", &o), "metadata still denied with other ranges open");
 	net_opens_fini(&o);
+	ok(net_opens_parse("::1/128", &o, &err) == 0 && !always("::1", &o) && always("::2", &o) &&
+		   always("127.0.0.1", &o),
+	   "opening ::1 opens ::1 (not its bogus v4-compatible reading 0.0.0.1), nothing else");
+	net_opens_fini(&o);
+	ok(net_opens_parse("0.0.0.0/8", &o, &err) == 0 && always("64:ff9b::a9fe:a9fe", &o),
+	   "opening one v4 range does not open another through NAT64");
+	net_opens_fini(&o);
 	ok(net_opens_parse("10.0.0.1/8", &o, &err) < 0 && err && strstr(err->message, "10.0.0.1/8"),
 	   "opens with host bits rejected: %s", err ? err->message : "");
 	isola_err_free(err);

@@ -141,21 +141,25 @@ static void sockaddr_of(const char *ip, uint16_t port, struct sockaddr_in *sa)
 
 static void server_start(struct server *s, const char *ip, enum mode m)
 {
-	struct sockaddr_in sa;
-	socklen_t l = sizeof(sa);
+	struct sockaddr_storage sa;
+	struct net_addr a;
+	socklen_t l;
 	pthread_t t;
 	int one = 1;
 
 	memset(s, 0, sizeof(*s));
 	s->mode = m;
 	pthread_mutex_init(&s->lock, NULL);
-	sockaddr_of(ip, 0, &sa);
-	s->lfd = socket(AF_INET, SOCK_STREAM, 0);
-	setsockopt(s->lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-	if (bind(s->lfd, (struct sockaddr *)&sa, sizeof(sa)) < 0 || listen(s->lfd, 64) < 0)
+	if (net_addr_parse(ip, &a) < 0)
 		abort();
+	l = net_addr_to_sockaddr(&a, 0, &sa);
+	s->lfd = socket(sa.ss_family, SOCK_STREAM, 0);
+	setsockopt(s->lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	if (bind(s->lfd, (struct sockaddr *)&sa, l) < 0 || listen(s->lfd, 64) < 0)
+		abort();
+	l = sizeof(sa);
 	getsockname(s->lfd, (struct sockaddr *)&sa, &l);
-	s->port = ntohs(sa.sin_port);
+	net_addr_from_sockaddr((struct sockaddr *)&sa, &a, &s->port);
 	pthread_create(&t, NULL, serve, s);
 	pthread_detach(t);
 }
@@ -226,6 +230,7 @@ static int resolve(void *arg, const char *name, struct sockaddr_storage *out, si
 		{"mixed.test", {"169.254.169.254", UP_DENIED, UP_OK}},
 		{"denied-cidr.test", {"203.0.113.9"}},
 		{"slow.test", {UP_OK}},
+		{"v6.test", {"::1"}},
 	};
 
 	atomic_fetch_add(&resolves, 1);
@@ -235,8 +240,12 @@ static int resolve(void *arg, const char *name, struct sockaddr_storage *out, si
 	for (size_t i = 0; i < ARRAY_SIZE(zone); i++) {
 		if (strcmp(zone[i].name, name))
 			continue;
-		for (size_t k = 0; k < 4 && zone[i].addrs[k] && *n < max; k++)
-			sockaddr_of(zone[i].addrs[k], 0, (struct sockaddr_in *)&out[(*n)++]);
+		for (size_t k = 0; k < 4 && zone[i].addrs[k] && *n < max; k++) {
+			struct net_addr a;
+
+			net_addr_parse(zone[i].addrs[k], &a);
+			net_addr_to_sockaddr(&a, 0, &out[(*n)++]);
+		}
 		return 0;
 	}
 	return isola_err_set(err, ENOENT, "not_found", "resolve `%s`: NXDOMAIN", name);
@@ -537,6 +546,19 @@ static void test_rebinding(struct net_proxy *p)
 	fd = dial(p, SB_A, UP_OK, echo.port);
 	send_str(fd, http_get("denied-cidr.test"));
 	ok(was_reset(fd), "allowed name resolving into a deny CIDR: RST");
+	close(fd);
+}
+
+/* A name that resolves to IPv6 is dialled over IPv6 (::1 opened by the operator for the test). */
+static void test_ipv6_upstream(struct net_proxy *p)
+{
+	static struct server v6; /* its thread outlives this function */
+	int fd;
+
+	server_start(&v6, "::1", ECHO);
+	fd = dial(p, SB_A, "198.51.100.1", v6.port);
+	ok(echo_ok(fd, http_get("v6.test")) && atomic_load(&v6.accepted) == 1,
+	   "a name resolving to ::1 is dialled over IPv6 and relayed");
 	close(fd);
 }
 
@@ -972,7 +994,8 @@ static void test_flood(void)
 	struct net_proxy *p = proxy_with(8, 0, 0);
 	struct flood f = {.p = p};
 	pthread_t t;
-	uint64_t worst = 0;
+	uint64_t ms[20], worst = 0;
+	int slow = 0;
 	bool all = true;
 
 	pthread_create(&t, NULL, flood_main, &f);
@@ -983,15 +1006,18 @@ static void test_flood(void)
 
 		all = all && echo_ok(fd, http_get("allowed.test"));
 		close(fd);
-		if (ms_since(t0) > worst)
-			worst = ms_since(t0);
+		ms[i] = ms_since(t0);
+		worst = ms[i] > worst ? ms[i] : worst;
+		slow += ms[i] >= 1000;
 	}
 	atomic_store(&f.stop, true);
 	pthread_join(t, NULL);
-	ok(all && worst < 2000,
-	   "B: 20 connections with round trips during A's flood, slowest %llu ms (A read %lld MiB, "
-	   "%d over-limit connections reset)",
-	   (unsigned long long)worst, f.bytes >> 20, f.denied);
+	/* At most one slow outlier: a lost SYN on this loaded host costs a 1-3 s retransmit in
+	 * the kernel, before the proxy sees anything. Starvation would slow every one. */
+	ok(all && slow <= 1,
+	   "B: 20 connections with round trips during A's flood, %d over 1 s, slowest %llu ms (A "
+	   "read %lld MiB, %d over-limit connections reset)",
+	   slow, (unsigned long long)worst, f.bytes >> 20, f.denied);
 	ok(f.bytes > (1 << 20) && f.denied > 0 && f.admitted == 0,
 	   "the flood was real (A moved data and hit its limit; %d over the limit admitted)",
 	   f.admitted);
@@ -1013,7 +1039,7 @@ static bool sh(const char *cmd)
  */
 static void test_redirect(void)
 {
-	struct server up, forbidden;
+	static struct server up, forbidden; /* their threads outlive this function */
 	struct net_proxy *p;
 	struct sockaddr_in sa;
 	char nft[1024];
@@ -1118,22 +1144,24 @@ int main(void)
 	struct isola_err *err = NULL;
 
 	signal(SIGPIPE, SIG_IGN);
-	if (net_opens_parse("127.0.0.2/32", &opens, &err) < 0)
+	if (net_opens_parse("127.0.0.2/32,::1/128", &opens, &err) < 0)
 		abort();
 	server_start(&echo, UP_OK, ECHO);
 	server_start(&denied_srv, UP_DENIED, COUNT_ONLY);
 	server_start(&source, UP_OK, SOURCE);
 	server_start(&banner, UP_OK, BANNER);
-	policy_a = mkpolicy("{\"allow\":[\"allowed.test\", \"*.wild.test\", \"rebind.test\","
-			    "\"mixed.test\", \"slow.test\", \"denied-cidr.test\","
-			    "\"127.0.0.2/32\"],"
-			    "\"deny\":[\"blocked.allowed.test\", \"203.0.113.0/24\"]}");
+	policy_a = mkpolicy(
+		"{\"allow\":[\"allowed.test\", \"v6.test\", \"*.wild.test\", \"rebind.test\","
+		"\"mixed.test\", \"slow.test\", \"denied-cidr.test\","
+		"\"127.0.0.2/32\"],"
+		"\"deny\":[\"blocked.allowed.test\", \"203.0.113.0/24\"]}");
 	policy_b = mkpolicy("{\"default\":\"allow\"}");
 
 	struct net_proxy *p = proxy_with(0, 0, 0);
 
 	test_names(p);
 	test_rebinding(p);
+	test_ipv6_upstream(p);
 	test_addresses(p);
 	test_relay(p);
 	test_dns_does_not_block(p);
