@@ -688,3 +688,41 @@ describe('tenant tokens as X-API-KEY', () => {
     await assert.rejects(Sandbox.list({ apiKey: `${t.user}x` }).nextItems(), AuthenticationError)
   })
 })
+
+describe('network rules (allowInternetAccess, network.allowOut/denyOut, updateNetwork)', () => {
+  // Enforcement is judged at sinks by tests/integration/test_network.py; here the E2B
+  // fields must land as the isola policy that the proxy and resolver enforce.
+  const api = process.env.E2B_API_URL
+  const op = { Authorization: `Bearer ${process.env.E2B_API_KEY}` }
+  const policy = async (id) => {
+    const r = await fetch(`${api}/v1/sandboxes/${id}/network`, { headers: op })
+    assert.equal(r.status, 200)
+    return (await r.json()).policy
+  }
+
+  test('create maps the rules; updateNetwork replaces them live', async () => {
+    const closed = await Sandbox.create({ allowInternetAccess: false })
+    try {
+      assert.equal((await policy(closed.sandboxId)).default, 'deny')
+      await closed.updateNetwork({ allowInternetAccess: true })
+      assert.equal((await policy(closed.sandboxId)).default, 'allow')
+    } finally {
+      await closed.kill()
+    }
+    const listed = await Sandbox.create({ network: { allowOut: ['example.com', '*.example.org', '192.0.2.7'], denyOut: ['0.0.0.0/0'] } })
+    try {
+      const p = JSON.stringify(await policy(listed.sandboxId))
+      assert.match(p, /"default":"deny"/)
+      for (const want of ['example.com', '\\*\\.example\\.org', '192\\.0\\.2\\.7/32']) assert.match(p, new RegExp(want))
+    } finally {
+      await listed.kill()
+    }
+  })
+
+  test('what isola cannot enforce is refused, and nothing is left behind', async () => {
+    const before = (await Sandbox.list().nextItems()).length
+    await assert.rejects(Sandbox.create({ network: { egressProxy: { address: 'http://127.0.0.1:3128' } } }), /not supported/)
+    await assert.rejects(Sandbox.create({ network: { allowOut: ['not a name!'] } }), SandboxError)
+    assert.equal((await Sandbox.list().nextItems()).length, before)
+  })
+})

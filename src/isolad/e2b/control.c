@@ -12,6 +12,7 @@
 
 #include "../../common/util.h"
 #include "../core/core.h"
+#include "../net/net.h"
 
 #define LIST_DEFAULT_LIMIT 100
 #define LIST_MAX_LIMIT	   100
@@ -188,7 +189,7 @@ enum MHD_Result e2b_ctl_create(struct api_req *r)
 	cleanup_err struct isola_err *err = NULL;
 	struct sandbox_request req = {0};
 	const char *tmpl = NULL;
-	const json_t *net;
+	json_t *policy = NULL;
 	uint64_t timeout = E2B_DEFAULT_TTL_S;
 	bool internet = false, auto_pause = false, pause_memory = true, auto_resume = false;
 	double retry_after = 0;
@@ -218,12 +219,9 @@ enum MHD_Result e2b_ctl_create(struct api_req *r)
 		req.on_timeout = pause_memory ? "pause" : "hibernate";
 		req.auto_resume = auto_resume ? 1 : -1;
 	}
-	net = e2b_jget(b, "network", NULL);
-	if (internet || (json_is_object(net) && json_object_size(net))) {
-		ret = e2b_ctl_error(r, 501,
-				    "internet access and network rules are not available through "
-				    "the E2B API yet: isola sandboxes have no egress by default "
-				    "(see docs/e2b.md)");
+	if (e2b_network_policy(e2b_jget(b, "allow_internet_access", "allowInternetAccess"),
+			       e2b_jget(b, "network", NULL), &policy, &err) < 0) {
+		ret = e2b_ctl_err(r, err);
 		goto out;
 	}
 	if (tmpl && *tmpl && strcmp(tmpl, "base") != 0) {
@@ -240,6 +238,13 @@ enum MHD_Result e2b_ctl_create(struct api_req *r)
 		ret = ctl_err_retry(r, err, retry_after);
 		goto out;
 	}
+	/* The policy is in place before the client hears of the sandbox (no user code yet). */
+	if (policy && net_sandbox_set_policy(sandbox_id(s), policy, &err) < 0) {
+		core_sandbox_destroy(r->srv->core, sandbox_id(s), NULL);
+		sandbox_unref(s);
+		ret = e2b_ctl_err(r, err);
+		goto out;
+	}
 	api_req_keepalive(r);
 	sj = sandbox_to_json(s);
 	out = sj ? sandbox_obj(r, sj, false) : NULL;
@@ -250,6 +255,7 @@ enum MHD_Result e2b_ctl_create(struct api_req *r)
 	sandbox_unref(s);
 	ret = api_respond_json(r, 201, out);
 out:
+	json_decref(policy);
 	json_decref(b);
 	return ret;
 }

@@ -121,6 +121,13 @@ enum MHD_Result e2b_ctl_resume(struct api_req *r);
 enum MHD_Result e2b_ctl_connect(struct api_req *r);
 enum MHD_Result e2b_ctl_metrics(struct api_req *r);
 enum MHD_Result e2b_ctl_not_supported(struct api_req *r);
+/* PUT /sandboxes/{id}/network (updateNetwork): replaces the sandbox's egress policy. */
+enum MHD_Result e2b_ctl_network(struct api_req *r);
+/* E2B's allow_internet_access (boolean or NULL) and network config (object or NULL) as an
+ * isola egress policy in *out (new reference), validated; *out NULL when both are absent (the
+ * operator's default applies). What isola cannot enforce is `not_supported`. */
+int e2b_network_policy(const json_t *internet, const json_t *net, json_t **out,
+		       struct isola_err **err);
 /* {"code": status, "message"} with that HTTP status. */
 enum MHD_Result e2b_ctl_error(struct api_req *r, unsigned status, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));

@@ -48,7 +48,7 @@ static const struct e2b_route e2b_routes[] = {
 	CTL_BODY("POST", "/sandboxes/{id}/connect", e2b_ctl_connect),
 	CTL_BODY("POST", "/v2/sandboxes/{id}/connect", e2b_ctl_connect),
 	CTL("GET", "/sandboxes/{id}/metrics", e2b_ctl_metrics),
-	CTL_BODY("PUT", "/sandboxes/{id}/network", e2b_ctl_not_supported),
+	CTL_BODY("PUT", "/sandboxes/{id}/network", e2b_ctl_network),
 	CTL_BODY("POST", "/sandboxes/{id}/snapshots", e2b_ctl_not_supported),
 	CTL_BODY("POST", "/sandboxes/{id}/fork", e2b_ctl_not_supported),
 	/* envd: plain HTTP */
