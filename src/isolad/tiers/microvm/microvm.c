@@ -356,8 +356,8 @@ int mvm_launch(const struct sandbox_spec *spec, const struct mvm_restore_src *fr
 	if (from) {
 		r = mvm_snap_incoming(s, from->state_fd, err);
 		if (r == 0)
-			fd = mvm_snap_agent_sync(s, j.kvm ? BOOT_TIMEOUT_KVM_MS : BOOT_TIMEOUT_TCG_MS,
-						 err);
+			fd = mvm_snap_agent_sync(
+				s, j.kvm ? BOOT_TIMEOUT_KVM_MS : BOOT_TIMEOUT_TCG_MS, err);
 		else
 			fd = r;
 	} else {
