@@ -50,8 +50,7 @@ static int read_list(const json_t *net, const char *key, json_t *out, bool *ever
 				     E2B_NET_MAX_RULES);
 	json_array_foreach(arr, i, v)
 	{
-		if (!json_is_string(v) || json_string_length(v) == 0 ||
-		    json_string_length(v) > 253)
+		if (!json_is_string(v) || json_string_length(v) == 0 || json_string_length(v) > 253)
 			return isola_err_set(err, EINVAL, "invalid",
 					     "`network.%s[%zu]` must be a CIDR, an address or a "
 					     "domain name",
@@ -97,10 +96,11 @@ int e2b_network_policy(const json_t *internet, const json_t *net, json_t **out,
 	}
 	pub = net ? json_object_get(net, "allowPublicTraffic") : NULL;
 	if (pub && json_is_false(pub))
-		return isola_err_set(err, ENOTSUP, "not_supported",
-				     "`network.allowPublicTraffic: false` is not supported: isola's "
-				     "exposed ports always need their token unless made public "
-				     "(docs/network.md)");
+		return isola_err_set(
+			err, ENOTSUP, "not_supported",
+			"`network.allowPublicTraffic: false` is not supported: isola's "
+			"exposed ports always need their token unless made public "
+			"(docs/network.md)");
 	pol = json_object();
 	allow = json_array();
 	deny = json_array();
@@ -125,8 +125,9 @@ int e2b_network_policy(const json_t *internet, const json_t *net, json_t **out,
 	json_object_set_new(pol, "default", json_string(deny_all ? "deny" : "allow"));
 	if (!net_current()) {
 		json_decref(pol);
-		return isola_err_set(err, ENOTSUP, "not_supported",
-				     "network rules: sandbox networking is off (isolad --no-network)");
+		return isola_err_set(
+			err, ENOTSUP, "not_supported",
+			"network rules: sandbox networking is off (isolad --no-network)");
 	}
 	if (net_policy_validate(pol, err) < 0) {
 		json_decref(pol);
