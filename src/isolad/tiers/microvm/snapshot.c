@@ -296,14 +296,21 @@ out:
 int mvm_snap_incoming(struct tier_sandbox *s, int state_fd, struct isola_err **err)
 {
 	struct mvm_qmp *q = NULL;
+	uint64_t t0 = util_now_ms(), t1 = 0;
 	int r = qmp_open(s, &q, err);
 
-	if (r == 0)
+	if (r == 0) {
+		t1 = util_now_ms();
 		r = set_ignore_shared(q, err);
+	}
 	if (r == 0)
 		r = migrate_fd(q, "migrate-incoming", FDNAME_IN, state_fd, err);
 	if (r == 0)
 		r = migrate_wait(q, err);
+	if (r == 0)
+		log_debug("sandbox %s: QMP up after %" PRIu64 " ms, device state loaded in %" PRIu64
+			  " ms",
+			  s->id, t1 - t0, util_now_ms() - t1);
 	/* Without -S QEMU starts the guest itself once the state is in; make sure. */
 	if (r == 0)
 		r = resume_on(s, q, err);
@@ -315,7 +322,7 @@ int mvm_snap_incoming(struct tier_sandbox *s, int state_fd, struct isola_err **e
 int mvm_snap_agent_sync(struct tier_sandbox *s, int timeout_ms, struct isola_err **err)
 {
 	uint64_t deadline = util_now_ms() + (uint64_t)timeout_ms;
-	int attempt_ms = 1500;
+	int attempt_ms = 250; /* the first token is often eaten: retry soon, then back off */
 
 	for (;;) {
 		uint64_t now = util_now_ms();
