@@ -178,6 +178,27 @@ static int copy_into(int in, int out, const char *what, const char *dir, struct 
 }
 
 /*
+ * Opens a file QEMU's uid can replace (its RAM file, its overlay in <dir>/vm) for reading.
+ * A compromised QEMU could put a symlink (O_NOFOLLOW), a FIFO that would block us
+ * (O_NONBLOCK, then S_ISREG) or a file of another size (want_size, when not 0) there.
+ * The fd or -errno.
+ */
+static int open_qemu_file(const char *path, uint64_t want_size)
+{
+	struct stat st;
+	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+
+	if (fd < 0)
+		return -errno;
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) ||
+	    (want_size && (uint64_t)st.st_size != want_size)) {
+		close(fd);
+		return -EINVAL;
+	}
+	return fd;
+}
+
+/*
  * The frozen part of a snapshot, with the vCPUs stopped: the device state (QEMU migration
  * stream with x-ignore-shared: guest RAM is a share=on file, so it is left out), then the
  * RAM file and the flushed disk overlay (migration's completion flushed and inactivated the
@@ -199,9 +220,9 @@ static int freeze_copy(struct tier_sandbox *s, struct mvm_qmp *q, const char *di
 	if (r < 0)
 		return r;
 	snprintf(path, sizeof(path), "%s/disk.qcow2", s->vmdir);
-	disk_in = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	disk_in = open_qemu_file(path, 0);
 	if (disk_in < 0)
-		return isola_err_sys(err, errno, "internal", "open `%s`", path);
+		return isola_err_sys(err, -disk_in, "internal", "open `%s`", path);
 	return copy_into(disk_in, disk_fd, "the root disk", dir, err);
 }
 
@@ -244,9 +265,10 @@ int mvm_snapshot(struct tier_sandbox *s, const char *dir, enum tier_persistence 
 	/* Guest RAM is the share=on file on QEMU's private /mem tmpfs, seen from the host
 	 * through QEMU's root (isolad is root; the path is fixed, never guest-chosen). */
 	snprintf(ram_path, sizeof(ram_path), "/proc/%d/root" MVM_JAIL_MEM, (int)s->pid);
-	ram_in = open(ram_path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	ram_in = open_qemu_file(ram_path, s->memory_mib << 20);
 	if (ram_in < 0)
-		return isola_err_sys(err, errno, "internal", "microvm `%s`: open guest RAM", s->id);
+		return isola_err_sys(err, -ram_in, "internal", "microvm `%s`: open guest RAM `%s`",
+				     s->id, ram_path);
 	if ((state_fd = open_new(dir, MVM_SNAP_STATE, err)) < 0 ||
 	    (ram_fd = open_new(dir, MVM_SNAP_RAM, err)) < 0 ||
 	    (disk_fd = open_new(dir, MVM_SNAP_DISK, err)) < 0)
