@@ -8,13 +8,15 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "../../common/util.h"
 #include "../../proto/proto.h"
 
-#define MAX_QUEUED_MSGS 4096 /* non-credit frames queued per channel before we call it abuse */
+#define AGENT_SEND_TIMEOUT_S 30	  /* a frame write to the agent that makes no progress this long */
+#define MAX_QUEUED_MSGS	     4096 /* non-credit frames queued per channel before we call it abuse */
 
 struct msg_node {
 	struct msg_node *next; /* queue link */
@@ -57,6 +59,8 @@ void agent_msg_fini(struct agent_msg *m)
 	memset(m, 0, sizeof(*m));
 }
 
+static void conn_kill_locked(struct agent_conn *c);
+
 static int write_frame(struct agent_conn *c, uint32_t id, uint8_t type, const void *p, size_t len)
 {
 	struct proto_header h = {.len = (uint32_t)len, .channel = id, .type = type};
@@ -69,6 +73,13 @@ static int write_frame(struct agent_conn *c, uint32_t id, uint8_t type, const vo
 	if (!r && len)
 		r = util_write_all(c->fd, p, len);
 	pthread_mutex_unlock(&c->wlock);
+	if (r < 0) {
+		/* A frame cut short (an agent that stopped reading past AGENT_SEND_TIMEOUT_S, or a
+		 * broken stream) leaves the stream unusable: end it, everyone waiting wakes up. */
+		pthread_mutex_lock(&c->lock);
+		conn_kill_locked(c);
+		pthread_mutex_unlock(&c->lock);
+	}
 	return r;
 }
 
@@ -297,6 +308,10 @@ int agent_conn_new(int fd, int timeout_ms, struct agent_conn **out, struct isola
 		return isola_err_set(err, ENOMEM, "internal", "agent connection: out of memory");
 	}
 	c->fd = fd;
+	/* The agent is untrusted (a microvm guest owns it): a write it never drains fails
+	 * after this long instead of pinning an API thread. */
+	setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &(struct timeval){.tv_sec = AGENT_SEND_TIMEOUT_S},
+		   sizeof(struct timeval));
 	c->next_id = 1;
 	c->alive = true;
 	pthread_mutex_init(&c->lock, NULL);
@@ -501,12 +516,18 @@ int agent_chan_send_data(struct agent_chan *ch, const void *buf, size_t len, str
 		int r;
 
 		pthread_mutex_lock(&c->lock);
-		while (c->alive && ch->send_credit == 0)
+		while (c->alive && !ch->ended && ch->send_credit == 0)
 			pthread_cond_wait(&c->cond, &c->lock);
 		if (!c->alive) {
 			pthread_mutex_unlock(&c->lock);
 			return isola_err_set(err, ECONNRESET, "unavailable",
 					     "agent connection lost");
+		}
+		if (ch->ended && ch->send_credit == 0) {
+			/* The other end is gone (process exited, tunnel closed): no credit comes. */
+			pthread_mutex_unlock(&c->lock);
+			return isola_err_set(err, EPIPE, "conflict",
+					     "agent channel ended before it took the input");
 		}
 		n = len;
 		if (n > ch->send_credit)
