@@ -6,6 +6,7 @@ sandbox saw is only used in failure messages.
 """
 
 import json
+import re
 import time
 
 import pytest
@@ -53,7 +54,8 @@ def mk(c):
 def test_sandbox_gets_a_veth_and_loopback(c, mk):
     sid = mk()
     info = net_info(c, sid)
-    assert info["interface"].startswith("isv-") and len(info["interface"]) <= 15, info
+    # This isolad's prefix ("i" + 4 hex + "-") and the id's first 9 characters.
+    assert re.fullmatch(r"i[0-9a-f]{4}-" + sid[:9], info["interface"]), info
     assert info["policy"]["default"] == "deny", info
     routes = c.sh(sid, "cat /proc/net/route")
     gw = info["gateway"].split(".")

@@ -60,13 +60,10 @@ int net_link_counters(const char *host_if, struct net_link_counters *out);
 
 /* ---- nft.c: this isolad's nftables table (libnftables) ---- */
 
-/* Installs (or replaces, keeping the interface set) table `table` redirecting DNS to dns_port
- * and other TCP to proxy_port. One transaction. */
-int net_nft_install(const char *table, uint16_t dns_port, uint16_t proxy_port,
+/* Installs (or replaces) table `table`, whose chains judge every interface named
+ * `ifprefix`*: DNS to dns_port, other TCP to proxy_port, the rest dropped. One transaction. */
+int net_nft_install(const char *table, const char *ifprefix, uint16_t dns_port, uint16_t proxy_port,
 		    struct isola_err **err);
-
-/* Adds or removes one interface name in the table's set. Removing a missing name is 0. */
-int net_nft_iface(const char *table, const char *ifname, bool add, struct isola_err **err);
 
 /* In the calling thread's namespace (QEMU's): masquerade what leaves through `eth0`, forward
  * only tap0 -> eth0 (and its replies), accept nothing from tap0 for the namespace itself. */

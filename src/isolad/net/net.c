@@ -35,6 +35,7 @@ struct net_sandbox {
 struct net {
 	struct net_config cfg;	      /* copied */
 	char table[32];		      /* nftables table name */
+	char ifprefix[8];	      /* "i<4 hex>-": names of this isolad's host interfaces */
 	uint32_t pool_base;	      /* host order */
 	unsigned pool_prefix;	      /* pool prefix length */
 	struct net_opens opens;	      /* --egress-open */
@@ -181,14 +182,16 @@ void net_counters_put(struct net_counters *c)
 	entry_put((struct net_sandbox *)c);
 }
 
-/* FNV-1a of the state dir: one table per isolad, stable across its restarts. */
-static void table_name(const char *state_dir, char *out, size_t n)
+/* FNV-1a of the state dir: one table and one interface prefix per isolad, stable across its
+ * restarts, so isolads with different state dirs on one host never judge each other's. */
+static void table_name(struct net *n, const char *state_dir)
 {
 	uint32_t h = 2166136261u;
 
 	for (const char *p = state_dir; *p; p++)
 		h = (h ^ (uint8_t)*p) * 16777619u;
-	snprintf(out, n, "isola_%08x", h);
+	snprintf(n->table, sizeof(n->table), "isola_%08x", h);
+	snprintf(n->ifprefix, sizeof(n->ifprefix), "i%04x-", h >> 16);
 }
 
 static int listen_tcp(uint16_t port, uint16_t *bound, struct isola_err **err)
@@ -284,7 +287,7 @@ int net_start(const struct net_config *cfg, struct net **out, struct isola_err *
 	n->cfg = *cfg;
 	n->proxy_fd = -1;
 	pthread_mutex_init(&n->lock, NULL);
-	table_name(cfg->state_dir, n->table, sizeof(n->table));
+	table_name(n, cfg->state_dir);
 	if (parse_pool(cfg->pool, &n->pool_base, &n->pool_prefix) < 0) {
 		r = isola_err_set(err, EINVAL, "invalid",
 				  "address pool `%s` is not an IPv4 CIDR of /8 to /28", cfg->pool);
@@ -312,7 +315,7 @@ int net_start(const struct net_config *cfg, struct net **out, struct isola_err *
 	r = start_proxy(n, err);
 	if (r < 0)
 		goto fail;
-	r = net_nft_install(n->table, net_dns_port(n->dns), n->proxy_port, err);
+	r = net_nft_install(n->table, n->ifprefix, net_dns_port(n->dns), n->proxy_port, err);
 	if (r < 0)
 		goto fail;
 	reattach_all(n);
@@ -357,10 +360,11 @@ void net_stop(struct net *n)
 	free(n);
 }
 
-/* Host interface name from the id: "isv-" and the first 11 characters (ids are random). */
-static void ifname_for(const char *id, char *out)
+/* Host interface name: this isolad's prefix and the id's first 9 characters (ids are random
+ * [a-z0-9]: 36^9 names per isolad), 15 bytes in all. */
+static void ifname_for(const struct net *n, const char *id, char *out)
 {
-	snprintf(out, NET_IFNAME_MAX, "isv-%.11s", id);
+	snprintf(out, NET_IFNAME_MAX, "%.6s%.9s", n->ifprefix, id);
 }
 
 /* Outside the sandbox dir, which a resume from hibernation builds anew: the policy outlives
@@ -393,7 +397,7 @@ static int save_entry(const struct net *n, const struct net_sandbox *e, const st
 	return r < 0 ? isola_err_sys(err, -r, "internal", "write `%s`", path) : 0;
 }
 
-static struct net_sandbox *entry_new(const struct sandbox_spec *spec)
+static struct net_sandbox *entry_new(const struct net *n, const struct sandbox_spec *spec)
 {
 	struct net_sandbox *e = calloc(1, sizeof(*e));
 
@@ -401,7 +405,7 @@ static struct net_sandbox *entry_new(const struct sandbox_spec *spec)
 		return NULL;
 	atomic_init(&e->refs, 1);
 	snprintf(e->id, sizeof(e->id), "%s", spec->id);
-	ifname_for(spec->id, e->ifname);
+	ifname_for(n, spec->id, e->ifname);
 	return e;
 }
 
@@ -472,7 +476,7 @@ int net_sandbox_attach(const struct tier_ops *t, struct tier_sandbox *ts,
 
 	if (!n || !t->netns_fd)
 		return 0;
-	e = entry_new(spec);
+	e = entry_new(n, spec);
 	if (!e)
 		return isola_err_set(err, ENOMEM, "internal", "network: out of memory");
 	/* A sandbox resumed from hibernation keeps its policy; a new one gets the default. */
@@ -487,10 +491,7 @@ int net_sandbox_attach(const struct tier_ops *t, struct tier_sandbox *ts,
 		entry_put(e);
 		return nsfd;
 	}
-	/* Filtered before it exists: no packet from this interface ever meets an open host. */
-	r = net_nft_iface(n->table, e->ifname, true, err);
-	if (r < 0)
-		goto fail;
+	/* Filtered from the instant it exists: the table matches this isolad's name prefix. */
 	lock = net_link_lock(err);
 	if (lock < 0) {
 		r = lock;
@@ -512,16 +513,14 @@ int net_sandbox_attach(const struct tier_ops *t, struct tier_sandbox *ts,
 	return 0;
 fail:
 	net_link_delete(e->ifname);
-	net_nft_iface(n->table, e->ifname, false, NULL);
 	entry_put(e);
 	return isola_err_wrap(err, "sandbox network");
 }
 
 /*
  * At start, before core reconciles: takes back every sandbox whose host interface still exists
- * (it outlived the previous isolad) from <state>/network/<id>.json. Interfaces that are gone
- * leave the firewall set; their files stay (a hibernated sandbox keeps its policy) until
- * the sandbox is destroyed.
+ * (it outlived the previous isolad) from <state>/network/<id>.json. The files of sandboxes
+ * whose interface is gone stay (a hibernated sandbox keeps its policy) until it is destroyed.
  */
 static void reattach_all(struct net *n)
 {
@@ -543,7 +542,7 @@ static void reattach_all(struct net *n)
 		    strcmp(de->d_name + len - 5, ".json") != 0)
 			continue;
 		snprintf(spec.id, sizeof(spec.id), "%.*s", (int)(len - 5), de->d_name);
-		e = entry_new(&spec);
+		e = entry_new(n, &spec);
 		if (!e)
 			break;
 		if (load_entry(n, spec.id, &e->block, &e->policy, &e2) < 0) {
@@ -553,10 +552,8 @@ static void reattach_all(struct net *n)
 			entry_put(e);
 			continue;
 		}
-		if (!net_link_exists(e->ifname) ||
-		    net_nft_iface(n->table, e->ifname, true, &e2) < 0) {
-			net_nft_iface(n->table, e->ifname, false, NULL);
-			entry_put(e);
+		if (!net_link_exists(e->ifname)) {
+			entry_put(e); /* gone with its sandbox, or hibernated */
 			continue;
 		}
 		list_add(n, e);
@@ -574,7 +571,7 @@ void net_sandbox_detach(const struct sandbox_spec *spec)
 
 	if (!n)
 		return;
-	ifname_for(spec->id, ifname);
+	ifname_for(n, spec->id, ifname);
 	pthread_mutex_lock(&n->lock);
 	for (pp = &n->list; *pp; pp = &(*pp)->next) {
 		if (!strcmp((*pp)->id, spec->id)) {
@@ -587,9 +584,6 @@ void net_sandbox_detach(const struct sandbox_spec *spec)
 	r = net_link_delete(ifname);
 	if (r < 0)
 		log_warn("sandbox %s: delete `%s`: %s", spec->id, ifname, strerror(-r));
-	/* The element goes only once the interface is gone. */
-	if (r == 0)
-		net_nft_iface(n->table, ifname, false, NULL);
 	if (file_path(n, spec->id, path, sizeof(path)) == 0 && unlink(path) < 0 && errno != ENOENT)
 		log_warn("sandbox %s: remove `%s`: %s", spec->id, path, strerror(errno));
 	entry_put(e);

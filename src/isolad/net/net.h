@@ -97,7 +97,8 @@ const struct net_config *net_config(struct net *n);
 /* ---- hooks for core (each a no-op returning 0 without a current network) ---- */
 
 /*
- * Gives a just-built (or resumed) sandbox its network: veth, addresses, firewall set, and the
+ * Gives a just-built (or resumed) sandbox its network: veth (named with this isolad's prefix,
+ * which its nftables table judges), addresses, and the
  * policy of <state>/network/<id>.json if it has one (hibernated), else the operator's
  * default. A tier without netns_fd gets nothing (no device: nothing gets out). On failure
  * nothing is left behind and the caller destroys the sandbox.
@@ -105,7 +106,7 @@ const struct net_config *net_config(struct net *n);
 int net_sandbox_attach(const struct tier_ops *t, struct tier_sandbox *ts,
 		       const struct sandbox_spec *spec, struct isola_err **err);
 
-/* Removes the veth, the firewall element and the policy file; idempotent, any state. Not for
+/* Removes the veth and the policy file; idempotent, any state. Not for
  * hibernation: the policy must survive until the sandbox is resumed or destroyed. */
 void net_sandbox_detach(const struct sandbox_spec *spec);
 
