@@ -79,9 +79,10 @@ void mvm_spec_shape(const struct sandbox_spec *spec, unsigned *vcpus, uint64_t *
 int mvm_snap_incoming(struct tier_sandbox *s, int state_fd, struct isola_err **err);
 
 /*
- * The first agent connection of a restored VM. Its agent still holds the connection of the
- * snapshot's moment, so the first sync token may land in that old stream (the agent then
- * drops it as a protocol violation); each retry is a fresh connect, which the agent sees as
+ * An agent connection that survives a stale guest side: after a restore (the agent still
+ * holds the connection of the snapshot's moment) or a resume of a VM that was paused when
+ * isolad lost its connection, the first sync token may land in that old stream (the agent
+ * drops it as a protocol violation). Each retry is a fresh connect, which the agent sees as
  * a host reconnect and answers with a resync. Returns the synced fd (caller owns) or -errno.
  */
 int mvm_snap_agent_sync(struct tier_sandbox *s, int timeout_ms, struct isola_err **err);

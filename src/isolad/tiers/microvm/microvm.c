@@ -404,7 +404,9 @@ static int microvm_agent_connect(struct tier_sandbox *s, struct isola_err **err)
 {
 	if (s->first_fd >= 0)
 		return steal_fd(&s->first_fd);
-	return mvm_agent_sync(s->agent_sock, s->qmp_sock, s->pidfd, RECONNECT_MS, err);
+	/* Retrying: after a restore, or a resume of a VM paused while isolad restarted, the
+	 * agent may still hold an older stream that swallows the first sync token. */
+	return mvm_snap_agent_sync(s, RECONNECT_MS, err);
 }
 
 static char *microvm_save(struct tier_sandbox *s)
