@@ -291,3 +291,24 @@ def test_microvm_guest_behind_the_same_boundary(c, lab):
         assert n["connections"] >= 1 and n["denied"] >= 2 and n["tx_bytes"] > 0, (info, n)
     finally:
         c.delete_sandbox(sid)
+
+
+def test_fork_children_keep_the_source_policy(c, mk, lab):
+    """A fork child gets its source's policy, not the operator's default: judged at the sink
+    (the child reaches the allowed server by name) and by its reported policy."""
+    sid = mk(network={"allow": ["allowed.test"]})
+    r = c.request("POST", f"/v1/sandboxes/{sid}/fork", json={"count": 1})
+    assert r.status == 201, r
+    kid = r.json()["children"][0]["id"]
+    try:
+        assert net_info(c, kid)["policy"]["allow"] == net_info(c, sid)["policy"]["allow"]
+        m = lab.mark()
+        got = run_client(c, kid, "http", "allowed.test", "allowed.test", 80)
+        assert "hello from" in got.get("body", ""), got
+        assert [x[1] for x in lab.connections(m)] == [f"{WEB}:80"]
+        m = lab.mark()
+        run_client(c, kid, "http", "other.test", OTHER, 80)
+        time.sleep(0.5)
+        assert lab.events(m) == [], "the child is held to the source's allowlist"
+    finally:
+        c.delete_sandbox(kid)

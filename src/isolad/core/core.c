@@ -658,7 +658,7 @@ int core_sandbox_start(struct core *c, struct sandbox *s, uint32_t ttl_s, const 
 	if (r < 0)
 		goto fail_row;
 	/* The sandbox's network (docs/network.md): veth, filter, policy; before any user code. */
-	r = net_sandbox_attach(s->tier, s->ts, &s->spec, err);
+	r = net_sandbox_attach(s->tier, s->ts, &s->spec, s->forked_from, err);
 	if (r < 0)
 		goto fail_tier;
 	fd = s->tier->agent_connect(s->ts, err);

@@ -467,7 +467,8 @@ static int load_entry(struct net *n, const char *id, uint32_t *block, struct net
 }
 
 int net_sandbox_attach(const struct tier_ops *t, struct tier_sandbox *ts,
-		       const struct sandbox_spec *spec, struct isola_err **err)
+		       const struct sandbox_spec *spec, const char *policy_from,
+		       struct isola_err **err)
 {
 	struct net *n = net_cur;
 	struct net_sandbox *e;
@@ -479,8 +480,11 @@ int net_sandbox_attach(const struct tier_ops *t, struct tier_sandbox *ts,
 	e = entry_new(n, spec);
 	if (!e)
 		return isola_err_set(err, ENOMEM, "internal", "network: out of memory");
-	/* A sandbox resumed from hibernation keeps its policy; a new one gets the default. */
-	if (load_entry(n, spec->id, NULL, &e->policy, NULL) < 0)
+	/* A sandbox resumed from hibernation keeps its policy; a fork child gets its source's
+	 * (a copy must never get out where the original could not); a new one the default. */
+	if (load_entry(n, spec->id, NULL, &e->policy, NULL) < 0 &&
+	    (!policy_from || !*policy_from ||
+	     load_entry(n, policy_from, NULL, &e->policy, NULL) < 0))
 		e->policy = net_policy_new_default(n->cfg.default_allow);
 	if (!e->policy) {
 		entry_put(e);

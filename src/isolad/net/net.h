@@ -99,12 +99,13 @@ const struct net_config *net_config(struct net *n);
 /*
  * Gives a just-built (or resumed) sandbox its network: veth (named with this isolad's prefix,
  * which its nftables table judges), addresses, and the
- * policy of <state>/network/<id>.json if it has one (hibernated), else the operator's
- * default. A tier without netns_fd gets nothing (no device: nothing gets out). On failure
+ * policy of <state>/network/<id>.json if it has one (hibernated), else the policy of
+ * sandbox `policy_from` (a fork's source; NULL or "" for none), else the operator's default. A tier without netns_fd gets nothing (no device: nothing gets out). On failure
  * nothing is left behind and the caller destroys the sandbox.
  */
 int net_sandbox_attach(const struct tier_ops *t, struct tier_sandbox *ts,
-		       const struct sandbox_spec *spec, struct isola_err **err);
+		       const struct sandbox_spec *spec, const char *policy_from,
+		       struct isola_err **err);
 
 /* Removes the veth and the policy file; idempotent, any state. Not for
  * hibernation: the policy must survive until the sandbox is resumed or destroyed. */
