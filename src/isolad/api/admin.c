@@ -11,6 +11,7 @@
 #include "../../common/util.h"
 #include "../audit/audit.h"
 #include "../core/core.h"
+#include "../net/net.h"
 #include "../tenancy/tenancy.h"
 
 /* --- audit hooks ----------------------------------------------------------------------- */
@@ -424,6 +425,23 @@ enum MHD_Result api_audit_prune(struct api_req *r)
 
 /* --- compliance report ----------------------------------------------------------------- */
 
+/* The egress posture as it is configured now (docs/network.md). */
+static json_t *compliance_egress(void)
+{
+	struct net *n = net_current();
+
+	if (!n)
+		return json_pack("{s:s, s:s}", "default", "deny", "detail",
+				 "networking is off (--no-network): sandboxes have only a loopback "
+				 "interface and no egress path at all");
+	return json_pack(
+		"{s:s, s:s}", "default", net_config(n)->default_allow ? "allow" : "deny", "detail",
+		"each sandbox has its own network namespace whose only reachable host services are "
+		"isola's DNS resolver and egress proxy; the proxy and resolver apply the sandbox's "
+		"policy (CIDR, domain, port) and always deny metadata, private and host addresses, "
+		"judged on the resolved address; no forwarding or NAT");
+}
+
 enum MHD_Result api_compliance(struct api_req *r)
 {
 	cleanup_err struct isola_err *err = NULL;
@@ -466,34 +484,47 @@ enum MHD_Result api_compliance(struct api_req *r)
 	snprintf(path, sizeof(path), "%s/keys", cfg->state_dir);
 	json_object_set_new(data, "keystore", json_string(path));
 	json_object_set_new(data, "control_socket", json_string(r->srv->socket_path));
+	snprintf(path, sizeof(path), "%s", cfg->snapshot_dir);
+	if (!path[0])
+		snprintf(path, sizeof(path), "%s/snapshots", cfg->state_dir);
+	json_object_set_new(data, "snapshots", json_string(path));
+	snprintf(path, sizeof(path), "%s/network", cfg->state_dir);
+	json_object_set_new(data, "network_policies", json_string(path));
 	rep = json_pack(
-		"{s:f, s:s, s:{s:s, s:[s], s:[s], s:f, s:I, s:I, s:I, s:I, s:I}, s:{s:s, s:s}, "
+		"{s:f, s:s, s:{s:s, s:[s,s], s:f, s:I, s:I, s:I, s:I, s:I}, s:o, "
 		"s:{s:s, s:s, s:s, s:s}, s:s, s:o, s:{s:I, s:I, s:I, s:s}, s:o, s:o, s:o, s:o}",
 		"generated_at", util_wall_time(), "version", API_VERSION, "tiers", "default",
-		"process", "available", "process", "planned", "microvm", "default_cpu",
+		"process", "available", "process", "microvm", "default_cpu",
 		cfg->default_cpu_millis / 1000.0, "default_memory",
 		(json_int_t)cfg->default_memory_bytes, "default_disk",
 		(json_int_t)cfg->default_disk_bytes, "default_pids", (json_int_t)cfg->default_pids,
 		"default_ttl_s", (json_int_t)cfg->default_ttl_s, "max_ttl_s",
-		(json_int_t)cfg->max_ttl_s, "egress", "default", "deny", "detail",
-		"sandboxes get their own network namespace with only a loopback interface; this "
-		"build has no egress path at all (no allowlist, no proxy yet)",
-		"encryption_at_rest", "snapshots",
-		"not applicable: this build has no snapshots or hibernation images", "keystore",
+		(json_int_t)cfg->max_ttl_s, "egress", compliance_egress(), "encryption_at_rest",
+		"snapshots",
+		"not encrypted: snapshot and hibernation images are files under the snapshot "
+		"directory (0700, root), each checked against its SHA-256 manifest on load",
+		"keystore",
 		"per-object keys with libsodium secretstream (XChaCha20-Poly1305) and "
 		"crypto-shredding exist as a module, but nothing uses them yet",
 		"database", "not encrypted: protected by file permissions (state dir 0700)",
 		"sandbox_files",
-		"writable layers are size-limited tmpfs in RAM, gone when the sandbox is destroyed",
+		"process tier: writable layers are size-limited tmpfs in RAM, gone when the "
+		"sandbox "
+		"is destroyed unless snapshotted or hibernated; microvm: a qcow2 overlay in the "
+		"sandbox's directory",
 		"outbound_connections",
-		"none: isolad opens no outbound network connection of its own (it listens on its "
-		"unix socket and, when configured, one TCP address)",
+		"isolad opens no outbound connection of its own (no phone-home, no updates). Its "
+		"egress proxy and DNS resolver connect only on a sandbox's behalf, to destinations "
+		"that sandbox's policy allows (every decision logged), and to the configured DNS "
+		"upstream for names a policy allows",
 		"audit", audit, "retention", "audit_max_age_s", (json_int_t)cfg->audit_retention_s,
 		"sandbox_default_ttl_s", (json_int_t)cfg->default_ttl_s, "sandbox_max_ttl_s",
 		(json_int_t)cfg->max_ttl_s, "snapshots",
-		"not applicable: no snapshots or paused sandboxes exist in this build", "admission",
-		core_capacity(r->srv->core), "tenants", tenants, "tokens", tokens, "data_locations",
-		data);
+		"kept until deleted (named) or until the sandbox is destroyed (hibernation "
+		"images); "
+		"fork snapshots until their last child is gone",
+		"admission", core_capacity(r->srv->core), "tenants", tenants, "tokens", tokens,
+		"data_locations", data);
 	json_decref(verify);
 	if (!rep)
 		return api_respond_error(r, "internal", "out of memory building the report");
