@@ -111,24 +111,24 @@ uint64_t agent_uptime_ms(void);
 
 typedef int (*op_open_fn)(struct chan *ch, json_t *req);
 
-int op_exec(struct chan *ch, json_t *req);    /* proc.c */
-int op_attach(struct chan *ch, json_t *req);  /* proc.c */
-int op_wait(struct chan *ch, json_t *req);    /* proc.c */
-int op_ps(struct chan *ch, json_t *req);      /* proc.c */
-int op_signal(struct chan *ch, json_t *req);  /* proc.c */
-int op_stdin(struct chan *ch, json_t *req);   /* proc.c */
-int op_resize(struct chan *ch, json_t *req);  /* proc.c */
-int op_read(struct chan *ch, json_t *req);    /* files.c */
-int op_write(struct chan *ch, json_t *req);   /* files.c */
-int op_stat(struct chan *ch, json_t *req);    /* files.c */
-int op_list(struct chan *ch, json_t *req);    /* files.c */
-int op_mkdir(struct chan *ch, json_t *req);   /* files.c */
-int op_rename(struct chan *ch, json_t *req);  /* files.c */
-int op_remove(struct chan *ch, json_t *req);  /* files.c */
-int op_tar_get(struct chan *ch, json_t *req); /* tarops.c */
-int op_tar_put(struct chan *ch, json_t *req); /* tarops.c */
-int op_watch(struct chan *ch, json_t *req);   /* watch.c */
-int op_tunnel(struct chan *ch, json_t *req);  /* tunnel.c */
+int op_exec(struct chan *ch, json_t *req);     /* proc.c */
+int op_attach(struct chan *ch, json_t *req);   /* proc.c */
+int op_wait(struct chan *ch, json_t *req);     /* proc.c */
+int op_ps(struct chan *ch, json_t *req);       /* proc.c */
+int op_signal(struct chan *ch, json_t *req);   /* proc.c */
+int op_stdin(struct chan *ch, json_t *req);    /* proc.c */
+int op_resize(struct chan *ch, json_t *req);   /* proc.c */
+int op_read(struct chan *ch, json_t *req);     /* files.c */
+int op_write(struct chan *ch, json_t *req);    /* files.c */
+int op_stat(struct chan *ch, json_t *req);     /* files.c */
+int op_list(struct chan *ch, json_t *req);     /* files.c */
+int op_mkdir(struct chan *ch, json_t *req);    /* files.c */
+int op_rename(struct chan *ch, json_t *req);   /* files.c */
+int op_remove(struct chan *ch, json_t *req);   /* files.c */
+int op_tar_get(struct chan *ch, json_t *req);  /* tarops.c */
+int op_tar_put(struct chan *ch, json_t *req);  /* tarops.c */
+int op_watch(struct chan *ch, json_t *req);    /* watch.c */
+int op_tunnel(struct chan *ch, json_t *req);   /* tunnel.c */
 int op_identity(struct chan *ch, json_t *req); /* identity.c */
 
 /* ---- processes (proc.c) ---- */

@@ -305,14 +305,16 @@ static const struct {
 	const char *name;
 	op_open_fn fn;
 } op_table[] = {
-	{"exec", op_exec},	 {"attach", op_attach}, {"wait", op_wait},
-	{"ps", op_ps},		 {"signal", op_signal}, {"stdin", op_stdin},
-	{"resize", op_resize},	 {"read", op_read},	{"write", op_write},
-	{"stat", op_stat},	 {"list", op_list},	{"mkdir", op_mkdir},
-	{"rename", op_rename},	 {"remove", op_remove}, {"tar_get", op_tar_get},
-	{"tar_put", op_tar_put}, {"info", NULL},	{"watch", op_watch},
-	{"tunnel", op_tunnel},
-	{"identity", op_identity},
+	{"exec", op_exec},	 {"attach", op_attach},
+	{"wait", op_wait},	 {"ps", op_ps},
+	{"signal", op_signal},	 {"stdin", op_stdin},
+	{"resize", op_resize},	 {"read", op_read},
+	{"write", op_write},	 {"stat", op_stat},
+	{"list", op_list},	 {"mkdir", op_mkdir},
+	{"rename", op_rename},	 {"remove", op_remove},
+	{"tar_get", op_tar_get}, {"tar_put", op_tar_put},
+	{"info", NULL},		 {"watch", op_watch},
+	{"tunnel", op_tunnel},	 {"identity", op_identity},
 };
 
 static const struct chan_ops noop_ops = {0};

@@ -74,15 +74,15 @@ int cmd_create(struct cli *cli, int argc, char **argv);
 int cmd_ls(struct cli *cli, int argc, char **argv);
 int cmd_inspect(struct cli *cli, int argc, char **argv);
 int cmd_rm(struct cli *cli, int argc, char **argv);
-int cmd_expose(struct cli *cli, int argc, char **argv);	  /* cmd_expose.c */
-int cmd_ports(struct cli *cli, int argc, char **argv);	  /* cmd_expose.c */
-int cmd_unexpose(struct cli *cli, int argc, char **argv); /* cmd_expose.c */
-int cmd_network(struct cli *cli, int argc, char **argv);  /* cmd_network.c */
-int cmd_pool(struct cli *cli, int argc, char **argv);	  /* cmd_pool.c */
-int cmd_pause(struct cli *cli, int argc, char **argv);	  /* cmd_persist.c */
-int cmd_resume(struct cli *cli, int argc, char **argv);	  /* cmd_persist.c */
+int cmd_expose(struct cli *cli, int argc, char **argv);	   /* cmd_expose.c */
+int cmd_ports(struct cli *cli, int argc, char **argv);	   /* cmd_expose.c */
+int cmd_unexpose(struct cli *cli, int argc, char **argv);  /* cmd_expose.c */
+int cmd_network(struct cli *cli, int argc, char **argv);   /* cmd_network.c */
+int cmd_pool(struct cli *cli, int argc, char **argv);	   /* cmd_pool.c */
+int cmd_pause(struct cli *cli, int argc, char **argv);	   /* cmd_persist.c */
+int cmd_resume(struct cli *cli, int argc, char **argv);	   /* cmd_persist.c */
 int cmd_hibernate(struct cli *cli, int argc, char **argv); /* cmd_persist.c */
-int cmd_fork(struct cli *cli, int argc, char **argv);	  /* cmd_persist.c */
+int cmd_fork(struct cli *cli, int argc, char **argv);	   /* cmd_persist.c */
 int cmd_snapshot(struct cli *cli, int argc, char **argv);  /* cmd_persist.c */
 int cmd_exec(struct cli *cli, int argc, char **argv);
 int cmd_ps(struct cli *cli, int argc, char **argv);

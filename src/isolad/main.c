@@ -193,8 +193,10 @@ int main(int argc, char **argv)
 			break;
 		case 1007: /* snapshots and hibernation images (docs/persistence.md) */
 			if (optarg[0] != '/' || strlen(optarg) >= sizeof(cfg.snapshot_dir) - 64) {
-				fprintf(stderr, "isolad: --snapshot-dir `%s` must be an absolute "
-						"path\n", optarg);
+				fprintf(stderr,
+					"isolad: --snapshot-dir `%s` must be an absolute "
+					"path\n",
+					optarg);
 				return 2;
 			}
 			snprintf(cfg.snapshot_dir, sizeof(cfg.snapshot_dir), "%s", optarg);

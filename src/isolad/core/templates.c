@@ -154,8 +154,8 @@ int core_template_remove(struct core *c, const char *name, struct isola_err **er
 	}
 	if (users) {
 		r = isola_err_set(err, EBUSY, "conflict",
-				  "template `%s` is used by %zu snapshot%s: delete %s first", t.name,
-				  users, users == 1 ? "" : "s", users == 1 ? "it" : "them");
+				  "template `%s` is used by %zu snapshot%s: delete %s first",
+				  t.name, users, users == 1 ? "" : "s", users == 1 ? "it" : "them");
 		template_info_fini(&t);
 		return r;
 	}
