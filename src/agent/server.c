@@ -50,6 +50,9 @@ void watch_init(struct watch *w, int fd, void (*cb)(struct watch *, uint32_t))
 	w->cb = cb;
 }
 
+/* Watches taken out of epoll so far; the event loop compares it around each callback. */
+static unsigned watch_removals;
+
 void watch_set(struct watch *w, uint32_t events)
 {
 	struct epoll_event ev = {.events = events, .data.ptr = w};
@@ -57,9 +60,10 @@ void watch_set(struct watch *w, uint32_t events)
 
 	if (w->fd < 0 || events == w->events)
 		return;
-	if (events == 0)
+	if (events == 0) {
 		op = EPOLL_CTL_DEL;
-	else
+		watch_removals++;
+	} else
 		op = w->events ? EPOLL_CTL_MOD : EPOLL_CTL_ADD;
 	if (epoll_ctl(epfd, op, w->fd, &ev) < 0 && op != EPOLL_CTL_DEL) {
 		fprintf(stderr, "isola-agent: epoll_ctl fd %d: %s\n", w->fd, strerror(errno));
@@ -639,8 +643,14 @@ int server_run(int listen_fd, bool standalone)
 			return -errno;
 		for (i = 0; i < n; i++) {
 			struct watch *w = ev[i].data.ptr;
+			unsigned removals = watch_removals;
 
 			w->cb(w, ev[i].events);
+			/* A callback that took a watch out of epoll may have freed it (a channel
+			 * closed, a watcher released), and a later event of this batch may still
+			 * name it. Every watch is level-triggered: the rest come back next turn. */
+			if (watch_removals != removals)
+				break;
 		}
 		if (pending_fd >= 0) {
 			conn_install(pending_fd);
