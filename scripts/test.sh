@@ -25,9 +25,10 @@ echo "==> guest kernel for the microvm tier (apt-get download linux-image-cloud-
 scripts/kernel.sh >build/test-results/kernel.txt 2>&1 || { tail -n 20 build/test-results/kernel.txt; }
 
 # The behaviour tests of tests/integration run on both tiers (pytest.mark.tiers, see
-# tests/conftest.py); the microvm half boots its VMs under TCG here. Measured alone on this
-# 2-core box (2026-11-30, shared with other work at load ~15): 94 tests, 10 min; less on an
-# idle box. The ASan+UBSan isolad run below therefore keeps the tiers-marked tests on the
+# tests/conftest.py); the microvm half boots its VMs under TCG here. Measured on this 2-core
+# box (2026-11-30): the microvm half alone (94 tests) 10 min while other work kept the load
+# at ~15; both halves of those modules 3 min 50 s at load < 2. The ASan+UBSan isolad run
+# below therefore keeps the tiers-marked tests on the
 # process tier (ISOLA_TIERS=process): a guest under TCG costs the same against either
 # isolad, and the isolad code only the microvm tier runs (boot, jail, console, reattach,
 # the qcow2 overlay) stays covered under ASan by test_microvm.py, which always runs.
