@@ -62,11 +62,13 @@ static bool hostname_ok(const char *s)
 	return true;
 }
 
-/* Rewrites /etc/machine-id when the image has one (never creates it). True on success. */
+/* Writes /etc/machine-id (creating it when the image has none, so every clone has an id of
+ * its own; a symlink there is refused). True on success. */
 static bool write_machine_id(const char *hex)
 {
 	char line[34];
-	int fd = open("/etc/machine-id", O_WRONLY | O_TRUNC | O_NOFOLLOW | O_CLOEXEC);
+	int fd = open("/etc/machine-id", O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC,
+		      0444);
 	bool ok;
 
 	if (fd < 0)
