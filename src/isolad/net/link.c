@@ -258,6 +258,13 @@ int net_link_create(const char *host_if, int netns_fd, uint32_t block, struct is
 	rtnl_link_set_ns_fd(peer, netns_fd);
 	/* The peer is created in the sandbox's namespace directly: it never exists on the host. */
 	r = rtnl_link_add(sk, veth, NLM_F_CREATE | NLM_F_EXCL);
+	if (r < 0 && nl_errno(r) == EEXIST) {
+		/* The name is this isolad's and this sandbox's alone: what holds it is the
+		 * sandbox's previous incarnation (hibernated and now woken) whose namespace the
+		 * kernel has not finished tearing down, which frees the veth only later. */
+		net_link_delete(host_if);
+		r = rtnl_link_add(sk, veth, NLM_F_CREATE | NLM_F_EXCL);
+	}
 	if (r < 0)
 		return nl_fail(err, r, "create veth", host_if);
 	r = link_get(sk, host_if, &host, err);
