@@ -256,8 +256,11 @@ static int v1_freeze(const struct proc_cgroup *cg, bool on, int timeout_ms, stru
 	if (r < 0)
 		return isola_err_sys(err, -r, "internal", "write `%s/freezer.state`", fz);
 	/* FROZEN is reached once every task stopped; the kernel reports FREEZING meanwhile
-	 * (self_freezing is set at once, so the state file is the one to poll). */
-	for (;;) {
+	 * (self_freezing is set at once, so the state file is the one to poll). The v1 freezer
+	 * signals the tasks only when FROZEN is written: one that was being forked then is
+	 * missed and the group stays FREEZING. So FROZEN is written again on every poll, and
+	 * every 50th poll the group is thawed and frozen anew (as runc does). */
+	for (unsigned polls = 1;; polls++) {
 		r = read_state(fz, state, sizeof(state));
 		if (r < 0)
 			return isola_err_sys(err, -r, "internal", "read `%s/freezer.state`", fz);
@@ -268,6 +271,10 @@ static int v1_freeze(const struct proc_cgroup *cg, bool on, int timeout_ms, stru
 		nanosleep(&ts, NULL);
 		if (ts.tv_nsec < 8000000)
 			ts.tv_nsec *= 2;
+		if (on && polls % 50 == 0)
+			proc_cg_write(fz, "freezer.state", "THAWED");
+		if (on)
+			proc_cg_write(fz, "freezer.state", "FROZEN");
 	}
 	/* FREEZING that does not end: a task sleeps uninterruptibly (NFS, FUSE, a stuck
 	 * device). Leave the sandbox running rather than half frozen. */
