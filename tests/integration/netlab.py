@@ -2,7 +2,7 @@
 """netlab: a small "internet" for the network tests, judged at its sinks.
 
 A network namespace joined to the host by a veth carries, on benchmarking addresses
-(198.18.0.0/15), a DNS server that answers a fixed zone and logs every query, and TCP sinks
+(198.18.0.0/15, two /24s the host does not use), a DNS server that answers a fixed zone and logs every query, and TCP sinks
 that log every connection (and answer HTTP). Forbidden destinations (cloud metadata, private
 ranges) get sinks in the same namespace, so a leak would be seen there, never on a real network.
 Host-side sinks (every host address, TCP and UDP) run in the test process.
@@ -20,6 +20,8 @@ import tempfile
 import threading
 import time
 import importlib.util
+import ipaddress
+import re
 from pathlib import Path
 
 # tests/conftest.py's Isolad under a name of its own (both conftest files are "conftest").
@@ -28,13 +30,57 @@ _spec = importlib.util.spec_from_file_location(
 root = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(root)
 
-NS_ADDR = "198.18.0.2"  # the lab's end of the veth: its DNS server
-HOST_ADDR = "198.18.0.1"  # the host's end (a host address: always denied)
-WEB = "198.18.1.10"  # allowed.test, *.allowed.test
-OTHER = "198.18.1.20"  # other.test (never allowed by name)
+
+
+def _used_networks():
+    """Every IPv4 network this host already has an address in or a route to (any table, the
+    default route aside): the lab must not shadow any of them."""
+    used = []
+    for line in subprocess.run(["ip", "-4", "-o", "addr", "show"], capture_output=True,
+                               text=True).stdout.splitlines():
+        m = re.search(r"\binet (\S+)", line)
+        if m:
+            used.append(ipaddress.ip_interface(m.group(1)).network)
+    for line in subprocess.run(["ip", "-4", "route", "show", "table", "all"],
+                               capture_output=True, text=True).stdout.splitlines():
+        words = line.split()
+        if words and words[0] in ("local", "broadcast", "unicast", "blackhole", "unreachable",
+                                  "prohibit", "throw", "multicast", "anycast"):
+            words = words[1:]
+        if not words or words[0] == "default":
+            continue
+        try:
+            net = ipaddress.ip_network(words[0], strict=False)
+        except ValueError:
+            continue
+        if net.prefixlen >= 8:
+            used.append(net)
+    return used
+
+
+def _free_subnets(n):
+    """n /24s for the lab that overlap nothing the host has: benchmarking space (198.18.0.0/15)
+    first, then the documentation nets TEST-NET-2 and -3. A CI host may itself live on one of
+    these ranges (seen: a route to 198.18.1.0/24 already there), so nothing is hard-coded."""
+    used = _used_networks()
+    candidates = list(ipaddress.ip_network("198.18.0.0/15").subnets(new_prefix=24))
+    candidates += [ipaddress.ip_network("198.51.100.0/24"), ipaddress.ip_network("203.0.113.0/24")]
+    free = [c for c in candidates if not any(c.overlaps(u) for u in used)]
+    if len(free) < n:
+        raise RuntimeError(f"netlab: no {n} free /24s in 198.18.0.0/15 or TEST-NET-2/3; host "
+                           f"networks: {sorted(set(map(str, used)))}")
+    return free[:n]
+
+
+_LINK_NET, _SERVER_NET = _free_subnets(2)
+NS_ADDR = str(_LINK_NET[2])  # the lab's end of the veth: its DNS server
+HOST_ADDR = str(_LINK_NET[1])  # the host's end (a host address: always denied)
+WEB = str(_SERVER_NET[10])  # allowed.test, *.allowed.test
+OTHER = str(_SERVER_NET[20])  # other.test (never allowed by name)
 METADATA = "169.254.169.254"
 PRIVATE = ["10.99.0.1", "192.168.99.1"]
 SINK_PORTS = [80, 443, 853, 8080]
+RULE_PREF = "5000"  # the lab's routing rules, ahead of main (32766)
 
 ZONE = {
     "allowed.test": WEB,
@@ -172,7 +218,11 @@ class Lab:
         self.host_if = f"inl{tag}"
         self.peer_if = f"inp{tag}"
         self.log = tempfile.NamedTemporaryFile(prefix="netlab-", suffix=".log", delete=False).name
-        self.routes = [f"198.18.1.0/24", f"{METADATA}/32"] + [f"{p}/32" for p in PRIVATE]
+        self.routes = [str(_SERVER_NET), f"{METADATA}/32"] + [f"{p}/32" for p in PRIVATE]
+        # The lab's routes live in a table of their own, chosen by rules ahead of main: they
+        # never collide with the host's routes (a cloud host's own route to the metadata
+        # address) and tearing the lab down never deletes one of the host's.
+        self.table = str(0x10000 + int(tag, 16))
         self.proc = None
         try:
             self._up()
@@ -195,7 +245,9 @@ class Lab:
         # The forbidden destinations lead into the lab, never to a real network: a leak is
         # caught by a sink here.
         for r in self.routes:
-            sh("ip", "route", "add", r, "via", NS_ADDR, "dev", self.host_if)
+            sh("ip", "route", "add", r, "via", NS_ADDR, "dev", self.host_if, "onlink",
+               "table", self.table)
+            sh("ip", "rule", "add", "to", r, "lookup", self.table, "pref", RULE_PREF)
         self.proc = subprocess.Popen(
             ["ip", "netns", "exec", self.ns, sys.executable, "-c", SERVER, self.log, repr(ZONE),
              NS_ADDR, ",".join(servers)],
@@ -239,7 +291,8 @@ class Lab:
             self.proc.kill()
             self.proc.wait()
         for r in self.routes:
-            sh("ip", "route", "del", r, check=False)
+            sh("ip", "rule", "del", "to", r, "lookup", self.table, "pref", RULE_PREF, check=False)
+        sh("ip", "route", "flush", "table", self.table, check=False)
         sh("ip", "link", "del", self.host_if, check=False)
         sh("ip", "netns", "del", self.ns, check=False)
         try:
