@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: Apache-2.0
-# summarize: adds up meson (testlog.json) and pytest (JUnit XML) results into one closing line.
+# summarize: adds up meson (testlog.json) and JUnit XML results (pytest, node) into one closing line.
 import json
+import os
 import sys
 import xml.etree.ElementTree as ET
 
@@ -25,7 +26,8 @@ for path in sys.argv[1:]:
             for case in root.iter("testcase"):
                 if case.find("failure") is not None or case.find("error") is not None:
                     failed += 1
-                    print(f"FAILED (pytest): {case.get('classname')}::{case.get('name')}")
+                    print(f"FAILED ({os.path.basename(path)}): "
+                          f"{case.get('classname')}::{case.get('name')}")
                 elif case.find("skipped") is not None:
                     skipped += 1
                 else:

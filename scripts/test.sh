@@ -9,6 +9,15 @@ scripts/deps.sh || exit 1
 scripts/build.sh --asan || { echo "0 passed, 1 failed"; exit 1; }
 
 mkdir -p build/test-results
+
+# show FILE RC N: the last N lines of a node suite's output; after a failure also node's
+# "failing tests" section (the assertion and its stack), which CI's log would not show otherwise.
+show() {
+	if [ "$2" != 0 ]; then
+		sed -n '/failing tests:/,$p' "$1" | head -n 120
+	fi
+	tail -n "$3" "$1"
+}
 PY=/usr/bin/python3
 export ISOLA_BUILD=$PWD/build
 export ISOLA_AGENT=$PWD/build/src/agent/isola-agent
@@ -41,17 +50,17 @@ ISOLA_BUILD=$PWD/build-asan ISOLA_SANITIZED=1 ISOLA_TIERS=process $PY -m pytest 
 
 echo "==> E2B compatibility (unmodified e2b npm SDK against isolad)"
 tests/e2b/run.sh build/test-results/e2b.xml >build/test-results/e2b.txt 2>&1
-tail -n 12 build/test-results/e2b.txt
+show build/test-results/e2b.txt $? 12
 ISOLA_BUILD=$PWD/build-asan E2B_SKIP_NPM_CI=1 tests/e2b/run.sh build/test-results/e2b-asan.xml \
 	>build/test-results/e2b-asan.txt 2>&1
-tail -n 12 build/test-results/e2b-asan.txt
+show build/test-results/e2b-asan.txt $? 12
 
 echo "==> TypeScript SDK (node:test, real isolad)"
 tests/sdk-js/run.sh build/test-results/sdk-js.xml >build/test-results/sdk-js.txt 2>&1
-tail -n 8 build/test-results/sdk-js.txt
+show build/test-results/sdk-js.txt $? 8
 echo "==> MCP server (official MCP SDK client, real isolad)"
 tests/mcp/run.sh build/test-results/mcp.xml >build/test-results/mcp.txt 2>&1
-tail -n 8 build/test-results/mcp.txt
+show build/test-results/mcp.txt $? 8
 
 echo "==> fuzz targets (libFuzzer + ASan/UBSan, ${ISOLA_FUZZ_SECONDS:-30}s each)"
 scripts/fuzz.sh "${ISOLA_FUZZ_SECONDS:-30}"
