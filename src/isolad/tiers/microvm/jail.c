@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
+#include <limits.h>
 #include <linux/if_tun.h>
 #include <net/if.h>
 #include <linux/sched.h>
@@ -16,11 +17,12 @@
 #include <sys/mount.h>
 #include <sys/ioctl.h>
 #include <sys/prctl.h>
-#include <sys/sendfile.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "../../../common/fileclone.h"
+#include "../../../common/log.h"
 #include "../../../common/util.h"
 
 /*
@@ -156,12 +158,13 @@ static __attribute__((noreturn)) void child(const struct jail_plan *p)
 		if (tap < 0 || ioctl(tap, TUNSETIFF, &ifr) < 0)
 			_exit(115);
 	}
-	/* Restore: guest RAM from the snapshot, into the jail's own tmpfs (charged to the
-	 * sandbox's cgroup, which we are already in) and owned by QEMU's uid. The snapshot file
-	 * itself is never reachable from QEMU, so no sandbox can change it. */
+	/* Restore with RAM on the jail's tmpfs: guest RAM from the snapshot, copied (charged to
+	 * the sandbox's cgroup, which we are already in) and owned by QEMU's uid. The snapshot
+	 * file itself is never reachable from QEMU, so no sandbox can change it. (RAM on the
+	 * state filesystem: the parent cloned it already, plan_mem.) */
 	if (p->ram_fd >= 0) {
 		fd = open("mem/ram", O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
-		if (fd < 0 || fchown(fd, p->uid, p->uid) < 0 || mvm_copy_sparse(p->ram_fd, fd) < 0)
+		if (fd < 0 || fchown(fd, p->uid, p->uid) < 0 || fileclone_copy(p->ram_fd, fd) < 0)
 			_exit(115);
 		close(fd);
 	}
@@ -217,31 +220,80 @@ static void plan_libdirs(struct jail_plan *p)
 	}
 }
 
+/*
+ * Where guest RAM (/mem/ram) lives. When <vmdir> is on a filesystem that reflinks (XFS with
+ * reflink=1, btrfs) and $ISOLA_MICROVM_RAM is not "tmpfs": a file in <vmdir>/mem bound at
+ * /mem, so a snapshot clones it and a restore clones the snapshot's back (O(extents), blocks
+ * shared until one side writes them); a restore's clone is made here, in the parent, and the
+ * child then has nothing to copy. Else a tmpfs private to the jail, sized to the RAM, which
+ * the child fills on a restore. 0 or -errno.
+ */
+static int plan_mem(struct jail_plan *p, const struct mvm_jail *j)
+{
+	const char *env = getenv("ISOLA_MICROVM_RAM");
+	char dir[sizeof(p->ops[0].a)];
+	cleanup_fd int vfd = -1;
+	cleanup_fd int mfd = -1;
+	cleanup_fd int rfd = -1;
+	struct jail_op *o;
+	uint64_t t0;
+	int r;
+
+	op_add(p, J_MKDIR, "/mem", NULL);
+	if (!(env && !strcmp(env, "tmpfs")))
+		vfd = open(j->vmdir, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+	if (vfd < 0 || !fileclone_dir_can_reflink(vfd)) {
+		o = op_add(p, J_MOUNT, "tmpfs", "/mem");
+		if (!o)
+			return -E2BIG;
+		/* Sized to the RAM, owned by QEMU's uid, charged to its cgroup. */
+		snprintf(o->c, sizeof(o->c), "size=%llu,mode=0700,uid=%u,gid=%u",
+			 (unsigned long long)(j->mem_bytes + (2ull << 20)), j->uid, j->uid);
+		return 0;
+	}
+	if ((size_t)snprintf(dir, sizeof(dir), "%s/mem", j->vmdir) >= sizeof(dir))
+		return -ENAMETOOLONG;
+	if (mkdirat(vfd, "mem", 0700) < 0 && errno != EEXIST)
+		return -errno;
+	/* <vmdir> belongs to QEMU's uid, but no QEMU of this sandbox runs yet. */
+	mfd = openat(vfd, "mem", O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+	if (mfd < 0 || fchown(mfd, j->uid, j->uid) < 0 || fchmod(mfd, 0700) < 0)
+		return -errno;
+	if (unlinkat(mfd, "ram", 0) < 0 && errno != ENOENT) /* an earlier attempt's */
+		return -errno;
+	if (j->ram_fd >= 0) {
+		t0 = util_now_ns();
+		rfd = openat(mfd, "ram", O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW,
+			     0600);
+		if (rfd < 0)
+			return -errno;
+		r = fileclone_copy(j->ram_fd, rfd);
+		if (r < 0)
+			return r;
+		if (fchown(rfd, j->uid, j->uid) < 0)
+			return -errno;
+		log_info("%s/ram: guest RAM as a %s of the snapshot's in %.1f ms", dir,
+			 fileclone_how_name(r), (double)(util_now_ns() - t0) / 1e6);
+		p->ram_fd = -1;
+	}
+	return op_add(p, J_BIND, dir, "/mem") ? 0 : -E2BIG;
+}
+
 int mvm_copy_sparse(int in, int out)
 {
-	off_t size = lseek(in, 0, SEEK_END), off = 0, end;
+	char link[32], path[PATH_MAX];
+	uint64_t t0 = util_now_ns();
+	int r = fileclone_copy(in, out);
+	ssize_t n;
 
-	if (size < 0 || ftruncate(out, size) < 0)
-		return -errno;
-	while (off < size) {
-		off = lseek(in, off, SEEK_DATA);
-		if (off < 0)
-			return errno == ENXIO ? 0 : -errno; /* ENXIO: only a hole is left */
-		end = lseek(in, off, SEEK_HOLE);
-		if (end < 0)
-			return -errno;
-		if (lseek(out, off, SEEK_SET) < 0)
-			return -errno;
-		while (off < end) {
-			ssize_t n = sendfile(out, in, &off, (size_t)(end - off));
-
-			if (n < 0 && errno != EINTR)
-				return -errno;
-			if (n == 0)
-				return -EIO; /* in shrank under us */
-		}
-	}
-	return 0;
+	if (r < 0)
+		return r;
+	snprintf(link, sizeof(link), "/proc/self/fd/%d", out);
+	n = readlink(link, path, sizeof(path) - 1);
+	path[n > 0 ? n : 0] = '\0';
+	log_info("%s: %s of the snapshot's file in %.1f ms", path, fileclone_how_name(r),
+		 (double)(util_now_ns() - t0) / 1e6);
+	return r;
 }
 
 pid_t mvm_jail_spawn(const struct mvm_jail *j, int go_fd, int *pidfd)
@@ -251,7 +303,7 @@ pid_t mvm_jail_spawn(const struct mvm_jail *j, int go_fd, int *pidfd)
 	cleanup_fd int devnull = open("/dev/null", O_RDWR | O_CLOEXEC);
 	struct jail_op *o;
 	pid_t pid;
-	int pfd = -1;
+	int pfd = -1, r;
 
 	if (devnull < 0)
 		return -errno;
@@ -293,13 +345,9 @@ pid_t mvm_jail_spawn(const struct mvm_jail *j, int go_fd, int *pidfd)
 	op_bind_file(&p, j->base, MVM_JAIL_BASE, true);
 	op_add(&p, J_MKDIR, MVM_JAIL_VM, NULL);
 	op_add(&p, J_BIND, j->vmdir, MVM_JAIL_VM);
-	op_add(&p, J_MKDIR, "/mem", NULL);
-	o = op_add(&p, J_MOUNT, "tmpfs", "/mem");
-	if (!o)
-		return -E2BIG;
-	/* Guest RAM lives here: sized to it, owned by QEMU's uid, charged to its cgroup. */
-	snprintf(o->c, sizeof(o->c), "size=%llu,mode=0700,uid=%u,gid=%u",
-		 (unsigned long long)(j->mem_bytes + (2ull << 20)), j->uid, j->uid);
+	r = plan_mem(&p, j);
+	if (r < 0)
+		return r;
 
 	memset(&ca, 0, sizeof(ca));
 	ca.flags = CLONE_NEWPID | CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS |

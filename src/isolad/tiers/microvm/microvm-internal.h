@@ -217,7 +217,7 @@ struct mvm_jail {
 	char *const *argv;  /* QEMU command line */
 	int log_fd;	    /* QEMU's stdout/stderr */
 	bool tap;	    /* attach to tap0 of QEMU's namespace, passed as MVM_TAP_FD */
-	int ram_fd;	    /* restore: RAM image copied into /mem/ram before exec, or -1 */
+	int ram_fd;	    /* restore: RAM image cloned/copied to /mem/ram before exec, or -1 */
 };
 
 #define MVM_TAP_FD 3 /* QEMU's -netdev tap,fd= (the jail opens it before dropping root) */
@@ -233,9 +233,10 @@ struct mvm_jail {
 pid_t mvm_jail_spawn(const struct mvm_jail *j, int go_fd, int *pidfd);
 
 /*
- * Copies the data of in (from offset 0, skipping holes with SEEK_DATA/SEEK_HOLE) to out at
- * the same offsets and sizes out to in's size, so out is as sparse as in. System calls only
- * (the jail child uses it). 0 or -errno (-ENOSPC when out's filesystem is full).
+ * A restore's copy of a snapshot file (the disk overlay): fileclone_copy (a reflink where the
+ * filesystem can, else a sparse copy), logged with which it was. Not for the jail child (it
+ * logs). FILECLONE_REFLINK or FILECLONE_COPY, or -errno (-ENOSPC when out's filesystem is
+ * full). The name predates the reflink; mvm_clone_or_copy would say it better.
  */
 int mvm_copy_sparse(int in, int out);
 

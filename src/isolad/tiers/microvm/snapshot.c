@@ -13,6 +13,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "../../../common/fileclone.h"
 #include "../../../common/log.h"
 #include "../../../common/util.h"
 #include "boot.h"
@@ -168,13 +169,17 @@ static int open_new(const char *dir, const char *name, struct isola_err **err)
 		      : fd;
 }
 
-static int copy_into(int in, int out, const char *what, const char *dir, struct isola_err **err)
+/* A reflink of in as out where the filesystem can, else a sparse copy; *how says which. */
+static int clone_into(int in, int out, const char *what, const char *dir, int *how,
+		      struct isola_err **err)
 {
-	int r = mvm_copy_sparse(in, out);
+	int r = fileclone_copy(in, out);
 
-	return r < 0 ? isola_err_sys(err, -r, r == -ENOSPC ? "no_space" : "internal",
-				     "write %s into `%s`", what, dir)
-		     : 0;
+	if (r < 0)
+		return isola_err_sys(err, -r, r == -ENOSPC ? "no_space" : "internal",
+				     "write %s into `%s`", what, dir);
+	*how = r;
+	return 0;
 }
 
 /*
@@ -198,39 +203,45 @@ static int open_qemu_file(const char *path, uint64_t want_size)
 	return fd;
 }
 
+/* The files a snapshot reads from QEMU and writes into dir, and how each copy was made. */
+struct snap_files {
+	int ram_in;   /* QEMU's guest RAM file */
+	int disk_in;  /* QEMU's disk overlay */
+	int state_fd; /* dir/state */
+	int ram_fd;   /* dir/mem.ram */
+	int disk_fd;  /* dir/disk.qcow2 */
+	int ram_how;  /* enum fileclone_how of mem.ram */
+	int disk_how; /* enum fileclone_how of disk.qcow2 */
+};
+
 /*
  * The frozen part of a snapshot, with the vCPUs stopped: the device state (QEMU migration
  * stream with x-ignore-shared: guest RAM is a share=on file, so it is left out), then the
  * RAM file and the flushed disk overlay (migration's completion flushed and inactivated the
- * images; `cont` re-activates them).
+ * images; `cont` re-activates them), each a reflink where the filesystem can.
  */
-static int freeze_copy(struct tier_sandbox *s, struct mvm_qmp *q, const char *dir, int ram_in,
-		       int state_fd, int ram_fd, int disk_fd, struct isola_err **err)
+static int freeze_copy(struct mvm_qmp *q, const char *dir, struct snap_files *f,
+		       struct isola_err **err)
 {
-	char path[700];
-	cleanup_fd int disk_in = -1;
-	int r;
+	int r = migrate_fd(q, "migrate", FDNAME_OUT, f->state_fd, err);
 
-	r = migrate_fd(q, "migrate", FDNAME_OUT, state_fd, err);
 	if (r == 0)
 		r = migrate_wait(q, err);
-	if (r < 0)
-		return r;
-	r = copy_into(ram_in, ram_fd, "guest RAM", dir, err);
-	if (r < 0)
-		return r;
-	snprintf(path, sizeof(path), "%s/disk.qcow2", s->vmdir);
-	disk_in = open_qemu_file(path, 0);
-	if (disk_in < 0)
-		return isola_err_sys(err, -disk_in, "internal", "open `%s`", path);
-	return copy_into(disk_in, disk_fd, "the root disk", dir, err);
+	if (r == 0)
+		r = clone_into(f->ram_in, f->ram_fd, "guest RAM", dir, &f->ram_how, err);
+	if (r == 0)
+		r = clone_into(f->disk_in, f->disk_fd, "the root disk", dir, &f->disk_how, err);
+	return r;
 }
 
-static int write_meta(struct tier_sandbox *s, const char *dir, struct isola_err **err)
+static int write_meta(struct tier_sandbox *s, const char *dir, const struct snap_files *f,
+		      struct isola_err **err)
 {
 	char path[PATH_MAX];
-	json_t *j = json_pack("{s:i, s:i, s:I, s:s}", "version", 1, "vcpus", (int)s->vcpus,
-			      "memory_mib", (json_int_t)s->memory_mib, "accel", s->accel);
+	json_t *j = json_pack("{s:i, s:i, s:I, s:s, s:s, s:s}", "version", 1, "vcpus",
+			      (int)s->vcpus, "memory_mib", (json_int_t)s->memory_mib, "accel",
+			      s->accel, "ram_copy", fileclone_how_name(f->ram_how), "disk_copy",
+			      fileclone_how_name(f->disk_how));
 	char *txt = j ? json_dumps(j, JSON_COMPACT) : NULL;
 	int r;
 
@@ -245,15 +256,48 @@ static int write_meta(struct tier_sandbox *s, const char *dir, struct isola_err 
 		     : 0;
 }
 
+static void snap_files_close(struct snap_files *f)
+{
+	int *fds[] = {&f->ram_in, &f->disk_in, &f->state_fd, &f->ram_fd, &f->disk_fd};
+
+	for (size_t i = 0; i < ARRAY_SIZE(fds); i++)
+		if (*fds[i] >= 0) {
+			close(*fds[i]);
+			*fds[i] = -1;
+		}
+}
+
+/* Opens QEMU's RAM file and overlay and creates the snapshot's files (nothing stopped yet). */
+static int snap_files_open(struct tier_sandbox *s, const char *dir, struct snap_files *f,
+			   struct isola_err **err)
+{
+	char path[PATH_MAX];
+
+	/* Guest RAM is the share=on file at /mem/ram in QEMU's root (its tmpfs, or the bind of
+	 * <vmdir>/mem on a reflink filesystem: jail.c), seen from the host through QEMU's root
+	 * (isolad is root; the path is fixed, never guest-chosen; /mem is a mount point QEMU
+	 * cannot replace). */
+	snprintf(path, sizeof(path), "/proc/%d/root" MVM_JAIL_MEM, (int)s->pid);
+	f->ram_in = open_qemu_file(path, s->memory_mib << 20);
+	if (f->ram_in < 0)
+		return isola_err_sys(err, -f->ram_in, "internal", "open guest RAM `%s`", path);
+	snprintf(path, sizeof(path), "%s/disk.qcow2", s->vmdir);
+	f->disk_in = open_qemu_file(path, 0);
+	if (f->disk_in < 0)
+		return isola_err_sys(err, -f->disk_in, "internal", "open `%s`", path);
+	if ((f->state_fd = open_new(dir, MVM_SNAP_STATE, err)) < 0 ||
+	    (f->ram_fd = open_new(dir, MVM_SNAP_RAM, err)) < 0 ||
+	    (f->disk_fd = open_new(dir, MVM_SNAP_DISK, err)) < 0)
+		return -EIO;
+	return 0;
+}
+
 int mvm_snapshot(struct tier_sandbox *s, const char *dir, enum tier_persistence *level,
 		 uint64_t *paused_us, struct isola_err **err)
 {
-	char st[32], ram_path[64];
+	struct snap_files f = {-1, -1, -1, -1, -1, FILECLONE_COPY, FILECLONE_COPY};
+	char st[32];
 	struct mvm_qmp *q = NULL;
-	cleanup_fd int ram_in = -1;
-	cleanup_fd int state_fd = -1;
-	cleanup_fd int ram_fd = -1;
-	cleanup_fd int disk_fd = -1;
 	uint64_t t0, t1;
 	bool was_running;
 	int r, r2;
@@ -262,30 +306,27 @@ int mvm_snapshot(struct tier_sandbox *s, const char *dir, enum tier_persistence 
 		*paused_us = 0;
 	if (s->pid <= 0)
 		return isola_err_set(err, ESRCH, "conflict", "microvm `%s` is not running", s->id);
-	/* Guest RAM is the share=on file on QEMU's private /mem tmpfs, seen from the host
-	 * through QEMU's root (isolad is root; the path is fixed, never guest-chosen). */
-	snprintf(ram_path, sizeof(ram_path), "/proc/%d/root" MVM_JAIL_MEM, (int)s->pid);
-	ram_in = open_qemu_file(ram_path, s->memory_mib << 20);
-	if (ram_in < 0)
-		return isola_err_sys(err, -ram_in, "internal", "microvm `%s`: open guest RAM `%s`",
-				     s->id, ram_path);
-	if ((state_fd = open_new(dir, MVM_SNAP_STATE, err)) < 0 ||
-	    (ram_fd = open_new(dir, MVM_SNAP_RAM, err)) < 0 ||
-	    (disk_fd = open_new(dir, MVM_SNAP_DISK, err)) < 0)
-		return isola_err_wrap(err, "snapshot microvm `%s`", s->id);
-	r = qmp_open(s, &q, err);
+	r = snap_files_open(s, dir, &f, err);
+	if (r == 0)
+		r = qmp_open(s, &q, err);
 	if (r == 0)
 		r = run_state(q, st, sizeof(st), err);
 	if (r == 0)
 		r = set_ignore_shared(q, err);
 	if (r < 0)
 		goto out;
+	/* While the guest still runs: write back what it dirtied so far, so that the clone in
+	 * the pause (which writes back the source's dirty pages first) has only the rest to do.
+	 * A no-op for RAM on tmpfs. */
+	if (fdatasync(f.ram_in) < 0 || fdatasync(f.disk_in) < 0)
+		log_debug("sandbox %s: early write-back before the snapshot: %s", s->id,
+			  strerror(errno));
 	was_running = !strcmp(st, "running");
 	t0 = util_now_ns();
 	if (was_running)
 		r = mvm_qmp_exec(q, "stop", NULL, -1, NULL, err);
 	if (r == 0)
-		r = freeze_copy(s, q, dir, ram_in, state_fd, ram_fd, disk_fd, err);
+		r = freeze_copy(q, dir, &f, err);
 	/* Back to the state it was in, whatever happened (ENOSPC included). */
 	r2 = was_running ? mvm_qmp_exec(q, "cont", NULL, -1, NULL, r < 0 ? NULL : err) : 0;
 	t1 = util_now_ns();
@@ -294,11 +335,11 @@ int mvm_snapshot(struct tier_sandbox *s, const char *dir, enum tier_persistence 
 	if (paused_us && was_running)
 		*paused_us = (t1 - t0) / 1000;
 	/* To disk after the guest runs again: the copies above only filled the page cache. */
-	if (r == 0 && (fsync(state_fd) < 0 || fsync(ram_fd) < 0 || fsync(disk_fd) < 0))
+	if (r == 0 && (fsync(f.state_fd) < 0 || fsync(f.ram_fd) < 0 || fsync(f.disk_fd) < 0))
 		r = isola_err_sys(err, errno, errno == ENOSPC ? "no_space" : "internal",
 				  "fsync the snapshot in `%s`", dir);
 	if (r == 0)
-		r = write_meta(s, dir, err);
+		r = write_meta(s, dir, &f, err);
 	if (r == 0) {
 		cleanup_fd int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 
@@ -307,11 +348,13 @@ int mvm_snapshot(struct tier_sandbox *s, const char *dir, enum tier_persistence 
 	}
 	if (r == 0) {
 		*level = TIER_PERSIST_MEMORY;
-		log_info("sandbox %s: snapshot into %s, vCPUs stopped %.1f ms", s->id, dir,
-			 (double)(t1 - t0) / 1e6);
+		log_info("sandbox %s: snapshot into %s, vCPUs stopped %.1f ms, RAM: %s, disk: %s",
+			 s->id, dir, (double)(t1 - t0) / 1e6, fileclone_how_name(f.ram_how),
+			 fileclone_how_name(f.disk_how));
 	}
 out:
 	mvm_qmp_close(q);
+	snap_files_close(&f);
 	return r < 0 ? isola_err_wrap(err, "snapshot microvm `%s`", s->id) : 0;
 }
 
