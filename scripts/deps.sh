@@ -14,6 +14,7 @@ PKGS=(
 	# test and bench
 	python3 python3-pytest python3-yaml bubblewrap runc libclang-rt-14-dev
 	prometheus # promtool checks GET /metrics (tests/integration/test_metrics.py)
+	xfsprogs # mkfs.xfs: reflink tests on an XFS loop mount (test_fileclone, test_reflink.py)
 )
 
 missing=()
