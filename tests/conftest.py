@@ -121,11 +121,13 @@ def sanitizer_report(text):
 class Isolad:
     """A real isolad process on a private state dir, socket and TCP port."""
 
-    def __init__(self, extra_env=None, extra_args=(), tty=False):
+    def __init__(self, extra_env=None, extra_args=(), tty=False, state_dir=None):
         """extra_env/extra_args: added to every start (test hooks such as
         ISOLA_TEST_NO_OPENAT2, --idle-timeout). tty: run isolad as the leader of a session
         whose controlling terminal is a fresh pty, as when an operator starts it from a
-        shell (tests/security checks that no sandbox reaches that terminal)."""
+        shell (tests/security checks that no sandbox reaches that terminal). state_dir: an
+        existing (short) directory to use instead of a fresh one under /tmp, e.g. a mount of
+        a filesystem under test; the caller removes it."""
         self.extra_env = dict(extra_env or {})
         self.extra_args = [str(a) for a in extra_args]
         self.tty = tty
@@ -136,7 +138,7 @@ class Isolad:
                 pytest.fail(f"{what} binary `{p}` is missing or not executable: build first "
                             f"(ninja -C build) or set ISOLA_BUILD/ISOLA_AGENT", pytrace=False)
         # Short path: sockets under the state dir must fit sun_path (108 bytes).
-        self.state_dir = tempfile.mkdtemp(prefix="isola-it-", dir="/tmp")
+        self.state_dir = state_dir or tempfile.mkdtemp(prefix="isola-it-", dir="/tmp")
         os.chmod(self.state_dir, 0o700)
         self.socket = os.path.join(self.state_dir, "isolad.sock")
         self.port = free_port()
