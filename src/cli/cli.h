@@ -68,6 +68,23 @@ int cli_getopt(int argc, char **argv, const char *shortopts, const struct option
  * anything else is a usage error (returns 2). */
 int cli_bad_opt(struct cli *cli, int argc, char **argv, int c);
 
+/* A read command: one GET, then the reply as --json or a human view (show.c). */
+struct cli_show {
+	const char *path; /* request path; with `id`, a cli_pathf() format whose %s is the ID */
+	bool id;	  /* one operand, a sandbox ID; else no operand */
+	const char *list; /* member of the reply holding the list (a reply that is an array is
+			     the list itself); NULL: the whole reply */
+	bool json_list;	  /* --json prints the list (the whole reply when it is no array) */
+	void (*print)(const json_t *v); /* the human view of the list, or of the whole reply */
+};
+
+/*
+ * Runs a read command: -h/--help, the operands s asks for (a usage error otherwise: "missing
+ * sandbox ID", "too many arguments", "unexpected argument `X`"), GET s->path, then --json
+ * output or s->print. Returns the exit status; a failed request prints its error (1).
+ */
+int cli_show(struct cli *cli, int argc, char **argv, const struct cli_show *s);
+
 /* Command groups, one file each. */
 int cmd_run(struct cli *cli, int argc, char **argv);
 int cmd_create(struct cli *cli, int argc, char **argv);

@@ -263,29 +263,14 @@ static void fmt_limit(const json_t *q, const char *k, bool bytes, char *out, siz
 		snprintf(out, n, "%g", v);
 }
 
-static int tenant_ls(struct cli *cli, int argc, char **argv)
+static void print_tenants(const json_t *list)
 {
 	static const char *const head[] = {"NAME",   "SANDBOXES", "MAX",   "CPU",
 					   "MEMORY", "DISK",	  "RATE/S"};
-	json_t *out, *t, *list;
-	struct table *tab;
-	int opt, status;
+	struct table *tab = table_new(head, ARRAY_SIZE(head));
+	const json_t *t;
 	size_t i;
 
-	while ((opt = cli_getopt(argc, argv, "h", NULL)) != -1)
-		return cli_bad_opt(cli, argc, argv, opt);
-	if (optind < argc)
-		return cli_usage_err(cli, "unexpected argument `%s`", argv[optind]);
-	out = call(cli, "GET", "/v1/tenants", NULL, &status);
-	if (!out)
-		return status;
-	list = json_object_get(out, "tenants");
-	if (cli->json) {
-		out_json(stdout, list);
-		json_decref(out);
-		return CLI_EXIT_OK;
-	}
-	tab = table_new(head, ARRAY_SIZE(head));
 	json_array_foreach(list, i, t)
 	{
 		const json_t *q = json_object_get(t, "quota");
@@ -306,8 +291,16 @@ static int tenant_ls(struct cli *cli, int argc, char **argv)
 	if (tab)
 		table_print(tab, stdout);
 	table_free(tab);
-	json_decref(out);
-	return CLI_EXIT_OK;
+}
+
+static int tenant_ls(struct cli *cli, int argc, char **argv)
+{
+	static const struct cli_show show = {.path = "/v1/tenants",
+					     .list = "tenants",
+					     .json_list = true,
+					     .print = print_tenants};
+
+	return cli_show(cli, argc, argv, &show);
 }
 
 static int tenant_rm(struct cli *cli, int argc, char **argv)
@@ -438,27 +431,14 @@ static void kv(const char *k, const char *fmt, ...)
 	putchar('\n');
 }
 
-static int compliance_report(struct cli *cli, int argc, char **argv)
+static void print_compliance(const json_t *r)
 {
-	json_t *r, *tiers, *audit, *ret, *data, *adm, *t;
+	json_t *tiers, *audit, *ret, *data, *adm, *t;
 	const char *k;
 	json_t *v;
 	char a[32], b[32];
-	int opt, status;
 	size_t i;
 
-	while ((opt = cli_getopt(argc, argv, "h", NULL)) != -1)
-		return cli_bad_opt(cli, argc, argv, opt);
-	if (optind < argc)
-		return cli_usage_err(cli, "unexpected argument `%s`", argv[optind]);
-	r = call(cli, "GET", "/v1/compliance", NULL, &status);
-	if (!r)
-		return status;
-	if (cli->json) {
-		out_json(stdout, r);
-		json_decref(r);
-		return CLI_EXIT_OK;
-	}
 	tiers = json_object_get(r, "tiers");
 	audit = json_object_get(r, "audit");
 	ret = json_object_get(r, "retention");
@@ -525,8 +505,13 @@ static int compliance_report(struct cli *cli, int argc, char **argv)
 	printf("\nWhere data lives\n");
 	json_object_foreach(data, k, v)
 		kv(k, "%s", json_string_value(v) ? json_string_value(v) : "");
-	json_decref(r);
-	return CLI_EXIT_OK;
+}
+
+static int compliance_report(struct cli *cli, int argc, char **argv)
+{
+	static const struct cli_show show = {.path = "/v1/compliance", .print = print_compliance};
+
+	return cli_show(cli, argc, argv, &show);
 }
 
 static const struct cli_cmd compliance_commands[] = {

@@ -58,32 +58,15 @@ static void print_check(const char *name, const json_t *c)
 		printf("    isola: %s\n", isola);
 }
 
-int cmd_doctor(struct cli *cli, int argc, char **argv)
+static void print_checks(const json_t *reply)
 {
-	cleanup_err struct isola_err *err = NULL;
-	json_t *reply = NULL, *checks, *c;
-	struct client *cl;
+	json_t *checks = json_is_object(reply) && json_object_get(reply, "checks")
+				 ? json_object_get(reply, "checks")
+				 : (json_t *)reply;
 	const char *name;
+	json_t *c;
 	size_t i;
-	int opt;
 
-	while ((opt = cli_getopt(argc, argv, "h", NULL)) != -1)
-		return cli_bad_opt(cli, argc, argv, opt);
-	if (optind < argc)
-		return cli_usage_err(cli, "unexpected argument `%s`", argv[optind]);
-	cl = cli_client(cli);
-	if (!cl)
-		return CLI_EXIT_FAIL;
-	if (client_json(cl, "GET", "/v1/doctor", NULL, &reply, &err) < 0)
-		return cli_fail(err, CLI_EXIT_FAIL);
-	if (cli->json) {
-		out_json(stdout, reply);
-		json_decref(reply);
-		return CLI_EXIT_OK;
-	}
-	checks = json_is_object(reply) && json_object_get(reply, "checks")
-			 ? json_object_get(reply, "checks")
-			 : reply;
 	/* An array of checks, or an object of name -> check. */
 	if (json_is_array(checks)) {
 		json_array_foreach(checks, i, c)
@@ -94,6 +77,11 @@ int cmd_doctor(struct cli *cli, int argc, char **argv)
 	} else {
 		json_object_foreach(checks, name, c) if (json_is_object(c)) print_check(name, c);
 	}
-	json_decref(reply);
-	return CLI_EXIT_OK;
+}
+
+int cmd_doctor(struct cli *cli, int argc, char **argv)
+{
+	static const struct cli_show show = {.path = "/v1/doctor", .print = print_checks};
+
+	return cli_show(cli, argc, argv, &show);
 }

@@ -81,36 +81,15 @@ int cmd_expose(struct cli *cli, int argc, char **argv)
 	return CLI_EXIT_OK;
 }
 
-int cmd_ports(struct cli *cli, int argc, char **argv)
+static void print_ports(const json_t *ports)
 {
 	static const char *const headers[] = {"PORT", "ACCESS", "ACTIVE", "TOTAL",
 					      "IN",   "OUT",	"URL"};
-	cleanup_err struct isola_err *err = NULL;
-	cleanup_free char *path = NULL;
-	json_t *out = NULL, *e;
-	struct table *t;
-	struct client *c;
+	struct table *t = table_new(headers, ARRAY_SIZE(headers));
+	const json_t *e;
 	size_t i;
-	int opt;
 
-	while ((opt = cli_getopt(argc, argv, "h", NULL)) != -1)
-		return cli_bad_opt(cli, argc, argv, opt);
-	if (argc - optind != 1)
-		return cli_usage_err(cli,
-				     argc - optind ? "too many arguments" : "missing sandbox ID");
-	c = cli_client(cli);
-	path = cli_pathf("/v1/sandboxes/%s/ports", argv[optind]);
-	if (!c || !path)
-		return CLI_EXIT_FAIL;
-	if (client_json(c, "GET", path, NULL, &out, &err) < 0)
-		return cli_fail(err, CLI_EXIT_FAIL);
-	if (cli->json) {
-		out_json(stdout, out);
-		json_decref(out);
-		return CLI_EXIT_OK;
-	}
-	t = table_new(headers, ARRAY_SIZE(headers));
-	json_array_foreach(json_object_get(out, "ports"), i, e)
+	json_array_foreach(ports, i, e)
 	{
 		json_t *cn = json_object_get(e, "connections");
 		char port[8], act[16], tot[24], in[32], outb[32];
@@ -140,8 +119,16 @@ int cmd_ports(struct cli *cli, int argc, char **argv)
 		table_print(t, stdout);
 		table_free(t);
 	}
-	json_decref(out);
-	return CLI_EXIT_OK;
+}
+
+int cmd_ports(struct cli *cli, int argc, char **argv)
+{
+	static const struct cli_show show = {.path = "/v1/sandboxes/%s/ports",
+					     .id = true,
+					     .list = "ports",
+					     .print = print_ports};
+
+	return cli_show(cli, argc, argv, &show);
 }
 
 int cmd_unexpose(struct cli *cli, int argc, char **argv)

@@ -190,26 +190,12 @@ static void print_snapshots(const json_t *list)
 
 static int snapshot_ls(struct cli *cli, int argc, char **argv)
 {
-	cleanup_err struct isola_err *err = NULL;
-	json_t *out = NULL;
-	struct client *c;
-	int opt;
+	static const struct cli_show show = {.path = "/v1/snapshots",
+					     .list = "snapshots",
+					     .json_list = true,
+					     .print = print_snapshots};
 
-	while ((opt = cli_getopt(argc, argv, "h", NULL)) != -1)
-		return cli_bad_opt(cli, argc, argv, opt);
-	if (argc != optind)
-		return cli_usage_err(cli, "unexpected argument `%s`", argv[optind]);
-	c = cli_client(cli);
-	if (!c)
-		return CLI_EXIT_FAIL;
-	if (client_json(c, "GET", "/v1/snapshots", NULL, &out, &err) < 0)
-		return cli_fail(err, CLI_EXIT_FAIL);
-	if (cli->json)
-		out_json(stdout, json_object_get(out, "snapshots"));
-	else
-		print_snapshots(json_object_get(out, "snapshots"));
-	json_decref(out);
-	return CLI_EXIT_OK;
+	return cli_show(cli, argc, argv, &show);
 }
 
 static int snapshot_rm(struct cli *cli, int argc, char **argv)

@@ -43,26 +43,10 @@ static void print_pools(const json_t *pools)
 
 static int pool_ls(struct cli *cli, int argc, char **argv)
 {
-	cleanup_err struct isola_err *err = NULL;
-	json_t *out = NULL;
-	struct client *c;
-	int opt;
+	static const struct cli_show show = {
+		.path = "/v1/pools", .list = "pools", .print = print_pools};
 
-	while ((opt = cli_getopt(argc, argv, "h", NULL)) != -1)
-		return cli_bad_opt(cli, argc, argv, opt);
-	if (argc != optind)
-		return cli_usage_err(cli, "unexpected argument `%s`", argv[optind]);
-	c = cli_client(cli);
-	if (!c)
-		return CLI_EXIT_FAIL;
-	if (client_json(c, "GET", "/v1/pools", NULL, &out, &err) < 0)
-		return cli_fail(err, CLI_EXIT_FAIL);
-	if (cli->json)
-		out_json(stdout, out);
-	else
-		print_pools(json_object_get(out, "pools"));
-	json_decref(out);
-	return CLI_EXIT_OK;
+	return cli_show(cli, argc, argv, &show);
 }
 
 static int pool_set(struct cli *cli, int argc, char **argv)

@@ -74,30 +74,13 @@ static void print_procs(const json_t *list)
 
 int cmd_ps(struct cli *cli, int argc, char **argv)
 {
-	cleanup_err struct isola_err *err = NULL;
-	cleanup_free char *path = NULL;
-	json_t *reply = NULL, *list;
-	struct client *c;
-	int opt;
+	static const struct cli_show show = {.path = "/v1/sandboxes/%s/processes",
+					     .id = true,
+					     .list = "processes",
+					     .json_list = true,
+					     .print = print_procs};
 
-	while ((opt = cli_getopt(argc, argv, "h", NULL)) != -1)
-		return cli_bad_opt(cli, argc, argv, opt);
-	if (argc - optind != 1)
-		return cli_usage_err(cli,
-				     argc - optind ? "too many arguments" : "missing sandbox ID");
-	c = cli_client(cli);
-	path = cli_pathf("/v1/sandboxes/%s/processes", argv[optind]);
-	if (!c || !path)
-		return CLI_EXIT_FAIL;
-	if (client_json(c, "GET", path, NULL, &reply, &err) < 0)
-		return cli_fail(err, CLI_EXIT_FAIL);
-	list = json_is_array(reply) ? reply : json_object_get(reply, "processes");
-	if (cli->json)
-		out_json(stdout, json_is_array(list) ? list : reply);
-	else
-		print_procs(list);
-	json_decref(reply);
-	return CLI_EXIT_OK;
+	return cli_show(cli, argc, argv, &show);
 }
 
 static const struct option logs_longopts[] = {

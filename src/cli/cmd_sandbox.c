@@ -291,29 +291,10 @@ static void print_object(const json_t *o)
 
 int cmd_inspect(struct cli *cli, int argc, char **argv)
 {
-	cleanup_err struct isola_err *err = NULL;
-	cleanup_free char *path = NULL;
-	json_t *sb = NULL;
-	struct client *c;
-	int opt;
+	static const struct cli_show show = {
+		.path = "/v1/sandboxes/%s", .id = true, .print = print_object};
 
-	while ((opt = cli_getopt(argc, argv, "h", NULL)) != -1)
-		return cli_bad_opt(cli, argc, argv, opt);
-	if (argc - optind != 1)
-		return cli_usage_err(cli,
-				     argc - optind ? "too many arguments" : "missing sandbox ID");
-	c = cli_client(cli);
-	path = cli_pathf("/v1/sandboxes/%s", argv[optind]);
-	if (!c || !path)
-		return CLI_EXIT_FAIL;
-	if (client_json(c, "GET", path, NULL, &sb, &err) < 0)
-		return cli_fail(err, CLI_EXIT_FAIL);
-	if (cli->json)
-		out_json(stdout, sb);
-	else
-		print_object(sb);
-	json_decref(sb);
-	return CLI_EXIT_OK;
+	return cli_show(cli, argc, argv, &show);
 }
 
 int cmd_rm(struct cli *cli, int argc, char **argv)

@@ -135,33 +135,14 @@ static int tmpl_import(struct cli *cli, int argc, char **argv)
 	return status;
 }
 
-static int tmpl_ls(struct cli *cli, int argc, char **argv)
+static void print_templates(const json_t *list)
 {
 	static const char *const head[] = {"NAME", "SIZE", "CREATED"};
-	cleanup_err struct isola_err *err = NULL;
-	json_t *reply = NULL, *list, *t;
-	struct table *tab;
-	struct client *c;
+	struct table *tab = table_new(head, ARRAY_SIZE(head));
 	double now = util_wall_time();
+	const json_t *t;
 	size_t i;
-	int opt;
 
-	while ((opt = cli_getopt(argc, argv, "h", NULL)) != -1)
-		return cli_bad_opt(cli, argc, argv, opt);
-	if (optind < argc)
-		return cli_usage_err(cli, "unexpected argument `%s`", argv[optind]);
-	c = cli_client(cli);
-	if (!c)
-		return CLI_EXIT_FAIL;
-	if (client_json(c, "GET", "/v1/templates", NULL, &reply, &err) < 0)
-		return cli_fail(err, CLI_EXIT_FAIL);
-	list = json_is_array(reply) ? reply : json_object_get(reply, "templates");
-	if (cli->json) {
-		out_json(stdout, json_is_array(list) ? list : reply);
-		json_decref(reply);
-		return CLI_EXIT_OK;
-	}
-	tab = table_new(head, ARRAY_SIZE(head));
 	json_array_foreach(list, i, t)
 	{
 		const json_t *sz = json_object_get(t, "size");
@@ -178,8 +159,16 @@ static int tmpl_ls(struct cli *cli, int argc, char **argv)
 	if (tab)
 		table_print(tab, stdout);
 	table_free(tab);
-	json_decref(reply);
-	return CLI_EXIT_OK;
+}
+
+static int tmpl_ls(struct cli *cli, int argc, char **argv)
+{
+	static const struct cli_show show = {.path = "/v1/templates",
+					     .list = "templates",
+					     .json_list = true,
+					     .print = print_templates};
+
+	return cli_show(cli, argc, argv, &show);
 }
 
 static int tmpl_rm(struct cli *cli, int argc, char **argv)
