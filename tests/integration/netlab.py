@@ -24,6 +24,8 @@ import ipaddress
 import re
 from pathlib import Path
 
+import pytest
+
 # tests/conftest.py's Isolad under a name of its own (both conftest files are "conftest").
 _spec = importlib.util.spec_from_file_location(
     "isola_tests_conftest_net", Path(__file__).resolve().parents[1] / "conftest.py")
@@ -414,3 +416,45 @@ def stop_isolad(d):
         problems.append(f"isolad died:\n{d.log_text()[-3000:]}")
     problems += [f"sanitizer report from isolad: {r}" for r in d.new_sanitizer_reports()]
     return problems
+
+
+# ---- fixtures: imported by the test modules that use the lab (pytest registers them there) ----
+
+@pytest.fixture(scope="module")
+def lab():
+    """The lab, one per test module."""
+    lab = Lab()
+    yield lab
+    lab.close()
+
+
+@pytest.fixture(scope="module")
+def nd(lab):
+    """An isolad resolving through the lab; it must stop cleanly."""
+    d = start_isolad()
+    yield d
+    problems = stop_isolad(d)
+    assert not problems, problems
+
+
+@pytest.fixture
+def c(nd):
+    return nd.client(timeout=60)
+
+
+@pytest.fixture
+def mk(c):
+    """mk(network=None, **fields) -> id of a new sandbox, deleted after the test."""
+    made = []
+
+    def make(network=None, **kw):
+        fields = dict(kw)
+        if network is not None:
+            fields["network"] = network
+        sb = c.create_sandbox(**fields)
+        made.append(sb["id"])
+        return sb["id"]
+
+    yield make
+    for sid in made:
+        c.delete_sandbox(sid)

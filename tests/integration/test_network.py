@@ -13,42 +13,7 @@ import pytest
 
 import netlab
 from netlab import WEB, OTHER, run_client, net_info, set_policy
-
-@pytest.fixture(scope="module")
-def lab():
-    lab = netlab.Lab()
-    yield lab
-    lab.close()
-
-
-@pytest.fixture(scope="module")
-def nd(lab):
-    d = netlab.start_isolad()
-    yield d
-    problems = netlab.stop_isolad(d)
-    assert not problems, problems
-
-
-@pytest.fixture
-def c(nd):
-    return nd.client(timeout=60)
-
-
-@pytest.fixture
-def mk(c):
-    made = []
-
-    def make(network=None, **kw):
-        fields = dict(kw)
-        if network is not None:
-            fields["network"] = network
-        sb = c.create_sandbox(**fields)
-        made.append(sb["id"])
-        return sb["id"]
-
-    yield make
-    for sid in made:
-        c.delete_sandbox(sid)
+from netlab import lab, nd, c, mk  # noqa: F401 (the module's fixtures, shared with the boundary tests)
 
 
 def test_sandbox_gets_a_veth_and_loopback(c, mk):

@@ -14,40 +14,7 @@ import pytest
 
 import netlab
 from netlab import WEB, OTHER, METADATA, PRIVATE, HOST_ADDR, run_client, net_info
-
-
-@pytest.fixture(scope="module")
-def lab():
-    lab = netlab.Lab()
-    yield lab
-    lab.close()
-
-
-@pytest.fixture(scope="module")
-def nd(lab):
-    d = netlab.start_isolad()
-    yield d
-    problems = netlab.stop_isolad(d)
-    assert not problems, problems
-
-
-@pytest.fixture
-def c(nd):
-    return nd.client(timeout=60)
-
-
-@pytest.fixture
-def mk(c):
-    made = []
-
-    def make(network=None):
-        sb = c.create_sandbox(**({"network": network} if network is not None else {}))
-        made.append(sb["id"])
-        return sb["id"]
-
-    yield make
-    for sid in made:
-        c.delete_sandbox(sid)
+from netlab import lab, nd, c, mk  # noqa: F401 (the module's fixtures, shared with test_network)
 
 
 @pytest.fixture
