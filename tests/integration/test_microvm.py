@@ -43,6 +43,47 @@ def qemu_pids():
     return out
 
 
+def kill9_mid_launch(isolad, what, launch):
+    """Runs launch() (a request that starts a QEMU) in a thread, SIGKILLs isolad as soon as a
+    new QEMU appears and restarts it; asserts that no QEMU which appeared meanwhile survives
+    untracked by the restarted isolad. Returns a client of the restarted isolad."""
+    import threading
+
+    def go():
+        try:
+            launch()
+        except OSError:
+            pass  # the daemon died under the request: expected
+
+    known = set(qemu_pids())
+    t = threading.Thread(target=go)
+    t.start()
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and not (set(qemu_pids()) - known):
+        time.sleep(0.01)
+    assert set(qemu_pids()) - known, f"no QEMU appeared during the {what}"
+    isolad.restart(kill9=True)
+    t.join(30)
+    api = isolad.client(timeout=60)
+    tracked = {sb["id"] for sb in api.list_sandboxes()}
+    # Reconcile has sent SIGKILL; a QEMU with hundreds of MiB mapped can take a moment
+    # to finish dying on a loaded 2-core machine. None may still run after that.
+    # Only QEMUs that appeared during this test: other isolads on a shared host run theirs.
+    deadline = time.monotonic() + 20
+    while True:
+        orphans = {p: i for p, i in qemu_pids().items() if i not in tracked and p not in known}
+        if not orphans or time.monotonic() > deadline:
+            break
+        time.sleep(0.25)
+    for pid in orphans:  # never leave a running VM to the rest of the suite
+        try:
+            os.kill(pid, 9)
+        except OSError:
+            pass
+    assert not orphans, f"QEMU processes survive that no sandbox tracks: {orphans}"
+    return api
+
+
 def create_vm(api, **fields):
     fields.setdefault("tier", "microvm")
     r = api.request("POST", "/v1/sandboxes", json=fields, timeout=FIRST_CREATE_TIMEOUT)
@@ -193,42 +234,8 @@ def test_panic_marks_error_then_destroy_leaves_nothing(isolad, api):
 
 def test_kill9_mid_create_leaves_no_orphan(isolad):
     api = isolad.client(timeout=60)
-    import threading
-    res = {}
-
-    def go():
-        try:
-            res["r"] = api.request("POST", "/v1/sandboxes", json={"tier": "microvm"},
-                                   timeout=120)
-        except OSError as e:
-            res["e"] = e
-
-    known = set(qemu_pids())
-    t = threading.Thread(target=go)
-    t.start()
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline and not (set(qemu_pids()) - known):
-        time.sleep(0.02)
-    assert set(qemu_pids()) - known, "no QEMU appeared during create"
-    isolad.restart(kill9=True)
-    t.join(30)
-    api2 = isolad.client(timeout=60)
-    tracked = {sb["id"] for sb in api2.list_sandboxes()}
-    # Reconcile has sent SIGKILL; a QEMU with hundreds of MiB mapped can take a moment
-    # to finish dying on a loaded 2-core machine. None may still run after that.
-    # Only QEMUs that appeared during this test: other isolads on a shared host run theirs.
-    deadline = time.monotonic() + 20
-    while True:
-        orphans = {p: i for p, i in qemu_pids().items() if i not in tracked and p not in known}
-        if not orphans or time.monotonic() > deadline:
-            break
-        time.sleep(0.25)
-    for pid in orphans:  # never leave a running VM to the rest of the suite
-        try:
-            os.kill(pid, 9)
-        except OSError:
-            pass
-    assert not orphans, f"QEMU processes survive that no sandbox tracks: {orphans}"
+    kill9_mid_launch(isolad, "create", lambda: api.request(
+        "POST", "/v1/sandboxes", json={"tier": "microvm"}, timeout=120))
 
 
 def test_accel_flag_overrides_detection(tmp_path):

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from test_microvm import create_vm, qemu_pids  # noqa: F401 (module-level skip comes along)
-from test_microvm import pytestmark  # noqa: F401
+from test_microvm import create_vm, kill9_mid_launch, qemu_pids
+from test_microvm import pytestmark  # noqa: F401 (module-level skip comes along)
 
 OP_TIMEOUT = 300
 
@@ -263,43 +263,12 @@ def test_damaged_snapshot_past_the_manifest_fails_cleanly(isolad, api, src, dama
 
 
 def test_kill9_mid_restore_leaves_no_orphan_and_paused_vm_reattaches(isolad, api, src):
-    import threading
     sid = src["id"]
     snapshot(api, sid, "mvm-k9")
     r = api.request("POST", f"/v1/sandboxes/{sid}/pause", timeout=OP_TIMEOUT)
     assert r.status == 200, r
-    known = set(qemu_pids())
-    res = {}
-
-    def go():
-        try:
-            res["r"] = api.request("POST", "/v1/sandboxes", json={"snapshot": "mvm-k9"},
-                                   timeout=120)
-        except OSError as e:
-            res["e"] = e
-
-    t = threading.Thread(target=go)
-    t.start()
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline and not (set(qemu_pids()) - known):
-        time.sleep(0.01)
-    assert set(qemu_pids()) - known, "no QEMU appeared during the restore"
-    isolad.restart(kill9=True)
-    t.join(30)
-    api2 = isolad.client(timeout=60)
-    tracked = {sb["id"] for sb in api2.list_sandboxes()}
-    deadline = time.monotonic() + 20
-    while True:
-        orphans = {p: i for p, i in qemu_pids().items() if i not in tracked and p not in known}
-        if not orphans or time.monotonic() > deadline:
-            break
-        time.sleep(0.25)
-    for pid in orphans:  # never leave a running VM to the rest of the suite
-        try:
-            os.kill(pid, 9)
-        except OSError:
-            pass
-    assert not orphans, f"QEMU processes survive that no sandbox tracks: {orphans}"
+    api2 = kill9_mid_launch(isolad, "restore", lambda: api.request(
+        "POST", "/v1/sandboxes", json={"snapshot": "mvm-k9"}, timeout=120))
     # The paused source came back paused, its vCPUs still stopped, and resumes.
     assert api2.get_json(f"/v1/sandboxes/{sid}")["state"] == "paused"
     pid = qemu_of(sid)
