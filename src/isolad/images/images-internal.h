@@ -57,9 +57,6 @@ uint64_t images_du(int dirfd);
 /* Hex-encodes n bytes into out (2n+1 bytes). */
 void images_hex(const unsigned char *in, size_t n, char *out);
 
-/* Removes name (a tree) relative to dfd without following symlinks or crossing mounts. */
-int images_rm_at(int dfd, const char *name);
-
 /* host.c */
 
 /* Builds the host template into a temp dir under tdir and swaps it in as tdir/host unless the
@@ -67,18 +64,6 @@ int images_rm_at(int dfd, const char *name);
 int images_host_build(const char *tdir, struct isola_err **err);
 
 /* layer.c */
-
-/*
- * Normalises a path from an archive: strips "./" and "/" repeats and "." components. Refuses
- * absolute paths and ".." components (-EPERM) and overlong ones (-ENAMETOOLONG); -ENOENT when
- * nothing is left (the archive's root entry).
- */
-int images_norm_path(const char *in, char *out, size_t outsz);
-
-/* Opens directory rel (normalised, "" for the root) inside rootfd as an O_PATH fd without ever
- * leaving the root: openat2(RESOLVE_IN_ROOT) where available, else an O_NOFOLLOW walk that
- * refuses symlinks. Returns the fd or -errno. */
-int images_open_in_root(int rootfd, const char *rel);
 
 /*
  * Applies one layer tarball (gzip, zstd, xz or plain; blob_fd is read from its current

@@ -83,8 +83,4 @@ void images_set_limits(uint64_t max_bytes, uint64_t max_entries);
 /* Whether the template name is acceptable: [a-zA-Z0-9._-], 1..63 chars, not "." or "..". */
 bool images_name_is_valid(const char *name);
 
-/* Tests only: true forces the O_NOFOLLOW component-walk fallback used where openat2 is
- * missing, so both resolution paths are exercised. */
-void images_test_force_fallback(bool on);
-
 #endif

@@ -15,6 +15,7 @@
 #include <sys/utsname.h>
 #include <unistd.h>
 
+#include "../../common/extract.h"
 #include "../../common/util.h"
 
 /* One file of the outer tarball, copied to blobs/<index> under a name we chose. */
@@ -185,7 +186,7 @@ static int unpack_outer(struct import *im, int fd, uint64_t total)
 		/* UNTRUSTED: names and sizes of the outer tarball. Names are only compared, never
 		 * used as paths: data lands in blobs/<index>. */
 		raw = archive_entry_pathname(e);
-		r = raw ? images_norm_path(raw, name, sizeof(name)) : -EBADMSG;
+		r = raw ? extract_norm_path(raw, name, sizeof(name)) : -EBADMSG;
 		if (r == -ENOENT) {
 			r = 0;
 			continue;
@@ -198,7 +199,7 @@ static int unpack_outer(struct import *im, int fd, uint64_t total)
 		if (archive_entry_hardlink(e) || archive_entry_filetype(e) == AE_IFLNK) {
 			/* docker save writes repeated layers as links to the first copy */
 			lt = archive_entry_hardlink(e);
-			r = lt ? images_norm_path(lt, target, sizeof(target))
+			r = lt ? extract_norm_path(lt, target, sizeof(target))
 			       : (archive_entry_symlink(e)
 					  ? join_norm(name, archive_entry_symlink(e), target,
 						      sizeof(target))

@@ -8,13 +8,12 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
-#include <linux/openat2.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
+#include "../../common/extract.h"
 #include "../../common/util.h"
 
 /*
@@ -27,88 +26,6 @@
  * kernel rather than by string checks.
  */
 
-static bool force_fallback; /* tests: pretend openat2 is missing */
-
-void images_test_force_fallback(bool on)
-{
-	force_fallback = on;
-}
-
-int images_norm_path(const char *in, char *out, size_t outsz)
-{
-	size_t o = 0;
-	const char *p = in;
-
-	if (in[0] == '/')
-		return -EPERM; /* absolute: an image layer never needs one */
-	while (*p) {
-		const char *s = p;
-		size_t n;
-
-		while (*p && *p != '/')
-			p++;
-		n = (size_t)(p - s);
-		while (*p == '/')
-			p++;
-		if (n == 0 || (n == 1 && s[0] == '.'))
-			continue;
-		if (n == 2 && s[0] == '.' && s[1] == '.')
-			return -EPERM; /* "..": traversal (CVE-2001-1267 class) */
-		if (n > NAME_MAX || o + n + 2 > outsz)
-			return -ENAMETOOLONG;
-		if (o)
-			out[o++] = '/';
-		memcpy(out + o, s, n);
-		o += n;
-	}
-	out[o] = '\0';
-	return o ? 0 : -ENOENT;
-}
-
-static int walk_nofollow(int rootfd, const char *rel)
-{
-	char buf[PATH_MAX];
-	int cur;
-	char *save = NULL, *comp;
-
-	if (snprintf(buf, sizeof(buf), "%s", rel) >= (int)sizeof(buf))
-		return -ENAMETOOLONG;
-	cur = openat(rootfd, ".", O_PATH | O_DIRECTORY | O_CLOEXEC);
-	if (cur < 0)
-		return -errno;
-	for (comp = strtok_r(buf, "/", &save); comp; comp = strtok_r(NULL, "/", &save)) {
-		/* O_NOFOLLOW|O_DIRECTORY fails on a symlink: the fallback refuses symlinked parents. */
-		int nfd = openat(cur, comp, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-		int e = errno;
-
-		close(cur);
-		if (nfd < 0)
-			return -e;
-		cur = nfd;
-	}
-	return cur;
-}
-
-int images_open_in_root(int rootfd, const char *rel)
-{
-	struct open_how how = {
-		.flags = O_PATH | O_DIRECTORY | O_CLOEXEC,
-		.resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS | RESOLVE_NO_XDEV,
-	};
-	long fd;
-
-	if (!*rel)
-		rel = ".";
-	if (!force_fallback) {
-		fd = syscall(SYS_openat2, rootfd, rel, &how, sizeof(how));
-		if (fd >= 0)
-			return (int)fd;
-		if (errno != ENOSYS)
-			return -errno;
-	}
-	return walk_nofollow(rootfd, rel);
-}
-
 /* Opens directory rel inside the root, creating missing components as root:root 0755 (tar
  * streams often omit parent entries). */
 static int ensure_dir(int rootfd, const char *rel)
@@ -116,12 +33,12 @@ static int ensure_dir(int rootfd, const char *rel)
 	char buf[PATH_MAX];
 	int cur, fd;
 
-	fd = images_open_in_root(rootfd, rel);
+	fd = extract_open_dir(rootfd, rel);
 	if (fd != -ENOENT)
 		return fd;
 	if (snprintf(buf, sizeof(buf), "%s", rel) >= (int)sizeof(buf))
 		return -ENAMETOOLONG;
-	cur = images_open_in_root(rootfd, "");
+	cur = extract_open_dir(rootfd, "");
 	if (cur < 0)
 		return cur;
 	for (char *comp = buf, *end;; comp = end + 1) {
@@ -130,7 +47,7 @@ static int ensure_dir(int rootfd, const char *rel)
 		end = strchr(comp, '/');
 		if (end)
 			*end = '\0';
-		nfd = images_open_in_root(rootfd, buf);
+		nfd = extract_open_dir(rootfd, buf);
 		if (nfd == -ENOENT) {
 			/* A dangling symlink here makes mkdirat fail with EEXIST: refused. */
 			if (mkdirat(cur, comp, 0755) < 0 || fchmodat(cur, comp, 0755, 0) < 0) {
@@ -150,42 +67,6 @@ static int ensure_dir(int rootfd, const char *rel)
 			return cur;
 		*end = '/';
 	}
-}
-
-int images_rm_at(int dfd, const char *name)
-{
-	struct stat st, pst;
-	struct dirent *de;
-	DIR *d;
-	int fd, r = 0;
-
-	if (fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
-		return errno == ENOENT ? 0 : -errno;
-	if (!S_ISDIR(st.st_mode))
-		return unlinkat(dfd, name, 0) < 0 && errno != ENOENT ? -errno : 0;
-	if (fstatat(dfd, "", &pst, AT_EMPTY_PATH) == 0 && pst.st_dev != st.st_dev)
-		return -EXDEV; /* a mount point: never descend into another filesystem */
-	fd = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	if (fd < 0)
-		return -errno;
-	d = fdopendir(fd);
-	if (!d) {
-		close(fd);
-		return -ENOMEM;
-	}
-	while ((de = readdir(d))) {
-		int q;
-
-		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
-			continue;
-		q = images_rm_at(dirfd(d), de->d_name);
-		if (q < 0 && r == 0)
-			r = q;
-	}
-	closedir(d);
-	if (unlinkat(dfd, name, AT_REMOVEDIR) < 0 && errno != ENOENT && r == 0)
-		r = -errno;
-	return r;
 }
 
 struct layer {
@@ -233,7 +114,7 @@ static int opaque_clean(struct layer *l, int dfd, const char *prefix)
 			break;
 		}
 		if (!json_object_get(l->seen, sub)) {
-			r = images_rm_at(dirfd(d), de->d_name);
+			r = extract_rm_at(dirfd(d), de->d_name);
 		} else if (fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
 			   S_ISDIR(st.st_mode)) {
 			cleanup_fd int cfd = openat(dirfd(d), de->d_name,
@@ -267,12 +148,12 @@ static int whiteout(struct layer *l, const char *dir, const char *leaf)
 		return lerr(l, -EBADMSG, "malformed whiteout", NULL);
 	/* The parent resolves inside the root, so a whiteout under a symlink to a host path
 	 * deletes at most a path inside the rootfs (or nothing). */
-	pfd = images_open_in_root(l->rootfd, dir);
+	pfd = extract_open_dir(l->rootfd, dir);
 	if (pfd == -ENOENT || pfd == -ENOTDIR || pfd == -ELOOP)
 		return 0; /* nothing below to hide */
 	if (pfd < 0)
 		return lerr(l, pfd, "whiteout", strerror(-pfd));
-	r = images_rm_at(pfd, leaf);
+	r = extract_rm_at(pfd, leaf);
 	return r < 0 ? lerr(l, r, "whiteout", strerror(-r)) : 0;
 }
 
@@ -295,16 +176,9 @@ static int copy_data(struct layer *l, int fd, int64_t size)
 		 * declared size so the budget check above holds. */
 		if (off < 0 || (uint64_t)off + len > (uint64_t)size)
 			return lerr(l, -EBADMSG, "data beyond the declared size", NULL);
-		for (size_t done = 0; done < len;) {
-			ssize_t n =
-				pwrite(fd, (const char *)buf + done, len - done, off + (off_t)done);
-
-			if (n < 0 && errno == EINTR)
-				continue;
-			if (n < 0)
-				return lerr(l, -errno, "write", strerror(errno));
-			done += (size_t)n;
-		}
+		r = extract_pwrite_all(fd, buf, len, off);
+		if (r < 0)
+			return lerr(l, r, "write", strerror(-r));
 		if (off + (int64_t)len > end)
 			end = off + (int64_t)len;
 	}
@@ -315,24 +189,18 @@ static int copy_data(struct layer *l, int fd, int64_t size)
 
 static int hardlink(struct layer *l, int pfd, const char *leaf, const char *target)
 {
-	char tpath[PATH_MAX];
+	char tpath[PATH_MAX], tdir[PATH_MAX];
 	cleanup_fd int tfd = -1;
 	const char *tleaf;
 	struct stat st;
 	int r;
 
-	r = images_norm_path(target, tpath, sizeof(tpath));
+	r = extract_norm_path(target, tpath, sizeof(tpath));
 	if (r < 0)
 		return lerr(l, r == -ENOENT ? -EBADMSG : r, "hard link target escapes the rootfs",
 			    target);
-	tleaf = strrchr(tpath, '/');
-	if (tleaf) {
-		tpath[tleaf - tpath] = '\0';
-		tleaf++;
-	} else {
-		tleaf = tpath;
-	}
-	tfd = images_open_in_root(l->rootfd, tleaf == tpath ? "" : tpath);
+	tleaf = extract_split(tpath, tdir);
+	tfd = extract_open_dir(l->rootfd, tdir);
 	if (tfd < 0 || fstatat(tfd, tleaf, &st, AT_SYMLINK_NOFOLLOW) < 0)
 		return lerr(l, -EBADMSG, "hard link target not in the rootfs", target);
 	if (S_ISDIR(st.st_mode))
@@ -373,7 +241,7 @@ static int apply_entry(struct layer *l, struct archive_entry *e)
 		return lerr(l, -EBADMSG, "entry without a name", NULL);
 	}
 	snprintf(l->path, sizeof(l->path), "%s", raw);
-	r = images_norm_path(raw, l->path, sizeof(l->path));
+	r = extract_norm_path(raw, l->path, sizeof(l->path));
 	if (r == -ENOENT)
 		return 0; /* "./": the root itself keeps its mode */
 	if (r < 0) {
@@ -382,15 +250,7 @@ static int apply_entry(struct layer *l, struct archive_entry *e)
 	}
 	if (++l->b->entries > l->b->max_entries)
 		return lerr(l, -EFBIG, "too many entries in the image", NULL);
-	leaf = strrchr(l->path, '/');
-	if (leaf) {
-		memcpy(dir, l->path, (size_t)(leaf - l->path));
-		dir[leaf - l->path] = '\0';
-		leaf++;
-	} else {
-		dir[0] = '\0';
-		leaf = l->path;
-	}
+	leaf = extract_split(l->path, dir);
 	if (!strncmp(leaf, ".wh.", 4))
 		return whiteout(l, dir, leaf);
 	if (!hl && type != AE_IFREG && type != AE_IFDIR && type != AE_IFLNK && type != AE_IFIFO) {
@@ -406,7 +266,7 @@ static int apply_entry(struct layer *l, struct archive_entry *e)
 			return lerr(l, -EFBIG, "image exceeds the unpacked size cap", NULL);
 		l->b->bytes += (uint64_t)size;
 	}
-	if (hl && images_norm_path(hl, tgt, sizeof(tgt)) == 0 && !strcmp(tgt, l->path))
+	if (hl && extract_norm_path(hl, tgt, sizeof(tgt)) == 0 && !strcmp(tgt, l->path))
 		return 0; /* a link to itself: removing it first would lose the file */
 	pfd = ensure_dir(l->rootfd, dir);
 	if (pfd < 0)
@@ -414,7 +274,7 @@ static int apply_entry(struct layer *l, struct archive_entry *e)
 	json_object_set_new(l->seen, l->path, json_true());
 	exists = fstatat(pfd, leaf, &st, AT_SYMLINK_NOFOLLOW) == 0;
 	if (exists && !(S_ISDIR(st.st_mode) && type == AE_IFDIR && !hl)) {
-		r = images_rm_at(pfd, leaf); /* a later layer replaces what lies below */
+		r = extract_rm_at(pfd, leaf); /* a later layer replaces what lies below */
 		if (r < 0)
 			return lerr(l, r, "replace", strerror(-r));
 		exists = false;

@@ -16,6 +16,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "common/extract.h"
 #include "common/util.h"
 
 static int n_test, n_fail;
@@ -481,10 +482,10 @@ int main(void)
 	check_imports();
 	check_hostile("openat2");
 	hostile("inroot", NULL, "symlinked parent inside the rootfs");
-	images_test_force_fallback(true);
+	extract_test_force_fallback(true);
 	check_hostile("O_NOFOLLOW fallback");
 	hostile("inroot", "parent directory", "symlinked parent (fallback refuses)");
-	images_test_force_fallback(false);
+	extract_test_force_fallback(false);
 	check_store();
 	check_reinit();
 	images_shutdown();

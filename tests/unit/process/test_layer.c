@@ -20,8 +20,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/extract.h"
 #include "common/util.h"
-#include "isolad/images/images-internal.h"
 #include "isolad/tiers/process/process-internal.h"
 #include "../tap.h"
 
@@ -547,7 +547,7 @@ static void test_truncated(void)
 			   "plain archive cut inside its trailing padding: restored whole");
 			isola_err_free(err);
 			err = NULL;
-			if (images_rm_at(dfd, "upper") < 0)
+			if (extract_rm_at(dfd, "upper") < 0)
 				die("rm upper");
 		}
 	}
@@ -731,7 +731,7 @@ static void test_races(void)
 				S_ISDIR(sw.st_mode) &&
 				faccessat(dfd, "upper/swap/passwd", F_OK, AT_SYMLINK_NOFOLLOW) == 0;
 		}
-		images_rm_at(dfd, "upper");
+		extract_rm_at(dfd, "upper");
 	}
 	kill(pid, SIGKILL);
 	waitpid(pid, NULL, 0);

@@ -17,8 +17,8 @@
 #include <sys/xattr.h>
 #include <unistd.h>
 
+#include "../../../common/extract.h"
 #include "../../../common/util.h"
-#include "../../images/images-internal.h" /* images_norm_path, images_open_in_root */
 
 #define LAYER_IDS	65536u	   /* ids of one sandbox's user namespace */
 #define LAYER_NOBODY	65534u	   /* what an id outside the range becomes */
@@ -430,7 +430,7 @@ static int lw_dir(struct lw *w, const char *rel, uint64_t ino, json_t *todo)
 	int pfd, fd, r = 0;
 
 	/* Resolved from the upper dir each time: fds held per directory, not per depth. */
-	pfd = images_open_in_root(w->root, rel);
+	pfd = extract_open_dir(w->root, rel);
 	if (pfd == -ENOENT || pfd == -ENOTDIR || pfd == -ELOOP)
 		return 0; /* vanished or replaced since it was listed */
 	if (pfd < 0)
@@ -744,16 +744,9 @@ static int lr_data(struct lr *l, int fd, int64_t size)
 		/* UNTRUSTED: off/len from the sparse map; kept inside the declared size. */
 		if (off < 0 || (uint64_t)off > (uint64_t)size || len > (uint64_t)(size - off))
 			return lr_bad(l, "data beyond the declared size");
-		for (size_t done = 0; done < len;) {
-			ssize_t n =
-				pwrite(fd, (const char *)buf + done, len - done, off + (off_t)done);
-
-			if (n < 0 && errno == EINTR)
-				continue;
-			if (n < 0)
-				return lr_sys(l, errno, "write");
-			done += (size_t)n;
-		}
+		r = extract_pwrite_all(fd, buf, len, off);
+		if (r < 0)
+			return lr_sys(l, -r, "write");
 	}
 	if (ftruncate(fd, size) < 0)
 		return lr_sys(l, errno, "truncate");
@@ -762,19 +755,15 @@ static int lr_data(struct lr *l, int fd, int64_t size)
 
 static int lr_hardlink(struct lr *l, int pfd, const char *leaf, const char *target)
 {
-	char tpath[PATH_MAX];
+	char tpath[PATH_MAX], tdir[PATH_MAX];
 	cleanup_fd int tfd = -1;
-	char *tleaf;
+	const char *tleaf;
 	struct stat st;
 
-	if (images_norm_path(target, tpath, sizeof(tpath)) < 0)
+	if (extract_norm_path(target, tpath, sizeof(tpath)) < 0)
 		return lr_bad(l, "hard link target escapes the layer");
-	tleaf = strrchr(tpath, '/');
-	if (tleaf)
-		*tleaf++ = '\0';
-	tfd = images_open_in_root(l->root, tleaf ? tpath : "");
-	if (!tleaf)
-		tleaf = tpath;
+	tleaf = extract_split(tpath, tdir);
+	tfd = extract_open_dir(l->root, tdir);
 	if (tfd < 0 || fstatat(tfd, tleaf, &st, AT_SYMLINK_NOFOLLOW) < 0)
 		return lr_bad(l, "hard link target is not in the layer");
 	if (!S_ISREG(st.st_mode))
@@ -802,7 +791,7 @@ static int lr_entry(struct lr *l, struct archive_entry *e)
 	snprintf(l->path, sizeof(l->path), "%s", raw ? raw : "?");
 	if (!raw)
 		return lr_bad(l, "entry without a name");
-	r = images_norm_path(raw, l->path, sizeof(l->path));
+	r = extract_norm_path(raw, l->path, sizeof(l->path));
 	if (r == -ENOENT) { /* ".": the upper dir itself */
 		if (type != AE_IFDIR || hl)
 			return lr_bad(l, "the root entry is not a directory");
@@ -825,16 +814,8 @@ static int lr_entry(struct lr *l, struct archive_entry *e)
 		snprintf(l->path, sizeof(l->path), "%.1000s", raw);
 		return lr_bad(l, "path escapes the layer (absolute, `..` or too long)");
 	}
-	leaf = strrchr(l->path, '/');
-	if (leaf) {
-		memcpy(dir, l->path, (size_t)(leaf - l->path));
-		dir[leaf - l->path] = '\0';
-		leaf++;
-	} else {
-		dir[0] = '\0';
-		leaf = l->path;
-	}
-	pfd = images_open_in_root(l->root, dir);
+	leaf = extract_split(l->path, dir);
+	pfd = extract_open_dir(l->root, dir);
 	if (pfd < 0)
 		return lr_bad(l, "parent directory is not in the layer");
 	if (hl)
@@ -922,7 +903,7 @@ static int lr_dir_times(struct lr *l)
 		ts[1].tv_nsec = (long)json_integer_value(json_array_get(d, 2));
 		ts[0] = ts[1];
 		snprintf(l->path, sizeof(l->path), "%s", p);
-		pfd = images_open_in_root(l->root, strcmp(p, ".") ? p : "");
+		pfd = extract_open_dir(l->root, strcmp(p, ".") ? p : "");
 		fd = pfd < 0 ? -1 : openat(pfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 		if (fd < 0 || futimens(fd, ts) < 0)
 			return lr_sys(l, fd < 0 && pfd < 0 ? -pfd : errno, "set directory times");
@@ -996,7 +977,7 @@ out:
 	json_decref(l.dirs);
 	close(l.root);
 	if (r < 0) {
-		images_rm_at(parent, name);
+		extract_rm_at(parent, name);
 		err_printable(err);
 	}
 	return r;
