@@ -6,6 +6,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <arpa/inet.h>
 #include <linux/fs.h>
 #include <net/if.h>
@@ -31,6 +32,7 @@
 #endif
 
 #define WAIT_DEVICE_MS 10000 /* for /dev/vda and the serial port to appear */
+#define WAIT_CPORT_MS  500   /* for the counters port, once the agent's is there */
 
 /* die() is allowed here (STYLE.md: the agent's early boot): PID 1 exiting panics the
  * guest, QEMU exits (-no-reboot), and isolad reports the console's last lines. */
@@ -87,8 +89,8 @@ static void load_modules(void)
 	unlink(GUEST_MODULE_ORDER);
 }
 
-/* Finds the /dev node of the virtio-serial port named GUEST_PORT_NAME. */
-static bool find_port(char *out, size_t len)
+/* Finds the /dev node of the virtio-serial port named want. */
+static bool find_port(const char *want, char *out, size_t len)
 {
 	DIR *d = opendir("/sys/class/virtio-ports");
 	struct dirent *de;
@@ -106,7 +108,7 @@ static bool find_port(char *out, size_t len)
 		if (util_read_file(path, 256, &name, NULL) < 0)
 			continue;
 		name[strcspn(name, "\n")] = '\0';
-		if (strcmp(name, GUEST_PORT_NAME) == 0) {
+		if (strcmp(name, want) == 0) {
 			snprintf(out, len, "/dev/%s", de->d_name);
 			found = access(out, F_OK) == 0;
 		}
@@ -283,11 +285,32 @@ static bool hostname_ok(const char *h)
 	return true;
 }
 
-int guest_init(char *port, size_t len)
+/* Puts the agent (and so every process it spawns) into the guest cgroup, with
+ * `isola.pids=` as its pids.max. Dies when the limit cannot be set: a sandbox must not run
+ * without a limit it was promised. */
+static void limits_apply(void)
+{
+	char val[32], why[96];
+	uint32_t pids;
+	int r;
+
+	cmdline_get("isola.pids", val, sizeof(val));
+	if (guest_pids_parse(val, &pids) < 0) {
+		errno = EINVAL;
+		die("isola.pids=%s", val);
+	}
+	r = guest_cgroup_setup(pids, why, sizeof(why));
+	if (r < 0) {
+		errno = -r;
+		die("pids limit %" PRIu32 ": %s", pids, why);
+	}
+}
+
+int guest_init(char *port, char *cport, size_t len)
 {
 	char host[80];
 	struct stat st;
-	uint64_t deadline;
+	uint64_t deadline, cport_deadline = 0;
 	int fd;
 
 	mount_or_die("devtmpfs", "/dev", "devtmpfs", MS_NOSUID, "mode=0755");
@@ -306,7 +329,20 @@ int guest_init(char *port, size_t len)
 	load_modules();
 
 	deadline = util_now_ms() + WAIT_DEVICE_MS;
-	while (stat("/dev/vda", &st) < 0 || !find_port(port, len)) {
+	cport[0] = '\0';
+	for (;;) {
+		bool base = stat("/dev/vda", &st) == 0 && find_port(GUEST_PORT_NAME, port, len);
+
+		/* The counters port comes with the agent's; a VM without one (another host)
+		 * is served without counters after a short grace. */
+		if (base && !cport_deadline)
+			cport_deadline = util_now_ms() + WAIT_CPORT_MS;
+		if (base && (find_port(GUEST_COUNTERS_PORT, cport, len) ||
+			     util_now_ms() > cport_deadline)) {
+			if (!cport[0] || access(cport, F_OK) < 0)
+				cport[0] = '\0';
+			break;
+		}
 		if (util_now_ms() > deadline)
 			die("no root disk /dev/vda or no port `%s` after %d ms", GUEST_PORT_NAME,
 			    WAIT_DEVICE_MS);
@@ -334,6 +370,7 @@ int guest_init(char *port, size_t len)
 		     "newinstance,ptmxmode=0666,mode=0620,gid=5");
 	mount_or_die("tmpfs", "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777");
 	mount_or_die("tmpfs", "/run", "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755");
+	limits_apply();
 	symlink("/proc/self/fd", "/dev/fd");
 	symlink("/proc/self/fd/0", "/dev/stdin");
 	symlink("/proc/self/fd/1", "/dev/stdout");

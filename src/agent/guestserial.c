@@ -44,14 +44,18 @@ static struct {
 	struct watch timer_w; /* timerfd re-checking the host in GS_WAITING */
 	char scan[64];	      /* tail of scanned bytes (token may straddle reads) */
 	size_t scan_len;      /* bytes in scan */
-} gs = {.fd = -1};
+	int cfd;	      /* the counters port, or -1 */
+	struct watch cnt_w;   /* cfd while its host end is connected */
+	char cscan[64];	      /* tail of scanned counters bytes */
+	size_t cscan_len;     /* bytes in cscan */
+} gs = {.fd = -1, .cfd = -1};
 
 static const char sync_prefix[] = "\nISOLA-SYNC ";
 
-/* True when the host end of the port is connected. */
-static bool host_connected(void)
+/* True when the host end of the port fd is connected. */
+static bool host_connected(int fd)
 {
-	struct pollfd p = {.fd = gs.fd, .events = POLLIN};
+	struct pollfd p = {.fd = fd, .events = POLLIN};
 
 	if (poll(&p, 1, 0) < 0)
 		return false;
@@ -77,12 +81,24 @@ static void enter(enum gs_state st)
 	timer_arm(st == GS_WAITING);
 }
 
+/* The counters port is watched only while its host end is connected: with the host away
+ * the port polls POLLHUP, which a level-triggered watch would report forever. */
+static void counters_recheck(void)
+{
+	if (gs.cfd < 0)
+		return;
+	if (!host_connected(gs.cfd))
+		gs.cscan_len = 0;
+	watch_set(&gs.cnt_w, host_connected(gs.cfd) ? EPOLLIN : 0);
+}
+
 /* Re-evaluates the host side when no connection is installed. */
 static void recheck(void)
 {
+	counters_recheck();
 	if (gs.state == GS_CONNECTED)
 		return;
-	enter(host_connected() ? GS_SYNCING : GS_WAITING);
+	enter(host_connected(gs.fd) ? GS_SYNCING : GS_WAITING);
 }
 
 /* Writes all of buf to the non-blocking port, waiting up to 2 s. 0 or -errno. */
@@ -109,26 +125,57 @@ static int port_write_all(const char *buf, size_t len)
 
 int guest_sync_find(const char *buf, size_t len, char nonce[TOKEN_HEX + 1])
 {
-	size_t pl = sizeof(sync_prefix) - 1;
+	return guest_token_find(buf, len, sync_prefix, TOKEN_HEX, nonce);
+}
 
-	for (size_t i = 0; i + pl + TOKEN_HEX + 1 <= len; i++) {
-		size_t k;
+/*
+ * The counters port: isolad writes GUEST_COUNTERS_ASK <nonce>, we answer with the counters
+ * and the same nonce, so isolad can tell its answer from one it gave up waiting for. No
+ * state beyond the scan tail: bytes that are not a request are dropped.
+ */
+static void counters_cb(struct watch *w, uint32_t events)
+{
+	char buf[4096 + sizeof(gs.cscan)], nonce[GUEST_COUNTERS_HEX + 1], reply[160];
+	size_t have, off = 0, keep;
+	bool asked = false;
+	ssize_t n;
+	int r;
 
-		if (memcmp(buf + i, sync_prefix, pl) != 0)
-			continue;
-		for (k = 0; k < TOKEN_HEX; k++) {
-			char ch = buf[i + pl + k];
-
-			if (!((ch >= '0' && ch <= '9') || (ch >= 'a' && ch <= 'f')))
-				break;
-		}
-		if (k < TOKEN_HEX || buf[i + pl + TOKEN_HEX] != '\n')
-			continue;
-		memcpy(nonce, buf + i + pl, TOKEN_HEX);
-		nonce[TOKEN_HEX] = '\0';
-		return (int)(i + pl + TOKEN_HEX + 1);
+	(void)w;
+	(void)events;
+	memcpy(buf, gs.cscan, gs.cscan_len);
+	n = read(gs.cfd, buf + gs.cscan_len, 4096);
+	if (n < 0 && (errno == EAGAIN || errno == EINTR))
+		return;
+	if (n <= 0) { /* the host is gone */
+		counters_recheck();
+		return;
 	}
-	return -1;
+	/* UNTRUSTED: bytes from the host side; only compared against the request pattern. Only
+	 * the last request of a read is answered: earlier ones were given up on. */
+	have = gs.cscan_len + (size_t)n;
+	for (;;) {
+		r = guest_token_find(buf + off, have - off, GUEST_COUNTERS_ASK, GUEST_COUNTERS_HEX,
+				     nonce);
+		if (r < 0)
+			break;
+		off += (size_t)r;
+		asked = true;
+	}
+	keep = have - off < sizeof(gs.cscan) ? have - off : sizeof(gs.cscan);
+	memmove(gs.cscan, buf + have - keep, keep);
+	gs.cscan_len = keep;
+	if (!asked)
+		return;
+	r = guest_counters_reply(nonce, reply, sizeof(reply));
+	if (r < 0) {
+		fprintf(stderr, "isola-agent: counters: %s\n", strerror(-r));
+		return;
+	}
+	/* Non-blocking, never waiting: a host that does not read gets no answer and asks
+	 * again (the port's buffers hold many answers). */
+	if (write(gs.cfd, reply, (size_t)r) != r)
+		fprintf(stderr, "isola-agent: counters reply: %s\n", strerror(errno));
 }
 
 static void port_cb(struct watch *w, uint32_t events)
@@ -216,6 +263,15 @@ static int gs_start(void)
 	    fcntl(gs.fd, F_SETFL, fcntl(gs.fd, F_GETFL) | O_ASYNC) < 0)
 		fprintf(stderr, "isola-agent: %s: O_ASYNC: %s (falling back to polling)\n", gs.path,
 			strerror(errno));
+	if (gs.cfd >= 0) {
+		watch_init(&gs.cnt_w, gs.cfd, counters_cb);
+		/* The same SIGIO: a host connect we miss is healed by isolad, which reconnects
+		 * after an unanswered request (microvm/counters.c). */
+		if (fcntl(gs.cfd, F_SETOWN, getpid()) < 0 ||
+		    fcntl(gs.cfd, F_SETFL, fcntl(gs.cfd, F_GETFL) | O_ASYNC) < 0)
+			fprintf(stderr, "isola-agent: counters port: O_ASYNC: %s\n",
+				strerror(errno));
+	}
 	gs.state = GS_WAITING;
 	recheck();
 	return 0;
@@ -234,7 +290,7 @@ static const struct server_transport gs_transport = {
 	.dropped = gs_dropped,
 };
 
-int guest_serial_run(const char *path)
+int guest_serial_run(const char *path, const char *cpath)
 {
 	int r;
 
@@ -242,6 +298,12 @@ int guest_serial_run(const char *path)
 	gs.fd = open(path, O_RDWR | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
 	if (gs.fd < 0)
 		return -errno;
+	if (cpath) {
+		gs.cfd = open(cpath, O_RDWR | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
+		if (gs.cfd < 0) /* served without counters: isolad's oom_killed stays false */
+			fprintf(stderr, "isola-agent: counters port %s: %s\n", cpath,
+				strerror(errno));
+	}
 	server_set_transport(&gs_transport);
 	r = server_run(-1, false);
 	return r;

@@ -95,12 +95,12 @@ int main(int argc, char **argv)
 	/* As the microvm guest's /init the kernel passes no flag: PID 1 named /init. */
 	if ((getpid() == 1 && argc >= 1 && !strcmp(argv[0], "/init")) ||
 	    (argc == 2 && !strcmp(argv[1], "--guest-init"))) {
-		char port[300];
+		char port[300], cport[300];
 
 		ignore_signals(false);
-		guest_init(port, sizeof(port));
+		guest_init(port, cport, sizeof(port));
 		ensure_std_fds();
-		r = guest_serial_run(port);
+		r = guest_serial_run(port, cport[0] ? cport : NULL);
 		fprintf(stderr, "isola-agent: serial %s: %s\n", port, strerror(-r));
 		return 1;
 	}
@@ -111,7 +111,7 @@ int main(int argc, char **argv)
 		/* a virtio-serial port in a guest whose init is something else */
 		ignore_signals(true);
 		prctl(PR_SET_CHILD_SUBREAPER, 1);
-		r = guest_serial_run(argv[2]);
+		r = guest_serial_run(argv[2], NULL);
 		fprintf(stderr, "isola-agent: serial %s: %s\n", argv[2], strerror(-r));
 		return 1;
 	}

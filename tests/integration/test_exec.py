@@ -280,12 +280,7 @@ def test_client_disconnect_does_not_hurt(api, sandbox):
     assert api.exec(sid, cmd=["echo", "ok"])["stdout"] == "ok\n"
 
 
-def test_oom_killed(api, make_sandbox, tier, request):
-    if tier == "microvm":
-        request.applymarker(pytest.mark.xfail(strict=True, reason=(
-            "known difference: the guest kernel OOM-kills the command (signal 9), but isolad "
-            "judges oom_killed from the tier's OOM counter, and microvm stats read QEMU's "
-            "host cgroup, which never sees a guest OOM")))
+def test_oom_killed(api, make_sandbox, tier):
     # 128M: the smallest microvm (its guest kernel keeps ~50M); far below the 512M asked for.
     sb = make_sandbox(memory="128M")
     res = api.exec(sb["id"], cmd=["python3", "-c",

@@ -261,8 +261,6 @@ MICROVM_DISK_GAP = ("known difference: the guest's ext4 is the template image pl
                     "allowance, and the image's own free space (10% + 96 MiB when "
                     "images/ext4.c sizes it, and mkfs's 5% root reserve) adds to it, so a "
                     "guest may write more than `disk`")
-MICROVM_PIDS_GAP = ("known difference: `pids` limits QEMU's host cgroup only; the guest "
-                    "kernel has no pids limit (nothing passes it to the guest)")
 
 
 @pytest.mark.tiers("process", "microvm")
@@ -281,10 +279,8 @@ def test_disk_limit_inside(api, make_sandbox, tier, request):
 
 
 @pytest.mark.tiers("process", "microvm")
-def test_pids_limit_inside(api, make_sandbox, tier, request):
+def test_pids_limit_inside(api, make_sandbox, tier):
     """With pids=32, a command cannot have 50 processes at once."""
-    if tier == "microvm":
-        request.applymarker(pytest.mark.xfail(strict=True, reason=MICROVM_PIDS_GAP))
     sb = make_sandbox(pids=32)
     sid = sb["id"]
     res = api.exec(sid, command="i=0; while [ $i -lt 50 ]; do sleep 30 & i=$((i+1)); done; "

@@ -1,15 +1,17 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* test_microvm: the microvm tier's pure logic (argv, accelerator, console ring, sync token). */
+/* test_microvm: the microvm tier's pure logic (argv, accelerator, console ring, sync token,
+ * guest limits and counters). */
 #include <errno.h>
 #include <string.h>
+#include <stdio.h>
 #include <stdlib.h>
 
 #include "../tap.h"
 #include "guest.h"
 #include "isolad/tiers/microvm/microvm-internal.h"
 
-/* guestserial.c is linked for guest_sync_find only; the event loop symbols it references
- * are stubbed here. */
+/* guestserial.c is linked for guest_sync_find only (guestlimits.c for the guest's pure
+ * helpers); the event loop symbols it references are stubbed here. */
 void watch_init(void *w, int fd, void *cb)
 {
 	(void)w;
@@ -80,6 +82,14 @@ static void test_argv(void)
 	ok(argv_has(argv, "-no-reboot") && argv_has(argv, "panic=-1") && argv_has(argv, "reboot=t"),
 	   "argv: panic ends QEMU (triple-fault reboot: microvm has no reset device)");
 	ok(argv_has(argv, "backing=base"), "argv: overlay on the read-only template image");
+	ok(!argv_has(argv, "isola.pids="), "argv: no pids limit, no isola.pids");
+	ok(argv_has(argv, "name=org.isola.counters") &&
+		   argv_has(argv, "/vm/counters.sock,server=on") && argv_has(argv, "max_ports=3"),
+	   "argv: counters virtio-serial port on its own server socket");
+	c.pids = 32;
+	ok(mvm_build_argv(&c, argv, buf, sizeof(buf)) == 0 && argv_has(argv, " isola.pids=32"),
+	   "argv: the pids limit goes to the guest on the kernel command line");
+	c.pids = 0;
 	c.accel = "kvm";
 	ok(mvm_build_argv(&c, argv, buf, sizeof(buf)) == 0 && argv_opt(argv, "-cpu", "host") &&
 		   argv_opt(argv, "-accel", "kvm"),
@@ -164,11 +174,88 @@ static void test_sync(void)
 	ok(guest_sync_find(good, 20, nonce) < 0, "sync: partial token not matched");
 }
 
+static void test_guest_limits(void)
+{
+	const char vm[] = "nr_free_pages 100\noom_killer 9\noom_kill 7\npgfault 3\n";
+	const char big[] = "oom_kill 99999999999999999999999\n";
+	uint32_t pids = 1;
+	uint64_t v = 0;
+	char nonce[17], reply[160];
+	const char ask[] =
+		"xx\nISOLA-COUNTERS? 0123456789abcdef\n\nISOLA-COUNTERS? 00000000000000ff\n";
+	int off;
+
+	ok(guest_pids_parse("32", &pids) == 0 && pids == 32, "pids: 32 parsed");
+	ok(guest_pids_parse("", &pids) == 0 && pids == 0, "pids: empty is no limit");
+	ok(guest_pids_parse("3x", &pids) < 0 && guest_pids_parse("-1", &pids) < 0 &&
+		   guest_pids_parse("99999999999", &pids) < 0,
+	   "pids: junk, negative and oversized values refused");
+	ok(guest_vmstat_get(vm, "oom_kill", &v) == 0 && v == 7,
+	   "vmstat: oom_kill found (not the oom_killer line)");
+	ok(guest_vmstat_get(vm, "nope", &v) == -ENOENT, "vmstat: missing key");
+	ok(guest_vmstat_get(big, "oom_kill", &v) == -ERANGE, "vmstat: overflow refused");
+	off = guest_token_find(ask, sizeof(ask) - 1, "\nISOLA-COUNTERS? ", 16, nonce);
+	ok(off > 0 && !strcmp(nonce, "0123456789abcdef"), "counters: request token found");
+	off += guest_token_find(ask + off, sizeof(ask) - 1 - (size_t)off, "\nISOLA-COUNTERS? ", 16,
+				nonce);
+	ok(!strcmp(nonce, "00000000000000ff") && (size_t)off == sizeof(ask) - 1,
+	   "counters: second request found after the first");
+	/* This machine's /proc/vmstat: the guest formats what the host parses. */
+	ok(guest_counters_reply("0123456789abcdef", reply, sizeof(reply)) > 0 &&
+		   !strncmp(reply, "\nISOLA-COUNTERS 0123456789abcdef oom_kill=", 42),
+	   "counters: reply formatted from /proc/vmstat");
+	{
+		struct mvm_guest_counters gc;
+
+		ok(mvm_counters_parse(reply, strlen(reply), "0123456789abcdef", &gc) ==
+			   (int)strlen(reply),
+		   "counters: the host parses the guest's reply");
+	}
+}
+
+static void test_counters_parse(void)
+{
+	struct mvm_guest_counters gc;
+	const char *n = "0123456789abcdef";
+	char buf[600];
+
+	snprintf(buf, sizeof(buf),
+		 "stale\nISOLA-COUNTERS ffffffffffffffff oom_kill=1\n"
+		 "\nISOLA-COUNTERS %s pids=4 oom_kill=3 x_y=0\nmore",
+		 n);
+	ok(mvm_counters_parse(buf, strlen(buf), n, &gc) == (int)(strlen(buf) - 4) &&
+		   gc.oom_kill == 3,
+	   "parse: our nonce's answer, stale answer and unknown keys skipped");
+	ok(mvm_counters_parse(buf, strlen(buf) - 10, n, &gc) == 0, "parse: partial answer waits");
+	ok(mvm_counters_parse(buf, strlen(buf), "1111111111111111", &gc) == 0,
+	   "parse: another nonce is not an answer");
+	snprintf(buf, sizeof(buf), "\nISOLA-COUNTERS %s pids=4\n", n);
+	ok(mvm_counters_parse(buf, strlen(buf), n, &gc) == -EPROTO, "parse: oom_kill required");
+	snprintf(buf, sizeof(buf), "\nISOLA-COUNTERS %s oom_kill=18446744073709551616\n", n);
+	ok(mvm_counters_parse(buf, strlen(buf), n, &gc) == -EPROTO, "parse: overflow refused");
+	snprintf(buf, sizeof(buf), "\nISOLA-COUNTERS %s oom_kill=18446744073709551615\n", n);
+	ok(mvm_counters_parse(buf, strlen(buf), n, &gc) > 0 && gc.oom_kill == UINT64_MAX,
+	   "parse: the largest value");
+	snprintf(buf, sizeof(buf), "\nISOLA-COUNTERS %s oom_kill=-1\n", n);
+	ok(mvm_counters_parse(buf, strlen(buf), n, &gc) == -EPROTO, "parse: negative refused");
+	snprintf(buf, sizeof(buf), "\nISOLA-COUNTERS %s OOM=1 oom_kill=1\n", n);
+	ok(mvm_counters_parse(buf, strlen(buf), n, &gc) == -EPROTO, "parse: bad key refused");
+	snprintf(buf, sizeof(buf), "\nISOLA-COUNTERS %s oom_kill=1  \n", n);
+	ok(mvm_counters_parse(buf, strlen(buf), n, &gc) == -EPROTO, "parse: empty token refused");
+	memset(buf, 0, sizeof(buf));
+	snprintf(buf, sizeof(buf), "\nISOLA-COUNTERS %s oom_kill=1", n);
+	memset(buf + strlen(buf), '0', 300);
+	ok(mvm_counters_parse(buf, strlen(buf), n, &gc) == -EPROTO,
+	   "parse: an endless line is refused, not waited for");
+}
+
 int main(void)
 {
 	test_argv();
 	test_accel();
 	test_ring();
 	test_sync();
+	test_guest_limits();
+	test_counters_parse();
 	return tap_done();
 }

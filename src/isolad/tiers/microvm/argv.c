@@ -54,7 +54,7 @@ static bool id_ok(const char *id)
 int mvm_build_argv(const struct mvm_vm_config *c, char **argv, char *buf, size_t len)
 {
 	struct argv_b b = {.argv = argv, .buf = buf, .len = len};
-	char tsc[32];
+	char tsc[32], pids[32];
 	bool kvm;
 
 	if (!c->qemu || c->qemu[0] != '/' || !id_ok(c->id) || !c->accel || c->vcpus < 1 ||
@@ -108,8 +108,11 @@ int mvm_build_argv(const struct mvm_vm_config *c, char **argv, char *buf, size_t
 	 * and boot hangs ("Unable to calibrate against PIT"); TCG's TSC is the host's, so
 	 * tell the guest its rate. */
 	snprintf(tsc, sizeof(tsc), c->tsc_khz ? " tsc_early_khz=%u" : "", c->tsc_khz);
-	add(&b, "console=ttyS0 quiet panic=-1 oops=panic reboot=t isola.hostname=%s%s%s%s", c->id,
-	    tsc, c->net_addr ? " isola.net=" : "", c->net_addr ? c->net_addr : "");
+	/* isola.pids: the guest agent's own cgroup limit (src/agent/guestlimits.c); QEMU's
+	 * host cgroup limits only QEMU's threads. */
+	snprintf(pids, sizeof(pids), c->pids ? " isola.pids=%" PRIu32 : "", c->pids);
+	add(&b, "console=ttyS0 quiet panic=-1 oops=panic reboot=t isola.hostname=%s%s%s%s%s", c->id,
+	    tsc, pids, c->net_addr ? " isola.net=" : "", c->net_addr ? c->net_addr : "");
 	/* The NIC: the persistent tap isolad made in QEMU's namespace (docs/network.md). */
 	if (c->net_addr) {
 		add(&b, "-netdev");
@@ -141,11 +144,16 @@ int mvm_build_argv(const struct mvm_vm_config *c, char **argv, char *buf, size_t
 	add(&b, "virtio-blk-device,drive=disk");
 	/* Agent channel: a virtio-serial port to a socket isolad (re)connects to. */
 	add(&b, "-device");
-	add(&b, "virtio-serial-device,max_ports=2");
+	add(&b, "virtio-serial-device,max_ports=3");
 	add(&b, "-chardev");
 	add(&b, "socket,id=agent,path=" MVM_JAIL_VM "/agent.sock,server=on,wait=off");
 	add(&b, "-device");
 	add(&b, "virtserialport,chardev=agent,name=" MVM_PORT_NAME);
+	/* Guest counters (OOM kills) the host cgroup cannot see, asked by counters.c. */
+	add(&b, "-chardev");
+	add(&b, "socket,id=counters,path=" MVM_JAIL_VM "/" MVM_COUNTERS_SOCK ",server=on,wait=off");
+	add(&b, "-device");
+	add(&b, "virtserialport,chardev=counters,name=" MVM_COUNTERS_PORT);
 	/* Entropy for the guest's getrandom() from early boot. */
 	add(&b, "-object");
 	add(&b, "rng-random,id=rng,filename=/dev/urandom");

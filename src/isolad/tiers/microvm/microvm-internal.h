@@ -22,6 +22,7 @@
 #define MVM_JAIL_VM	   "/vm"      /* the sandbox's <dir>/vm, read-write */
 #define MVM_JAIL_MEM	   "/mem/ram" /* guest RAM file on a tmpfs private to the jail */
 #define MVM_PORT_NAME	   "org.isola.agent"
+#define MVM_COUNTERS_PORT  "org.isola.counters" /* guest counters (counters.c) */
 #define MVM_TB_MIB	   64u /* TCG translation cache, bounded (QEMU's default is 1 GiB) */
 #define MVM_OVERHEAD_BYTES (256ull << 20) /* QEMU beyond guest RAM, for the cgroup limit */
 
@@ -45,6 +46,9 @@ struct tier_sandbox {
 	unsigned vcpus;		      /* guest vCPUs */
 	uint64_t memory_mib;	      /* guest RAM */
 	char *error;		      /* last_error() text, owned */
+	int cnt_fd;		      /* connection to the counters port, -1 if none */
+	bool cnt_slow;		      /* the last counters request went unanswered */
+	uint64_t guest_oom;	      /* highest guest oom_kill count seen */
 };
 
 /* What a restore starts from (snapshot.c fills it, microvm.c launches with it). */
@@ -93,6 +97,42 @@ int mvm_snapshot(struct tier_sandbox *s, const char *dir, enum tier_persistence 
 		 uint64_t *paused_us, struct isola_err **err);
 int mvm_restore(const struct sandbox_spec *spec, const char *snapdir, struct tier_sandbox **out,
 		struct isola_err **err);
+
+/* ---- guest counters (counters.c; the guest side is src/agent/guestserial.c) ---- */
+
+#define MVM_COUNTERS_SOCK	"counters.sock"	     /* in vmdir: QEMU's chardev for the port */
+#define MVM_COUNTERS_ASK	"\nISOLA-COUNTERS? " /* + nonce + "\n" */
+#define MVM_COUNTERS_REPLY	"\nISOLA-COUNTERS "  /* + nonce + " key=value..." + "\n" */
+#define MVM_COUNTERS_HEX	16		     /* nonce: lowercase hex digits */
+#define MVM_COUNTERS_TIMEOUT_MS 1000		     /* answer wait while the guest answers */
+#define MVM_COUNTERS_SLOW_MS	50		     /* ... after it did not */
+
+/* What the guest kernel counts that QEMU's host cgroup cannot see. */
+struct mvm_guest_counters {
+	uint64_t oom_kill; /* the guest's OOM kills since boot (/proc/vmstat oom_kill) */
+};
+
+/*
+ * Finds the guest's answer for nonce in buf (len bytes, not NUL-terminated): returns the
+ * offset just past it with *out filled, 0 when no complete answer for nonce is there yet,
+ * -EPROTO when that answer is malformed (a key that is not [a-z_]{1,32}, a value that is not
+ * decimal or overflows, a line over 256 bytes, no oom_kill). Unknown keys are skipped. Pure
+ * (unit-tested, fuzz/fuzz_counters.c).
+ */
+int mvm_counters_parse(const char *buf, size_t len, const char *nonce,
+		       struct mvm_guest_counters *out);
+
+/*
+ * Asks the guest for its counters over <vmdir>/counters.sock (connecting when needed) and
+ * waits for the answer with a fresh nonce: MVM_COUNTERS_TIMEOUT_MS, or MVM_COUNTERS_SLOW_MS
+ * after an unanswered request (a paused or silent guest). 0 and *out, or -errno (the
+ * connection is then closed and made again next time). Same thread rules as the tier's
+ * stats op.
+ */
+int mvm_counters_query(struct tier_sandbox *s, struct mvm_guest_counters *out);
+
+/* Closes the counters connection (idempotent). */
+void mvm_counters_fini(struct tier_sandbox *s);
 
 /* ---- QMP client (qmp.c) ---- */
 
@@ -154,6 +194,7 @@ struct mvm_vm_config {
 	uint64_t memory_mib;  /* guest RAM */
 	unsigned tsc_khz;     /* TCG: tsc_early_khz for the guest (0 = let it calibrate) */
 	const char *net_addr; /* guest eth0 address (isola.net=) on tap0, NULL = no NIC */
+	uint32_t pids;	      /* the guest cgroup's pids.max (isola.pids=), 0 = none */
 	bool incoming;	      /* restore: wait for the device state (-incoming defer) */
 };
 

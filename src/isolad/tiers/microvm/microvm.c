@@ -78,6 +78,7 @@ static struct tier_sandbox *vm_new(const struct sandbox_spec *spec)
 	snprintf(s->qmp_sock, sizeof(s->qmp_sock), "%s/qmp.sock", s->vmdir);
 	s->pidfd = -1;
 	s->first_fd = -1;
+	s->cnt_fd = -1;
 	mvm_spec_shape(spec, &s->vcpus, &s->memory_mib);
 	return s;
 }
@@ -92,7 +93,8 @@ static void kill_qemu(struct tier_sandbox *s)
 /* Removes everything the tier made; idempotent. */
 static int teardown(struct tier_sandbox *s, struct isola_err **err)
 {
-	static const char *const files[] = {"agent.sock", "qmp.sock", "console.sock", "disk.qcow2"};
+	static const char *const files[] = {"agent.sock", "qmp.sock", "console.sock",
+					    MVM_COUNTERS_SOCK, "disk.qcow2"};
 	char path[800];
 	int r = 0;
 
@@ -100,6 +102,7 @@ static int teardown(struct tier_sandbox *s, struct isola_err **err)
 		close(s->first_fd);
 		s->first_fd = -1;
 	}
+	mvm_counters_fini(s);
 	kill_qemu(s);
 	if (s->con) {
 		mvm_console_stop(s->con);
@@ -274,6 +277,7 @@ int mvm_launch(const struct sandbox_spec *spec, const struct mvm_restore_src *fr
 	vc.tsc_khz = strcmp(acc.name, "tcg") ? 0 : host_tsc_khz();
 	vc.incoming = from != NULL;
 	vc.net_addr = net_current() ? NET_GUEST_ADDR : NULL; /* a NIC only with a network */
+	vc.pids = spec->pids;
 	r = mvm_build_argv(&vc, argv, argbuf, sizeof(argbuf));
 	if (r < 0) {
 		r = isola_err_set(err, -r, "invalid", "sandbox `%s`: QEMU command line: %s",
@@ -497,11 +501,20 @@ static int microvm_exit_fd(struct tier_sandbox *s)
 	return s->pidfd;
 }
 
+/* QEMU's host cgroup, plus the OOM kills only the guest kernel sees (counters.c): api/exec.c
+ * judges a command's oom_killed from this counter. */
 static int microvm_stats(struct tier_sandbox *s, struct tier_stats *out, struct isola_err **err)
 {
+	struct mvm_guest_counters gc;
+
 	memset(out, 0, sizeof(*out));
 	if (s->cg.n && s->cgo)
 		s->cgo->stats(&s->cg, out, err);
+	/* UNTRUSTED: the guest's own count. A lying guest can only misreport its own commands'
+	 * oom_killed; the counter never goes back (a silent guest keeps the last value). */
+	if (s->pid > 0 && mvm_counters_query(s, &gc) == 0 && gc.oom_kill > s->guest_oom)
+		s->guest_oom = gc.oom_kill;
+	out->oom_kills += s->guest_oom;
 	return 0;
 }
 
@@ -602,6 +615,7 @@ static void microvm_release(struct tier_sandbox *s)
 		close(s->first_fd);
 	if (s->pidfd >= 0)
 		close(s->pidfd);
+	mvm_counters_fini(s);
 	vm_free(s);
 }
 
