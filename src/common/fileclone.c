@@ -74,6 +74,17 @@ bool fileclone_dir_can_reflink(int dirfd)
 	return yes;
 }
 
+int fileclone_small_cow_unit(int fd)
+{
+	struct fsxattr fa;
+
+	if (ioctl(fd, FS_IOC_FSGETXATTR, &fa) < 0)
+		return -errno;
+	fa.fsx_xflags |= FS_XFLAG_COWEXTSIZE;
+	fa.fsx_cowextsize = 4096; /* one block; XFS rounds to its block size and checks it */
+	return ioctl(fd, FS_IOC_FSSETXATTR, &fa) < 0 ? -errno : 0;
+}
+
 const char *fileclone_how_name(int how)
 {
 	return how == FILECLONE_REFLINK ? "reflink" : "copy";

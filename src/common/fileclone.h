@@ -35,6 +35,15 @@ int fileclone_copy_sparse(int in, int out);
  */
 bool fileclone_dir_can_reflink(int dirfd);
 
+/*
+ * Asks the filesystem to copy-on-write fd's shared blocks one block at a time (XFS's
+ * cowextsize hint through FS_IOC_FSSETXATTR; on a directory, files created in it inherit it).
+ * XFS's default 128 KiB CoW unit costs 32x in space for scattered 4 KiB writes, which is how
+ * a guest writes its RAM file. Best effort: 0, or -errno where the filesystem has no such
+ * hint (btrfs, ext4, tmpfs) — nothing changes then.
+ */
+int fileclone_small_cow_unit(int fd);
+
 /* "reflink" or "copy" (for logs and snapshot metadata). */
 const char *fileclone_how_name(int how);
 

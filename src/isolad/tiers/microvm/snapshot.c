@@ -223,14 +223,23 @@ struct snap_files {
 static int freeze_copy(struct mvm_qmp *q, const char *dir, struct snap_files *f,
 		       struct isola_err **err)
 {
+	uint64_t t0 = util_now_ns(), t1 = 0, t2 = 0;
 	int r = migrate_fd(q, "migrate", FDNAME_OUT, f->state_fd, err);
 
 	if (r == 0)
 		r = migrate_wait(q, err);
-	if (r == 0)
+	if (r == 0) {
+		t1 = util_now_ns();
 		r = clone_into(f->ram_in, f->ram_fd, "guest RAM", dir, &f->ram_how, err);
-	if (r == 0)
+	}
+	if (r == 0) {
+		t2 = util_now_ns();
 		r = clone_into(f->disk_in, f->disk_fd, "the root disk", dir, &f->disk_how, err);
+	}
+	if (r == 0)
+		log_debug("snapshot into %s: device state %.1f ms, RAM %.1f ms, disk %.1f ms", dir,
+			  (double)(t1 - t0) / 1e6, (double)(t2 - t1) / 1e6,
+			  (double)(util_now_ns() - t2) / 1e6);
 	return r;
 }
 
