@@ -307,9 +307,36 @@ def isolad():
                     pytrace=False)
 
 
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    """A failed test's report carries what the session isolad logged at warn/error level (and
+    its last lines) while the test ran: the evidence a CI log needs for a failure that does not
+    repeat on a developer's machine."""
+    outcome = yield
+    rep = outcome.get_result()
+    marks = getattr(item, "_isolad_log_marks", None)
+    if not rep.failed or not marks:
+        return
+    d, start = marks
+    lines = []
+    for path, pos in start.items():
+        try:
+            with open(path, "rb") as f:
+                f.seek(pos)
+                lines += f.read().decode(errors="replace").splitlines()
+        except OSError:
+            pass
+    bad = [l for l in lines if '"level":"warn' in l or '"level":"error' in l]
+    if lines:
+        rep.sections.append(("isolad log during this test (warn/error, then the last 15 lines)",
+                             "\n".join(bad[-40:] + ["..."] + lines[-15:])))
+
+
 @pytest.fixture(autouse=True)
 def _isolad_watch(request, isolad):
     """After each test: isolad must still run and must not have written a sanitizer report."""
+    request.node._isolad_log_marks = (isolad, {p: os.path.getsize(p) for p in isolad.logs
+                                               if os.path.exists(p)})
     yield
     reports = isolad.new_sanitizer_reports()
     if reports:
