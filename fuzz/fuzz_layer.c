@@ -17,7 +17,7 @@
 #include <unistd.h>
 
 #include "common/err.h"
-#include "isolad/images/images-internal.h"
+#include "common/extract.h"
 #include "isolad/tiers/process/process-internal.h"
 
 /*
@@ -58,7 +58,7 @@ static void cleanup(void)
 {
 	if (mounted)
 		umount2(box, MNT_DETACH);
-	images_rm_at(AT_FDCWD, box);
+	extract_rm_at(AT_FDCWD, box);
 }
 
 /* The names in dir, sorted into one '/'-separated string (small dirs only). */
@@ -170,7 +170,7 @@ static void write_seeds(const char *dir)
 	close(out);
 	close(plain);
 	close(up);
-	images_rm_at(boxfd, "seed");
+	extract_rm_at(boxfd, "seed");
 }
 
 int LLVMFuzzerInitialize(int *argc, char ***argv)
@@ -243,7 +243,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		if (fstatat(parentfd, PROC_LAYER_UPPER, &st, AT_SYMLINK_NOFOLLOW) < 0 ||
 		    !S_ISDIR(st.st_mode))
 			fprintf(stderr, "fuzz_layer: a good read made no `upper`\n"), abort();
-		if (images_rm_at(parentfd, PROC_LAYER_UPPER) < 0)
+		if (extract_rm_at(parentfd, PROC_LAYER_UPPER) < 0)
 			die("remove upper");
 	}
 	check_box();
