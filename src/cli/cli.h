@@ -46,6 +46,11 @@ struct client *cli_client(struct cli *cli);
 /* Runs argv[0] from table (n rows); unknown or missing names are usage errors. Sets cli->cmd. */
 int cli_dispatch(struct cli *cli, const struct cli_cmd *table, size_t n, int argc, char **argv);
 
+/* Runs `isola <group> SUBCOMMAND ...` (argv[0] is the group) from table (n rows); -h/--help
+ * right after the group prints the table's usage to stdout. Sets cli->group. */
+int cli_dispatch_group(struct cli *cli, const char *group, const struct cli_cmd *table, size_t n,
+		       int argc, char **argv);
+
 /* Prints the usage of a command table under `isola <group>` to f. */
 void cli_print_table_usage(FILE *f, const char *group, const struct cli_cmd *table, size_t n);
 

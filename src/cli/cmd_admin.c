@@ -518,35 +518,26 @@ static const struct cli_cmd compliance_commands[] = {
 	{"report", compliance_report, "", "print this installation's compliance posture"},
 };
 
-/* Dispatches a group; -h prints the group's table. */
-static int group(struct cli *cli, const char *name, const struct cli_cmd *t, size_t n, int argc,
-		 char **argv)
-{
-	if (argc > 1 && (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help"))) {
-		cli_print_table_usage(stdout, name, t, n);
-		return CLI_EXIT_OK;
-	}
-	cli->group = name;
-	return cli_dispatch(cli, t, n, argc - 1, argv + 1);
-}
-
 int cmd_token(struct cli *cli, int argc, char **argv)
 {
-	return group(cli, "token", token_commands, ARRAY_SIZE(token_commands), argc, argv);
+	return cli_dispatch_group(cli, "token", token_commands, ARRAY_SIZE(token_commands), argc,
+				  argv);
 }
 
 int cmd_tenant(struct cli *cli, int argc, char **argv)
 {
-	return group(cli, "tenant", tenant_commands, ARRAY_SIZE(tenant_commands), argc, argv);
+	return cli_dispatch_group(cli, "tenant", tenant_commands, ARRAY_SIZE(tenant_commands), argc,
+				  argv);
 }
 
 int cmd_audit(struct cli *cli, int argc, char **argv)
 {
-	return group(cli, "audit", audit_commands, ARRAY_SIZE(audit_commands), argc, argv);
+	return cli_dispatch_group(cli, "audit", audit_commands, ARRAY_SIZE(audit_commands), argc,
+				  argv);
 }
 
 int cmd_compliance(struct cli *cli, int argc, char **argv)
 {
-	return group(cli, "compliance", compliance_commands, ARRAY_SIZE(compliance_commands), argc,
-		     argv);
+	return cli_dispatch_group(cli, "compliance", compliance_commands,
+				  ARRAY_SIZE(compliance_commands), argc, argv);
 }

@@ -551,10 +551,5 @@ static const struct cli_cmd fs_commands[] = {
 
 int cmd_fs(struct cli *cli, int argc, char **argv)
 {
-	if (argc > 1 && (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help"))) {
-		cli_print_table_usage(stdout, "fs", fs_commands, ARRAY_SIZE(fs_commands));
-		return CLI_EXIT_OK;
-	}
-	cli->group = "fs";
-	return cli_dispatch(cli, fs_commands, ARRAY_SIZE(fs_commands), argc - 1, argv + 1);
+	return cli_dispatch_group(cli, "fs", fs_commands, ARRAY_SIZE(fs_commands), argc, argv);
 }

@@ -185,12 +185,6 @@ static const struct cli_cmd network_commands[] = {
 
 int cmd_network(struct cli *cli, int argc, char **argv)
 {
-	if (argc > 1 && (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help"))) {
-		cli_print_table_usage(stdout, "network", network_commands,
-				      ARRAY_SIZE(network_commands));
-		return CLI_EXIT_OK;
-	}
-	cli->group = "network";
-	return cli_dispatch(cli, network_commands, ARRAY_SIZE(network_commands), argc - 1,
-			    argv + 1);
+	return cli_dispatch_group(cli, "network", network_commands, ARRAY_SIZE(network_commands),
+				  argc, argv);
 }

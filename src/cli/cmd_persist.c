@@ -231,12 +231,6 @@ static const struct cli_cmd snapshot_commands[] = {
 
 int cmd_snapshot(struct cli *cli, int argc, char **argv)
 {
-	if (argc > 1 && (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help"))) {
-		cli_print_table_usage(stdout, "snapshot", snapshot_commands,
-				      ARRAY_SIZE(snapshot_commands));
-		return CLI_EXIT_OK;
-	}
-	cli->group = "snapshot";
-	return cli_dispatch(cli, snapshot_commands, ARRAY_SIZE(snapshot_commands), argc - 1,
-			    argv + 1);
+	return cli_dispatch_group(cli, "snapshot", snapshot_commands, ARRAY_SIZE(snapshot_commands),
+				  argc, argv);
 }

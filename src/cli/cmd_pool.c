@@ -92,10 +92,6 @@ static const struct cli_cmd pool_commands[] = {
 
 int cmd_pool(struct cli *cli, int argc, char **argv)
 {
-	if (argc > 1 && (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help"))) {
-		cli_print_table_usage(stdout, "pool", pool_commands, ARRAY_SIZE(pool_commands));
-		return CLI_EXIT_OK;
-	}
-	cli->group = "pool";
-	return cli_dispatch(cli, pool_commands, ARRAY_SIZE(pool_commands), argc - 1, argv + 1);
+	return cli_dispatch_group(cli, "pool", pool_commands, ARRAY_SIZE(pool_commands), argc,
+				  argv);
 }

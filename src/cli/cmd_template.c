@@ -213,12 +213,6 @@ static const struct cli_cmd template_commands[] = {
 
 int cmd_template(struct cli *cli, int argc, char **argv)
 {
-	if (argc > 1 && (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help"))) {
-		cli_print_table_usage(stdout, "template", template_commands,
-				      ARRAY_SIZE(template_commands));
-		return CLI_EXIT_OK;
-	}
-	cli->group = "template";
-	return cli_dispatch(cli, template_commands, ARRAY_SIZE(template_commands), argc - 1,
-			    argv + 1);
+	return cli_dispatch_group(cli, "template", template_commands, ARRAY_SIZE(template_commands),
+				  argc, argv);
 }

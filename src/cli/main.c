@@ -173,6 +173,17 @@ int cli_dispatch(struct cli *cli, const struct cli_cmd *table, size_t n, int arg
 	return CLI_EXIT_USAGE;
 }
 
+int cli_dispatch_group(struct cli *cli, const char *group, const struct cli_cmd *table, size_t n,
+		       int argc, char **argv)
+{
+	if (argc > 1 && (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help"))) {
+		cli_print_table_usage(stdout, group, table, n);
+		return CLI_EXIT_OK;
+	}
+	cli->group = group;
+	return cli_dispatch(cli, table, n, argc - 1, argv + 1);
+}
+
 static int cmd_version(struct cli *cli, int argc, char **argv)
 {
 	if (argc > 1)

@@ -1,6 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """The CLI's read commands (one GET, then --json or a human view): operand errors, the
-not-found path and what --json prints, pinned so the shared code behind them stays the same."""
+not-found path and what --json prints; and the command groups' dispatch. Pinned so the shared
+code behind them stays the same."""
 
 import json
 
@@ -56,3 +57,23 @@ def test_json_of_the_reads(cli, api, sandbox):
     assert isinstance(j("compliance", "report"), dict)
     human = cli("ps", sid)
     assert human.returncode == 0 and human.stdout.startswith(b"PID"), human
+
+
+GROUPS = {"fs": "ls", "network": "get", "snapshot": "ls", "pool": "ls", "template": "ls",
+          "token": "ls", "tenant": "ls", "audit": "verify", "compliance": "report"}
+
+
+@pytest.mark.parametrize("group", sorted(GROUPS))
+def test_group_dispatch(cli, group):
+    """`isola GROUP -h` lists the subcommands on stdout; no or an unknown subcommand is a usage
+    error that names it and lists them on stderr."""
+    sub = GROUPS[group]
+    for h in ("-h", "--help"):
+        cp = cli(group, h)
+        assert cp.returncode == 0 and f"{group} {sub}".encode() in cp.stdout, cp
+    cp = cli(group)
+    assert cp.returncode == 2 and b"isola: missing command" in cp.stderr, cp
+    assert f"{group} {sub}".encode() in cp.stderr, cp
+    cp = cli(group, "frob")
+    assert cp.returncode == 2 and f"unknown command `{group} frob`".encode() in cp.stderr, cp
+    assert f"{group} {sub}".encode() in cp.stderr, cp
