@@ -307,7 +307,7 @@ int mvm_snapshot(struct tier_sandbox *s, const char *dir, enum tier_persistence 
 	struct snap_files f = {-1, -1, -1, -1, -1, FILECLONE_COPY, FILECLONE_COPY};
 	char st[32];
 	struct mvm_qmp *q = NULL;
-	uint64_t t0, t1;
+	uint64_t t0, t1, t_stopped, t_frozen;
 	bool was_running;
 	int r, r2;
 
@@ -334,11 +334,17 @@ int mvm_snapshot(struct tier_sandbox *s, const char *dir, enum tier_persistence 
 	t0 = util_now_ns();
 	if (was_running)
 		r = mvm_qmp_exec(q, "stop", NULL, -1, NULL, err);
+	t_stopped = util_now_ns();
 	if (r == 0)
 		r = freeze_copy(q, dir, &f, err);
+	t_frozen = util_now_ns();
 	/* Back to the state it was in, whatever happened (ENOSPC included). */
 	r2 = was_running ? mvm_qmp_exec(q, "cont", NULL, -1, NULL, r < 0 ? NULL : err) : 0;
 	t1 = util_now_ns();
+	log_debug("sandbox %s: snapshot pause: stop %.1f ms, device state and files %.1f ms, "
+		  "cont %.1f ms",
+		  s->id, (double)(t_stopped - t0) / 1e6, (double)(t_frozen - t_stopped) / 1e6,
+		  (double)(t1 - t_frozen) / 1e6);
 	if (r == 0)
 		r = r2;
 	if (paused_us && was_running)
