@@ -15,6 +15,7 @@ import fcntl
 import hashlib
 import os
 import shutil
+import stat
 import struct
 import subprocess
 import tempfile
@@ -127,7 +128,8 @@ def clone_log(d):
                     st = os.lstat(p)
                 except OSError:
                     continue
-                sizes.append((st.st_blocks * 512, p))
+                if stat.S_ISREG(st.st_mode):
+                    sizes.append((st.st_blocks * 512, p))
     sizes.sort(reverse=True)
     return "\n".join([ln for ln in d.log_text().splitlines()
                       if "reflink" in ln or " copy " in ln or "copy of" in ln or
