@@ -22,6 +22,7 @@
 #define API_MAX_SEGMENT	     128	   /* bytes in one URL path segment */
 #define API_MAX_HEADER_BYTES (16u * 1024u) /* MHD per-connection memory (headers) */
 #define API_IDLE_TIMEOUT_S   120	   /* idle connection timeout */
+#define API_LISTEN_BACKLOG   1024	   /* listen(2) backlog: bursts of connects (tcp_listen) */
 #define API_DEFAULT_OUTPUT   (1u << 20)	   /* exec max_output default, per stream */
 #define API_MAX_OUTPUT	     (64u << 20)   /* exec max_output ceiling, per stream */
 #define API_DISCARD_LIMIT    (64u << 20)   /* body bytes swallowed after a failure */
@@ -197,6 +198,9 @@ int api_json_signal(const json_t *obj, const char *key, int *out, struct isola_e
 unsigned api_status_for_code(const char *code);
 json_t *api_error_json(const char *code, const char *message);
 enum MHD_Result api_respond_json(struct api_req *r, unsigned status, json_t *body);
+/* A compact JSON response with Content-Type application/json, for replies that add headers
+ * before api_respond_response(). Consumes body (NULL is out of memory); NULL on ENOMEM. */
+struct MHD_Response *api_json_response(json_t *body);
 enum MHD_Result api_respond_err(struct api_req *r, const struct isola_err *e);
 enum MHD_Result api_respond_error(struct api_req *r, const char *code, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
@@ -335,6 +339,11 @@ struct api_download {
 	struct agent_chan *ch;	/* read channel, owned */
 	uint64_t remaining;	/* bytes still promised in Content-Length */
 };
+/* Before each chunk of an upload: 0 while the write channel is still open (nothing has
+ * arrived), else -errno with *err: the agent's refusal (an ERROR ends the channel), `internal`
+ * for any other frame, `unavailable` when the connection died. Never blocks (files.c; also
+ * the E2B /files upload). */
+int api_upload_check(struct agent_chan *ch, struct isola_err **err);
 /* api_stream producer: copies STDOUT frames until `remaining` is 0; cuts the response on
  * anything else. */
 int api_download_produce(struct api_stream *st, void *ud);

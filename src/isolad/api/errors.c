@@ -75,23 +75,32 @@ enum MHD_Result api_respond_response(struct api_req *r, unsigned status, struct 
 	return ret;
 }
 
-enum MHD_Result api_respond_json(struct api_req *r, unsigned status, json_t *body)
+struct MHD_Response *api_json_response(json_t *body)
 {
 	struct MHD_Response *resp;
-	char *s;
+	char *s = body ? json_dumps(body, JSON_COMPACT) : NULL;
 
-	if (!body)
-		return api_respond_error(r, "internal", "out of memory building the response");
-	s = json_dumps(body, JSON_COMPACT);
 	json_decref(body);
 	if (!s)
-		return MHD_NO;
+		return NULL;
 	resp = MHD_create_response_from_buffer(strlen(s), s, MHD_RESPMEM_MUST_FREE);
 	if (!resp) {
 		free(s);
-		return MHD_NO;
+		return NULL;
 	}
 	MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "application/json");
+	return resp;
+}
+
+enum MHD_Result api_respond_json(struct api_req *r, unsigned status, json_t *body)
+{
+	struct MHD_Response *resp;
+
+	if (!body)
+		return api_respond_error(r, "internal", "out of memory building the response");
+	resp = api_json_response(body);
+	if (!resp)
+		return MHD_NO;
 	return api_respond_response(r, status, resp);
 }
 

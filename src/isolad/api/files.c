@@ -188,22 +188,11 @@ enum MHD_Result api_file_get(struct api_req *r)
 unsatisfiable:
 	api_download_free(d);
 	snprintf(buf, sizeof(buf), "bytes */%" PRIu64, size);
-	{
-		json_t *body = api_error_json("range_not_satisfiable", "range not satisfiable");
-		char *s = json_dumps(body, JSON_COMPACT);
-
-		json_decref(body);
-		if (!s)
-			return MHD_NO;
-		resp = MHD_create_response_from_buffer(strlen(s), s, MHD_RESPMEM_MUST_FREE);
-		if (!resp) {
-			free(s);
-			return MHD_NO;
-		}
-		MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "application/json");
-		MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_RANGE, buf);
-		return api_respond_response(r, 416, resp);
-	}
+	resp = api_json_response(api_error_json("range_not_satisfiable", "range not satisfiable"));
+	if (!resp)
+		return MHD_NO;
+	MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_RANGE, buf);
+	return api_respond_response(r, 416, resp);
 fail:
 	ret = api_respond_err(r, err);
 	api_download_free(d);
@@ -272,30 +261,36 @@ int api_file_put_begin(struct api_req *r)
 	return 0;
 }
 
-int api_file_put_data(struct api_req *r, const char *buf, size_t len)
+int api_upload_check(struct agent_chan *ch, struct isola_err **err)
 {
-	struct upload *u = r->state;
-	struct isola_err *err = NULL;
+	struct isola_err *e = NULL;
 	struct agent_msg m = {0};
 	int q;
 
 	/* The agent may have refused the path already (ERROR ends the channel). */
-	q = agent_chan_recv(u->ch, &m, 0, &err);
+	q = agent_chan_recv(ch, &m, 0, &e);
+	isola_err_free(e);
 	if (q == 0) {
 		if (m.type == PROTO_ERROR)
-			agent_error_to_err(m.json, &err);
+			q = agent_error_to_err(m.json, err);
 		else
-			isola_err_set(&err, EPROTO, "internal", "unexpected frame from the agent");
+			q = isola_err_set(err, EPROTO, "internal",
+					  "unexpected frame from the agent");
 		agent_msg_fini(&m);
-		return api_req_fail(r, err);
+		return q;
 	}
-	isola_err_free(err);
-	err = NULL;
-	if (q != -ETIMEDOUT) {
-		isola_err_set(&err, ECONNRESET, "unavailable", "sandbox agent connection lost");
-		return api_req_fail(r, err);
-	}
-	if (agent_chan_send_data(u->ch, buf, len, &err) < 0)
+	if (q != -ETIMEDOUT)
+		return isola_err_set(err, ECONNRESET, "unavailable",
+				     "sandbox agent connection lost");
+	return 0;
+}
+
+int api_file_put_data(struct api_req *r, const char *buf, size_t len)
+{
+	struct upload *u = r->state;
+	struct isola_err *err = NULL;
+
+	if (api_upload_check(u->ch, &err) < 0 || agent_chan_send_data(u->ch, buf, len, &err) < 0)
 		return api_req_fail(r, err);
 	return 0;
 }

@@ -55,19 +55,11 @@ static enum MHD_Result ctl_err_retry(struct api_req *r, const struct isola_err *
 	else
 		return e2b_ctl_error(r, api_status_for_code(code), "%s", msg);
 	{
-		json_t *body = json_pack("{s:i, s:s}", "code", (int)status, "message", msg);
-		char *s = body ? json_dumps(body, JSON_COMPACT) : NULL;
-		struct MHD_Response *resp;
+		struct MHD_Response *resp = api_json_response(
+			json_pack("{s:i, s:s}", "code", (int)status, "message", msg));
 
-		json_decref(body);
-		if (!s)
+		if (!resp)
 			return MHD_NO;
-		resp = MHD_create_response_from_buffer(strlen(s), s, MHD_RESPMEM_MUST_FREE);
-		if (!resp) {
-			free(s);
-			return MHD_NO;
-		}
-		MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "application/json");
 		if (retry_after_s > 0) {
 			char ra[24];
 
@@ -631,7 +623,6 @@ static enum MHD_Result list_common(struct api_req *r, bool paginate)
 	size_t n = 0, i, start = 0, emitted = 0;
 	struct MHD_Response *resp;
 	enum MHD_Result ret;
-	char *s;
 
 	if (!filter)
 		return MHD_NO;
@@ -682,18 +673,11 @@ static enum MHD_Result list_common(struct api_req *r, bool paginate)
 		json_array_append_new(out, sandbox_obj(r, items[i].j, true));
 	if (paginate && i < n && emitted > 0)
 		token_make(&items[i - 1], next, sizeof(next));
-	s = json_dumps(out, JSON_COMPACT);
-	if (!s) {
-		ret = MHD_NO;
-		goto out;
-	}
-	resp = MHD_create_response_from_buffer(strlen(s), s, MHD_RESPMEM_MUST_FREE);
+	resp = api_json_response(json_incref(out));
 	if (!resp) {
-		free(s);
 		ret = MHD_NO;
 		goto out;
 	}
-	MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "application/json");
 	if (next[0])
 		MHD_add_response_header(resp, "X-Next-Token", next);
 	ret = api_respond_response(r, 200, resp);

@@ -242,26 +242,9 @@ static int file_open(struct upload *u, const char *path)
 static int file_write(struct upload *u, const void *buf, size_t len)
 {
 	struct isola_err *err = NULL;
-	struct agent_msg m = {0};
-	int q;
 
-	/* The agent may have refused the path already (ERROR ends the channel). */
-	q = agent_chan_recv(u->ch, &m, 0, &err);
-	if (q == 0) {
-		if (m.type == PROTO_ERROR)
-			agent_error_to_err(m.json, &err);
-		else
-			isola_err_set(&err, EPROTO, "internal", "unexpected frame from the agent");
-		agent_msg_fini(&m);
-		return upload_fail(u, err);
-	}
-	isola_err_free(err);
-	err = NULL;
-	if (q != -ETIMEDOUT) {
-		isola_err_set(&err, ECONNRESET, "unavailable", "sandbox agent connection lost");
-		return upload_fail(u, err);
-	}
-	if (len && agent_chan_send_data(u->ch, buf, len, &err) < 0)
+	if (api_upload_check(u->ch, &err) < 0 ||
+	    (len && agent_chan_send_data(u->ch, buf, len, &err) < 0))
 		return upload_fail(u, err);
 	return 0;
 }
