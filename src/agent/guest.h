@@ -21,7 +21,8 @@
 /* The guest cgroup every sandbox process lives in (the agent included). */
 #define GUEST_CG_ROOT  "/sys/fs/cgroup"
 #define GUEST_CG       GUEST_CG_ROOT "/sandbox"
-#define GUEST_PIDS_MAX 4194304u /* the kernel's PID_MAX_LIMIT: more is nonsense */
+#define GUEST_PIDS_MAX 4194304u	    /* the kernel's PID_MAX_LIMIT: more is nonsense */
+#define GUEST_DISK_MAX (1ull << 50) /* bytes; QEMU's qcow2 tops out far below */
 
 /*
  * Runs as PID 1 of a microvm guest, from the initramfs: mounts /dev, /proc, /sys, loads the
@@ -42,9 +43,9 @@ int guest_serial_run(const char *path, const char *cpath);
 
 /* ---- guestlimits.c ---- */
 
-/* `isola.pids=` value: digits only, <= GUEST_PIDS_MAX; "" or NULL is 0 (no limit).
- * 0 or -EINVAL. Pure. */
-int guest_pids_parse(const char *s, uint32_t *out);
+/* A kernel command line number (`isola.pids=`, `isola.disk=`): decimal digits only, at most
+ * max; "" or NULL is 0 (no limit). 0 or -EINVAL. Pure. */
+int guest_num_parse(const char *s, uint64_t max, uint64_t *out);
 
 /* Mounts cgroup2 on GUEST_CG_ROOT, makes GUEST_CG with pids.max = pids (0: no limit) and
  * moves the calling process (the agent) into it. 0, or -errno with the failed step in why

@@ -31,8 +31,10 @@
 #define EXT4_IOC_RESIZE_FS _IOW('f', 16, uint64_t)
 #endif
 
-#define WAIT_DEVICE_MS 10000 /* for /dev/vda and the serial port to appear */
-#define WAIT_CPORT_MS  500   /* for the counters port, once the agent's is there */
+#define WAIT_DEVICE_MS 10000	  /* for /dev/vda and the serial port to appear */
+#define WAIT_CPORT_MS  500	  /* for the counters port, once the agent's is there */
+#define GROW_ROUNDS    4	  /* online resizes to reach the disk allowance */
+#define GROW_SLOP      (1u << 20) /* available bytes may fall this short of the allowance */
 
 /* die() is allowed here (STYLE.md: the agent's early boot): PID 1 exiting panics the
  * guest, QEMU exits (-no-reboot), and isolad reports the console's last lines. */
@@ -117,33 +119,6 @@ static bool find_port(const char *want, char *out, size_t len)
 	return found;
 }
 
-/* Grows the mounted ext4 at dir to fill its block device (the qcow2 overlay is
- * base image + the sandbox's disk allowance). */
-static void grow_root(const char *dev, const char *dir)
-{
-	struct statfs sf;
-	uint64_t bytes = 0, blocks;
-	int bfd, dfd;
-
-	bfd = open(dev, O_RDONLY | O_CLOEXEC);
-	if (bfd < 0 || ioctl(bfd, BLKGETSIZE64, &bytes) < 0 || statfs(dir, &sf) < 0) {
-		if (bfd >= 0)
-			close(bfd);
-		return;
-	}
-	close(bfd);
-	blocks = bytes / (uint64_t)sf.f_bsize;
-	if (blocks <= (uint64_t)sf.f_blocks)
-		return;
-	dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (dfd < 0)
-		return;
-	if (ioctl(dfd, EXT4_IOC_RESIZE_FS, &blocks) < 0)
-		fprintf(stderr, "isola-agent: guest init: grow root to %llu blocks: %s\n",
-			(unsigned long long)blocks, strerror(errno));
-	close(dfd);
-}
-
 /* The value of `key=` on the kernel command line, or "" (out has len bytes). */
 static void cmdline_get(const char *key, char *out, size_t len)
 {
@@ -157,6 +132,81 @@ static void cmdline_get(const char *key, char *out, size_t len)
 	for (char *t = strtok_r(cmd, " \n", &save); t; t = strtok_r(NULL, " \n", &save))
 		if (strncmp(t, key, kl) == 0 && t[kl] == '=')
 			snprintf(out, len, "%s", t + kl + 1);
+}
+
+/* The block count in dev's ext4 superblock, 0 if unreadable. The superblock lives in the
+ * device's page cache, which the mounted filesystem updates, so it is current. */
+static uint64_t ext4_blocks(const char *dev)
+{
+	unsigned char sb[1024];
+	uint64_t lo, hi = 0;
+	int fd = open(dev, O_RDONLY | O_CLOEXEC);
+	ssize_t n = fd >= 0 ? pread(fd, sb, sizeof(sb), 1024) : -1;
+
+	if (fd >= 0)
+		close(fd);
+	if (n != (ssize_t)sizeof(sb) || sb[0x38] != 0x53 || sb[0x39] != 0xef)
+		return 0;
+	lo = (uint64_t)sb[4] | (uint64_t)sb[5] << 8 | (uint64_t)sb[6] << 16 | (uint64_t)sb[7] << 24;
+	if (sb[0x60] & 0x80) /* INCOMPAT_64BIT: s_blocks_count_hi */
+		hi = (uint64_t)sb[0x150] | (uint64_t)sb[0x151] << 8 | (uint64_t)sb[0x152] << 16 |
+		     (uint64_t)sb[0x153] << 24;
+	return hi << 32 | lo;
+}
+
+/*
+ * Grows the mounted ext4 at dir online (EXT4_IOC_RESIZE_FS) until what it has available is
+ * `want` bytes (`isola.disk=`, the sandbox's allowance), never past its block device (the
+ * qcow2 overlay: template image + allowance + room for the new groups' metadata). Without
+ * `want`, fills the device. The template image is built tight (images/ext4.c), so its own
+ * free space is small; each round adds what is still missing, because new block groups
+ * bring their own bitmaps and inode tables.
+ */
+static void grow_root(const char *dev, const char *dir, uint64_t want)
+{
+	struct statfs sf;
+	uint64_t bytes = 0, dev_blocks, total, target;
+	int bfd, dfd;
+
+	bfd = open(dev, O_RDONLY | O_CLOEXEC);
+	if (bfd < 0 || ioctl(bfd, BLKGETSIZE64, &bytes) < 0 || statfs(dir, &sf) < 0 ||
+	    sf.f_bsize <= 0) {
+		if (bfd >= 0)
+			close(bfd);
+		return;
+	}
+	close(bfd);
+	dev_blocks = bytes / (uint64_t)sf.f_bsize;
+	dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (dfd < 0)
+		return;
+	for (int round = 0; round < GROW_ROUNDS; round++) {
+		uint64_t avail;
+
+		total = ext4_blocks(dev);
+		if (!total || statfs(dir, &sf) < 0)
+			break;
+		avail = (uint64_t)sf.f_bavail * (uint64_t)sf.f_bsize;
+		if (!want)
+			target = dev_blocks;
+		else if (avail + GROW_SLOP >= want)
+			break;
+		else
+			target = total +
+				 (want - avail + (uint64_t)sf.f_bsize - 1) / (uint64_t)sf.f_bsize;
+		if (target > dev_blocks)
+			target = dev_blocks;
+		if (target <= total)
+			break;
+		if (ioctl(dfd, EXT4_IOC_RESIZE_FS, &target) < 0) {
+			fprintf(stderr, "isola-agent: guest init: grow root to %llu blocks: %s\n",
+				(unsigned long long)target, strerror(errno));
+			break;
+		}
+		if (!want)
+			break;
+	}
+	close(dfd);
 }
 
 static void lo_up(void)
@@ -291,24 +341,25 @@ static bool hostname_ok(const char *h)
 static void limits_apply(void)
 {
 	char val[32], why[96];
-	uint32_t pids;
+	uint64_t pids;
 	int r;
 
 	cmdline_get("isola.pids", val, sizeof(val));
-	if (guest_pids_parse(val, &pids) < 0) {
+	if (guest_num_parse(val, GUEST_PIDS_MAX, &pids) < 0) {
 		errno = EINVAL;
 		die("isola.pids=%s", val);
 	}
-	r = guest_cgroup_setup(pids, why, sizeof(why));
+	r = guest_cgroup_setup((uint32_t)pids, why, sizeof(why));
 	if (r < 0) {
 		errno = -r;
-		die("pids limit %" PRIu32 ": %s", pids, why);
+		die("pids limit %" PRIu64 ": %s", pids, why);
 	}
 }
 
 int guest_init(char *port, char *cport, size_t len)
 {
-	char host[80];
+	char host[80], val[32];
+	uint64_t disk;
 	struct stat st;
 	uint64_t deadline, cport_deadline = 0;
 	int fd;
@@ -349,7 +400,12 @@ int guest_init(char *port, char *cport, size_t len)
 		sleep_ms(5);
 	}
 	mount_or_die("/dev/vda", "/newroot", "ext4", MS_NOATIME, NULL);
-	grow_root("/dev/vda", "/newroot");
+	cmdline_get("isola.disk", val, sizeof(val));
+	if (guest_num_parse(val, GUEST_DISK_MAX, &disk) < 0) {
+		errno = EINVAL;
+		die("isola.disk=%s", val);
+	}
+	grow_root("/dev/vda", "/newroot", disk);
 	for (const char *const *d = (const char *const[]){"dev", "proc", "sys", NULL}; *d; d++) {
 		char src[16], dst[32];
 

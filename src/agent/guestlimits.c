@@ -27,7 +27,7 @@ static int write_str(const char *path, const char *val)
 	return r;
 }
 
-int guest_pids_parse(const char *s, uint32_t *out)
+int guest_num_parse(const char *s, uint64_t max, uint64_t *out)
 {
 	uint64_t v = 0;
 
@@ -38,10 +38,10 @@ int guest_pids_parse(const char *s, uint32_t *out)
 		if (*p < '0' || *p > '9')
 			return -EINVAL;
 		v = v * 10 + (uint64_t)(*p - '0');
-		if (v > GUEST_PIDS_MAX)
+		if (v > max)
 			return -EINVAL;
 	}
-	*out = (uint32_t)v;
+	*out = v;
 	return 0;
 }
 

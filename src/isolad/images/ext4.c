@@ -32,10 +32,24 @@ static const char *const default_excludes[] = {
 
 static pthread_mutex_t build_lock = PTHREAD_MUTEX_INITIALIZER;
 
+#define EXT4_JOURNAL_MIB 32 /* -J size=: fixed, so the tight size below can count it */
+
 uint64_t images_ext4_size_for(uint64_t used, uint64_t inodes)
 {
-	/* 256-byte inodes plus their bitmap/table share, journal (64 MiB for these sizes),
-	 * metadata and directory blocks: 10% + 96 MiB covers it; round to MiB. */
+	/* Tight: the image's free space is all a sandbox gets beyond its `disk` allowance
+	 * (the guest grows the filesystem only to the allowance), so leave little. Files
+	 * (`used` counts whole host blocks, so it overestimates), 256-byte inodes, the
+	 * journal, then 2% + 16 MiB for bitmaps, group descriptors, directories and extent
+	 * blocks. Measured on the host template (2.9 GiB of files): ~60 MiB free. */
+	uint64_t sz = used + used / 50 + inodes * 256 + ((EXT4_JOURNAL_MIB + 16ull) << 20);
+
+	return (sz + (1ull << 20) - 1) & ~((1ull << 20) - 1);
+}
+
+/* The size the build falls back to when the tight one did not hold the files (a host
+ * filesystem that compresses makes st_blocks undercount): the old, roomy estimate. */
+static uint64_t size_roomy(uint64_t used, uint64_t inodes)
+{
 	uint64_t sz = used + used / 10 + inodes * 512 + (96ull << 20);
 
 	return (sz + (1ull << 20) - 1) & ~((1ull << 20) - 1);
@@ -155,12 +169,35 @@ static int run_build(const struct stage_plan *p, struct isola_err **err)
 			     WIFEXITED(status) ? WEXITSTATUS(status) : -1);
 }
 
+/* One mkfs.ext4 of the staged tree (stage, as p->stage) into fd (tmp) at size bytes. */
+static int mkfs_at(struct stage_plan *p, char *stage, int fd, char *tmp, uint64_t size,
+		   uint64_t inodes, struct isola_err **err)
+{
+	char size_s[32], inodes_s[32], journal_s[32];
+	char *argv[] = {"mkfs.ext4", "-q",     "-F",	     "-b",   "4096",
+			"-N",	     inodes_s, "-m",	     "0",    "-J",
+			journal_s,   "-L",     "isola-root", "-E",   "root_owner=0:0",
+			"-d",	     stage,    tmp,	     size_s, NULL};
+	int r;
+
+	/* A fresh file each time: a failed attempt leaves a half-written image. */
+	if (ftruncate(fd, 0) < 0 || ftruncate(fd, (off_t)size) < 0)
+		return isola_err_sys(err, errno, "internal", "size `%s`", tmp);
+	snprintf(size_s, sizeof(size_s), "%lluk", (unsigned long long)(size >> 10));
+	snprintf(inodes_s, sizeof(inodes_s), "%llu", (unsigned long long)inodes);
+	snprintf(journal_s, sizeof(journal_s), "size=%d", EXT4_JOURNAL_MIB);
+	p->argv = argv;
+	r = run_build(p, err);
+	p->argv = NULL;
+	return r;
+}
+
 /* Everything after the template dir is known; caller holds build_lock. */
 static int build(const char *tdir, const char *rootfs, const struct tier_bind *binds,
 		 unsigned n_binds, const char *img, struct isola_err **err)
 {
 	static struct stage_plan p; /* large; build_lock serialises */
-	char stage[PATH_MAX + 32], tmp[PATH_MAX + 32], exbuf[4096], size_s[32], inodes_s[32];
+	char stage[PATH_MAX + 32], tmp[PATH_MAX + 32], exbuf[4096];
 	const char *ex[EXT4_MAX_EXCLUDES];
 	uint64_t size, inodes;
 	cleanup_fd int fd = -1;
@@ -185,7 +222,7 @@ static int build(const char *tdir, const char *rootfs, const struct tier_bind *b
 		return isola_err_sys(err, errno, "internal", "mkdir `%s`", stage);
 	fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0644);
 	/* 0644 despite isolad's umask: QEMU reads it as the sandbox's uid (through a bind). */
-	if (fd < 0 || fchmod(fd, 0644) < 0 || ftruncate(fd, (off_t)size) < 0) {
+	if (fd < 0 || fchmod(fd, 0644) < 0) {
 		r = isola_err_sys(err, errno, "internal", "create `%s`", tmp);
 		goto out;
 	}
@@ -219,17 +256,26 @@ static int build(const char *tdir, const char *rootfs, const struct tier_bind *b
 					 ex[i]);
 		}
 	}
-	snprintf(size_s, sizeof(size_s), "%lluk", (unsigned long long)(size >> 10));
-	snprintf(inodes_s, sizeof(inodes_s), "%llu", (unsigned long long)inodes);
+	log_info("building ext4 image for `%s` (%llu MiB of files, %llu inodes, %llu MiB image)",
+		 rootfs, (unsigned long long)(walk.bytes >> 20), (unsigned long long)walk.inodes,
+		 (unsigned long long)(size >> 20));
+	/* -m 0: no root reserve (the guest's root would get it on top of `disk`). */
 	{
-		char *argv[] = {"mkfs.ext4", "-q", "-F",	 "-b", "4096",		 "-N",
-				inodes_s,    "-L", "isola-root", "-E", "root_owner=0:0", "-d",
-				stage,	     tmp,  size_s,	 NULL};
+		cleanup_err struct isola_err *tight = NULL;
 
-		p.argv = argv;
-		log_info("building ext4 image for `%s` (%llu MiB of files, %llu inodes)", rootfs,
-			 (unsigned long long)(walk.bytes >> 20), (unsigned long long)walk.inodes);
-		r = run_build(&p, err);
+		r = mkfs_at(&p, stage, fd, tmp, size, inodes, &tight);
+		if (r == -ENOENT) { /* no mkfs.ext4 at all */
+			r = isola_err_set(err, ENOENT, tight->code, "%s", tight->message);
+			goto out;
+		}
+		if (r < 0) {
+			uint64_t roomy = size_roomy(walk.bytes, inodes);
+
+			log_warn("ext4 image for `%s`: %s; retrying at %llu MiB (its free space "
+				 "then adds to every sandbox's disk allowance)",
+				 rootfs, tight->message, (unsigned long long)(roomy >> 20));
+			r = mkfs_at(&p, stage, fd, tmp, roomy, inodes, err);
+		}
 	}
 	if (r < 0)
 		goto out;

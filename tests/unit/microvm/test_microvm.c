@@ -86,10 +86,14 @@ static void test_argv(void)
 	ok(argv_has(argv, "name=org.isola.counters") &&
 		   argv_has(argv, "/vm/counters.sock,server=on") && argv_has(argv, "max_ports=3"),
 	   "argv: counters virtio-serial port on its own server socket");
+	ok(!argv_has(argv, "isola.disk="), "argv: no disk allowance, no isola.disk");
 	c.pids = 32;
-	ok(mvm_build_argv(&c, argv, buf, sizeof(buf)) == 0 && argv_has(argv, " isola.pids=32"),
-	   "argv: the pids limit goes to the guest on the kernel command line");
+	c.disk_bytes = 128ull << 20;
+	ok(mvm_build_argv(&c, argv, buf, sizeof(buf)) == 0 && argv_has(argv, " isola.pids=32") &&
+		   argv_has(argv, " isola.disk=134217728"),
+	   "argv: pids limit and disk allowance go to the guest on the kernel command line");
 	c.pids = 0;
+	c.disk_bytes = 0;
 	c.accel = "kvm";
 	ok(mvm_build_argv(&c, argv, buf, sizeof(buf)) == 0 && argv_opt(argv, "-cpu", "host") &&
 		   argv_opt(argv, "-accel", "kvm"),
@@ -178,18 +182,21 @@ static void test_guest_limits(void)
 {
 	const char vm[] = "nr_free_pages 100\noom_killer 9\noom_kill 7\npgfault 3\n";
 	const char big[] = "oom_kill 99999999999999999999999\n";
-	uint32_t pids = 1;
-	uint64_t v = 0;
+	uint64_t pids = 1, v = 0;
 	char nonce[17], reply[160];
 	const char ask[] =
 		"xx\nISOLA-COUNTERS? 0123456789abcdef\n\nISOLA-COUNTERS? 00000000000000ff\n";
 	int off;
 
-	ok(guest_pids_parse("32", &pids) == 0 && pids == 32, "pids: 32 parsed");
-	ok(guest_pids_parse("", &pids) == 0 && pids == 0, "pids: empty is no limit");
-	ok(guest_pids_parse("3x", &pids) < 0 && guest_pids_parse("-1", &pids) < 0 &&
-		   guest_pids_parse("99999999999", &pids) < 0,
-	   "pids: junk, negative and oversized values refused");
+	ok(guest_num_parse("32", GUEST_PIDS_MAX, &pids) == 0 && pids == 32, "num: 32 parsed");
+	ok(guest_num_parse("", GUEST_PIDS_MAX, &pids) == 0 && pids == 0, "num: empty is no limit");
+	ok(guest_num_parse("3x", GUEST_PIDS_MAX, &pids) < 0 &&
+		   guest_num_parse("-1", GUEST_PIDS_MAX, &pids) < 0 &&
+		   guest_num_parse("4194305", GUEST_PIDS_MAX, &pids) < 0 &&
+		   guest_num_parse("99999999999999999999999", GUEST_DISK_MAX, &pids) < 0,
+	   "num: junk, negative and oversized values refused");
+	ok(guest_num_parse("134217728", GUEST_DISK_MAX, &pids) == 0 && pids == 134217728,
+	   "num: a disk allowance in bytes");
 	ok(guest_vmstat_get(vm, "oom_kill", &v) == 0 && v == 7,
 	   "vmstat: oom_kill found (not the oom_killer line)");
 	ok(guest_vmstat_get(vm, "nope", &v) == -ENOENT, "vmstat: missing key");

@@ -54,7 +54,7 @@ static bool id_ok(const char *id)
 int mvm_build_argv(const struct mvm_vm_config *c, char **argv, char *buf, size_t len)
 {
 	struct argv_b b = {.argv = argv, .buf = buf, .len = len};
-	char tsc[32], pids[32];
+	char tsc[32], pids[32], disk[40];
 	bool kvm;
 
 	if (!c->qemu || c->qemu[0] != '/' || !id_ok(c->id) || !c->accel || c->vcpus < 1 ||
@@ -111,8 +111,11 @@ int mvm_build_argv(const struct mvm_vm_config *c, char **argv, char *buf, size_t
 	/* isola.pids: the guest agent's own cgroup limit (src/agent/guestlimits.c); QEMU's
 	 * host cgroup limits only QEMU's threads. */
 	snprintf(pids, sizeof(pids), c->pids ? " isola.pids=%" PRIu32 : "", c->pids);
-	add(&b, "console=ttyS0 quiet panic=-1 oops=panic reboot=t isola.hostname=%s%s%s%s%s", c->id,
-	    tsc, pids, c->net_addr ? " isola.net=" : "", c->net_addr ? c->net_addr : "");
+	/* isola.disk: the guest grows its root only until this much is free (guestinit.c). */
+	snprintf(disk, sizeof(disk), c->disk_bytes ? " isola.disk=%" PRIu64 : "", c->disk_bytes);
+	add(&b, "console=ttyS0 quiet panic=-1 oops=panic reboot=t isola.hostname=%s%s%s%s%s%s",
+	    c->id, tsc, pids, disk, c->net_addr ? " isola.net=" : "",
+	    c->net_addr ? c->net_addr : "");
 	/* The NIC: the persistent tap isolad made in QEMU's namespace (docs/network.md). */
 	if (c->net_addr) {
 		add(&b, "-netdev");

@@ -172,8 +172,10 @@ static int make_overlay(struct tier_sandbox *s, const char *base, uint64_t disk_
 		return isola_err_sys(err, errno, "internal", "stat `%s`", base);
 	snprintf(path, sizeof(path), "%s/disk.qcow2", s->vmdir);
 	unlink(path); /* a leftover of an earlier attempt */
-	/* Virtual size = template image + the sandbox's disk allowance; the agent grows the
-	 * ext4 to fill it, so the guest gets ENOSPC at the limit and the host file is capped.
+	/* Virtual size = template image + the sandbox's disk allowance. The agent grows the
+	 * ext4 only until the allowance is free (isola.disk=), so the guest gets ENOSPC near
+	 * the limit; the image's own free space (images/ext4.c builds it tight) pays for the
+	 * new block groups' metadata, and the host file is capped at the virtual size.
 	 * Written directly (boot.c): spawning qemu-img cost 60-100 ms of every create. */
 	return mvm_qcow2_overlay(path, MVM_JAIL_BASE,
 				 (((uint64_t)st.st_size + disk_bytes) + (1u << 20) - 1) &
@@ -278,6 +280,7 @@ int mvm_launch(const struct sandbox_spec *spec, const struct mvm_restore_src *fr
 	vc.incoming = from != NULL;
 	vc.net_addr = net_current() ? NET_GUEST_ADDR : NULL; /* a NIC only with a network */
 	vc.pids = spec->pids;
+	vc.disk_bytes = spec->disk_bytes;
 	r = mvm_build_argv(&vc, argv, argbuf, sizeof(argbuf));
 	if (r < 0) {
 		r = isola_err_set(err, -r, "invalid", "sandbox `%s`: QEMU command line: %s",
