@@ -66,6 +66,7 @@ int cli_fail(struct isola_err *err, int status);
 /*
  * The standard getopt loop prologue for commands: resets getopt and returns the next option
  * like getopt_long(argc, argv, "+:" shortopts, longopts). Commands stop at the first operand.
+ * A NULL longopts still knows --help (returned as 'h').
  */
 int cli_getopt(int argc, char **argv, const char *shortopts, const struct option *longopts);
 

@@ -119,11 +119,17 @@ int cli_fail(struct isola_err *err, int status)
 
 int cli_getopt(int argc, char **argv, const char *shortopts, const struct option *longopts)
 {
+	/* Without a table getopt_long reads `--help` as the short option '-' (reported as
+	 * "unknown option `--`"): every command takes --help, and names a wrong long option. */
+	static const struct option help_only[] = {
+		{"help", no_argument, NULL, 'h'},
+		{NULL, 0, NULL, 0},
+	};
 	char opts[64];
 
 	snprintf(opts, sizeof(opts), "+:%s", shortopts);
 	opterr = 0;
-	return getopt_long(argc, argv, opts, longopts, NULL);
+	return getopt_long(argc, argv, opts, longopts ? longopts : help_only, NULL);
 }
 
 int cli_bad_opt(struct cli *cli, int argc, char **argv, int c)

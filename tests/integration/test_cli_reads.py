@@ -22,6 +22,16 @@ def test_id_reads_want_one_id(cli, argv):
     assert cp.returncode == 2 and b"usage: isola" in cp.stderr, cp
     cp = cli(*argv, "-h")
     assert cp.returncode == 0 and cp.stdout, cp
+    assert cli(*argv, "--help").stdout == cp.stdout
+
+
+def test_wrong_long_option_is_named(cli):
+    """Commands without long options of their own still take --help and name a wrong one."""
+    for argv in ID_READS + NO_OPERAND_READS + [("pause",), ("network", "get")]:
+        cp = cli(*argv, "--frob")
+        assert cp.returncode == 2 and b"unknown option `--frob`" in cp.stderr, cp
+        cp = cli(*argv, "--help")
+        assert cp.returncode == 0 and b"usage: isola" in cp.stdout, cp
 
 
 @pytest.mark.parametrize("argv", ID_READS, ids=lambda a: " ".join(a))
@@ -36,6 +46,7 @@ def test_no_operand_reads_refuse_operands(cli, argv):
     assert cp.returncode == 2 and b"isola: unexpected argument `extra`" in cp.stderr, cp
     cp = cli(*argv, "-h")
     assert cp.returncode == 0 and cp.stdout, cp
+    assert cli(*argv, "--help").stdout == cp.stdout
 
 
 def test_json_of_the_reads(cli, api, sandbox):
