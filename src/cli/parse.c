@@ -417,6 +417,19 @@ static int set_size(json_t *req, const char *key, const char *arg, struct isola_
 	return 0;
 }
 
+/* Sets a seconds field of the create request; the error names the flag. */
+static int set_seconds(json_t *req, const char *key, const char *flag, const char *arg,
+		       struct isola_err **err)
+{
+	long v;
+
+	if (cli_parse_seconds(arg, &v) < 0)
+		return isola_err_set(err, EINVAL, CLI_ERR_USAGE, "%s `%s`: expected seconds", flag,
+				     arg);
+	json_object_set_new(req, key, json_integer(v));
+	return 0;
+}
+
 static int set_cpu(json_t *req, const char *arg, struct isola_err **err)
 {
 	char *end;
@@ -564,11 +577,7 @@ static int sandbox_opt(char *const argv[], int c, enum cli_sandbox_mode mode,
 	case OPT_TTL:
 		if (mode != CLI_SB_CREATE)
 			break;
-		if (cli_parse_seconds(optarg, &v) < 0)
-			return isola_err_set(err, EINVAL, CLI_ERR_USAGE,
-					     "--ttl `%s`: expected seconds", optarg);
-		json_object_set_new(req, "ttl", json_integer(v));
-		return 0;
+		return set_seconds(req, "ttl", "--ttl", optarg, err);
 	case OPT_LABEL:
 		if (mode != CLI_SB_CREATE)
 			break;
@@ -581,11 +590,7 @@ static int sandbox_opt(char *const argv[], int c, enum cli_sandbox_mode mode,
 	case OPT_IDLE_TIMEOUT:
 		if (mode != CLI_SB_CREATE)
 			break;
-		if (cli_parse_seconds(optarg, &v) < 0)
-			return isola_err_set(err, EINVAL, CLI_ERR_USAGE,
-					     "--idle-timeout `%s`: expected seconds", optarg);
-		json_object_set_new(req, "idle_timeout", json_integer(v));
-		return 0;
+		return set_seconds(req, "idle_timeout", "--idle-timeout", optarg, err);
 	case OPT_AUTO_RESUME:
 	case OPT_NO_AUTO_RESUME:
 		if (mode != CLI_SB_CREATE)
