@@ -2,7 +2,11 @@
 # SPDX-License-Identifier: Apache-2.0
 # persist: persistence benchmarks on a private isolad — pooled vs cold create, resume from a
 # snapshot and from hibernation vs cold, fork of 10, and the 50-create burst with a warm pool.
-# Usage: bench/persist.sh [-n N] [--microvm] [--no-burst]   (run as root; prints a JSON report)
+# --microvm-persist: only microvm cold create vs restore from a snapshot (-> first output) and
+# the source's pause in a fork, with the state dir on --fs ext4 (default: /tmp), xfs (a fresh
+# XFS with reflink=1 on a loop device: copy-on-write snapshots) or both (one run after the other).
+# Usage: bench/persist.sh [-n N] [--microvm] [--no-burst] [--microvm-persist] [--fs ext4|xfs|both]
+#        (run as root; prints a JSON report per run)
 # Environment: ISOLA_BUILD (default build), ISOLA_AGENT (default $ISOLA_BUILD/src/agent/isola-agent)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -12,16 +16,40 @@ AGENT="${ISOLA_AGENT:-$BUILD/src/agent/isola-agent}"
 N=20
 MICROVM=0
 BURST=1
+MVM_PERSIST=0
+FS=ext4
+args=("$@")
 while [ $# -gt 0 ]; do
 	case "$1" in
 	-n) N="$2"; shift 2 ;;
 	--microvm) MICROVM=1; shift ;;
 	--no-burst) BURST=0; shift ;;
-	*) echo "usage: bench/persist.sh [-n N] [--microvm] [--no-burst]" >&2; exit 2 ;;
+	--microvm-persist) MVM_PERSIST=1; shift ;;
+	--fs) FS="$2"; shift 2 ;;
+	*) echo "usage: bench/persist.sh [-n N] [--microvm] [--no-burst] [--microvm-persist]" \
+		"[--fs ext4|xfs|both]" >&2; exit 2 ;;
 	esac
 done
+if [ "$FS" = both ]; then
+	# The same measurements on each filesystem, one isolad after the other.
+	rest=()
+	for ((i = 0; i < ${#args[@]}; i++)); do
+		if [ "${args[i]}" = --fs ]; then i=$((i + 1)); else rest+=("${args[i]}"); fi
+	done
+	"$0" "${rest[@]}" --fs ext4
+	exec "$0" "${rest[@]}" --fs xfs
+fi
+case "$FS" in ext4 | xfs) ;; *) echo "persist: --fs ext4, xfs or both" >&2; exit 2 ;; esac
 
 state=$(mktemp -d /tmp/isola-persist-XXXXXX)
+img=
+if [ "$FS" = xfs ]; then
+	command -v mkfs.xfs >/dev/null || { echo "persist: --fs xfs needs mkfs.xfs (xfsprogs)" >&2; exit 1; }
+	img=$(mktemp /var/tmp/isola-persist-XXXXXX.img)
+	truncate -s 16G "$img"
+	mkfs.xfs -q -m reflink=1 "$img"
+	mount -o loop "$img" "$state" || { rm -f "$img"; rmdir "$state"; exit 1; }
+fi
 chmod 700 "$state"
 sock=$state/isolad.sock
 "$BUILD/src/isolad/isolad" --state-dir "$state" --socket "$sock" --agent "$AGENT" \
@@ -47,15 +75,23 @@ cleanup() {
 		kill "$pid" 2>/dev/null
 		wait "$pid" 2>/dev/null
 	fi
-	[ -z "$(ls -A "$state/sandboxes" 2>/dev/null)" ] && rm -rf "$state"
+	if [ -n "$img" ]; then
+		umount "$state" 2>/dev/null || umount -l "$state"
+		rm -f "$img"
+		rmdir "$state"
+	else
+		[ -z "$(ls -A "$state/sandboxes" 2>/dev/null)" ] && rm -rf "$state"
+	fi
 }
 trap cleanup EXIT
 for _ in $(seq 1 200); do [ -S "$sock" ] && break; sleep 0.05; done
 
 echo "# $(date -u +%Y-%m-%dT%H:%MZ) $(nproc) cores, $(free -g | awk '/Mem:/{print $2}') GiB," \
-	"kernel $(uname -r), load $(cut -d' ' -f1-3 /proc/loadavg)" >&2
+	"kernel $(uname -r), load $(cut -d' ' -f1-3 /proc/loadavg)," \
+	"state dir on $(stat -f -c %T "$state")" >&2
 
 SOCK="$sock" N="$N" MICROVM="$MICROVM" BURST="$BURST" CLI="$BUILD/src/cli/isola" \
+MVM_PERSIST="$MVM_PERSIST" STATE="$state" FS="$FS" \
 PYTHONPATH=tests/integration python3 - <<'EOF'
 import json, os, statistics, subprocess, threading, time
 import isola_client as ic
@@ -140,6 +176,69 @@ def tier_creates(tier, n):
             "ratio_first_output_pooled_to_cold":
                 round(pooled["first_output"]["p50_ms"] / cold["first_output"]["p50_ms"], 3)}
 
+
+def used_mib():
+    os.sync()
+    v = os.statvfs(os.environ["STATE"])
+    return (v.f_blocks - v.f_bfree) * v.f_frsize / (1 << 20)
+
+
+def microvm_persist(n):
+    """Cold create vs restore from a snapshot (-> first output), the snapshot's and forks'
+    pause of the source, and how much the state filesystem grew for each (reflinks or copies)."""
+    mvm = {"tier": "microvm", "memory": "256M", "cpu": 1}
+    c.delete_sandbox(create(**mvm)["id"])  # untimed: builds the template's ext4 image
+    cold = []
+    for _ in range(n):
+        t0 = time.perf_counter()
+        sb = create(**mvm)
+        first_output(sb["id"])
+        cold.append(ms(t0))
+        c.delete_sandbox(sb["id"])
+    src = create(**mvm)
+    # ~100 MiB of guest memory worth keeping (the guest's /dev/shm is guest RAM).
+    c.exec(src["id"], cmd=["sh", "-c", "head -c 96M /dev/urandom > /dev/shm/blob"])
+    u0 = used_mib()
+    t0 = time.perf_counter()
+    r = c.request("POST", "/v1/snapshots", json={"sandbox": src["id"], "name": "bench-mvm"},
+                  timeout=600)
+    assert r.status == 201, r
+    out = {"fs": os.environ["FS"], "snapshot_ms": round(ms(t0), 1),
+           "snapshot_fs_growth_mib": round(used_mib() - u0, 1)}
+    restore, growth = [], []
+    for _ in range(n):
+        u0 = used_mib()
+        t0 = time.perf_counter()
+        sb = create(snapshot="bench-mvm")
+        first_output(sb["id"])
+        restore.append(ms(t0))
+        growth.append(round(used_mib() - u0, 1))
+        c.delete_sandbox(sb["id"])
+    c.request("DELETE", "/v1/snapshots/bench-mvm")
+    paused, fork_ms, fork_growth = [], [], []
+    for _ in range(max(2, n // 2)):
+        u0 = used_mib()
+        t0 = time.perf_counter()
+        r = c.request("POST", f"/v1/sandboxes/{src['id']}/fork", json={"count": 2}, timeout=600)
+        assert r.status == 201, r
+        fork_ms.append(round(ms(t0), 1))
+        fk = r.json()
+        paused.append(fk["paused_us"])
+        fork_growth.append(round(used_mib() - u0, 1))
+        for k in fk["children"]:
+            c.delete_sandbox(k["id"])
+    c.delete_sandbox(src["id"])
+    out.update({"cold_first_output": summary(cold), "restore_first_output": summary(restore),
+                "ratio_restore_to_cold": round(pct(restore, 50) / pct(cold, 50), 3),
+                "restore_fs_growth_mib": growth, "fork2_source_paused_us": paused,
+                "fork2_request_ms": fork_ms, "fork2_fs_growth_mib": fork_growth})
+    return out
+
+
+if os.environ["MVM_PERSIST"] == "1":
+    report["microvm_persist"] = microvm_persist(max(2, N))
+    print(json.dumps(report, indent=2))
+    raise SystemExit(0)
 
 report["process_create"] = tier_creates("process", N)
 
