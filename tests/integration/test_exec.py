@@ -290,3 +290,25 @@ def test_oom_killed(api, make_sandbox, tier):
     assert "536870912" not in res["stdout"]
     # The sandbox survives its command's OOM.
     assert api.exec(sb["id"], cmd=["echo", "alive"])["stdout"] == "alive\n"
+
+
+def test_oom_killed_after_restart_and_in_fork_child(make_sandbox, isolad):
+    """oom_killed still holds after isolad was killed and restarted (microvm: isolad asks the
+    guest's counters over a connection it makes again) and in a fork child (microvm: the
+    guest's counter comes back with its memory)."""
+    oom = ["python3", "-c", "b = b'\\x01' * (512 << 20); print(len(b))"]
+    sid = make_sandbox(memory="128M")["id"]
+    isolad.restart(kill9=True)
+    api = isolad.client()
+    res = api.exec(sid, cmd=oom, timeout=60)
+    assert res["oom_killed"] is True and "536870912" not in res["stdout"], res
+    assert api.exec(sid, cmd=["true"])["oom_killed"] is False
+    r = api.request("POST", f"/v1/sandboxes/{sid}/fork", json={"count": 1}, timeout=120)
+    assert r.status == 201, r
+    child = r.json()["children"][0]["id"]
+    try:
+        res = api.exec(child, cmd=oom, timeout=60)
+        assert res["oom_killed"] is True, res
+        assert api.exec(child, cmd=["echo", "alive"])["stdout"] == "alive\n"
+    finally:
+        api.request("DELETE", f"/v1/sandboxes/{child}", timeout=60)

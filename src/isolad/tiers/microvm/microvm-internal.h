@@ -105,7 +105,7 @@ int mvm_restore(const struct sandbox_spec *spec, const char *snapdir, struct tie
 #define MVM_COUNTERS_REPLY	"\nISOLA-COUNTERS "  /* + nonce + " key=value..." + "\n" */
 #define MVM_COUNTERS_HEX	16		     /* nonce: lowercase hex digits */
 #define MVM_COUNTERS_TIMEOUT_MS 1000		     /* answer wait while the guest answers */
-#define MVM_COUNTERS_SLOW_MS	50		     /* ... after it did not */
+#define MVM_COUNTERS_SLOW_MS	250		     /* ... after it did not */
 
 /* What the guest kernel counts that QEMU's host cgroup cannot see. */
 struct mvm_guest_counters {
