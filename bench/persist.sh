@@ -183,6 +183,17 @@ def used_mib():
     return (v.f_blocks - v.f_bfree) * v.f_frsize / (1 << 20)
 
 
+def cgroup_mib(sid):
+    """The sandbox's cgroup memory use (QEMU, its guest RAM pages), MiB, or None."""
+    for d in ic.cgroup_dirs(sid):
+        for f in ("memory.current", "memory.usage_in_bytes"):
+            try:
+                return round(int(open(os.path.join(d, f)).read()) / (1 << 20), 1)
+            except OSError:
+                pass
+    return None
+
+
 def microvm_persist(n):
     """Cold create vs restore from a snapshot (-> first output), the snapshot's and forks'
     pause of the source, and how much the state filesystem grew for each (reflinks or copies)."""
@@ -205,7 +216,7 @@ def microvm_persist(n):
     assert r.status == 201, r
     out = {"fs": os.environ["FS"], "snapshot_ms": round(ms(t0), 1),
            "snapshot_fs_growth_mib": round(used_mib() - u0, 1)}
-    restore, growth = [], []
+    restore, growth, memory = [], [], []
     for _ in range(n):
         u0 = used_mib()
         t0 = time.perf_counter()
@@ -213,6 +224,7 @@ def microvm_persist(n):
         first_output(sb["id"])
         restore.append(ms(t0))
         growth.append(round(used_mib() - u0, 1))
+        memory.append(cgroup_mib(sb["id"]))
         c.delete_sandbox(sb["id"])
     c.request("DELETE", "/v1/snapshots/bench-mvm")
     paused, fork_ms, fork_growth = [], [], []
@@ -227,10 +239,13 @@ def microvm_persist(n):
         fork_growth.append(round(used_mib() - u0, 1))
         for k in fk["children"]:
             c.delete_sandbox(k["id"])
+    src_mib = cgroup_mib(src["id"])
     c.delete_sandbox(src["id"])
     out.update({"cold_first_output": summary(cold), "restore_first_output": summary(restore),
                 "ratio_restore_to_cold": round(pct(restore, 50) / pct(cold, 50), 3),
-                "restore_fs_growth_mib": growth, "fork2_source_paused_us": paused,
+                "restore_fs_growth_mib": growth, "restore_cgroup_memory_mib": memory,
+                "source_cgroup_memory_mib": src_mib,
+                "fork2_source_paused_us": paused,
                 "fork2_request_ms": fork_ms, "fork2_fs_growth_mib": fork_growth})
     return out
 
