@@ -141,7 +141,7 @@ def clone_log(d):
 def pauses(d):
     """isolad's lines on how long each snapshot stopped the vCPUs, and on what."""
     return [ln.split('"msg":')[-1] for ln in d.log_text().splitlines()
-            if "vCPUs stopped" in ln or "device state" in ln and " ms, RAM " in ln]
+            if "paused at most" in ln or "device state" in ln and " ms, RAM " in ln]
 
 
 def guest_sha(api, sid, path):

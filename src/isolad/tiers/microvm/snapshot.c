@@ -215,10 +215,11 @@ struct snap_files {
 };
 
 /*
- * The frozen part of a snapshot, with the vCPUs stopped: the device state (QEMU migration
- * stream with x-ignore-shared: guest RAM is a share=on file, so it is left out), then the
- * RAM file and the flushed disk overlay (migration's completion flushed and inactivated the
- * images; `cont` re-activates them), each a reflink where the filesystem can.
+ * The frozen part of a snapshot: the device state (QEMU migration stream with
+ * x-ignore-shared: guest RAM is a share=on file, so it is left out; the migration's
+ * completion stops the vCPUs before saving it), then, with the vCPUs stopped, the RAM file
+ * and the flushed disk overlay (the completion flushed and inactivated the images; `cont`
+ * re-activates them), each a reflink where the filesystem can.
  */
 static int freeze_copy(struct mvm_qmp *q, const char *dir, struct snap_files *f,
 		       struct isola_err **err)
@@ -307,7 +308,7 @@ int mvm_snapshot(struct tier_sandbox *s, const char *dir, enum tier_persistence 
 	struct snap_files f = {-1, -1, -1, -1, -1, FILECLONE_COPY, FILECLONE_COPY};
 	char st[32];
 	struct mvm_qmp *q = NULL;
-	uint64_t t0, t1, t_stopped, t_frozen;
+	uint64_t t0, t1, t_frozen;
 	bool was_running;
 	int r, r2;
 
@@ -331,20 +332,19 @@ int mvm_snapshot(struct tier_sandbox *s, const char *dir, enum tier_persistence 
 		log_debug("sandbox %s: early write-back before the snapshot: %s", s->id,
 			  strerror(errno));
 	was_running = !strcmp(st, "running");
+	/* No `stop` of our own: the migration's completion stops the vCPUs itself before it
+	 * saves the device state (x-ignore-shared leaves it nothing else to send), and they stay
+	 * stopped (`postmigrate`) through the clones until `cont`. That saves a QMP round trip
+	 * of the pause; paused_us counts from the `migrate` command on, so it is an upper bound
+	 * (the guest still ran during the migration's setup). */
 	t0 = util_now_ns();
-	if (was_running)
-		r = mvm_qmp_exec(q, "stop", NULL, -1, NULL, err);
-	t_stopped = util_now_ns();
-	if (r == 0)
-		r = freeze_copy(q, dir, &f, err);
+	r = freeze_copy(q, dir, &f, err);
 	t_frozen = util_now_ns();
 	/* Back to the state it was in, whatever happened (ENOSPC included). */
 	r2 = was_running ? mvm_qmp_exec(q, "cont", NULL, -1, NULL, r < 0 ? NULL : err) : 0;
 	t1 = util_now_ns();
-	log_debug("sandbox %s: snapshot pause: stop %.1f ms, device state and files %.1f ms, "
-		  "cont %.1f ms",
-		  s->id, (double)(t_stopped - t0) / 1e6, (double)(t_frozen - t_stopped) / 1e6,
-		  (double)(t1 - t_frozen) / 1e6);
+	log_debug("sandbox %s: snapshot pause: migration and files %.1f ms, cont %.1f ms", s->id,
+		  (double)(t_frozen - t0) / 1e6, (double)(t1 - t_frozen) / 1e6);
 	if (r == 0)
 		r = r2;
 	if (paused_us && was_running)
@@ -363,7 +363,7 @@ int mvm_snapshot(struct tier_sandbox *s, const char *dir, enum tier_persistence 
 	}
 	if (r == 0) {
 		*level = TIER_PERSIST_MEMORY;
-		log_info("sandbox %s: snapshot into %s, vCPUs stopped %.1f ms, RAM: %s, disk: %s",
+		log_info("sandbox %s: snapshot into %s, paused at most %.1f ms, RAM: %s, disk: %s",
 			 s->id, dir, (double)(t1 - t0) / 1e6, fileclone_how_name(f.ram_how),
 			 fileclone_how_name(f.disk_how));
 	}
