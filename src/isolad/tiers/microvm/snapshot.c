@@ -101,23 +101,49 @@ static int set_ignore_shared(struct mvm_qmp *q, struct isola_err **err)
 	return r;
 }
 
-/* Polls query-migrate until the (outgoing or incoming) migration ends; 0 when completed. */
-static int migrate_wait(struct mvm_qmp *q, struct isola_err **err)
+/* What an outgoing migration's end tells about the pause (pause_bound_us). */
+struct migrate_done {
+	uint64_t sent_ns;	 /* util_now_ns() before `migrate` was sent (caller sets it) */
+	uint64_t last_active_ns; /* util_now_ns() before the last query not yet completed */
+	uint64_t downtime_ms;	 /* QEMU's "downtime": vCPUs stopped -> completion, 0 if none */
+	uint64_t total_ms;	 /* QEMU's "total-time": `migrate` received -> completion */
+};
+
+/* A positive integer member of a QMP reply, else 0. UNTRUSTED: QEMU's reply; a bound only. */
+static uint64_t reply_u64(json_t *ret, const char *key)
+{
+	json_t *v = json_object_get(ret, key);
+
+	return json_is_integer(v) && json_integer_value(v) > 0 ? (uint64_t)json_integer_value(v)
+							       : 0;
+}
+
+/* Polls query-migrate until the (outgoing or incoming) migration ends; 0 when completed.
+ * done (outgoing, or NULL) gets the completion's numbers. */
+
+static int migrate_wait(struct mvm_qmp *q, struct migrate_done *done, struct isola_err **err)
 {
 	uint64_t deadline = util_now_ms() + MIGRATE_TIMEOUT_MS;
 
 	for (;;) {
 		json_t *ret = NULL;
 		const char *st, *desc;
+		uint64_t sent = util_now_ns();
 		int r = mvm_qmp_exec(q, "query-migrate", NULL, -1, &ret, err);
 
 		if (r < 0)
 			return r;
 		st = json_string_value(json_object_get(ret, "status"));
 		if (st && !strcmp(st, "completed")) {
+			if (done) {
+				done->downtime_ms = reply_u64(ret, "downtime");
+				done->total_ms = reply_u64(ret, "total-time");
+			}
 			json_decref(ret);
 			return 0;
 		}
+		if (done)
+			done->last_active_ns = sent;
 		if (st && (!strcmp(st, "failed") || !strcmp(st, "cancelled"))) {
 			desc = json_string_value(json_object_get(ret, "error-desc"));
 			r = isola_err_set(err, EIO, "internal", "device state transfer %s: %.300s",
@@ -221,14 +247,32 @@ struct snap_files {
  * and the flushed disk overlay (the completion flushed and inactivated the images; `cont`
  * re-activates them), each a reflink where the filesystem can.
  */
+/*
+ * How long the vCPUs were stopped, as an upper bound from QEMU's own counts: its downtime
+ * (stop -> completion, whole ms: +1) plus our side from the completion to the end of `cont`
+ * (t1). The completion came after the last query that still saw the migration running, and
+ * no earlier than `migrate` sent + total-time (QEMU starts that clock after our send and
+ * truncates to ms). 0 when QEMU gave no downtime.
+ */
+static uint64_t pause_bound_us(const struct migrate_done *d, uint64_t t1)
+{
+	uint64_t end = d->sent_ns + d->total_ms * 1000000;
+
+	if (d->last_active_ns > end)
+		end = d->last_active_ns;
+	if (!d->downtime_ms || end > t1)
+		return 0;
+	return (d->downtime_ms + 1) * 1000 + (t1 - end) / 1000;
+}
+
 static int freeze_copy(struct mvm_qmp *q, const char *dir, struct snap_files *f,
-		       struct isola_err **err)
+		       struct migrate_done *done, struct isola_err **err)
 {
 	uint64_t t0 = util_now_ns(), t1 = 0, t2 = 0;
 	int r = migrate_fd(q, "migrate", FDNAME_OUT, f->state_fd, err);
 
 	if (r == 0)
-		r = migrate_wait(q, err);
+		r = migrate_wait(q, done, err);
 	if (r == 0) {
 		t1 = util_now_ns();
 		r = clone_into(f->ram_in, f->ram_fd, "guest RAM", dir, &f->ram_how, err);
@@ -306,6 +350,8 @@ int mvm_snapshot(struct tier_sandbox *s, const char *dir, enum tier_persistence 
 		 uint64_t *paused_us, struct isola_err **err)
 {
 	struct snap_files f = {-1, -1, -1, -1, -1, FILECLONE_COPY, FILECLONE_COPY};
+	struct migrate_done done = {0, 0, 0, 0};
+	uint64_t pause_us = 0, bound_us;
 	char st[32];
 	struct mvm_qmp *q = NULL;
 	uint64_t t0, t1, t_frozen;
@@ -335,20 +381,29 @@ int mvm_snapshot(struct tier_sandbox *s, const char *dir, enum tier_persistence 
 	/* No `stop` of our own: the migration's completion stops the vCPUs itself before it
 	 * saves the device state (x-ignore-shared leaves it nothing else to send), and they stay
 	 * stopped (`postmigrate`) through the clones until `cont`. That saves a QMP round trip
-	 * of the pause; paused_us counts from the `migrate` command on, so it is an upper bound
-	 * (the guest still ran during the migration's setup). */
+	 * of the pause. */
 	t0 = util_now_ns();
-	r = freeze_copy(q, dir, &f, err);
+	done.sent_ns = done.last_active_ns = t0;
+	r = freeze_copy(q, dir, &f, &done, err);
 	t_frozen = util_now_ns();
 	/* Back to the state it was in, whatever happened (ENOSPC included). */
 	r2 = was_running ? mvm_qmp_exec(q, "cont", NULL, -1, NULL, r < 0 ? NULL : err) : 0;
 	t1 = util_now_ns();
-	log_debug("sandbox %s: snapshot pause: migration and files %.1f ms, cont %.1f ms", s->id,
-		  (double)(t_frozen - t0) / 1e6, (double)(t1 - t_frozen) / 1e6);
+	log_debug("sandbox %s: snapshot: migration and files %.1f ms (QEMU's downtime %" PRIu64
+		  " ms), cont %.1f ms",
+		  s->id, (double)(t_frozen - t0) / 1e6, done.downtime_ms,
+		  (double)(t1 - t_frozen) / 1e6);
 	if (r == 0)
 		r = r2;
-	if (paused_us && was_running)
-		*paused_us = (t1 - t0) / 1000;
+	/* paused_us: the tighter of migrate -> cont and QEMU's own count (pause_bound_us). */
+	if (was_running) {
+		pause_us = (t1 - t0) / 1000;
+		bound_us = pause_bound_us(&done, t1);
+		if (bound_us && bound_us < pause_us)
+			pause_us = bound_us;
+	}
+	if (paused_us)
+		*paused_us = pause_us;
 	/* To disk after the guest runs again: the copies above only filled the page cache. */
 	if (r == 0 && (fsync(f.state_fd) < 0 || fsync(f.ram_fd) < 0 || fsync(f.disk_fd) < 0))
 		r = isola_err_sys(err, errno, errno == ENOSPC ? "no_space" : "internal",
@@ -364,7 +419,7 @@ int mvm_snapshot(struct tier_sandbox *s, const char *dir, enum tier_persistence 
 	if (r == 0) {
 		*level = TIER_PERSIST_MEMORY;
 		log_info("sandbox %s: snapshot into %s, paused at most %.1f ms, RAM: %s, disk: %s",
-			 s->id, dir, (double)(t1 - t0) / 1e6, fileclone_how_name(f.ram_how),
+			 s->id, dir, (double)pause_us / 1e3, fileclone_how_name(f.ram_how),
 			 fileclone_how_name(f.disk_how));
 	}
 out:
@@ -386,7 +441,7 @@ int mvm_snap_incoming(struct tier_sandbox *s, int state_fd, struct isola_err **e
 	if (r == 0)
 		r = migrate_fd(q, "migrate-incoming", FDNAME_IN, state_fd, err);
 	if (r == 0)
-		r = migrate_wait(q, err);
+		r = migrate_wait(q, NULL, err);
 	if (r == 0)
 		log_debug("sandbox %s: QMP up after %" PRIu64 " ms, device state loaded in %" PRIu64
 			  " ms",
