@@ -7,6 +7,7 @@ connection that looks successful from inside proves nothing: the proxy accepts e
 connection before it decides. Only what arrives at a sink counts.
 """
 
+import shutil
 import socket
 import time
 
@@ -227,3 +228,90 @@ def test_flood_does_not_starve_another_sandbox(lab):
     finally:
         problems = netlab.stop_isolad(d)
     assert not problems, problems
+
+
+def _ports_and_table(d):
+    """(resolver port, proxy port, nftables table) from an isolad's start lines."""
+    import re
+    text = d.log_text()
+    m = re.search(r"resolver port (\d+), proxy port (\d+)", text)
+    t = re.search(r"table inet (isola_[0-9a-f]+)", text)
+    assert m and t, text[-2000:]
+    return int(m.group(1)), int(m.group(2)), t.group(1)
+
+
+def _in_lab(lab, code, timeout=15):
+    """Runs python code in the lab's namespace (a network that is not a sandbox's)."""
+    import subprocess
+    import sys
+    r = subprocess.run(["ip", "netns", "exec", lab.ns, sys.executable, "-c", code],
+                       capture_output=True, text=True, timeout=timeout)
+    return r.stdout.strip() + r.stderr.strip()
+
+
+def test_resolver_and_proxy_refuse_other_networks(nd, lab, host_sink):
+    """From a network that is not a sandbox (the lab, behind the host's veth), the proxy and
+    the resolver do not answer, while a host service on another port does (the control)."""
+    dns_port, proxy_port, _ = _ports_and_table(nd)
+    probe = ("import socket\n"
+             "def tcp(p):\n"
+             "    try:\n"
+             f"        socket.create_connection(('{HOST_ADDR}', p), timeout=3).close(); return 'open'\n"
+             "    except OSError as e: return type(e).__name__\n"
+             "u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); u.settimeout(3)\n"
+             "q = bytes.fromhex('4242010000010000000000000761')+b'llowed'+bytes.fromhex('0474657374000001000100')\n"
+             f"u.sendto(q, ('{HOST_ADDR}', {dns_port}))\n"
+             "try: u.recv(512); udp = 'answered'\n"
+             "except OSError as e: udp = type(e).__name__\n"
+             f"print(tcp({host_sink.port}), tcp({proxy_port}), tcp({dns_port}), udp)\n")
+    out = _in_lab(lab, probe).split()
+    assert out == ["open", "TimeoutError", "TimeoutError", "TimeoutError"], out
+
+
+def test_a_killed_isolads_table_leaves_host_sockets_alone(lab):
+    """A table outlives an isolad killed with SIGKILL, and its resolver and proxy port numbers
+    go back to the ephemeral pool. A host socket that gets one of them, as a client's source
+    port or as a listener's port, keeps working on loopback (the drop rules once matched
+    every packet to those ports: SYN-ACKs to such a client were dropped and its connect hung
+    for minutes, which made unrelated tests time out)."""
+    import threading
+    d = netlab.start_isolad()
+    dns_port, proxy_port, table = _ports_and_table(d)
+    d.stop(kill9=True)
+    try:
+        assert table in netlab.sh("nft", "list", "tables").stdout  # the premise: it stayed
+        # A TCP client whose source port is the dead proxy's port.
+        srv = socket.socket()
+        srv.bind(("127.0.0.1", 0))
+        srv.listen(4)
+        threading.Thread(target=lambda: srv.accept()[0].sendall(b"hi"), daemon=True).start()
+        cl = socket.socket()
+        cl.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        cl.bind(("127.0.0.1", proxy_port))
+        cl.settimeout(5)
+        cl.connect(srv.getsockname())
+        assert cl.recv(2) == b"hi"
+        cl.close()
+        srv.close()
+        # A TCP listener on the dead resolver's port.
+        lst = socket.socket()
+        lst.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        lst.bind(("127.0.0.1", dns_port))
+        lst.listen(4)
+        socket.create_connection(("127.0.0.1", dns_port), timeout=5).close()
+        lst.close()
+        # A UDP client on the dead resolver's port gets its reply.
+        echo = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        echo.bind(("127.0.0.1", 0))
+        u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        u.bind(("127.0.0.1", dns_port))
+        u.settimeout(5)
+        u.sendto(b"ping", echo.getsockname())
+        data, peer = echo.recvfrom(16)
+        echo.sendto(data, peer)
+        assert u.recv(16) == b"ping"
+        u.close()
+        echo.close()
+    finally:
+        netlab.sh("nft", "delete", "table", "inet", table, check=False)
+        shutil.rmtree(d.state_dir, ignore_errors=True)

@@ -88,9 +88,16 @@ int net_nft_install(const char *table, const char *ifprefix, uint16_t dns_port, 
 		"add rule inet %1$s sb_input iifname \"%4$s*\" udp dport %2$u accept\n"
 		"add rule inet %1$s sb_input iifname \"%4$s*\" tcp dport { %2$u, %3$u } accept\n"
 		"add rule inet %1$s sb_input iifname \"%4$s*\" drop\n"
-		/* The resolver and the proxy serve sandboxes only, not the host's other networks. */
-		"add rule inet %1$s sb_input meta l4proto { tcp, udp } th dport { %2$u, %3$u } "
-		"drop\n"
+		/* The resolver and the proxy serve sandboxes only, not the host's other networks:
+		 * requests from those to these ports (a TCP SYN, any UDP) are dropped. Loopback is
+		 * the host itself, and replies are not requests: this table outlives an isolad
+		 * killed with SIGKILL, and its two port numbers go back into the ephemeral pool,
+		 * where a host socket or listener may get them. Matching every packet to the port
+		 * dropped SYN-ACKs to such a client and SYNs to such a listener (seen in the tests:
+		 * loopback connects hanging for minutes). */
+		"add rule inet %1$s sb_input iifname != \"lo\" tcp dport { %2$u, %3$u } "
+		"tcp flags & (syn | ack) == syn drop\n"
+		"add rule inet %1$s sb_input iifname != \"lo\" udp dport %2$u drop\n"
 		/* No routing to or from a sandbox, even on a host that forwards for others. */
 		"add rule inet %1$s sb_forward iifname \"%4$s*\" drop\n"
 		"add rule inet %1$s sb_forward oifname \"%4$s*\" drop\n",
