@@ -25,6 +25,7 @@
 #define DNS_MAX_MSG    4096 /* the most we read from anyone */
 #define DNS_UDP_MAX    512  /* answers to sandboxes over UDP (no EDNS) */
 #define DNS_WORKERS    4    /* threads serving queries (one slow upstream blocks one) */
+#define DNS_BIND_TRIES 32   /* kernel-picked ports tried for a UDP+TCP pair */
 
 struct net_dns {
 	struct sockaddr_storage up;	/* upstream address */
@@ -555,16 +556,29 @@ int net_dns_serve(struct net_dns *d, uint16_t port, net_dns_lookup_fn lookup,
 	socklen_t len = sizeof(sa);
 
 	net_dns_set_callbacks(d, lookup, count, ud);
-	/* UDP first with the requested port (0: the kernel picks), then TCP on the same one. */
-	d->udp_fd = bind_socket(SOCK_DGRAM, port, err);
-	if (d->udp_fd < 0)
-		return d->udp_fd;
-	if (getsockname(d->udp_fd, (struct sockaddr *)&sa, &len) < 0)
-		return isola_err_sys(err, errno, "internal", "resolver port");
-	d->port = ntohs(sa.sin_port);
-	d->tcp_fd = bind_socket(SOCK_STREAM, d->port, err);
-	if (d->tcp_fd < 0)
-		return d->tcp_fd;
+	/* UDP first with the requested port (0: the kernel picks), then TCP on the same one. A
+	 * port the kernel picked is free for UDP only: a TCP socket may hold the same number (seen:
+	 * an isolad restart failing with "bind resolver port N: Address already in use"), so
+	 * another pick is tried. */
+	for (unsigned tries = 1;; tries++) {
+		d->udp_fd = bind_socket(SOCK_DGRAM, port, err);
+		if (d->udp_fd < 0)
+			return d->udp_fd;
+		if (getsockname(d->udp_fd, (struct sockaddr *)&sa, &len) < 0)
+			return isola_err_sys(err, errno, "internal", "resolver port");
+		d->port = ntohs(sa.sin_port);
+		d->tcp_fd = bind_socket(SOCK_STREAM, d->port, err);
+		if (d->tcp_fd >= 0)
+			break;
+		if (port != 0 || tries == DNS_BIND_TRIES || d->tcp_fd != -EADDRINUSE)
+			return d->tcp_fd;
+		if (err) {
+			isola_err_free(*err);
+			*err = NULL;
+		}
+		close(d->udp_fd);
+		d->udp_fd = -1;
+	}
 	d->stop_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	if (d->stop_fd < 0)
 		return isola_err_sys(err, errno, "internal", "resolver eventfd");
