@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import Isolad
+from tenancy_util import ROOT_CONFTEST
 from test_microvm import create_vm, qemu_pids  # noqa: F401 (module-level skip comes along)
 from test_microvm import pytestmark  # noqa: F401
 
@@ -72,7 +72,7 @@ def xfs():
 @pytest.fixture(scope="module")
 def xd(xfs):
     """An isolad whose --state-dir is the XFS."""
-    d = Isolad(state_dir=xfs)
+    d = ROOT_CONFTEST.Isolad(state_dir=xfs)
     try:
         yield d
     finally:
