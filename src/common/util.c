@@ -9,7 +9,9 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/random.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <time.h>
 
 int util_write_all(int fd, const void *buf, size_t len)
@@ -311,4 +313,24 @@ int util_set_nonblock(int fd, bool on)
 		return -errno;
 	fl = on ? fl | O_NONBLOCK : fl & ~O_NONBLOCK;
 	return fcntl(fd, F_SETFL, fl) < 0 ? -errno : 0;
+}
+
+int util_unix_connect(const char *path, int sock_flags)
+{
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+	int fd;
+
+	if (strlen(path) >= sizeof(sa.sun_path))
+		return -ENAMETOOLONG;
+	memcpy(sa.sun_path, path, strlen(path) + 1);
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | sock_flags, 0);
+	if (fd < 0)
+		return -errno;
+	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
+		int e = errno;
+
+		close(fd);
+		return -e;
+	}
+	return fd;
 }

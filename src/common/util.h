@@ -79,4 +79,8 @@ int util_parse_size(const char *s, uint64_t *out);
 int util_set_cloexec(int fd, bool on);
 int util_set_nonblock(int fd, bool on);
 
+/* Connects a new close-on-exec stream socket (plus `sock_flags`, e.g. SOCK_NONBLOCK) to the unix
+ * socket at `path`. The fd, or -ENAMETOOLONG for a path longer than sun_path, or -errno. */
+int util_unix_connect(const char *path, int sock_flags);
+
 #endif

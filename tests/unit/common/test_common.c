@@ -3,7 +3,12 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
 
 #include "../tap.h"
 #include "common/err.h"
@@ -66,10 +71,41 @@ static void test_files(void)
 	   "rm_rf removes the tree without following symlinks");
 }
 
+static void test_unix_connect(void)
+{
+	char dir[] = "/tmp/isola-test-XXXXXX", path[64], longp[200];
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+	int l, fd;
+
+	ok(mkdtemp(dir) != NULL, "mkdtemp");
+	snprintf(path, sizeof(path), "%s/s", dir);
+	ok(util_unix_connect(path, 0) == -ENOENT, "no socket: -ENOENT");
+	memset(longp, 'x', sizeof(longp) - 1);
+	longp[0] = '/';
+	longp[sizeof(longp) - 1] = '\0';
+	ok(util_unix_connect(longp, 0) == -ENAMETOOLONG,
+	   "a path longer than sun_path: -ENAMETOOLONG");
+	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", path);
+	l = socket(AF_UNIX, SOCK_STREAM, 0);
+	ok(l >= 0 && bind(l, (struct sockaddr *)&sa, sizeof(sa)) == 0 && listen(l, 1) == 0,
+	   "listener");
+	fd = util_unix_connect(path, SOCK_NONBLOCK);
+	ok(fd >= 0 && (fcntl(fd, F_GETFD) & FD_CLOEXEC) && (fcntl(fd, F_GETFL) & O_NONBLOCK),
+	   "connected, close-on-exec, the flags asked for");
+	close(fd);
+	fd = util_unix_connect(path, 0);
+	ok(fd >= 0 && !(fcntl(fd, F_GETFL) & O_NONBLOCK), "blocking unless asked");
+	close(fd);
+	close(l);
+	ok(util_unix_connect(path, 0) == -ECONNREFUSED, "listener gone: -ECONNREFUSED");
+	util_rm_rf(dir);
+}
+
 int main(void)
 {
 	test_err();
 	test_parse_size();
 	test_files();
+	test_unix_connect();
 	return tap_done();
 }

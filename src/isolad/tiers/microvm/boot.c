@@ -292,26 +292,6 @@ int mvm_qcow2_overlay(const char *path, const char *backing, uint64_t size, uid_
 
 /* ---- the agent sync (see src/agent/guestserial.c) ---- */
 
-static int unix_connect(const char *path)
-{
-	struct sockaddr_un sa = {.sun_family = AF_UNIX};
-	int fd;
-
-	if (strlen(path) >= sizeof(sa.sun_path))
-		return -ENAMETOOLONG;
-	strcpy(sa.sun_path, path);
-	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	if (fd < 0)
-		return -errno;
-	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
-		int e = errno;
-
-		close(fd);
-		return -e;
-	}
-	return fd;
-}
-
 /*
  * QEMU reads host bytes for a virtio-serial port only once its main loop notices that the
  * guest opened the port, and under TCG nothing may wake that loop for a long time: a token
@@ -320,7 +300,7 @@ static int unix_connect(const char *path)
  */
 static void poke_qemu(const char *qmp)
 {
-	int fd = unix_connect(qmp);
+	int fd = util_unix_connect(qmp, 0);
 
 	if (fd >= 0)
 		close(fd);
@@ -338,7 +318,7 @@ int mvm_agent_sync(const char *sock, const char *qmp, int pidfd, int timeout_ms,
 	for (;;) {
 		struct pollfd p = {.fd = pidfd, .events = POLLIN};
 
-		fd = unix_connect(sock);
+		fd = util_unix_connect(sock, 0);
 		if (fd >= 0)
 			break;
 		if (pidfd >= 0 && poll(&p, 1, 0) > 0)

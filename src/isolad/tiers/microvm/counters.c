@@ -7,7 +7,6 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
-#include <sys/un.h>
 #include <unistd.h>
 
 #include "../../../common/util.h"
@@ -85,23 +84,13 @@ static void counters_close(struct tier_sandbox *s)
 
 static int counters_connect(struct tier_sandbox *s)
 {
-	struct sockaddr_un sa = {.sun_family = AF_UNIX};
 	char path[sizeof(s->vmdir) + 16];
 	int fd;
 
 	snprintf(path, sizeof(path), "%s/%s", s->vmdir, MVM_COUNTERS_SOCK);
-	if (strlen(path) >= sizeof(sa.sun_path))
-		return -ENAMETOOLONG;
-	strcpy(sa.sun_path, path);
-	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	fd = util_unix_connect(path, SOCK_NONBLOCK);
 	if (fd < 0)
-		return -errno;
-	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
-		int e = errno;
-
-		close(fd);
-		return -e;
-	}
+		return fd;
 	s->cnt_fd = fd;
 	return 0;
 }

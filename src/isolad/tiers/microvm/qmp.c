@@ -8,7 +8,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
-#include <sys/un.h>
 #include <unistd.h>
 
 #include "../../../common/util.h"
@@ -233,27 +232,19 @@ fail:
 
 int mvm_qmp_open(const char *path, int timeout_ms, struct mvm_qmp **out, struct isola_err **err)
 {
-	struct sockaddr_un sa = {.sun_family = AF_UNIX};
 	uint64_t deadline = util_now_ms() + (uint64_t)timeout_ms;
 	int fd;
 
-	if (strlen(path) >= sizeof(sa.sun_path))
-		return isola_err_set(err, ENAMETOOLONG, "internal", "QMP socket `%s`: too long",
-				     path);
-	strcpy(sa.sun_path, path);
 	/* QEMU creates the socket a moment after it starts: retry until the deadline. */
 	for (;;) {
-		int e;
-
-		fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-		if (fd < 0)
-			return isola_err_sys(err, errno, "internal", "socket");
-		if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0)
+		fd = util_unix_connect(path, 0);
+		if (fd >= 0)
 			break;
-		e = errno;
-		close(fd);
-		if ((e != ENOENT && e != ECONNREFUSED) || util_now_ms() >= deadline)
-			return isola_err_sys(err, e, "unavailable", "connect to QMP `%s`", path);
+		if (fd == -ENAMETOOLONG)
+			return isola_err_set(err, ENAMETOOLONG, "internal",
+					     "QMP socket `%s`: too long", path);
+		if ((fd != -ENOENT && fd != -ECONNREFUSED) || util_now_ms() >= deadline)
+			return isola_err_sys(err, -fd, "unavailable", "connect to QMP `%s`", path);
 		poll(NULL, 0, 2);
 	}
 	return mvm_qmp_open_fd(fd, timeout_ms, out, err);

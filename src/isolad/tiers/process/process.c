@@ -482,16 +482,11 @@ static int process_create(const struct sandbox_spec *spec, struct tier_sandbox *
 
 static int process_agent_connect(struct tier_sandbox *s, struct isola_err **err)
 {
-	struct sockaddr_un sa = {.sun_family = AF_UNIX};
-	cleanup_fd int fd = -1;
+	int fd = util_unix_connect(s->sock, 0);
 
-	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", s->sock);
-	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	if (fd < 0)
-		return isola_err_sys(err, errno, "internal", "socket");
-	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0)
-		return isola_err_sys(err, errno, "unavailable", "connect `%s`", s->sock);
-	return steal_fd(&fd);
+		return isola_err_sys(err, -fd, "unavailable", "connect `%s`", s->sock);
+	return fd;
 }
 
 static char *process_save(struct tier_sandbox *s)
