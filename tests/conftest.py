@@ -69,6 +69,29 @@ def pytest_configure(config):
     config.addinivalue_line("markers", "needs_microvm: skipped outside CI without QEMU/kernel")
 
 
+SESSION_START = time.time()
+
+
+def pytest_sessionfinish(session, exitstatus):
+    """After a green session, the state dirs its isolads left under /tmp (the ones a test
+    module made and did not remove; a microvm one holds a ~3 GB template image) are removed:
+    only dirs made during this session, that no isolad holds (its lock is free) and no mount
+    references. A failed session keeps them for the post-mortem, as ISOLA_KEEP_STATE does."""
+    import fcntl
+    import glob
+    if exitstatus != 0 or os.environ.get("ISOLA_KEEP_STATE"):
+        return
+    for d in glob.glob("/tmp/isola-it-*"):
+        try:
+            if os.stat(d).st_mtime < SESSION_START or ic.mounts_referencing(d):
+                continue
+            with open(os.path.join(d, "isolad.lock"), "a") as lock:
+                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            continue  # gone, or an isolad still holds it
+        shutil.rmtree(d, ignore_errors=True)
+
+
 def pytest_generate_tests(metafunc):
     """Parametrises `tier` for tests marked tiers(...); module-scoped, so a module's tests
     on one tier run together and share module-scoped sandboxes."""
