@@ -18,6 +18,7 @@
 
 #include "common/err.h"
 #include "common/extract.h"
+#include "common/util.h"
 #include "isolad/tiers/process/process-internal.h"
 
 /*
@@ -58,7 +59,7 @@ static void cleanup(void)
 {
 	if (mounted)
 		umount2(box, MNT_DETACH);
-	extract_rm_at(AT_FDCWD, box);
+	util_rm_rf_at(AT_FDCWD, box);
 }
 
 /* The names in dir, sorted into one '/'-separated string (small dirs only). */
@@ -170,7 +171,7 @@ static void write_seeds(const char *dir)
 	close(out);
 	close(plain);
 	close(up);
-	extract_rm_at(boxfd, "seed");
+	util_rm_rf_at(boxfd, "seed");
 }
 
 int LLVMFuzzerInitialize(int *argc, char ***argv)
@@ -243,7 +244,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		if (fstatat(parentfd, PROC_LAYER_UPPER, &st, AT_SYMLINK_NOFOLLOW) < 0 ||
 		    !S_ISDIR(st.st_mode))
 			fprintf(stderr, "fuzz_layer: a good read made no `upper`\n"), abort();
-		if (extract_rm_at(parentfd, PROC_LAYER_UPPER) < 0)
+		if (util_rm_rf_at(parentfd, PROC_LAYER_UPPER) < 0)
 			die("remove upper");
 	}
 	check_box();

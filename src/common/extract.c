@@ -2,7 +2,6 @@
 /* extract: hostile archive member names resolved, written and removed inside a root directory fd. */
 #include "extract.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -113,42 +112,6 @@ int extract_open_dir(int rootfd, const char *rel)
 			return -errno;
 	}
 	return walk_nofollow(rootfd, rel);
-}
-
-int extract_rm_at(int dfd, const char *name)
-{
-	struct stat st, pst;
-	struct dirent *de;
-	DIR *d;
-	int fd, r = 0;
-
-	if (fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
-		return errno == ENOENT ? 0 : -errno;
-	if (!S_ISDIR(st.st_mode))
-		return unlinkat(dfd, name, 0) < 0 && errno != ENOENT ? -errno : 0;
-	if (fstatat(dfd, "", &pst, AT_EMPTY_PATH) == 0 && pst.st_dev != st.st_dev)
-		return -EXDEV; /* a mount point: never descend into another filesystem */
-	fd = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	if (fd < 0)
-		return -errno;
-	d = fdopendir(fd);
-	if (!d) {
-		close(fd);
-		return -ENOMEM;
-	}
-	while ((de = readdir(d))) {
-		int q;
-
-		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
-			continue;
-		q = extract_rm_at(dirfd(d), de->d_name);
-		if (q < 0 && r == 0)
-			r = q;
-	}
-	closedir(d);
-	if (unlinkat(dfd, name, AT_REMOVEDIR) < 0 && errno != ENOENT && r == 0)
-		r = -errno;
-	return r;
 }
 
 int extract_pwrite_all(int fd, const void *buf, size_t len, off_t off)

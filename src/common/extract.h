@@ -32,13 +32,6 @@ int extract_open_dir(int rootfd, const char *rel);
 /* Tests: extract_open_dir behaves as if openat2 were missing (the fallback walk). */
 void extract_test_force_fallback(bool on);
 
-/*
- * Removes name (a file or a tree) relative to dfd without following symlinks or crossing a
- * mount point (a directory on another filesystem than its parent: -EXDEV, left in place).
- * A missing name is 0. Otherwise 0 or the first -errno; removal goes on past failures.
- */
-int extract_rm_at(int dfd, const char *name);
-
 /* Writes all len bytes of buf at offset off of fd (retrying EINTR and short writes). 0 or
  * -errno. */
 int extract_pwrite_all(int fd, const void *buf, size_t len, off_t off);

@@ -206,6 +206,15 @@ int util_rm_rf(const char *path)
 	return rm_rf_at(AT_FDCWD, path, st.st_dev);
 }
 
+int util_rm_rf_at(int dfd, const char *name)
+{
+	struct stat st;
+
+	if (fstatat(dfd, "", &st, AT_EMPTY_PATH) < 0)
+		return -errno;
+	return rm_rf_at(dfd, name, st.st_dev);
+}
+
 uint64_t util_now_ns(void)
 {
 	struct timespec ts;

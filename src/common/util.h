@@ -63,6 +63,11 @@ int util_mkdir_p(const char *path, mode_t mode);
 /* rm -rf that never crosses a mount point and never follows symlinks. 0 or -errno. */
 int util_rm_rf(const char *path);
 
+/* Removes name (a file or a tree) relative to dfd without following symlinks or leaving dfd's
+ * filesystem (a directory on another one: -EXDEV, left in place). A missing name is 0.
+ * Otherwise 0 or the first -errno; removal goes on past failures. */
+int util_rm_rf_at(int dfd, const char *name);
+
 /* Monotonic clock in nanoseconds / milliseconds. */
 uint64_t util_now_ns(void);
 uint64_t util_now_ms(void);

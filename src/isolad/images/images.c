@@ -301,7 +301,7 @@ static int scan(struct isola_err **err)
 		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
 			continue;
 		if (!strncmp(de->d_name, ".tmp-", 5) || !strncmp(de->d_name, ".rm-", 4)) {
-			r = extract_rm_at(dirfd(d), de->d_name);
+			r = util_rm_rf_at(dirfd(d), de->d_name);
 			if (r < 0)
 				log_warn("templates: remove leftover `%s/%s`: %s", g.tdir,
 					 de->d_name, strerror(-r));
@@ -313,7 +313,7 @@ static int scan(struct isola_err **err)
 		r = manifest_load(de->d_name, &t);
 		if (r == -ENOENT) {
 			/* Renamed into place, crashed before the manifest: never completed. */
-			r = extract_rm_at(dirfd(d), de->d_name);
+			r = util_rm_rf_at(dirfd(d), de->d_name);
 			if (r < 0)
 				log_warn("templates: remove unfinished `%s/%s`: %s", g.tdir,
 					 de->d_name, strerror(-r));

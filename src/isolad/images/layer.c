@@ -114,7 +114,7 @@ static int opaque_clean(struct layer *l, int dfd, const char *prefix)
 			break;
 		}
 		if (!json_object_get(l->seen, sub)) {
-			r = extract_rm_at(dirfd(d), de->d_name);
+			r = util_rm_rf_at(dirfd(d), de->d_name);
 		} else if (fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
 			   S_ISDIR(st.st_mode)) {
 			cleanup_fd int cfd = openat(dirfd(d), de->d_name,
@@ -153,7 +153,7 @@ static int whiteout(struct layer *l, const char *dir, const char *leaf)
 		return 0; /* nothing below to hide */
 	if (pfd < 0)
 		return lerr(l, pfd, "whiteout", strerror(-pfd));
-	r = extract_rm_at(pfd, leaf);
+	r = util_rm_rf_at(pfd, leaf);
 	return r < 0 ? lerr(l, r, "whiteout", strerror(-r)) : 0;
 }
 
@@ -274,7 +274,7 @@ static int apply_entry(struct layer *l, struct archive_entry *e)
 	json_object_set_new(l->seen, l->path, json_true());
 	exists = fstatat(pfd, leaf, &st, AT_SYMLINK_NOFOLLOW) == 0;
 	if (exists && !(S_ISDIR(st.st_mode) && type == AE_IFDIR && !hl)) {
-		r = extract_rm_at(pfd, leaf); /* a later layer replaces what lies below */
+		r = util_rm_rf_at(pfd, leaf); /* a later layer replaces what lies below */
 		if (r < 0)
 			return lerr(l, r, "replace", strerror(-r));
 		exists = false;

@@ -121,11 +121,11 @@ static void test_rm_at(void)
 	symlink(host, p);
 	snprintf(p, sizeof(p), "%s/tree/a/b/f", root);
 	close(open(p, O_WRONLY | O_CREAT, 0644));
-	ok(extract_rm_at(rootfd, "tree") == 0, "a tree with a symlink to the host removed");
+	ok(util_rm_rf_at(rootfd, "tree") == 0, "a tree with a symlink to the host removed");
 	snprintf(p, sizeof(p), "%s/tree", root);
 	ok(lstat(p, &st) < 0 && errno == ENOENT, "the tree is gone");
 	ok(stat(victim, &st) == 0 && st.st_size == 5, "what the symlink named is untouched");
-	ok(extract_rm_at(rootfd, "tree") == 0, "a missing name is 0");
+	ok(util_rm_rf_at(rootfd, "tree") == 0, "a missing name is 0");
 }
 
 static void test_pwrite_all(void)

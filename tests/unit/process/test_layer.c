@@ -547,7 +547,7 @@ static void test_truncated(void)
 			   "plain archive cut inside its trailing padding: restored whole");
 			isola_err_free(err);
 			err = NULL;
-			if (extract_rm_at(dfd, "upper") < 0)
+			if (util_rm_rf_at(dfd, "upper") < 0)
 				die("rm upper");
 		}
 	}
@@ -731,7 +731,7 @@ static void test_races(void)
 				S_ISDIR(sw.st_mode) &&
 				faccessat(dfd, "upper/swap/passwd", F_OK, AT_SYMLINK_NOFOLLOW) == 0;
 		}
-		extract_rm_at(dfd, "upper");
+		util_rm_rf_at(dfd, "upper");
 	}
 	kill(pid, SIGKILL);
 	waitpid(pid, NULL, 0);

@@ -977,7 +977,7 @@ out:
 	json_decref(l.dirs);
 	close(l.root);
 	if (r < 0) {
-		extract_rm_at(parent, name);
+		util_rm_rf_at(parent, name);
 		err_printable(err);
 	}
 	return r;
