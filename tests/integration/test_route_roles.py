@@ -461,3 +461,25 @@ def test_envd_calls_are_audited_as_the_issuing_token(isolad, world):
     mk = [r for r in recs if r["action"] == "POST /filesystem.Filesystem/MakeDir"]
     assert mk and mk[-1]["who"] == f"token:{ro_id}" and mk[-1]["outcome"] == "denied", mk
     assert mk[-1]["target"] == sid and mk[-1]["tenant"] == w["t"].name, mk
+
+
+def test_read_only_listing_of_ports_hides_the_access_token():
+    """A private port's access token opens whatever listens there (a shell, a notebook): a
+    read-only token sees the exposure, never the token."""
+    from expose_util import Exposer
+    x = Exposer()
+    try:
+        t = Tenant(x.d, role="user")
+        ro = t.tcp(t.new_token("read-only"))
+        sid = t.client.create_sandbox()["id"]
+        r = t.client.request("POST", f"/v1/sandboxes/{sid}/ports", json={"port": 8000})
+        assert r.status == 201 and len(r.json()["token"]) == 43, r
+        mine = t.client.get_json(f"/v1/sandboxes/{sid}/ports")["ports"]
+        assert mine[0]["token"] == r.json()["token"], mine
+        seen = ro.get_json(f"/v1/sandboxes/{sid}/ports")["ports"]
+        assert [p["port"] for p in seen] == [8000], seen
+        assert "token" not in seen[0] and r.json()["token"] not in json.dumps(seen), seen
+        t.cleanup()
+    finally:
+        problems = x.close()
+    assert not problems, problems
