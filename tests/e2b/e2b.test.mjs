@@ -645,7 +645,7 @@ describe('tenant tokens as X-API-KEY', () => {
       await assert.rejects(Sandbox.getInfo(sbx.sandboxId, { apiKey: b.user }), SandboxNotFoundError)
       assert.equal(await Sandbox.kill(sbx.sandboxId, { apiKey: b.user }), false)
       await assert.rejects(Sandbox.connect(sbx.sandboxId, { apiKey: b.user }), SandboxNotFoundError)
-      // envd works with the sandbox's access token whoever holds it: that token is per sandbox.
+      // envd works with the access token the creating (user) token was given.
       assert.equal((await sbx.commands.run('echo tenant-a')).stdout, 'tenant-a\n')
       // A read-only token reads but cannot create, kill or extend.
       const seen = await Sandbox.getInfo(sbx.sandboxId, { apiKey: a.reader })
