@@ -47,43 +47,6 @@ bool e2b_api_key_auth(struct api_req *r)
 	return true;
 }
 
-/* The role as one character of the access token, and back. */
-static char role_char(enum tenancy_role role)
-{
-	return role == TENANCY_ADMIN ? 'a' : role == TENANCY_USER ? 'u' : 'r';
-}
-
-static int role_of_char(char c, enum tenancy_role *out)
-{
-	switch (c) {
-	case 'a':
-		*out = TENANCY_ADMIN;
-		return 0;
-	case 'u':
-		*out = TENANCY_USER;
-		return 0;
-	case 'r':
-		*out = TENANCY_READONLY;
-		return 0;
-	}
-	return -EINVAL;
-}
-
-/* A principal name as the access token may carry it: what tenancy_authenticate and the
- * operator paths write ("token:<id>", "e2b:api.token", "e2b:unix"). */
-static bool who_ok(const char *who)
-{
-	size_t n = strlen(who);
-
-	if (n == 0 || n >= sizeof(((struct tenancy_principal *)0)->who))
-		return false;
-	for (size_t i = 0; i < n; i++)
-		if (!((who[i] >= 'a' && who[i] <= 'z') || (who[i] >= '0' && who[i] <= '9') ||
-		      who[i] == ':' || who[i] == '.' || who[i] == '_' || who[i] == '-'))
-			return false;
-	return true;
-}
-
 /* hex HMAC-SHA-256 of (sandbox id, role, issuer) under a key derived from isolad's API token,
  * into out (2 * crypto_auth_hmacsha256_BYTES + 1). -EIO when there is no key. */
 static int envd_mac(struct api_req *r, const char *sandbox_id, char role, const char *who,
@@ -111,56 +74,48 @@ static int envd_mac(struct api_req *r, const char *sandbox_id, char role, const 
 void e2b_envd_token(struct api_req *r, const char *sandbox_id, char *out, size_t n)
 {
 	char mac[E2B_TOKEN_HEX + 1];
-	char role = role_char(r->who.role);
 
 	/* Bound to the sandbox, the caller and its role: e2b_envd_auth() re-checks the caller
 	 * on every request, so the token dies with the issuing token (revoke, tenant removal)
 	 * and never grants more than the role it was issued to (docs/e2b.md). */
 	if (n)
 		out[0] = '\0';
-	if (!who_ok(r->who.who) || envd_mac(r, sandbox_id, role, r->who.who, mac, sizeof(mac)) < 0)
+	if (!e2b_access_who_ok(r->who.who) ||
+	    envd_mac(r, sandbox_id, e2b_access_role_char(r->who.role), r->who.who, mac,
+		     sizeof(mac)) < 0)
 		return;
-	if ((size_t)snprintf(out, n, "%s.%c%s", mac, role, r->who.who) >= n)
-		out[0] = '\0';
+	e2b_access_format(mac, r->who.role, r->who.who, out, n);
 	sodium_memzero(mac, sizeof(mac));
 }
 
 int e2b_envd_auth(struct api_req *r, const char *sandbox_id)
 {
-	const char *got = api_header(r, "X-Access-Token");
-	char want[E2B_TOKEN_HEX + 1], mac[E2B_TOKEN_HEX + 1];
+	char want[E2B_TOKEN_HEX + 1];
 	struct tenancy_principal p = {0};
-	enum tenancy_role role;
-	const char *who;
+	struct e2b_access a;
 	bool ok;
 
-	/* UNTRUSTED: the client's header, "<64 hex MAC>.<role char><issuer>". The shape is
-	 * public; only the MAC is secret and compared in constant time. */
-	if (!got || strlen(got) >= E2B_TOKEN_MAX || strlen(got) < E2B_TOKEN_HEX + 3 ||
-	    got[E2B_TOKEN_HEX] != '.' || role_of_char(got[E2B_TOKEN_HEX + 1], &role) < 0)
+	/* UNTRUSTED: the client's header. Its shape is public; only the MAC is secret and is
+	 * compared in constant time. */
+	if (e2b_access_parse(api_header(r, "X-Access-Token"), &a) < 0 ||
+	    envd_mac(r, sandbox_id, e2b_access_role_char(a.role), a.who, want, sizeof(want)) < 0)
 		return -EACCES;
-	who = got + E2B_TOKEN_HEX + 2;
-	if (!who_ok(who) ||
-	    envd_mac(r, sandbox_id, got[E2B_TOKEN_HEX + 1], who, want, sizeof(want)) < 0)
-		return -EACCES;
-	memcpy(mac, got, E2B_TOKEN_HEX);
-	mac[E2B_TOKEN_HEX] = '\0';
-	ok = secret_equal(mac, want);
+	ok = secret_equal(a.mac, want);
 	sodium_memzero(want, sizeof(want));
 	if (!ok)
 		return -EACCES;
 	/* The issuer as it is now: the operator's paths are the admin of `default` while the API
 	 * token (the MAC's key) stays; a tenant token must still exist and not be revoked. */
-	if (!strcmp(who, "e2b:api.token") || !strcmp(who, "e2b:unix")) {
-		snprintf(p.who, sizeof(p.who), "%s", who);
+	if (!strcmp(a.who, "e2b:api.token") || !strcmp(a.who, "e2b:unix")) {
+		snprintf(p.who, sizeof(p.who), "%s", a.who);
 		snprintf(p.tenant, sizeof(p.tenant), "%s", TENANCY_DEFAULT);
 		p.role = TENANCY_ADMIN;
-	} else if (tenancy_principal_check(core_tenancy(r->srv->core), who, &p) < 0) {
+	} else if (tenancy_principal_check(core_tenancy(r->srv->core), a.who, &p) < 0) {
 		return -EACCES;
 	}
 	/* Never more than the role it was issued to, nor more than the token has now. */
-	if (role < p.role)
-		p.role = role;
+	if (a.role < p.role)
+		p.role = a.role;
 	r->who = p;
 	return 0;
 }

@@ -92,6 +92,29 @@ json_t *e2b_connect_error_json(const char *connect_code, const char *message);
 /* RFC 3339 UTC with seconds ("2026-01-02T03:04:05Z") into out (>= 32 bytes). */
 void e2b_rfc3339(double unix_time, char *out, size_t n);
 
+/* --- access.c: the envd access token's shape (pure; fuzzed by fuzz/fuzz_connect.c) -------- */
+
+#define E2B_WHO_MAX 48 /* issuer with its NUL: sizeof(struct tenancy_principal.who) */
+
+/* A parsed "<64 hex MAC>.<role letter><issuer>". */
+struct e2b_access {
+	char mac[E2B_TOKEN_HEX + 1]; /* lowercase hex, as sent (not yet verified) */
+	enum tenancy_role role;	     /* r, u, a */
+	char who[E2B_WHO_MAX];	     /* issuer: "token:<id>", "e2b:api.token", "e2b:unix" */
+};
+
+/* 'r', 'u' or 'a'. */
+char e2b_access_role_char(enum tenancy_role role);
+/* An issuer name an access token may carry: 1..47 of [a-z0-9:._-]. */
+bool e2b_access_who_ok(const char *who);
+/* Splits an access token (UNTRUSTED, NUL-terminated) into *out. 0, or -EINVAL for anything
+ * not of the shape above (length, hex, separator, role letter, issuer characters). */
+int e2b_access_parse(const char *tok, struct e2b_access *out);
+/* Formats mac (64 hex), role and who into out (size n, >= E2B_TOKEN_MAX is enough). 0,
+ * -EINVAL (bad mac or who) or -ENOSPC; out is "" on failure. */
+int e2b_access_format(const char *mac, enum tenancy_role role, const char *who, char *out,
+		      size_t n);
+
 /* --- auth.c ------------------------------------------------------------------------------- */
 
 /* Resolves X-API-KEY (or Authorization: Bearer) to r->who: the operator's API token is the
