@@ -64,7 +64,9 @@ enum MHD_Result api_ports_list(struct api_req *r)
 		json_t *e;
 
 		json_array_foreach(json_object_get(out, "ports"), i, e)
+		{
 			json_object_del(e, "token");
+		}
 	}
 	return api_respond_json(r, 200, out);
 }

@@ -59,8 +59,7 @@ int e2b_access_parse(const char *tok, struct e2b_access *out)
 	return 0;
 }
 
-int e2b_access_format(const char *mac, enum tenancy_role role, const char *who, char *out,
-		      size_t n)
+int e2b_access_format(const char *mac, enum tenancy_role role, const char *who, char *out, size_t n)
 {
 	if (n)
 		out[0] = '\0';

@@ -38,19 +38,21 @@ static void refusals(void)
 {
 	static const char *const bad[] = {
 		"",
-		MAC,					 /* the old bare-MAC form */
-		MAC ".",				 /* no role, no issuer */
-		MAC ".r",				 /* no issuer */
-		MAC ".xtoken:ab12cd34ef56",		 /* unknown role letter */
-		MAC "-rtoken:ab12cd34ef56",		 /* wrong separator */
-		MAC ".rtoken:AB12",			 /* upper case in the issuer */
-		MAC ".rtoken:ab 12",			 /* space */
-		MAC ".rtoken:ab\n12",			 /* newline (header splitting) */
-		MAC ".rtoken/ab12",			 /* slash */
+		MAC,			    /* the old bare-MAC form */
+		MAC ".",		    /* no role, no issuer */
+		MAC ".r",		    /* no issuer */
+		MAC ".xtoken:ab12cd34ef56", /* unknown role letter */
+		MAC "-rtoken:ab12cd34ef56", /* wrong separator */
+		MAC ".rtoken:AB12",	    /* upper case in the issuer */
+		MAC ".rtoken:ab 12",	    /* space */
+		MAC ".rtoken:ab\n12",	    /* newline (header splitting) */
+		MAC ".rtoken/ab12",	    /* slash */
 		"0123456789ABCDEF0123456789abcdef0123456789abcdef0123456789abcdef.rtoken:x",
 		"0123456789abcdeg0123456789abcdef0123456789abcdef0123456789abcdef.rtoken:x",
 		"0123.rtoken:ab12cd34ef56", /* short MAC */
-		MAC ".r" "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa", /* long */
+		MAC
+		".r"
+		"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa", /* long */
 	};
 	struct e2b_access a;
 	char tok[E2B_TOKEN_MAX];
