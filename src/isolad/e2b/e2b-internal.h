@@ -45,6 +45,10 @@ struct e2b_req {
 	char user[64];		       /* envd: user from Authorization: Basic, "" = default */
 	void *op;		       /* route state for streamed uploads, owned via op_free */
 	void (*op_free)(void *op);     /* releases op */
+	struct api_route deny_route;   /* a refusal answered after the body (envd_refuse) */
+	unsigned deny_status;	       /* its HTTP status */
+	const char *deny_code;	       /* its Connect code, static */
+	const char *deny_msg;	       /* its message, static */
 };
 
 static inline struct e2b_req *e2b_req_of(struct api_req *r)

@@ -130,6 +130,39 @@ static enum MHD_Result envd_deny(struct api_req *r, const struct e2b_route *rt, 
 				json_pack("{s:i, s:s}", "code", (int)status, "message", msg));
 }
 
+/* A refused envd request that has a body (an upload, an RPC) is answered once the body is in
+ * and dropped: a client still sending a streamed upload then reads the answer (the SDK's
+ * AuthenticationError) instead of a connection reset. */
+static enum MHD_Result deny_end(struct api_req *r)
+{
+	struct e2b_req *er = e2b_req_of(r);
+
+	return envd_deny(r, er->route, er->deny_status, er->deny_code, er->deny_msg);
+}
+
+static int deny_data(struct api_req *r, const char *buf, size_t len)
+{
+	return 0; /* UNTRUSTED bytes of a refused request: dropped unread */
+}
+
+static enum MHD_Result envd_refuse(struct api_req *r, unsigned status, const char *code,
+				   const char *msg)
+{
+	struct e2b_req *er = e2b_req_of(r);
+
+	if (er->route->api.body != API_BODY_STREAM)
+		return envd_deny(r, er->route, status, code, msg);
+	er->deny_status = status;
+	er->deny_code = code;
+	er->deny_msg = msg;
+	er->deny_route = er->route->api; /* same method and pattern for the audit record */
+	er->deny_route.handle = deny_end;
+	er->deny_route.begin = NULL;
+	er->deny_route.data = deny_data;
+	r->route = &er->deny_route;
+	return MHD_YES;
+}
+
 int e2b_request_begin(struct api_req *r, const char *url, const char *method, bool need_auth)
 {
 	const struct e2b_route *rt = NULL;
@@ -182,23 +215,23 @@ int e2b_request_begin(struct api_req *r, const char *url, const char *method, bo
 					     tenancy_role_name(r->who.role), method, url);
 	} else {
 		if (e2b_envd_sandbox(r, er->sandbox, sizeof(er->sandbox)) < 0)
-			return envd_deny(r, rt, 400, "invalid_argument",
-					 "missing or invalid E2b-Sandbox-Id header");
+			return envd_refuse(r, 400, "invalid_argument",
+					   "missing or invalid E2b-Sandbox-Id header");
 		/* Every envd record names the sandbox it acts on. */
 		snprintf(r->audit_target, sizeof(r->audit_target), "%s", er->sandbox);
 		/* The access token is checked before the sandbox is looked up: without it, a
 		 * client learns nothing, not even whether the id exists. It makes the caller
 		 * act as the token's issuer, who must still exist (not revoked). */
 		if (need_auth && e2b_envd_auth(r, er->sandbox) < 0)
-			return envd_deny(r, rt, 401, "unauthenticated",
-					 "missing, wrong or revoked X-Access-Token");
+			return envd_refuse(r, 401, "unauthenticated",
+					   "missing, wrong or revoked X-Access-Token");
 		if (r->who.role < rt->min_role)
-			return envd_deny(r, rt, 403, "permission_denied",
-					 "a read-only access token may only read");
+			return envd_refuse(r, 403, "permission_denied",
+					   "a read-only access token may only read");
 		if (e2b_basic_user(api_header(r, MHD_HTTP_HEADER_AUTHORIZATION), er->user,
 				   sizeof(er->user)) < 0)
-			return envd_deny(r, rt, 400, "invalid_argument",
-					 "Authorization must be `Basic base64(user:)`");
+			return envd_refuse(r, 400, "invalid_argument",
+					   "Authorization must be `Basic base64(user:)`");
 	}
 	r->route = &rt->api;
 	if (rt->api.begin)
