@@ -194,9 +194,10 @@ int e2b_request_begin(struct api_req *r, const char *url, const char *method, bo
 	r->state = er;
 	r->state_free = e2b_req_free;
 	r->match = m;
-	/* The unix socket is the operator (admin of `default`); on TCP the control plane's
-	 * X-API-KEY says who calls, and envd callers act for the sandbox's tenant once the
-	 * sandbox is found (envd_sandbox). */
+	/* The unix socket is the operator (admin of `default`, acting for the sandbox's tenant
+	 * on envd); on TCP the control plane's X-API-KEY says who calls, and an envd caller acts
+	 * as the issuer of its access token (e2b_envd_auth), on its own tenant's sandboxes only
+	 * (e2b_envd_sandbox_get). "e2b:envd" is left only on records of refused calls. */
 	snprintf(r->who.who, sizeof(r->who.who), "%s", need_auth ? "e2b:envd" : "e2b:unix");
 	snprintf(r->who.tenant, sizeof(r->who.tenant), "%s", TENANCY_DEFAULT);
 	r->who.role = TENANCY_ADMIN;
