@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* fuzz_connect: libFuzzer target for the E2B adapter's Connect envelope parser, proto3 JSON
- * getters and base64 decoder (src/isolad/e2b/connect.c). */
+ * getters, base64 decoder (src/isolad/e2b/connect.c) and access-token shape (access.c). */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -86,7 +86,22 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		json_decref(msg);
 	}
 	isola_err_free(err);
-	/* 3. base64 (bytes fields, Basic auth) with a tight output bound. */
+	/* 3. The X-Access-Token header's shape; what parses formats back to the same text. */
+	{
+		char *tok = malloc(size + 1), again[E2B_TOKEN_MAX];
+		struct e2b_access a;
+
+		if (tok) {
+			memcpy(tok, data, size);
+			tok[size] = '\0';
+			if (e2b_access_parse(tok, &a) == 0 &&
+			    (e2b_access_format(a.mac, a.role, a.who, again, sizeof(again)) != 0 ||
+			     strcmp(again, tok) != 0))
+				abort();
+			free(tok);
+		}
+	}
+	/* 4. base64 (bytes fields, Basic auth) with a tight output bound. */
 	out = malloc(size + 1);
 	if (out && e2b_b64_decode((const char *)data, size, out, size / 2 + 1, &outlen) == 0 &&
 	    outlen > size / 2 + 1)

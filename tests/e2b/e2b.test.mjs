@@ -645,7 +645,7 @@ describe('tenant tokens as X-API-KEY', () => {
       await assert.rejects(Sandbox.getInfo(sbx.sandboxId, { apiKey: b.user }), SandboxNotFoundError)
       assert.equal(await Sandbox.kill(sbx.sandboxId, { apiKey: b.user }), false)
       await assert.rejects(Sandbox.connect(sbx.sandboxId, { apiKey: b.user }), SandboxNotFoundError)
-      // envd works with the sandbox's access token whoever holds it: that token is per sandbox.
+      // envd works with the access token the creating (user) token was given.
       assert.equal((await sbx.commands.run('echo tenant-a')).stdout, 'tenant-a\n')
       // A read-only token reads but cannot create, kill or extend.
       const seen = await Sandbox.getInfo(sbx.sandboxId, { apiKey: a.reader })
@@ -674,6 +674,38 @@ describe('tenant tokens as X-API-KEY', () => {
       assert.ok(wait > 5 && wait <= 100, `Retry-After ${wait} comes from the tenant's bucket (0.01/s)`)
     } finally {
       await one.kill()
+    }
+  })
+
+  test('envd access is bound to the token it was issued to, and dies with it', async () => {
+    const t = await tenant()
+    const mk = await fetch(`${api}/v1/tokens`, { method: 'POST', headers: op, body: JSON.stringify({ tenant: t.name, role: 'user', name: 'keeper' }) })
+    assert.equal(mk.status, 201)
+    const keeper = (await mk.json()).token
+    const envd = process.env.E2B_SANDBOX_URL
+    const sbx = await Sandbox.create({ apiKey: t.user })
+    try {
+      assert.equal((await sbx.commands.run('echo before')).stdout, 'before\n')
+      // A read-only key gets no writable handle; the access token getInfo hands it only reads.
+      await assert.rejects(Sandbox.connect(sbx.sandboxId, { apiKey: t.reader }), (e) => /read-only/.test(e.message))
+      const info = await (await fetch(`${api}/sandboxes/${sbx.sandboxId}`, { headers: { 'X-API-KEY': t.reader } })).json()
+      const h = { 'E2b-Sandbox-Id': sbx.sandboxId, 'X-Access-Token': info.envdAccessToken }
+      assert.equal((await fetch(`${envd}/files?path=/etc/hostname`, { headers: h })).status, 200)
+      const up = await fetch(`${envd}/files?path=/tmp/ro.txt`, { method: 'POST', headers: { ...h, 'Content-Type': 'application/octet-stream' }, body: 'x' })
+      assert.equal(up.status, 403)
+      assert.equal(await sbx.files.exists('/tmp/ro.txt'), false)
+      // Revoking the token that created the sandbox stops the SDK's handle at once
+      // (a token is isola_<12-char id>_<secret>).
+      const del = await fetch(`${api}/v1/tokens/${t.user.slice(6, 18)}`, { method: 'DELETE', headers: op })
+      assert.equal(del.status, 204)
+      await assert.rejects(sbx.commands.run('echo after'), AuthenticationError)
+      await assert.rejects(sbx.files.write('/tmp/after.txt', 'x'), AuthenticationError)
+      // The sandbox itself is fine: a live token connects and works.
+      const again = await Sandbox.connect(sbx.sandboxId, { apiKey: keeper })
+      assert.equal((await again.commands.run('echo keeper')).stdout, 'keeper\n')
+      assert.equal(await again.files.exists('/tmp/after.txt'), false)
+    } finally {
+      assert.equal(await Sandbox.kill(sbx.sandboxId, { apiKey: keeper }), true)
     }
   })
 

@@ -57,6 +57,17 @@ enum MHD_Result api_ports_list(struct api_req *r)
 	sandbox_unref(s);
 	if (ret < 0)
 		return api_respond_err(r, err);
+	/* A private port's access token opens whatever listens there (a shell, a notebook):
+	 * that is write and exec, which a read-only token must never be handed. */
+	if (r->who.role < TENANCY_USER) {
+		size_t i;
+		json_t *e;
+
+		json_array_foreach(json_object_get(out, "ports"), i, e)
+		{
+			json_object_del(e, "token");
+		}
+	}
 	return api_respond_json(r, 200, out);
 }
 

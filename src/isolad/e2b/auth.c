@@ -47,35 +47,77 @@ bool e2b_api_key_auth(struct api_req *r)
 	return true;
 }
 
-void e2b_envd_token(struct api_req *r, const char *sandbox_id, char *out, size_t n)
+/* hex HMAC-SHA-256 of (sandbox id, role, issuer) under a key derived from isolad's API token,
+ * into out (2 * crypto_auth_hmacsha256_BYTES + 1). -EIO when there is no key. */
+static int envd_mac(struct api_req *r, const char *sandbox_id, char role, const char *who,
+		    char *out, size_t n)
 {
 	const char *tok = core_api_token(r->srv->core);
 	unsigned char key[crypto_auth_hmacsha256_KEYBYTES], mac[crypto_auth_hmacsha256_BYTES];
-	char msg[96];
+	char msg[160];
 	int len;
 
-	/* A token per sandbox that a client cannot derive for another sandbox without the API
-	 * token, and that needs no storage (it survives an isolad restart with the sandbox). */
-	if (sodium_init() < 0 || n < 2 * sizeof(mac) + 1) {
-		if (n)
-			out[0] = '\0';
-		return;
+	if (sodium_init() < 0 || !tok || !*tok || n < 2 * sizeof(mac) + 1)
+		return -EIO;
+	crypto_hash_sha256(key, (const unsigned char *)tok, strlen(tok));
+	len = snprintf(msg, sizeof(msg), "isola-e2b-envd:2\n%s\n%c\n%s", sandbox_id, role, who);
+	if (len < 0 || (size_t)len >= sizeof(msg)) {
+		sodium_memzero(key, sizeof(key));
+		return -EINVAL;
 	}
-	crypto_hash_sha256(key, (const unsigned char *)(tok ? tok : ""), tok ? strlen(tok) : 0);
-	len = snprintf(msg, sizeof(msg), "isola-e2b-envd:%s", sandbox_id);
 	crypto_auth_hmacsha256(mac, (const unsigned char *)msg, (unsigned long long)len, key);
 	sodium_bin2hex(out, n, mac, sizeof(mac));
 	sodium_memzero(key, sizeof(key));
+	return 0;
 }
 
-bool e2b_access_token_ok(struct api_req *r, const char *sandbox_id)
+void e2b_envd_token(struct api_req *r, const char *sandbox_id, char *out, size_t n)
 {
-	const char *got = api_header(r, "X-Access-Token");
-	char want[E2B_TOKEN_HEX + 1];
+	char mac[E2B_TOKEN_HEX + 1];
 
-	e2b_envd_token(r, sandbox_id, want, sizeof(want));
-	/* UNTRUSTED: the client's header. */
-	return got && want[0] && secret_equal(got, want);
+	/* Bound to the sandbox, the caller and its role: e2b_envd_auth() re-checks the caller
+	 * on every request, so the token dies with the issuing token (revoke, tenant removal)
+	 * and never grants more than the role it was issued to (docs/e2b.md). */
+	if (n)
+		out[0] = '\0';
+	if (!e2b_access_who_ok(r->who.who) ||
+	    envd_mac(r, sandbox_id, e2b_access_role_char(r->who.role), r->who.who, mac,
+		     sizeof(mac)) < 0)
+		return;
+	e2b_access_format(mac, r->who.role, r->who.who, out, n);
+	sodium_memzero(mac, sizeof(mac));
+}
+
+int e2b_envd_auth(struct api_req *r, const char *sandbox_id)
+{
+	char want[E2B_TOKEN_HEX + 1];
+	struct tenancy_principal p = {0};
+	struct e2b_access a;
+	bool ok;
+
+	/* UNTRUSTED: the client's header. Its shape is public; only the MAC is secret and is
+	 * compared in constant time. */
+	if (e2b_access_parse(api_header(r, "X-Access-Token"), &a) < 0 ||
+	    envd_mac(r, sandbox_id, e2b_access_role_char(a.role), a.who, want, sizeof(want)) < 0)
+		return -EACCES;
+	ok = secret_equal(a.mac, want);
+	sodium_memzero(want, sizeof(want));
+	if (!ok)
+		return -EACCES;
+	/* The issuer as it is now: the operator's paths are the admin of `default` while the API
+	 * token (the MAC's key) stays; a tenant token must still exist and not be revoked. */
+	if (!strcmp(a.who, "e2b:api.token") || !strcmp(a.who, "e2b:unix")) {
+		snprintf(p.who, sizeof(p.who), "%s", a.who);
+		snprintf(p.tenant, sizeof(p.tenant), "%s", TENANCY_DEFAULT);
+		p.role = TENANCY_ADMIN;
+	} else if (tenancy_principal_check(core_tenancy(r->srv->core), a.who, &p) < 0) {
+		return -EACCES;
+	}
+	/* Never more than the role it was issued to, nor more than the token has now. */
+	if (a.role < p.role)
+		p.role = a.role;
+	r->who = p;
+	return 0;
 }
 
 int e2b_basic_user(const char *hdr, char *out, size_t n)

@@ -127,7 +127,7 @@ static json_t *sandbox_obj(struct api_req *r, const json_t *sj, bool detail)
 	double created = json_real_value(json_object_get(sj, "created_at"));
 	json_t *exp = json_object_get(sj, "expires_at");
 	double cpu = json_number_value(json_object_get(sj, "cpu"));
-	char token[E2B_TOKEN_HEX + 1], started[40], end[40];
+	char token[E2B_TOKEN_MAX], started[40], end[40];
 	json_t *o;
 
 	e2b_envd_token(r, id, token, sizeof(token));

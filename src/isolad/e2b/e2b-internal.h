@@ -18,7 +18,8 @@
 #define E2B_ENVD_PORT	  "49983"    /* E2b-Sandbox-Port the SDK sends for envd */
 #define E2B_CALL_MS	  60000	     /* one-shot agent calls */
 #define E2B_KEEPALIVE_MAX 3600	     /* cap on Keepalive-Ping-Interval, seconds */
-#define E2B_TOKEN_HEX	  64	     /* envdAccessToken length */
+#define E2B_TOKEN_HEX	  64	     /* envdAccessToken: hex MAC length */
+#define E2B_TOKEN_MAX	  128	     /* envdAccessToken: MAC '.' role issuer, with the NUL */
 
 enum e2b_kind {
 	E2B_CONTROL, /* api.e2b.app-like: X-API-KEY */
@@ -31,6 +32,7 @@ struct e2b_route {
 	struct api_route api; /* method, pattern, body kind, handle, data */
 	enum e2b_kind kind;   /* which auth applies */
 	bool buffered;	      /* API_BODY_STREAM collected into e2b_req.body (<= E2B_MAX_BODY) */
+	enum tenancy_role min_role; /* least role of the caller (envd: of the token's issuer) */
 };
 
 /* Per-request state (r->state), freed by e2b_req_free when MHD completes the request. */
@@ -43,6 +45,10 @@ struct e2b_req {
 	char user[64];		       /* envd: user from Authorization: Basic, "" = default */
 	void *op;		       /* route state for streamed uploads, owned via op_free */
 	void (*op_free)(void *op);     /* releases op */
+	struct api_route deny_route;   /* a refusal answered after the body (envd_refuse) */
+	unsigned deny_status;	       /* its HTTP status */
+	const char *deny_code;	       /* its Connect code, static */
+	const char *deny_msg;	       /* its message, static */
 };
 
 static inline struct e2b_req *e2b_req_of(struct api_req *r)
@@ -90,16 +96,43 @@ json_t *e2b_connect_error_json(const char *connect_code, const char *message);
 /* RFC 3339 UTC with seconds ("2026-01-02T03:04:05Z") into out (>= 32 bytes). */
 void e2b_rfc3339(double unix_time, char *out, size_t n);
 
+/* --- access.c: the envd access token's shape (pure; fuzzed by fuzz/fuzz_connect.c) -------- */
+
+#define E2B_WHO_MAX 48 /* issuer with its NUL: sizeof(struct tenancy_principal.who) */
+
+/* A parsed "<64 hex MAC>.<role letter><issuer>". */
+struct e2b_access {
+	char mac[E2B_TOKEN_HEX + 1]; /* lowercase hex, as sent (not yet verified) */
+	enum tenancy_role role;	     /* r, u, a */
+	char who[E2B_WHO_MAX];	     /* issuer: "token:<id>", "e2b:api.token", "e2b:unix" */
+};
+
+/* 'r', 'u' or 'a'. */
+char e2b_access_role_char(enum tenancy_role role);
+/* An issuer name an access token may carry: 1..47 of [a-z0-9:._-]. */
+bool e2b_access_who_ok(const char *who);
+/* Splits an access token (UNTRUSTED, NUL-terminated) into *out. 0, or -EINVAL for anything
+ * not of the shape above (length, hex, separator, role letter, issuer characters). */
+int e2b_access_parse(const char *tok, struct e2b_access *out);
+/* Formats mac (64 hex), role and who into out (size n, >= E2B_TOKEN_MAX is enough). 0,
+ * -EINVAL (bad mac or who) or -ENOSPC; out is "" on failure. */
+int e2b_access_format(const char *mac, enum tenancy_role role, const char *who, char *out,
+		      size_t n);
+
 /* --- auth.c ------------------------------------------------------------------------------- */
 
 /* Resolves X-API-KEY (or Authorization: Bearer) to r->who: the operator's API token is the
  * admin of `default`, a tenant token acts as its tenant and role. False when neither. */
 bool e2b_api_key_auth(struct api_req *r);
-/* The envdAccessToken of a sandbox: hex HMAC-SHA-256 of its id under a key derived from
- * the API token, so it survives isolad restarts without being stored. out >= 65 bytes. */
+/* The envdAccessToken r's caller gets for a sandbox: "<MAC>.<role><issuer>", the MAC a hex
+ * HMAC-SHA-256 of (sandbox id, role, issuer = r->who.who) under a key derived from the API
+ * token, so it needs no storage and survives isolad restarts. out >= E2B_TOKEN_MAX bytes;
+ * "" when it cannot be made. */
 void e2b_envd_token(struct api_req *r, const char *sandbox_id, char *out, size_t n);
-/* True when X-Access-Token matches the sandbox's token (constant time). */
-bool e2b_access_token_ok(struct api_req *r, const char *sandbox_id);
+/* Checks X-Access-Token for sandbox_id (MAC in constant time), then its issuer as it is now
+ * (a tenant token must exist and not be revoked). 0 with r->who set to the issuer with the
+ * smaller of the issued and the current role; -EACCES otherwise. */
+int e2b_envd_auth(struct api_req *r, const char *sandbox_id);
 /* The user named by `Authorization: Basic base64(user:)`, "" when absent. -EINVAL when
  * present but malformed. UNTRUSTED input, validated: [A-Za-z0-9._-], 1..63 bytes. */
 int e2b_basic_user(const char *hdr, char *out, size_t n);

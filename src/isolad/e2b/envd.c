@@ -15,67 +15,79 @@
 
 static int body_data(struct api_req *r, const char *buf, size_t len);
 
-#define CTL(m, p, h)                                                                               \
+/* Each route names the least role that may call it (`R` read-only, `W` user): reads are
+ * open to read-only tokens, anything that writes, executes, signals or changes the sandbox
+ * needs `user`. The envd column of docs/e2b.md is this table. */
+#define R TENANCY_READONLY
+#define W TENANCY_USER
+#define CTL(m, p, h, role)                                                                         \
 	{                                                                                          \
-		{m, p, API_BODY_NONE, h, NULL, NULL}, E2B_CONTROL, false                           \
+		{m, p, API_BODY_NONE, h, NULL, NULL}, E2B_CONTROL, false, role                     \
 	}
-#define CTL_BODY(m, p, h)                                                                          \
+#define CTL_BODY(m, p, h, role)                                                                    \
 	{                                                                                          \
-		{m, p, API_BODY_STREAM, h, NULL, body_data}, E2B_CONTROL, true                     \
+		{m, p, API_BODY_STREAM, h, NULL, body_data}, E2B_CONTROL, true, role               \
 	}
-#define ENVD(m, p, h)                                                                              \
+#define ENVD(m, p, h, role)                                                                        \
 	{                                                                                          \
-		{m, p, API_BODY_NONE, h, NULL, NULL}, E2B_ENVD, false                              \
+		{m, p, API_BODY_NONE, h, NULL, NULL}, E2B_ENVD, false, role                        \
 	}
-#define RPC(p, h)                                                                                  \
+#define RPC(p, h, role)                                                                            \
 	{                                                                                          \
-		{"POST", p, API_BODY_STREAM, h, NULL, body_data}, E2B_ENVD, true                   \
+		{"POST", p, API_BODY_STREAM, h, NULL, body_data}, E2B_ENVD, true, role             \
 	}
 
 /* clang-format off */
 static const struct e2b_route e2b_routes[] = {
+	/* E2B-ROUTES-BEGIN (tests/integration/test_route_roles.py reads this table) */
 	/* control plane (E2B's OpenAPI spec, the parts its SDKs call) */
-	CTL_BODY("POST", "/sandboxes", e2b_ctl_create),
-	CTL_BODY("POST", "/v2/sandboxes", e2b_ctl_create),
-	CTL("GET", "/sandboxes", e2b_ctl_list_v1),
-	CTL("GET", "/v2/sandboxes", e2b_ctl_list),
-	CTL("GET", "/sandboxes/{id}", e2b_ctl_get),
-	CTL("DELETE", "/sandboxes/{id}", e2b_ctl_kill),
-	CTL_BODY("POST", "/sandboxes/{id}/timeout", e2b_ctl_timeout),
-	CTL_BODY("POST", "/sandboxes/{id}/refreshes", e2b_ctl_refresh),
-	CTL_BODY("POST", "/sandboxes/{id}/pause", e2b_ctl_pause),
-	CTL_BODY("POST", "/sandboxes/{id}/resume", e2b_ctl_resume),
-	CTL_BODY("POST", "/sandboxes/{id}/connect", e2b_ctl_connect),
-	CTL_BODY("POST", "/v2/sandboxes/{id}/connect", e2b_ctl_connect),
-	CTL("GET", "/sandboxes/{id}/metrics", e2b_ctl_metrics),
-	CTL_BODY("PUT", "/sandboxes/{id}/network", e2b_ctl_network),
-	CTL_BODY("POST", "/sandboxes/{id}/snapshots", e2b_ctl_not_supported),
-	CTL_BODY("POST", "/sandboxes/{id}/fork", e2b_ctl_not_supported),
+	CTL_BODY("POST", "/sandboxes", e2b_ctl_create, W),
+	CTL_BODY("POST", "/v2/sandboxes", e2b_ctl_create, W),
+	CTL("GET", "/sandboxes", e2b_ctl_list_v1, R),
+	CTL("GET", "/v2/sandboxes", e2b_ctl_list, R),
+	CTL("GET", "/sandboxes/{id}", e2b_ctl_get, R),
+	CTL("DELETE", "/sandboxes/{id}", e2b_ctl_kill, W),
+	CTL_BODY("POST", "/sandboxes/{id}/timeout", e2b_ctl_timeout, W),
+	CTL_BODY("POST", "/sandboxes/{id}/refreshes", e2b_ctl_refresh, W),
+	CTL_BODY("POST", "/sandboxes/{id}/pause", e2b_ctl_pause, W),
+	CTL_BODY("POST", "/sandboxes/{id}/resume", e2b_ctl_resume, W),
+	CTL_BODY("POST", "/sandboxes/{id}/connect", e2b_ctl_connect, W),
+	CTL_BODY("POST", "/v2/sandboxes/{id}/connect", e2b_ctl_connect, W),
+	CTL("GET", "/sandboxes/{id}/metrics", e2b_ctl_metrics, R),
+	CTL_BODY("PUT", "/sandboxes/{id}/network", e2b_ctl_network, W),
+	CTL_BODY("POST", "/sandboxes/{id}/snapshots", e2b_ctl_not_supported, W),
+	CTL_BODY("POST", "/sandboxes/{id}/fork", e2b_ctl_not_supported, W),
 	/* envd: plain HTTP */
-	ENVD("GET", "/health", e2b_health),
-	ENVD("GET", "/files", e2b_files_get),
+	ENVD("GET", "/health", e2b_health, R),
+	ENVD("GET", "/files", e2b_files_get, R),
 	{{"POST", "/files", API_BODY_STREAM, e2b_files_post_end, e2b_files_post_begin,
-	  e2b_files_post_data}, E2B_ENVD, false},
-	/* envd: Connect RPC, package process */
-	RPC("/process.Process/Start", e2b_proc_start),
-	RPC("/process.Process/Connect", e2b_proc_connect),
-	RPC("/process.Process/List", e2b_proc_list),
-	RPC("/process.Process/SendInput", e2b_proc_send_input),
-	RPC("/process.Process/CloseStdin", e2b_proc_close_stdin),
-	RPC("/process.Process/SendSignal", e2b_proc_send_signal),
-	RPC("/process.Process/Update", e2b_proc_update),
-	RPC("/process.Process/StreamInput", e2b_rpc_unimplemented),
-	/* envd: Connect RPC, package filesystem */
-	RPC("/filesystem.Filesystem/Stat", e2b_fs_stat),
-	RPC("/filesystem.Filesystem/MakeDir", e2b_fs_make_dir),
-	RPC("/filesystem.Filesystem/Move", e2b_fs_move),
-	RPC("/filesystem.Filesystem/ListDir", e2b_fs_list_dir),
-	RPC("/filesystem.Filesystem/Remove", e2b_fs_remove),
-	RPC("/filesystem.Filesystem/WatchDir", e2b_fs_watch_dir),
-	RPC("/filesystem.Filesystem/CreateWatcher", e2b_fs_create_watcher),
-	RPC("/filesystem.Filesystem/GetWatcherEvents", e2b_fs_get_watcher_events),
-	RPC("/filesystem.Filesystem/RemoveWatcher", e2b_fs_remove_watcher),
+	  e2b_files_post_data}, E2B_ENVD, false, W},
+	/* envd: Connect RPC, package process. Connect only streams a process's output (like
+	 * the native GET .../output); everything else starts, feeds or signals one. */
+	RPC("/process.Process/Start", e2b_proc_start, W),
+	RPC("/process.Process/Connect", e2b_proc_connect, R),
+	RPC("/process.Process/List", e2b_proc_list, R),
+	RPC("/process.Process/SendInput", e2b_proc_send_input, W),
+	RPC("/process.Process/CloseStdin", e2b_proc_close_stdin, W),
+	RPC("/process.Process/SendSignal", e2b_proc_send_signal, W),
+	RPC("/process.Process/Update", e2b_proc_update, W),
+	RPC("/process.Process/StreamInput", e2b_rpc_unimplemented, W),
+	/* envd: Connect RPC, package filesystem. WatchDir lives as long as its stream; a
+	 * polled watcher is isolad state that outlives the request, so making and removing
+	 * one needs `user` (reading the events of one does not). */
+	RPC("/filesystem.Filesystem/Stat", e2b_fs_stat, R),
+	RPC("/filesystem.Filesystem/MakeDir", e2b_fs_make_dir, W),
+	RPC("/filesystem.Filesystem/Move", e2b_fs_move, W),
+	RPC("/filesystem.Filesystem/ListDir", e2b_fs_list_dir, R),
+	RPC("/filesystem.Filesystem/Remove", e2b_fs_remove, W),
+	RPC("/filesystem.Filesystem/WatchDir", e2b_fs_watch_dir, R),
+	RPC("/filesystem.Filesystem/CreateWatcher", e2b_fs_create_watcher, W),
+	RPC("/filesystem.Filesystem/GetWatcherEvents", e2b_fs_get_watcher_events, R),
+	RPC("/filesystem.Filesystem/RemoveWatcher", e2b_fs_remove_watcher, W),
+	/* E2B-ROUTES-END */
 };
+#undef R
+#undef W
 /* clang-format on */
 
 static void e2b_req_free(void *p)
@@ -118,6 +130,39 @@ static enum MHD_Result envd_deny(struct api_req *r, const struct e2b_route *rt, 
 				json_pack("{s:i, s:s}", "code", (int)status, "message", msg));
 }
 
+/* A refused envd request that has a body (an upload, an RPC) is answered once the body is in
+ * and dropped: a client still sending a streamed upload then reads the answer (the SDK's
+ * AuthenticationError) instead of a connection reset. */
+static enum MHD_Result deny_end(struct api_req *r)
+{
+	struct e2b_req *er = e2b_req_of(r);
+
+	return envd_deny(r, er->route, er->deny_status, er->deny_code, er->deny_msg);
+}
+
+static int deny_data(struct api_req *r, const char *buf, size_t len)
+{
+	return 0; /* UNTRUSTED bytes of a refused request: dropped unread */
+}
+
+static enum MHD_Result envd_refuse(struct api_req *r, unsigned status, const char *code,
+				   const char *msg)
+{
+	struct e2b_req *er = e2b_req_of(r);
+
+	if (er->route->api.body != API_BODY_STREAM)
+		return envd_deny(r, er->route, status, code, msg);
+	er->deny_status = status;
+	er->deny_code = code;
+	er->deny_msg = msg;
+	er->deny_route = er->route->api; /* same method and pattern for the audit record */
+	er->deny_route.handle = deny_end;
+	er->deny_route.begin = NULL;
+	er->deny_route.data = deny_data;
+	r->route = &er->deny_route;
+	return MHD_YES;
+}
+
 int e2b_request_begin(struct api_req *r, const char *url, const char *method, bool need_auth)
 {
 	const struct e2b_route *rt = NULL;
@@ -149,9 +194,10 @@ int e2b_request_begin(struct api_req *r, const char *url, const char *method, bo
 	r->state = er;
 	r->state_free = e2b_req_free;
 	r->match = m;
-	/* The unix socket is the operator (admin of `default`); on TCP the control plane's
-	 * X-API-KEY says who calls, and envd callers act for the sandbox's tenant once the
-	 * sandbox is found (envd_sandbox). */
+	/* The unix socket is the operator (admin of `default`, acting for the sandbox's tenant
+	 * on envd); on TCP the control plane's X-API-KEY says who calls, and an envd caller acts
+	 * as the issuer of its access token (e2b_envd_auth), on its own tenant's sandboxes only
+	 * (e2b_envd_sandbox_get). "e2b:envd" is left only on records of refused calls. */
 	snprintf(r->who.who, sizeof(r->who.who), "%s", need_auth ? "e2b:envd" : "e2b:unix");
 	snprintf(r->who.tenant, sizeof(r->who.tenant), "%s", TENANCY_DEFAULT);
 	r->who.role = TENANCY_ADMIN;
@@ -165,21 +211,28 @@ int e2b_request_begin(struct api_req *r, const char *url, const char *method, bo
 			snprintf(r->who.who, sizeof(r->who.who), "anonymous");
 			return e2b_ctl_error(r, 401, "missing or wrong X-API-KEY");
 		}
-		if (r->who.role == TENANCY_READONLY && strcmp(method, "GET") != 0)
-			return e2b_ctl_error(r, 403, "a read-only token may only read (GET)");
+		if (r->who.role < rt->min_role)
+			return e2b_ctl_error(r, 403, "a %s token may not %.16s %.200s",
+					     tenancy_role_name(r->who.role), method, url);
 	} else {
 		if (e2b_envd_sandbox(r, er->sandbox, sizeof(er->sandbox)) < 0)
-			return envd_deny(r, rt, 400, "invalid_argument",
-					 "missing or invalid E2b-Sandbox-Id header");
+			return envd_refuse(r, 400, "invalid_argument",
+					   "missing or invalid E2b-Sandbox-Id header");
+		/* Every envd record names the sandbox it acts on. */
+		snprintf(r->audit_target, sizeof(r->audit_target), "%s", er->sandbox);
 		/* The access token is checked before the sandbox is looked up: without it, a
-		 * client learns nothing, not even whether the id exists. */
-		if (need_auth && !e2b_access_token_ok(r, er->sandbox))
-			return envd_deny(r, rt, 401, "unauthenticated",
-					 "missing or wrong X-Access-Token");
+		 * client learns nothing, not even whether the id exists. It makes the caller
+		 * act as the token's issuer, who must still exist (not revoked). */
+		if (need_auth && e2b_envd_auth(r, er->sandbox) < 0)
+			return envd_refuse(r, 401, "unauthenticated",
+					   "missing, wrong or revoked X-Access-Token");
+		if (r->who.role < rt->min_role)
+			return envd_refuse(r, 403, "permission_denied",
+					   "a read-only access token may only read");
 		if (e2b_basic_user(api_header(r, MHD_HTTP_HEADER_AUTHORIZATION), er->user,
 				   sizeof(er->user)) < 0)
-			return envd_deny(r, rt, 400, "invalid_argument",
-					 "Authorization must be `Basic base64(user:)`");
+			return envd_refuse(r, 400, "invalid_argument",
+					   "Authorization must be `Basic base64(user:)`");
 	}
 	r->route = &rt->api;
 	if (rt->api.begin)
@@ -284,9 +337,16 @@ int e2b_envd_sandbox_get(struct api_req *r, struct sandbox **s)
 
 	if (core_sandbox_get(r->srv->core, er->sandbox, s, NULL) < 0)
 		return -ENOENT;
-	/* The access token was made for this sandbox: its caller acts for the sandbox's
-	 * tenant (audit trail, per-tenant metrics). */
-	snprintf(r->who.tenant, sizeof(r->who.tenant), "%s", sandbox_tenant(*s));
+	/* On TCP the access token's issuer acts, and only for its own tenant's sandboxes (it
+	 * got the token through its tenant's view; this holds if the sandbox changed hands).
+	 * The unix socket is the operator, acting for the sandbox's tenant. */
+	if (!er->need_auth) {
+		snprintf(r->who.tenant, sizeof(r->who.tenant), "%s", sandbox_tenant(*s));
+	} else if (strcmp(r->who.tenant, sandbox_tenant(*s)) != 0) {
+		sandbox_unref(*s);
+		*s = NULL;
+		return -ENOENT;
+	}
 	sandbox_touch(*s);
 	return 0;
 }

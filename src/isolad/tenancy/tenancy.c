@@ -220,6 +220,20 @@ int tenancy_authenticate(struct tenancy *t, const char *token, size_t len,
 	return 0;
 }
 
+int tenancy_principal_check(struct tenancy *t, const char *who, struct tenancy_principal *out)
+{
+	struct store_token row;
+
+	if (!who || strncmp(who, "token:", 6) != 0 || strlen(who + 6) != TOKEN_ID_LEN)
+		return -EACCES;
+	if (store_token_get(t->store, who + 6, &row, NULL) < 0 || row.revoked_at > 0 ||
+	    tenancy_role_parse(row.role, &out->role) < 0)
+		return -EACCES;
+	snprintf(out->who, sizeof(out->who), "token:%s", row.id);
+	snprintf(out->tenant, sizeof(out->tenant), "%s", row.tenant);
+	return 0;
+}
+
 static json_t *token_json(const struct store_token *r)
 {
 	json_t *j = json_pack("{s:s, s:s, s:s, s:s, s:f}", "id", r->id, "tenant", r->tenant, "role",

@@ -59,6 +59,14 @@ bool tenancy_valid_name(const char *name);
 int tenancy_authenticate(struct tenancy *t, const char *token, size_t len,
 			 struct tenancy_principal *out);
 
+/*
+ * Resolves the principal `who` names ("token:<id>", as tenancy_authenticate writes it) to what
+ * that token is now: 0 with *out filled when the token exists and is not revoked (its tenant
+ * still exists: removing a tenant removes its tokens), else -EACCES. For credentials derived
+ * from a token (the E2B envd access token), so they die with it. Any thread.
+ */
+int tenancy_principal_check(struct tenancy *t, const char *who, struct tenancy_principal *out);
+
 /* Creates a token for tenant (which must exist) with role and a label. *out is the new
  * token's inventory entry plus "token": the secret, shown this once and never stored. */
 int tenancy_token_create(struct tenancy *t, const char *tenant, enum tenancy_role role,

@@ -59,10 +59,30 @@ int main(void)
 		   !json_object_get(json_array_get(list, 0), "token"),
 	   "inventory lists the token without its secret");
 	json_decref(list);
+	{
+		char who[64];
+		struct tenancy_principal cp = {0};
+
+		snprintf(who, sizeof(who), "token:%s", id);
+		ok(tenancy_principal_check(t, who, &cp) == 0 && !strcmp(cp.who, who) &&
+			   !strcmp(cp.tenant, "acme") && cp.role == TENANCY_USER,
+		   "principal_check resolves a live token id to its tenant and role");
+		ok(tenancy_principal_check(t, "token:nosuchtoken0", &cp) == -EACCES &&
+			   tenancy_principal_check(t, "api.token", &cp) == -EACCES &&
+			   tenancy_principal_check(t, "token:", &cp) == -EACCES,
+		   "principal_check refuses unknown and malformed names");
+	}
 	ok(tenancy_token_revoke(t, "other", id, NULL) == -ENOENT,
 	   "revoking another tenant's token is not_found");
 	ok(tenancy_token_revoke(t, "acme", id, NULL) == 0, "revoke");
 	ok(tenancy_authenticate(t, secret, strlen(secret), &p) == -EACCES, "a revoked token fails");
+	{
+		char who[64];
+
+		snprintf(who, sizeof(who), "token:%s", id);
+		ok(tenancy_principal_check(t, who, &p) == -EACCES,
+		   "principal_check refuses a revoked token");
+	}
 	ok(tenancy_rate_take(t, "acme", &q, &retry) == 0 &&
 		   tenancy_rate_take(t, "acme", &q, &retry) == 0,
 	   "burst of 2 admitted");
