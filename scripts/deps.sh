@@ -15,6 +15,9 @@ PKGS=(
 	python3 python3-pytest python3-yaml bubblewrap runc libclang-rt-14-dev
 	prometheus # promtool checks GET /metrics (tests/integration/test_metrics.py)
 	xfsprogs # mkfs.xfs: reflink tests on an XFS loop mount (test_fileclone, test_reflink.py)
+	# commands the tests and scripts run (tests/integration/test_deps.py checks this list)
+	nftables # nft: tests/security/test_network_boundary.py reads and deletes isolad's table
+	zstd git procps curl # test_persist_process.py, test_allowed.py, pgrep/free, bench and quickstart
 )
 
 missing=()

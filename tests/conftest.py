@@ -144,13 +144,15 @@ def sanitizer_report(text):
 class Isolad:
     """A real isolad process on a private state dir, socket and TCP port."""
 
-    def __init__(self, extra_env=None, extra_args=(), tty=False, state_dir=None):
+    def __init__(self, extra_env=None, extra_args=(), tty=False, state_dir=None, wrap=()):
         """extra_env/extra_args: added to every start (test hooks such as
         ISOLA_TEST_NO_OPENAT2, --idle-timeout). tty: run isolad as the leader of a session
         whose controlling terminal is a fresh pty, as when an operator starts it from a
         shell (tests/security checks that no sandbox reaches that terminal). state_dir: an
         existing (short) directory to use instead of a fresh one under /tmp, e.g. a mount of
-        a filesystem under test; the caller removes it."""
+        a filesystem under test; the caller removes it. wrap: a command prefix that execs
+        isolad, e.g. ["nsenter", "--net=/run/netns/X"] to run it in a test's network namespace."""
+        self.wrap = [str(a) for a in wrap]
         self.extra_env = dict(extra_env or {})
         self.extra_args = [str(a) for a in extra_args]
         self.tty = tty
@@ -221,7 +223,7 @@ class Isolad:
                 fcntl.ioctl(0, termios.TIOCSCTTY, 0)
         with open(log, "wb") as errf:
             self.proc = subprocess.Popen(
-                [str(ISOLAD), "--state-dir", self.state_dir, "--socket", self.socket,
+                self.wrap + [str(ISOLAD), "--state-dir", self.state_dir, "--socket", self.socket,
                  "--listen", f"127.0.0.1:{self.port}", "--agent", str(AGENT),
                  "--log-level", "debug"] + self.extra_args,
                 stdin=stdin, stdout=errf, stderr=errf, env=env,

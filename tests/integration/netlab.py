@@ -126,13 +126,15 @@ def dns():
             ans, rcode = b"\xc0\x0c" + struct.pack(">HHIH", 16, 1, 60, len(txt) + 1) + bytes([len(txt)]) + txt, 0
         elif name in zone:
             rcode = 0
-            if qtype == 1:
-                ans = b"\xc0\x0c" + struct.pack(">HHIH", 1, 1, 60, 4) + socket.inet_aton(zone[name])
+            fam, rtype = (socket.AF_INET6, 28) if ":" in zone[name] else (socket.AF_INET, 1)
+            if qtype == rtype:  # A for a v4 address, AAAA for a v6 one
+                raw = socket.inet_pton(fam, zone[name])
+                ans = b"\xc0\x0c" + struct.pack(">HHIH", rtype, 1, 60, len(raw)) + raw
         hdr = msg[:2] + struct.pack(">HHHHH", 0x8180 | rcode, 1, 1 if ans else 0, 0, 0)
         s.sendto(hdr + q + ans, peer)
 
 def sink(addr, port):
-    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    s = socket.socket(socket.AF_INET6 if ":" in addr else socket.AF_INET, socket.SOCK_STREAM)
     s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     s.bind((addr, port)); s.listen(64)
     while True:

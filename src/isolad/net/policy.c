@@ -4,7 +4,6 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
-#include <ifaddrs.h>
 #include <netinet/in.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -13,11 +12,10 @@
 #include <string.h>
 
 #include "../../common/util.h"
+#include "hostaddr.h"
 
 #define MAX_RULES      4096 /* per list; a policy is operator/client input */
 #define MAX_PORT_SPANS 64   /* per rule */
-#define HOST_ADDRS_TTL 1000 /* ms between getifaddrs refreshes */
-#define MAX_HOST_ADDRS 256
 
 enum rule_kind { RULE_CIDR, RULE_DOMAIN, RULE_WILDCARD };
 
@@ -765,41 +763,12 @@ static void denied_init(void)
 			abort(); /* a typo in the table above: caught by the first unit test */
 }
 
-/* The host's own addresses, refreshed from getifaddrs at most every HOST_ADDRS_TTL ms. A sandbox
- * reaching a public address of the host reaches every service bound to 0.0.0.0 on it. */
-static struct {
-	pthread_mutex_t lock;
-	uint64_t at_ms;			   /* last refresh; 0 = never */
-	struct net_addr v[MAX_HOST_ADDRS]; /* addresses */
-	size_t n;			   /* count */
-} host_addrs = {.lock = PTHREAD_MUTEX_INITIALIZER};
-
-static void host_addrs_refresh_locked(void)
-{
-	struct ifaddrs *ifa, *i;
-
-	if (getifaddrs(&ifa) < 0)
-		return; /* keep the previous set: failing closed on a stale set beats an empty one */
-	host_addrs.n = 0;
-	for (i = ifa; i && host_addrs.n < MAX_HOST_ADDRS; i = i->ifa_next)
-		if (i->ifa_addr &&
-		    net_addr_from_sockaddr(i->ifa_addr, &host_addrs.v[host_addrs.n], NULL) == 0)
-			host_addrs.n++;
-	freeifaddrs(ifa);
-	host_addrs.at_ms = util_now_ms();
-}
-
+/* The host's own addresses: a sandbox reaching a public address of the host reaches every service
+ * bound to 0.0.0.0 on it. The kernel's route lookup decides (hostaddr.h), in the namespace of the
+ * calling thread, which is the one the proxy dials from; a lookup that fails denies. */
 static bool is_host_addr(const struct net_addr *a)
 {
-	bool found = false;
-
-	pthread_mutex_lock(&host_addrs.lock);
-	if (!host_addrs.at_ms || util_now_ms() - host_addrs.at_ms >= HOST_ADDRS_TTL)
-		host_addrs_refresh_locked();
-	for (size_t i = 0; i < host_addrs.n && !found; i++)
-		found = !memcmp(host_addrs.v[i].b, a->b, 16);
-	pthread_mutex_unlock(&host_addrs.lock);
-	return found;
+	return net_hostaddr_lookup(a) != 0;
 }
 
 static bool opened(const struct net_addr *a, const struct net_opens *opens)

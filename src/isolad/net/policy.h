@@ -103,8 +103,9 @@ bool net_policy_denies_addr(const struct net_policy *p, const struct net_addr *a
 /*
  * True if addr is in a range denied whatever the policy says: 0/8, 10/8, 100.64/10, 127/8,
  * 169.254/16, 172.16/12, 192.168/16, 224/4, 240/4 (incl. 255.255.255.255), ::, ::1, fe80::/10,
- * fec0::/10, fc00::/7, ff00::/8, any address of this host (getifaddrs, refreshed at most every
- * second), and the v4 address embedded in IPv4-mapped, -compatible, -translated, NAT64
+ * fec0::/10, fc00::/7, ff00::/8, any destination the kernel delivers to this host itself (a route
+ * lookup per call in the calling thread's namespace, net_hostaddr_lookup; a failed lookup
+ * denies), and the v4 address embedded in IPv4-mapped, -compatible, -translated, NAT64
  * (64:ff9b::/96, 64:ff9b:1::/48) and 6to4 forms. An address in `opens` (may be NULL) is never
  * denied; an embedded v4 is denied unless it is in `opens` itself. Thread-safe.
  */
