@@ -165,6 +165,28 @@ int proc_mount_clone_ro(const char *src, int userns_fd, bool *idmapped);
  * mount fd or -errno. */
 int proc_mount_tmpfs(uint64_t size, uint64_t inodes, uint32_t uid, uint32_t gid);
 
+/* ---- the writable layer's disk (disk.c) ---- */
+
+#define PROC_DISK_DEFAULT_BYTES	 (1ull << 30) /* when the spec says 0 */
+#define PROC_DISK_DEFAULT_INODES 65536	      /* when the spec says 0 */
+
+/* Bytes of the ext4 image for a `disk`-byte allowance with `inodes` inodes: the allowance
+ * plus ext4's own metadata, so the sandbox can store `disk` bytes of files. Pure. */
+uint64_t proc_disk_image_size(uint64_t disk, uint64_t inodes);
+
+/*
+ * Makes the sandbox's writable layer on the host's disk: a nameless (O_TMPFILE) sparse
+ * image in dir, formatted ext4 by mke2fs (exactly `inodes` inodes, no journal, no reserved
+ * blocks, root dir owned by uid/gid), bound to a loop device with LOOP_CONFIGURE and
+ * LO_FLAGS_AUTOCLEAR, mounted detached with fsopen/fsmount (nosuid, nodev). Returns the
+ * mount fd (caller owns): the filesystem, the loop device and the image's blocks go away
+ * with the last reference to that mount, so nothing outlives the sandbox, a failed create
+ * or a crash of isolad. `id` names the loop device (losetup shows `isola:<id>`). -errno
+ * with *err: `unavailable` when the host has no loop devices or no mke2fs. Any thread.
+ */
+int proc_disk_mount(const char *dir, const char *id, uint64_t disk, uint64_t inodes, uint32_t uid,
+		    uint32_t gid, struct isola_err **err);
+
 /* Probe for doctor: is an idmapped clone of `/` through a fresh userns possible? */
 bool proc_mount_idmap_probe(void);
 
