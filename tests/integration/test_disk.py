@@ -57,7 +57,7 @@ def test_disk_is_disk_not_memory(api, isolad, make_sandbox):
     assert "No space left on device" in out and "rc=0" not in out, res
     assert res["oom_killed"] is False and res["signal"] == 0, res
     mb = int(out.split()[-2])
-    assert 2040 <= mb <= 2060, out
+    assert 2040 <= mb <= 2048, out
     # Disk stats count it (the ext4's own fstatfs).
     st = api.request("GET", f"/v1/sandboxes/{sid}/stats").json()
     assert st["disk_bytes"] >= 2000 * MiB, st
@@ -79,7 +79,7 @@ def test_disk_4g_with_256m_memory(api, make_sandbox):
     assert res["oom_killed"] is False, res
     lines = out.split()
     total = int(lines[-4]) + int(lines[-2])
-    assert 4080 <= total <= 4110, out
+    assert 4080 <= total <= 4098, out  # du -m rounds each file up
 
 
 def test_layer_lives_on_an_image_not_tmpfs(api, make_sandbox):
