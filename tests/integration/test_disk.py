@@ -6,11 +6,13 @@ oom_killed comes from the cgroup's OOM-kill counter, not the exit status alone (
 
 import glob
 import os
+import subprocess
 import time
 
 import pytest
 
 import isola_client as ic
+from tenancy_util import ROOT_CONFTEST
 
 pytestmark = pytest.mark.tiers("process")
 
@@ -169,3 +171,27 @@ def test_oom_killed_cli_human_output(cli, make_sandbox):
     assert "killed: out of memory (limit 256M)" in err, err
     cp = cli("exec", sid, "--", "true")
     assert "out of memory" not in cp.stderr.decode()
+
+
+def test_fallback_to_tmpfs_without_mke2fs_says_so():
+    """A host without mke2fs (here: isolad's PATH without /usr/sbin) still creates sandboxes:
+    the writable layer falls back to a tmpfs of the same size, and the log says that it is
+    memory now."""
+    d = ROOT_CONFTEST.Isolad(extra_env={"PATH": "/usr/bin:/bin"})
+    try:
+        api = d.client()
+        r = api.request("POST", "/v1/sandboxes", json={"tier": "process", "disk": "64M"})
+        assert r.status == 201, r
+        sid = r.json()["id"]
+        init = ic.sandbox_init_pid(sid)
+        fs = subprocess.run(["stat", "-f", "-c", "%T", f"/proc/{init}/fd/3"],
+                            capture_output=True, text=True).stdout.strip()
+        assert fs == "tmpfs", fs
+        assert "its writable layer is a tmpfs (memory, charged to its memory limit)" in \
+            d.log_text()
+        assert "install e2fsprogs" in d.log_text()
+        assert api.sh(sid, "echo ok > /tmp/f && cat /tmp/f") == "ok\n"
+        assert api.delete_sandbox(sid).status == 204
+    finally:
+        d.destroy_all_sandboxes()
+        d.stop()
