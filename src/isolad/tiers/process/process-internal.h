@@ -176,8 +176,9 @@ uint64_t proc_disk_image_size(uint64_t disk, uint64_t inodes);
 
 /*
  * Makes the sandbox's writable layer on the host's disk: a nameless (O_TMPFILE) sparse
- * image in dir, formatted ext4 by mke2fs (exactly `inodes` inodes, no journal, no reserved
- * blocks, root dir owned by uid/gid), bound to a loop device with LOOP_CONFIGURE and
+ * image in dir, formatted ext4 (at most `inodes` inodes, no journal, no reserved blocks) by
+ * mke2fs or from the formatted image kept in memory for the same size and inodes, root dir
+ * chowned to uid/gid, bound to a loop device with LOOP_CONFIGURE and
  * LO_FLAGS_AUTOCLEAR, mounted detached with fsopen/fsmount (nosuid, nodev). Returns the
  * mount fd (caller owns): the filesystem, the loop device and the image's blocks go away
  * with the last reference to that mount, so nothing outlives the sandbox, a failed create
