@@ -121,7 +121,7 @@ def test_nothing_left_after_destroy_failed_create_and_kill9(api, isolad, make_sa
 
     # A create that fails after the image was made (a disk larger than ext4's 16 TiB files
     # can hold on the host) says why and leaves no loop device and no file.
-    r = api.request("POST", "/v1/sandboxes", json={"tier": "process", "disk": "64T"})
+    r = api.request("POST", "/v1/sandboxes", json={"tier": "process", "disk": 64 << 40})
     assert r.status == 400 and "writable layer image" in r.error_message, r
     live = {s["id"] for s in api.request("GET", "/v1/sandboxes").json()["sandboxes"]}
     strays = [bf for bf in glob.glob("/sys/block/loop*/loop/backing_file")
