@@ -128,11 +128,11 @@ int cmd_mcp(struct cli *cli, int argc, char **argv);
 
 /* Output of a running command as the exec event stream delivers it (cmd_exec.c). */
 struct cli_stream {
-	bool json;    /* pass events through as NDJSON instead of writing the output */
-	json_t *exit; /* the exit event once seen (owned) */
-	char *error;  /* message of an error event (owned) */
-	bool started; /* a start event was seen */
-	long pid;     /* from the start event, or 0 */
+	bool json;	     /* pass events through as NDJSON instead of writing the output */
+	json_t *exit;	     /* the exit event once seen (owned) */
+	char *error;	     /* message of an error event (owned) */
+	bool started;	     /* a start event was seen */
+	long pid;	     /* from the start event, or 0 */
 	struct client *c;    /* asks the memory limit for an OOM report (borrowed), or NULL */
 	const char *sandbox; /* the sandbox's id (borrowed), or NULL */
 };

@@ -88,8 +88,9 @@ static void one(const char *dir, uint64_t disk, uint64_t inodes, const char *wha
 	ok(avail >= d - (int64_t)(MiB / 2) && avail <= d + (int64_t)(MiB / 4),
 	   "%s: %llu MiB holds %lld bytes of files (limit %llu)", what,
 	   (unsigned long long)(disk / MiB), (long long)avail, (unsigned long long)disk);
-	ok(sf.f_files <= inodes && sf.f_files + 1024 >= inodes, "%s: %llu inodes for a limit of %llu",
-	   what, (unsigned long long)sf.f_files, (unsigned long long)inodes);
+	ok(sf.f_files <= inodes && sf.f_files + 1024 >= inodes,
+	   "%s: %llu inodes for a limit of %llu", what, (unsigned long long)sf.f_files,
+	   (unsigned long long)inodes);
 	ok(fstat(fd, &st) == 0 && st.st_uid == 123456 && st.st_gid == 123457 &&
 		   (st.st_mode & 07777) == 0755,
 	   "%s: root owned by the sandbox's root, 0755 (%u:%u %o)", what, st.st_uid, st.st_gid,
@@ -170,8 +171,8 @@ int main(void)
 	one(dir, 3000 * MiB, 1000, "mke2fs");
 	/* A size ext4 cannot hold as a file on the host: the error names the image. */
 	fd = proc_disk_mount(dir, "test-disk", 1ull << 46, 65536, 1, 1, &err);
-	ok(fd < 0 && err && strstr(err->message, "writable layer image"),
-	   "64 TiB: refused (%s)", err ? err->message : "no error");
+	ok(fd < 0 && err && strstr(err->message, "writable layer image"), "64 TiB: refused (%s)",
+	   err ? err->message : "no error");
 	isola_err_free(err);
 	if (fd >= 0)
 		close(fd);

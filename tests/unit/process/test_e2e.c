@@ -362,7 +362,8 @@ static void persistence(const char *rootfs)
 
 			tier_process_ops.stats(s2, &ts, NULL);
 			ok(ts.disk_bytes >= (45ull << 20) && ts.memory_bytes <= (24ull << 20),
-			   "the files are on disk, not in memory: disk %" PRIu64 ", memory %" PRIu64,
+			   "the files are on disk, not in memory: disk %" PRIu64
+			   ", memory %" PRIu64,
 			   ts.disk_bytes, ts.memory_bytes);
 			tier_process_ops.destroy(s2, NULL);
 		}

@@ -18,10 +18,10 @@
 
 #include "../../../common/util.h"
 
-#define DISK_BLOCK	4096u /* ext4 block size, and the loop device's logical block size */
-#define DISK_INODE	256u  /* ext4 inode size (mke2fs's default: ns timestamps, y2038) */
-#define DISK_LOOP_TRIES 32    /* LOOP_CTL_GET_FREE races with other loop users */
-#define DISK_PROTOS	4	  /* formatted images kept in memory, one per (size, inodes) */
+#define DISK_BLOCK	4096u	    /* ext4 block size, and the loop device's logical block size */
+#define DISK_INODE	256u	    /* ext4 inode size (mke2fs's default: ns timestamps, y2038) */
+#define DISK_LOOP_TRIES 32	    /* LOOP_CTL_GET_FREE races with other loop users */
+#define DISK_PROTOS	4	    /* formatted images kept in memory, one per (size, inodes) */
 #define DISK_PROTO_MAX	(16u << 20) /* a formatted image with more data is not kept */
 
 extern char **environ;
@@ -63,16 +63,15 @@ static uint64_t mkfs_inodes(uint64_t size, uint64_t inodes)
 static int run_mkfs(int img, uint64_t size, uint64_t inodes, struct isola_err **err)
 {
 	char size_s[32], inodes_s[32], ext_s[64];
-	char *argv[] = {"mke2fs", "-q", "-F", "-t", "ext4", "-b", "4096", "-m", "0", "-N",
-			inodes_s, "-O", "^has_journal,^resize_inode", "-E", ext_s, "/dev/fd/3",
-			size_s, NULL};
+	char feat[] = "^has_journal,^resize_inode";
+	char *argv[] = {"mke2fs", "-q",	    "-F", "-t", "ext4", "-b",  "4096",	    "-m",   "0",
+			"-N",	  inodes_s, "-O", feat, "-E",	ext_s, "/dev/fd/3", size_s, NULL};
 	posix_spawn_file_actions_t fa;
 	int st = 0, r;
 	pid_t pid;
 
 	snprintf(size_s, sizeof(size_s), "%lluk", (unsigned long long)(size >> 10));
-	snprintf(inodes_s, sizeof(inodes_s), "%llu",
-		 (unsigned long long)mkfs_inodes(size, inodes));
+	snprintf(inodes_s, sizeof(inodes_s), "%llu", (unsigned long long)mkfs_inodes(size, inodes));
 	snprintf(ext_s, sizeof(ext_s), "lazy_itable_init=1,nodiscard,root_owner=0:0");
 	posix_spawn_file_actions_init(&fa);
 	posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
@@ -90,7 +89,8 @@ static int run_mkfs(int img, uint64_t size, uint64_t inodes, struct isola_err **
 			return isola_err_sys(err, errno, "internal", "wait for mke2fs");
 	if (WIFEXITED(st) && WEXITSTATUS(st) == 0)
 		return 0;
-	return isola_err_set(err, EIO, "internal", "mke2fs of the writable layer failed (status %d)",
+	return isola_err_set(err, EIO, "internal",
+			     "mke2fs of the writable layer failed (status %d)",
 			     WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st));
 }
 
@@ -236,7 +236,8 @@ static int format_image(int img, uint64_t size, uint64_t inodes, struct isola_er
 			protos[i].used = ++protos_clock;
 			r = proto_write(&protos[i], img);
 			pthread_mutex_unlock(&protos_lock);
-			return r < 0 ? isola_err_sys(err, -r, -r == ENOSPC ? "no_space" : "internal",
+			return r < 0 ? isola_err_sys(err, -r,
+						     -r == ENOSPC ? "no_space" : "internal",
 						     "write the writable layer image")
 				     : 0;
 		}
@@ -304,8 +305,8 @@ static int loop_attach(int img, const char *id, int *nr)
 		cfg.block_size = DISK_BLOCK;
 		cfg.info.lo_flags = LO_FLAGS_AUTOCLEAR | LO_FLAGS_DIRECT_IO;
 		/* Shown by losetup: whose device this is. */
-		snprintf((char *)cfg.info.lo_file_name, sizeof(cfg.info.lo_file_name),
-			 "isola:%s", id);
+		snprintf((char *)cfg.info.lo_file_name, sizeof(cfg.info.lo_file_name), "isola:%s",
+			 id);
 		if (ioctl(lfd, LOOP_CONFIGURE, &cfg) < 0) {
 			if (errno == EBUSY)
 				continue; /* taken between GET_FREE and here */
@@ -396,11 +397,12 @@ int proc_disk_mount(const char *dir, const char *id, uint64_t disk, uint64_t ino
 	lfd = loop_attach(img, id, &nr);
 	if (lfd < 0)
 		return isola_err_sys(err, -lfd, -lfd == ENOENT ? "unavailable" : "internal",
-				     "attach the writable layer image of `%s` to a loop device", id);
+				     "attach the writable layer image of `%s` to a loop device",
+				     id);
 	fd = mount_ext4(nr);
 	if (fd < 0)
-		return isola_err_sys(err, -fd, "internal", "mount the writable layer of `%s` (loop%d)",
-				     id, nr);
+		return isola_err_sys(err, -fd, "internal",
+				     "mount the writable layer of `%s` (loop%d)", id, nr);
 	/* No fsck ever runs on this image (it dies with the sandbox): the sandbox's layer
 	 * root holds only what setup makes there (lower, upper, work, root). The root is the
 	 * sandbox's root's (the prototype's is host root's). */

@@ -658,9 +658,9 @@ static int reattach_upper(const struct tier_sandbox *s)
 		return -errno;
 	if (fstatfs(fd, &sf) < 0 || fstat(fd, &st) < 0)
 		return -errno;
-	if ((sf.f_type != EXT4_SUPER_MAGIC && sf.f_type != TMPFS_MAGIC) || !S_ISDIR(st.st_mode) || st.st_uid < s->uid_base ||
-	    st.st_uid - s->uid_base >= 65536 || (uint64_t)st.st_dev != s->upper_dev ||
-	    (uint64_t)st.st_ino != s->upper_ino)
+	if ((sf.f_type != EXT4_SUPER_MAGIC && sf.f_type != TMPFS_MAGIC) || !S_ISDIR(st.st_mode) ||
+	    st.st_uid < s->uid_base || st.st_uid - s->uid_base >= 65536 ||
+	    (uint64_t)st.st_dev != s->upper_dev || (uint64_t)st.st_ino != s->upper_ino)
 		return -EPERM;
 	return steal_fd(&fd);
 }
