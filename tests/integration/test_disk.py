@@ -92,6 +92,11 @@ def test_layer_lives_on_an_image_not_tmpfs(api, make_sandbox):
     st = upper_fs(sid)
     size = st.f_blocks * st.f_frsize
     assert 512 * MiB <= size <= 532 * MiB, size
+    # The loop device reads and writes the image with direct I/O: no second copy of the
+    # sandbox's data in the host's page cache.
+    for dev in loops_of(sid):
+        with open(f"/sys/block/{dev}/loop/dio") as f:
+            assert f.read().strip() == "1", dev
     res = api.exec(sid, cmd=["sh", "-c", "dd if=/dev/urandom of=/tmp/f bs=1M count=300 2>&1; "
                                          "echo rc=$?"], timeout=300)
     assert "rc=0" in res["stdout"] and res["oom_killed"] is False, res
