@@ -102,6 +102,11 @@ def test_layer_lives_on_an_image_not_tmpfs(api, make_sandbox):
     assert "rc=0" in res["stdout"] and res["oom_killed"] is False, res
 
 
+def test_doctor_says_where_the_layer_is(api):
+    doc = api.request("GET", "/v1/doctor").json()["writable_layer_on_disk"]
+    assert doc["ok"] is True and "ext4 image" in doc["isola"], doc
+
+
 def test_nothing_left_after_destroy_failed_create_and_kill9(api, isolad, make_sandbox):
     """The loop device and its image go with the sandbox: after destroy, after isolad was
     killed with SIGKILL and restarted (the sandbox runs on, then is destroyed), and when a
@@ -196,6 +201,8 @@ def test_fallback_to_tmpfs_without_mke2fs_says_so():
             d.log_text()
         assert "install e2fsprogs" in d.log_text()
         assert api.sh(sid, "echo ok > /tmp/f && cat /tmp/f") == "ok\n"
+        doc = api.request("GET", "/v1/doctor").json()["writable_layer_on_disk"]
+        assert doc["ok"] is False and "mke2fs" in doc["detail"] and "tmpfs" in doc["isola"], doc
         assert api.delete_sandbox(sid).status == 204
     finally:
         d.destroy_all_sandboxes()

@@ -417,3 +417,43 @@ int proc_disk_mount(const char *dir, const char *id, uint64_t disk, uint64_t ino
 	/* lfd and img close here: the mount holds the device, the device the image. */
 	return fd;
 }
+
+/* True if `name` is an executable file in one of $PATH's directories (posix_spawnp's
+ * search, without running it). */
+static bool in_path(const char *name)
+{
+	const char *path = getenv("PATH");
+	char buf[4096], dir[4096];
+
+	if (!path)
+		path = "/usr/bin:/bin";
+	snprintf(buf, sizeof(buf), "%s", path);
+	for (char *save = NULL, *d = strtok_r(buf, ":", &save); d; d = strtok_r(NULL, ":", &save))
+		if (snprintf(dir, sizeof(dir), "%s/%s", d, name) < (int)sizeof(dir) &&
+		    access(dir, X_OK) == 0)
+			return true;
+	return false;
+}
+
+bool proc_disk_available(char *why, size_t len)
+{
+	cleanup_free char *fss = NULL;
+	int fd = open("/dev/loop-control", O_RDWR | O_CLOEXEC);
+
+	if (fd < 0) {
+		snprintf(why, len, "/dev/loop-control: %s", strerror(errno));
+		return false;
+	}
+	close(fd);
+	if (util_read_file("/proc/filesystems", 1 << 16, &fss, NULL) < 0 ||
+	    !strstr(fss, "\text4\n")) {
+		snprintf(why, len, "the kernel has no ext4");
+		return false;
+	}
+	if (!in_path("mke2fs")) {
+		snprintf(why, len, "mke2fs not in PATH (install e2fsprogs)");
+		return false;
+	}
+	snprintf(why, len, "loop devices, ext4 and mke2fs available");
+	return true;
+}

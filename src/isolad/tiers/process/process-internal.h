@@ -188,6 +188,10 @@ uint64_t proc_disk_image_size(uint64_t disk, uint64_t inodes);
 int proc_disk_mount(const char *dir, const char *id, uint64_t disk, uint64_t inodes, uint32_t uid,
 		    uint32_t gid, struct isola_err **err);
 
+/* For doctor: can this host put writable layers on disk (loop devices, ext4, mke2fs)? Fills
+ * why (a sentence) either way. Any thread. */
+bool proc_disk_available(char *why, size_t len);
+
 /* Probe for doctor: is an idmapped clone of `/` through a fresh userns possible? */
 bool proc_mount_idmap_probe(void);
 
