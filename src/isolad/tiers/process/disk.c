@@ -383,6 +383,11 @@ int proc_disk_mount(const char *dir, const char *id, uint64_t disk, uint64_t ino
 	if (!disk)
 		disk = PROC_DISK_DEFAULT_BYTES;
 	size = proc_disk_image_size(disk, inodes);
+	if (disk > (1ull << 62) || inodes > (1ull << 32) || size < disk)
+		return isola_err_set(
+			err, EFBIG, "invalid",
+			"writable layer of `%s`: %llu bytes with %llu inodes is too large", id,
+			(unsigned long long)disk, (unsigned long long)inodes);
 	img = open_image(dir, err);
 	if (img < 0)
 		return img;
