@@ -102,6 +102,19 @@ def test_layer_lives_on_an_image_not_tmpfs(api, make_sandbox):
     assert "rc=0" in res["stdout"] and res["oom_killed"] is False, res
 
 
+def test_each_sandbox_its_own_loop_device(api, make_sandbox):
+    """Twelve sandboxes at once (more than the 8 loop devices a host starts with): each has
+    its own loop device and its own files."""
+    sids = [make_sandbox(disk="32M")["id"] for _ in range(12)]
+    devs = [loops_of(s) for s in sids]
+    assert all(len(d) == 1 for d in devs), devs
+    assert len({d[0] for d in devs}) == 12, devs
+    for s in sids:
+        api.sh(s, f"echo {s} > /tmp/me")
+    for s in sids:
+        assert api.sh(s, "cat /tmp/me") == f"{s}\n"
+
+
 def test_doctor_says_where_the_layer_is(api):
     doc = api.request("GET", "/v1/doctor").json()["writable_layer_on_disk"]
     assert doc["ok"] is True and "ext4 image" in doc["isola"], doc

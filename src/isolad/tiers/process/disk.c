@@ -13,6 +13,7 @@
 #include <sys/ioctl.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -271,6 +272,23 @@ static int format_image(int img, uint64_t size, uint64_t inodes, struct isola_er
 	return 0;
 }
 
+/* Makes the node /dev/loop<n> of a device the kernel just created, where /dev is not a
+ * devtmpfs (a container's /dev) and so does not get it by itself. Its number is the
+ * kernel's (/sys/devices/virtual/block/loop<n>/dev). 0 or -errno. */
+static int loop_mknod(int n, const char *dev)
+{
+	cleanup_free char *b = NULL;
+	unsigned maj, min;
+	char sys[80];
+
+	snprintf(sys, sizeof(sys), "/sys/devices/virtual/block/loop%d/dev", n);
+	if (util_read_file(sys, 64, &b, NULL) < 0 || sscanf(b, "%u:%u", &maj, &min) != 2)
+		return -ENOENT;
+	if (mknod(dev, S_IFBLK | 0600, makedev(maj, min)) < 0 && errno != EEXIST)
+		return -errno;
+	return 0;
+}
+
 /*
  * Binds img to a free loop device with LOOP_CONFIGURE (one ioctl: no window in which the
  * device is bound but not yet auto-clearing). LO_FLAGS_AUTOCLEAR detaches it when its last
@@ -295,8 +313,10 @@ static int loop_attach(int img, const char *id, int *nr)
 			return -errno;
 		snprintf(dev, sizeof(dev), "/dev/loop%d", n);
 		lfd = open(dev, O_RDWR | O_CLOEXEC);
+		if (lfd < 0 && errno == ENOENT && loop_mknod(n, dev) == 0)
+			lfd = open(dev, O_RDWR | O_CLOEXEC);
 		if (lfd < 0) {
-			if (errno == ENOENT || errno == ENXIO) /* removed meanwhile */
+			if (errno == ENXIO) /* removed meanwhile */
 				continue;
 			return -errno;
 		}
