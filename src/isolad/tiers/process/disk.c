@@ -13,6 +13,7 @@
 #include <sys/ioctl.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <sys/sysmacros.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -24,6 +25,14 @@
 #define DISK_LOOP_TRIES 32	    /* LOOP_CTL_GET_FREE races with other loop users */
 #define DISK_PROTOS	4	    /* formatted images kept in memory, one per (size, inodes) */
 #define DISK_PROTO_MAX	(16u << 20) /* a formatted image with more data is not kept */
+
+/* ext4's "going down" ioctl (fs/ext4/ext4.h; not in Debian 12's uapi headers): after it the
+ * filesystem writes nothing more, dirty pages are dropped. NOLOGFLUSH: no journal flush. */
+#ifndef EXT4_IOC_SHUTDOWN
+#define EXT4_IOC_SHUTDOWN _IOR('X', 125, uint32_t)
+#endif
+#define DISK_GOING_NOLOGFLUSH 0x2
+#define DISK_EXT4_MAGIC	      0xEF53
 
 extern char **environ;
 
@@ -365,6 +374,10 @@ static int mount_ext4(int nr)
 	    /* Freed blocks are punched out of the image: the host's disk follows what the
 	     * sandbox holds now, not the most it ever held. */
 	    fsconfig(fs, FSCONFIG_SET_FLAG, "discard", NULL, 0) < 0 ||
+	    /* No cache flushes to the host's disk on fsync: the image does not outlive the
+	     * sandbox (nor a host crash), so durability buys nothing; a flush through the loop
+	     * device is an fsync of the image on the host filesystem, tens of ms per call. */
+	    fsconfig(fs, FSCONFIG_SET_FLAG, "nobarrier", NULL, 0) < 0 ||
 	    fsconfig(fs, FSCONFIG_SET_STRING, "errors", "remount-ro", 0) < 0 ||
 	    fsconfig(fs, FSCONFIG_CMD_CREATE, NULL, NULL, 0) < 0)
 		return -errno;
@@ -481,4 +494,19 @@ bool proc_disk_available(char *why, size_t len)
 	}
 	snprintf(why, len, "loop devices, ext4 and mke2fs available");
 	return true;
+}
+
+void proc_disk_discard(int root_fd)
+{
+	uint32_t how = DISK_GOING_NOLOGFLUSH;
+	struct statfs sf;
+	int fd;
+
+	if (root_fd < 0 || fstatfs(root_fd, &sf) < 0 || sf.f_type != DISK_EXT4_MAGIC)
+		return;
+	fd = openat(root_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0)
+		return;
+	ioctl(fd, EXT4_IOC_SHUTDOWN, &how);
+	close(fd);
 }

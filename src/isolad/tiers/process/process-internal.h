@@ -188,6 +188,12 @@ uint64_t proc_disk_image_size(uint64_t disk, uint64_t inodes);
 int proc_disk_mount(const char *dir, const char *id, uint64_t disk, uint64_t inodes, uint32_t uid,
 		    uint32_t gid, struct isola_err **err);
 
+/* Destroy only: shuts the layer's ext4 down (EXT4_IOC_SHUTDOWN, no log flush) through
+ * root_fd, a descriptor of its root (O_PATH will do), so the unmount that follows writes
+ * nothing back: the image is thrown away anyway. Processes still writing get EIO. No-op
+ * on a tmpfs layer or a bad fd. */
+void proc_disk_discard(int root_fd);
+
 /* For doctor: can this host put writable layers on disk (loop devices, ext4, mke2fs)? Fills
  * why (a sentence) either way. Any thread. */
 bool proc_disk_available(char *why, size_t len);

@@ -105,6 +105,9 @@ static int teardown(struct tier_sandbox *s, struct isola_err **err)
 	if (s->cg.n && s->cgo && s->cgo->freeze)
 		s->cgo->freeze(&s->cg, false, KILL_TIMEOUT_MS, NULL);
 	s->paused = false;
+	/* The layer is thrown away: its unmount (when the last process is gone) need not
+	 * write the sandbox's dirty pages to an image nobody reads again. */
+	proc_disk_discard(s->upper_fd);
 	kill_init(s);
 	if (s->cg.n && s->cgo) {
 		/* Stragglers (there should be none once PID 1 is gone). */
