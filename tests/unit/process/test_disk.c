@@ -169,6 +169,25 @@ int main(void)
 	one(dir, 2048 * MiB, 65536, "mke2fs");
 	one(dir, 2048 * MiB, 65536, "prototype");
 	one(dir, 3000 * MiB, 1000, "mke2fs");
+	/* Destroy's shutdown: nothing more is written (new files fail with EIO), the mount
+	 * still goes away with its fd. */
+	fd = proc_disk_mount(dir, "test-disk", 64 * MiB, 4096, 1, 1, &err);
+	if (ok(fd >= 0, "mounted for the shutdown (%s)", err ? err->message : "ok")) {
+		int f = openat(fd, "before", O_WRONLY | O_CREAT | O_CLOEXEC, 0600), g;
+
+		ok(f >= 0 && write(f, "x", 1) == 1, "a file is written before");
+		if (f >= 0)
+			close(f);
+		proc_disk_discard(fd);
+		g = openat(fd, "after", O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
+		ok(g < 0 && errno == EIO, "after proc_disk_discard a new file fails with EIO (%s)",
+		   g < 0 ? strerror(errno) : "created");
+		if (g >= 0)
+			close(g);
+		close(fd);
+		ok(loops_gone(dir), "the shut-down layer's loop device goes with its fd");
+	}
+	isola_err_free(steal_ptr(&err));
 	/* A size ext4 cannot hold as a file on the host: the error names the image. */
 	fd = proc_disk_mount(dir, "test-disk", 1ull << 46, 65536, 1, 1, &err);
 	ok(fd < 0 && err && strstr(err->message, "writable layer image"), "64 TiB: refused (%s)",
