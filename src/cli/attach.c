@@ -99,6 +99,11 @@ static int on_text(struct session *s, const struct ws_message *m)
 	if (!strcmp(type, "exit")) {
 		s->status = cli_exit_status(ev);
 		s->done = true;
+		if (json_is_true(json_object_get(ev, "oom_killed"))) {
+			restore_terminal();
+			/* No HTTP client in a WebSocket session: the limit is left out. */
+			cli_report_oom(NULL, NULL, ev);
+		}
 	} else if (!strcmp(type, "error")) {
 		const char *msg = json_string_value(json_object_get(ev, "message"));
 

@@ -128,12 +128,19 @@ int cmd_mcp(struct cli *cli, int argc, char **argv);
 
 /* Output of a running command as the exec event stream delivers it (cmd_exec.c). */
 struct cli_stream {
-	bool json;    /* pass events through as NDJSON instead of writing the output */
-	json_t *exit; /* the exit event once seen (owned) */
-	char *error;  /* message of an error event (owned) */
-	bool started; /* a start event was seen */
-	long pid;     /* from the start event, or 0 */
+	bool json;	     /* pass events through as NDJSON instead of writing the output */
+	json_t *exit;	     /* the exit event once seen (owned) */
+	char *error;	     /* message of an error event (owned) */
+	bool started;	     /* a start event was seen */
+	long pid;	     /* from the start event, or 0 */
+	struct client *c;    /* asks the memory limit for an OOM report (borrowed), or NULL */
+	const char *sandbox; /* the sandbox's id (borrowed), or NULL */
 };
+
+/* Human output for an exit event whose oom_killed is true: "killed: out of memory (limit
+ * 256M)" on stderr, the limit read from the sandbox (GET /v1/sandboxes/{id}) when c and id
+ * are given and the read works. Prints nothing for any other exit. */
+void cli_report_oom(struct client *c, const char *id, const json_t *exit);
 
 /* client_event_fn for exec/run/logs streams; ud is a struct cli_stream. Writes stdout/stderr
  * data to fds 1/2 as it arrives. */

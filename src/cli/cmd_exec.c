@@ -96,6 +96,28 @@ int cli_stream_event(void *ud, json_t *ev, struct isola_err **err)
 	return 0;
 }
 
+void cli_report_oom(struct client *c, const char *id, const json_t *exit)
+{
+	cleanup_err struct isola_err *err = NULL;
+	cleanup_free char *path = NULL;
+	json_t *sb = NULL, *mem;
+	char lim[32] = "";
+
+	if (!json_is_true(json_object_get(exit, "oom_killed")))
+		return;
+	if (c && id && (path = cli_pathf("/v1/sandboxes/%s", id)) &&
+	    client_json(c, "GET", path, NULL, &sb, &err) == 0) {
+		mem = json_object_get(sb, "memory");
+		if (json_is_integer(mem) && json_integer_value(mem) > 0)
+			out_fmt_size((uint64_t)json_integer_value(mem), lim, sizeof(lim));
+	}
+	json_decref(sb);
+	if (lim[0])
+		fprintf(stderr, "killed: out of memory (limit %s)\n", lim);
+	else
+		fprintf(stderr, "killed: out of memory\n");
+}
+
 int cli_stream_finish(struct cli_stream *s)
 {
 	int status;
@@ -106,6 +128,8 @@ int cli_stream_finish(struct cli_stream *s)
 		status = CLI_EXIT_ISOLA;
 	} else if (s->exit) {
 		status = cli_exit_status(s->exit);
+		if (!s->json)
+			cli_report_oom(s->c, s->sandbox, s->exit);
 	} else {
 		fprintf(stderr, "isola: output stream ended without an exit status\n");
 		status = CLI_EXIT_ISOLA;
@@ -132,7 +156,7 @@ static int exec_streamed(struct cli *cli, struct client *c, const char *id, json
 {
 	cleanup_err struct isola_err *err = NULL;
 	cleanup_free char *path = cli_pathf("/v1/sandboxes/%s/exec", id);
-	struct cli_stream s = {.json = cli->json};
+	struct cli_stream s = {.json = cli->json, .c = c, .sandbox = id};
 	struct client_req r = {
 		.method = "POST",
 		.path = path,

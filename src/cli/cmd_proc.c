@@ -118,6 +118,8 @@ int cmd_logs(struct cli *cli, int argc, char **argv)
 	r.path = path;
 	r.on_event = cli_stream_event;
 	r.ud = &s;
+	s.c = c;
+	s.sandbox = argv[optind];
 	if (client_do(c, &r, &err) < 0) {
 		json_decref(s.exit);
 		free(s.error);

@@ -96,6 +96,8 @@ int cmd_run(struct cli *cli, int argc, char **argv)
 	req.accept = "application/x-ndjson";
 	req.on_event = cli_stream_event;
 	req.ud = &s;
+	s.c = c;
+	s.sandbox = id;
 	if (!run_signal) {
 		client_set_cancel_flag(&run_signal);
 		r = client_do(c, &req, &err);

@@ -127,6 +127,19 @@ describe("commands and processes", () => {
     await assert.rejects(sb.exec([]), TypeError);
   });
 
+  test("oom_killed when a child of the command was OOM-killed (the shell exits 0)", async () => {
+    const small = await client.createSandbox({ memory: "256M", labels: { suite: "sdk-js" } });
+    try {
+      const r = await small.exec("python3 -c 'x = bytearray(600 << 20)'; echo rc=$?", { timeout: 120 });
+      assert.equal(r.exit_code, 0);
+      assert.match(r.stdout, /rc=137/);
+      assert.equal(r.oom_killed, true);
+      assert.equal((await small.exec("true", { timeout: 20 })).oom_killed, false);
+    } finally {
+      await small.delete().catch(() => {});
+    }
+  });
+
   test("execStream is an async iterator of events", async () => {
     const s = await sb.execStream("echo one; sleep 0.2; echo two >&2; printf '\\377'; exit 4", { timeout: 20 });
     const types = [];

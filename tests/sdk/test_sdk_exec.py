@@ -29,6 +29,19 @@ def test_exec_timeout_and_signal(sb):
     assert r.signal == 9 and r.exit_code == 137
 
 
+def test_exec_oom_killed_child(client):
+    """A shell survives its child's OOM kill and exits 0: oom_killed is still True (from the
+    sandbox's OOM-kill counter, not the exit status)."""
+    s = client.create_sandbox(memory="256M", labels={"suite": "sdk"})
+    try:
+        r = s.exec("python3 -c 'x = bytearray(600 << 20)'; echo rc=$?", timeout=120)
+        assert r.exit_code == 0 and "rc=137" in r.stdout, r
+        assert r.oom_killed is True, r
+        assert s.exec("true", timeout=20).oom_killed is False
+    finally:
+        s.delete()
+
+
 def test_exec_binary_output_and_truncation(sb):
     r = sb.exec(["printf", r"\377\376ok"], timeout=20)
     assert r.stdout_raw == b"\xff\xfeok"

@@ -307,12 +307,13 @@ void api_output_free(void *o);
  * Consumes o on every path. */
 enum MHD_Result api_output_respond(struct api_req *r, struct api_output *o, enum api_fmt fmt);
 
-/* Whether the process of an agent EXIT frame was killed by the OOM killer: SIGKILL, and the
- * sandbox's OOM-kill counter grew past the `oom_base` the frame echoes (the counter when
- * the process started; api_exec_set_oom_base put it in the request), or past
- * fallback_base (-1: unknown) for frames without one. Concurrent kills in one sandbox
- * are not told apart: a SIGKILL from user code while another process is OOM-killed
- * reads as OOM too. */
+/* Whether a process of the command whose agent EXIT frame this is was killed by the OOM
+ * killer while it ran: the sandbox's OOM-kill counter grew past the `oom_base` the frame
+ * echoes (the counter when the command started; api_exec_set_oom_base put it in the
+ * request), or past fallback_base (-1: unknown) for frames without one. The exit status
+ * does not matter (a shell survives its child's kill and exits 0). Concurrent commands in
+ * one sandbox are not told apart: one command's OOM kill reads as OOM for every command
+ * running at that moment. */
 bool api_exit_oom(struct sandbox *s, const json_t *agent_exit, int64_t fallback_base);
 /* Adds `oom_base` (the sandbox's OOM-kill counter now) to an agent exec request. */
 void api_exec_set_oom_base(struct sandbox *s, json_t *req);

@@ -134,7 +134,8 @@ char *tier_process_doctor(void)
 	bool ovl = overlay_in_userns_works();
 	bool sc = prctl(PR_GET_SECCOMP, 0, 0, 0, 0) >= 0;
 	bool o2 = openat2_works();
-	char detail[256];
+	char detail[256], disk_why[128];
+	bool disk = proc_disk_available(disk_why, sizeof(disk_why));
 	json_t *j, *cg;
 	char *ctrls = cgo ? cgo->describe() : NULL, *out;
 	int fd;
@@ -156,7 +157,7 @@ char *tier_process_doctor(void)
 	snprintf(detail, sizeof(detail), "max_user_namespaces=%ld%s", maxns,
 		 unpriv == 0 ? " (unprivileged_userns_clone=0: fine, isolad is root)" : "");
 	j = json_pack(
-		"{s:s, s:o, s:o, s:o, s:o, s:o, s:o, s:o}", "tier", "process", "cgroup", cg,
+		"{s:s, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o}", "tier", "process", "cgroup", cg,
 		"user_namespaces",
 		check(maxns > 0, detail,
 		      maxns > 0 ? "one user namespace per sandbox, host uids uid_base..+65535"
@@ -168,7 +169,7 @@ char *tier_process_doctor(void)
 			  : "fallback: template files show as nobody inside (mode: none)"),
 		"overlay_in_userns",
 		check(ovl, ovl ? "overlayfs mounts inside a user namespace" : "probe failed",
-		      ovl ? "template lower + tmpfs upper via overlayfs"
+		      ovl ? "template lower + writable upper via overlayfs"
 			  : "process tier create will fail: needs overlayfs in a userns (5.11+)"),
 		"seccomp",
 		check(sc && fd >= 0, fd >= 0 ? "policy compiles to BPF" : "policy does not compile",
@@ -177,6 +178,11 @@ char *tier_process_doctor(void)
 		check(o2, o2 ? "RESOLVE_IN_ROOT available" : "not available",
 		      o2 ? "paths inside templates resolved with openat2"
 			 : "fallback: O_NOFOLLOW component walk"),
+		"writable_layer_on_disk",
+		check(disk, disk_why,
+		      disk ? "writable layer: an ext4 image per sandbox under the state dir"
+			   : "fallback: writable layer on tmpfs (memory, counts against the "
+			     "memory limit)"),
 		"kvm", kvm_check());
 	isola_err_free(err);
 	if (!j)

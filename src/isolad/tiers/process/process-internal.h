@@ -165,6 +165,39 @@ int proc_mount_clone_ro(const char *src, int userns_fd, bool *idmapped);
  * mount fd or -errno. */
 int proc_mount_tmpfs(uint64_t size, uint64_t inodes, uint32_t uid, uint32_t gid);
 
+/* ---- the writable layer's disk (disk.c) ---- */
+
+#define PROC_DISK_DEFAULT_BYTES	 (1ull << 30) /* when the spec says 0 */
+#define PROC_DISK_DEFAULT_INODES 65536	      /* when the spec says 0 */
+
+/* Bytes of the ext4 image for a `disk`-byte allowance with `inodes` inodes: the allowance
+ * plus ext4's own metadata, so the sandbox can store `disk` bytes of files. Pure. */
+uint64_t proc_disk_image_size(uint64_t disk, uint64_t inodes);
+
+/*
+ * Makes the sandbox's writable layer on the host's disk: a nameless (O_TMPFILE) sparse
+ * image in dir, formatted ext4 (at most `inodes` inodes, no journal, no reserved blocks) by
+ * mke2fs or from the formatted image kept in memory for the same size and inodes, root dir
+ * chowned to uid/gid, bound to a loop device with LOOP_CONFIGURE and
+ * LO_FLAGS_AUTOCLEAR, mounted detached with fsopen/fsmount (nosuid, nodev). Returns the
+ * mount fd (caller owns): the filesystem, the loop device and the image's blocks go away
+ * with the last reference to that mount, so nothing outlives the sandbox, a failed create
+ * or a crash of isolad. `id` names the loop device (losetup shows `isola:<id>`). -errno
+ * with *err: `unavailable` when the host has no loop devices or no mke2fs. Any thread.
+ */
+int proc_disk_mount(const char *dir, const char *id, uint64_t disk, uint64_t inodes, uint32_t uid,
+		    uint32_t gid, struct isola_err **err);
+
+/* Destroy only: shuts the layer's ext4 down (EXT4_IOC_SHUTDOWN, no log flush) through
+ * root_fd, a descriptor of its root (O_PATH will do), so the unmount that follows writes
+ * nothing back: the image is thrown away anyway. Processes still writing get EIO. No-op
+ * on a tmpfs layer or a bad fd. */
+void proc_disk_discard(int root_fd);
+
+/* For doctor: can this host put writable layers on disk (loop devices, ext4, mke2fs)? Fills
+ * why (a sentence) either way. Any thread. */
+bool proc_disk_available(char *why, size_t len);
+
 /* Probe for doctor: is an idmapped clone of `/` through a fresh userns possible? */
 bool proc_mount_idmap_probe(void);
 

@@ -105,6 +105,9 @@ static int teardown(struct tier_sandbox *s, struct isola_err **err)
 	if (s->cg.n && s->cgo && s->cgo->freeze)
 		s->cgo->freeze(&s->cg, false, KILL_TIMEOUT_MS, NULL);
 	s->paused = false;
+	/* The layer is thrown away: its unmount (when the last process is gone) need not
+	 * write the sandbox's dirty pages to an image nobody reads again. */
+	proc_disk_discard(s->upper_fd);
 	kill_init(s);
 	if (s->cg.n && s->cgo) {
 		/* Stragglers (there should be none once PID 1 is gone). */
@@ -299,6 +302,36 @@ static int restore_layer(struct tier_sandbox *s, int tmpfs, int layer_fd, const 
 	return isola_err_set(err, errnum > 0 ? errnum : EIO, code, "%s", buf + off);
 }
 
+/*
+ * The writable layer's filesystem: an ext4 image on the host's disk (disk.c), so `disk` is
+ * disk and not memory. On a host without loop devices or mke2fs (`unavailable`) it falls
+ * back to a tmpfs capped at the same size, which is memory charged to the sandbox's memory
+ * cgroup, and says so in the log; doctor reports it too.
+ */
+static int writable_layer(const struct sandbox_spec *spec, struct isola_err **err)
+{
+	struct isola_err *e = NULL;
+	int fd;
+
+	fd = proc_disk_mount(spec->dir, spec->id, spec->disk_bytes, spec->inodes, spec->uid_base,
+			     spec->uid_base, &e);
+	if (fd >= 0 || strcmp(e->code, "unavailable") != 0) {
+		if (fd < 0 && err)
+			*err = e;
+		else
+			isola_err_free(e);
+		return fd;
+	}
+	log_warn("sandbox `%s`: %s; its writable layer is a tmpfs (memory, charged to its memory "
+		 "limit)",
+		 spec->id, e->message);
+	isola_err_free(e);
+	fd = proc_mount_tmpfs(spec->disk_bytes, spec->inodes, spec->uid_base, spec->uid_base);
+	if (fd < 0)
+		return isola_err_sys(err, -fd, "internal", "writable tmpfs for `%s`", spec->id);
+	return fd;
+}
+
 /* create and restore: layer_fd >= 0 is an archive (named layer_name) that fills the new
  * writable layer before the plan is sent, so no code of the sandbox has run yet. */
 static int create_sandbox(const struct sandbox_spec *spec, int layer_fd, const char *layer_name,
@@ -410,9 +443,9 @@ static int create_sandbox(const struct sandbox_spec *spec, int layer_fd, const c
 		}
 		nfds++;
 	}
-	fds[2] = proc_mount_tmpfs(spec->disk_bytes, spec->inodes, spec->uid_base, spec->uid_base);
+	fds[2] = writable_layer(spec, err);
 	if (fds[2] < 0) {
-		r = isola_err_sys(err, -fds[2], "internal", "writable tmpfs for `%s`", spec->id);
+		r = fds[2];
 		goto err_teardown;
 	}
 	s->upper_fd = fcntl(fds[2], F_DUPFD_CLOEXEC, 3);
@@ -628,9 +661,9 @@ static int reattach_upper(const struct tier_sandbox *s)
 		return -errno;
 	if (fstatfs(fd, &sf) < 0 || fstat(fd, &st) < 0)
 		return -errno;
-	if (sf.f_type != TMPFS_MAGIC || !S_ISDIR(st.st_mode) || st.st_uid < s->uid_base ||
-	    st.st_uid - s->uid_base >= 65536 || (uint64_t)st.st_dev != s->upper_dev ||
-	    (uint64_t)st.st_ino != s->upper_ino)
+	if ((sf.f_type != EXT4_SUPER_MAGIC && sf.f_type != TMPFS_MAGIC) || !S_ISDIR(st.st_mode) ||
+	    st.st_uid < s->uid_base || st.st_uid - s->uid_base >= 65536 ||
+	    (uint64_t)st.st_dev != s->upper_dev || (uint64_t)st.st_ino != s->upper_ino)
 		return -EPERM;
 	return steal_fd(&fd);
 }

@@ -1,0 +1,512 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* disk: the writable layer on the host's disk: a nameless sparse ext4 image on a loop device, mounted detached. */
+#include "process-internal.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/loop.h>
+#include <pthread.h>
+#include <spawn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/statfs.h>
+#include <sys/sysmacros.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "../../../common/util.h"
+
+#define DISK_BLOCK	4096u	    /* ext4 block size, and the loop device's logical block size */
+#define DISK_INODE	256u	    /* ext4 inode size (mke2fs's default: ns timestamps, y2038) */
+#define DISK_LOOP_TRIES 32	    /* LOOP_CTL_GET_FREE races with other loop users */
+#define DISK_PROTOS	4	    /* formatted images kept in memory, one per (size, inodes) */
+#define DISK_PROTO_MAX	(16u << 20) /* a formatted image with more data is not kept */
+
+/* ext4's "going down" ioctl (fs/ext4/ext4.h; not in Debian 12's uapi headers): after it the
+ * filesystem writes nothing more, dirty pages are dropped. NOLOGFLUSH: no journal flush. */
+#ifndef EXT4_IOC_SHUTDOWN
+#define EXT4_IOC_SHUTDOWN _IOR('X', 125, uint32_t)
+#endif
+#define DISK_GOING_NOLOGFLUSH 0x2
+#define DISK_EXT4_MAGIC	      0xEF53
+
+extern char **environ;
+
+uint64_t proc_disk_image_size(uint64_t disk, uint64_t inodes)
+{
+	/* ext4 reports its size without its own metadata (bsddf), so the image is the
+	 * allowance plus what mke2fs takes from it: the inode tables, per 128 MiB block group
+	 * a block and an inode bitmap, and the clusters ext4 holds back from writers for its
+	 * own extent updates (2% of the blocks, at most 4096: ext4_calculate_resv_clusters).
+	 * Measured from 1 MiB to 10000 MiB with 65536 inodes: the sandbox can store between
+	 * disk - 0.5 MiB and disk + 0.15 MiB of files (docs/process-tier.md). */
+	uint64_t groups = disk / (128ull << 20) + 1;
+	uint64_t resv = disk / 50 < 4096ull * DISK_BLOCK ? disk / 50 : 4096ull * DISK_BLOCK;
+	uint64_t sz = disk + inodes * DISK_INODE + groups * 2 * DISK_BLOCK + resv;
+
+	return sz & ~(uint64_t)(DISK_BLOCK - 1);
+}
+
+/* The -N to give mke2fs for at most `inodes` inodes in an image of `size` bytes: mke2fs
+ * rounds the inodes of each block group up to whole inode-table blocks, so an even share
+ * rounded down to 16 (inodes per 4 KiB block) keeps the total at or under the limit. */
+static uint64_t mkfs_inodes(uint64_t size, uint64_t inodes)
+{
+	uint64_t blocks = size / DISK_BLOCK, groups = (blocks + 32767) / 32768;
+	uint64_t per = groups ? inodes / groups / 16 * 16 : inodes;
+
+	return (per ? per : 16) * (groups ? groups : 1);
+}
+
+/*
+ * Runs mke2fs on the image open at img (as /dev/fd/3 of the child: the image has no name),
+ * root directory owned by host root (the mount's root is chowned to the sandbox after).
+ * No journal (the image dies with the sandbox and with the host: after a crash there is
+ * nothing to replay), no reserved blocks (-m 0: the sandbox gets all of it), no resize
+ * inode, inode tables left unzeroed (lazy_itable_init: the sparse file reads as zeros, and
+ * the mount says noinit_itable so no kernel thread writes them later), no discard pass.
+ */
+static int run_mkfs(int img, uint64_t size, uint64_t inodes, struct isola_err **err)
+{
+	char size_s[32], inodes_s[32], ext_s[64];
+	char feat[] = "^has_journal,^resize_inode";
+	char *argv[] = {"mke2fs", "-q",	    "-F", "-t", "ext4", "-b",  "4096",	    "-m",   "0",
+			"-N",	  inodes_s, "-O", feat, "-E",	ext_s, "/dev/fd/3", size_s, NULL};
+	posix_spawn_file_actions_t fa;
+	int st = 0, r;
+	pid_t pid;
+
+	snprintf(size_s, sizeof(size_s), "%lluk", (unsigned long long)(size >> 10));
+	snprintf(inodes_s, sizeof(inodes_s), "%llu", (unsigned long long)mkfs_inodes(size, inodes));
+	snprintf(ext_s, sizeof(ext_s), "lazy_itable_init=1,nodiscard,root_owner=0:0");
+	posix_spawn_file_actions_init(&fa);
+	posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+	posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
+	posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", O_WRONLY, 0);
+	posix_spawn_file_actions_adddup2(&fa, img, 3);
+	r = posix_spawnp(&pid, "mke2fs", &fa, NULL, argv, environ);
+	posix_spawn_file_actions_destroy(&fa);
+	if (r != 0)
+		return isola_err_sys(err, r, r == ENOENT ? "unavailable" : "internal",
+				     "run mke2fs for the writable layer%s",
+				     r == ENOENT ? " (install e2fsprogs)" : "");
+	while (waitpid(pid, &st, 0) < 0)
+		if (errno != EINTR)
+			return isola_err_sys(err, errno, "internal", "wait for mke2fs");
+	if (WIFEXITED(st) && WEXITSTATUS(st) == 0)
+		return 0;
+	return isola_err_set(err, EIO, "internal",
+			     "mke2fs of the writable layer failed (status %d)",
+			     WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st));
+}
+
+/*
+ * Formatted images, kept in memory as their data extents (a fresh sparse ext4 of 1 GiB with
+ * 65536 inodes holds about 150 KiB of data: superblocks, group descriptors, bitmaps, root
+ * and lost+found). A create writes those extents into its new sparse file instead of running
+ * mke2fs: well under a millisecond instead of 10-60 ms of fork, exec and mke2fs. The image is
+ * isolad's own mke2fs output, never anything a sandbox wrote. Every sandbox's filesystem then
+ * has the same UUID and directory hash seed, which only matters to tools that look them up
+ * by UUID (none sees these mounts) or to a sandbox colliding names in its own directories.
+ */
+struct disk_proto {
+	uint64_t size;	     /* image bytes (0: slot unused) */
+	uint64_t inodes;     /* the inode limit it was made for */
+	uint64_t used;	     /* LRU clock of its last use */
+	size_t n;	     /* entries of off/len */
+	uint64_t *off;	     /* extent offsets in the image */
+	size_t *len;	     /* extent lengths */
+	unsigned char *data; /* the extents' bytes, back to back */
+};
+
+static struct disk_proto protos[DISK_PROTOS]; /* guarded by protos_lock */
+static uint64_t protos_clock;		      /* guarded by protos_lock */
+static pthread_mutex_t protos_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static void proto_fini(struct disk_proto *p)
+{
+	free(p->off);
+	free(p->len);
+	free(p->data);
+	memset(p, 0, sizeof(*p));
+}
+
+/* Reads exactly len bytes at off. 0 or -errno (-EIO on a short file). */
+static int pread_all(int fd, unsigned char *buf, size_t len, off_t off)
+{
+	while (len) {
+		ssize_t k = pread(fd, buf, len, off);
+
+		if (k < 0 && errno == EINTR)
+			continue;
+		if (k <= 0)
+			return k < 0 ? -errno : -EIO;
+		buf += k;
+		len -= (size_t)k;
+		off += k;
+	}
+	return 0;
+}
+
+/* Appends one extent's slot to p (grows off/len). 0 or -ENOMEM. */
+static int proto_grow(struct disk_proto *p, size_t *cap)
+{
+	size_t nc = *cap ? *cap * 2 : 16;
+	uint64_t *no;
+	size_t *nl;
+
+	if (p->n < *cap)
+		return 0;
+	no = realloc(p->off, nc * sizeof(*no));
+	if (!no)
+		return -ENOMEM;
+	p->off = no;
+	nl = realloc(p->len, nc * sizeof(*nl));
+	if (!nl)
+		return -ENOMEM;
+	p->len = nl;
+	*cap = nc;
+	return 0;
+}
+
+/* Reads the data extents of the formatted image fd (size bytes) into p. 0 or -errno
+ * (-E2BIG past DISK_PROTO_MAX). */
+static int proto_read(int fd, uint64_t size, struct disk_proto *p)
+{
+	size_t cap = 0, total = 0, len;
+	unsigned char *nd;
+	off_t pos = 0, d, h;
+	int r;
+
+	while ((uint64_t)pos < size) {
+		d = lseek(fd, pos, SEEK_DATA);
+		if (d < 0 && errno == ENXIO)
+			break; /* only a hole is left */
+		if (d < 0 || (h = lseek(fd, d, SEEK_HOLE)) < 0)
+			return -errno;
+		len = (size_t)(h - d);
+		if (total + len > DISK_PROTO_MAX)
+			return -E2BIG;
+		r = proto_grow(p, &cap);
+		if (r < 0)
+			return r;
+		nd = realloc(p->data, total + len);
+		if (!nd)
+			return -ENOMEM;
+		p->data = nd;
+		r = pread_all(fd, p->data + total, len, d);
+		if (r < 0)
+			return r;
+		p->off[p->n] = (uint64_t)d;
+		p->len[p->n++] = len;
+		total += len;
+		pos = h;
+	}
+	return 0;
+}
+
+/* Writes the prototype's extents into img (already sized). 0 or -errno. */
+static int proto_write(const struct disk_proto *p, int img)
+{
+	size_t at = 0;
+
+	for (size_t i = 0; i < p->n; i++) {
+		for (size_t done = 0; done < p->len[i];) {
+			ssize_t k = pwrite(img, p->data + at + done, p->len[i] - done,
+					   (off_t)(p->off[i] + done));
+
+			if (k < 0 && errno == EINTR)
+				continue;
+			if (k <= 0)
+				return k < 0 ? -errno : -EIO;
+			done += (size_t)k;
+		}
+		at += p->len[i];
+	}
+	return 0;
+}
+
+/*
+ * Formats img (sized `size`, sparse, empty): from the kept prototype for (size, inodes), or
+ * by mke2fs, whose result becomes the prototype (the least recently used one goes). A
+ * result too large to keep is used once and not kept. 0 or -errno with *err.
+ */
+static int format_image(int img, uint64_t size, uint64_t inodes, struct isola_err **err)
+{
+	struct disk_proto *slot = NULL, fresh = {0};
+	int r;
+
+	pthread_mutex_lock(&protos_lock);
+	for (unsigned i = 0; i < DISK_PROTOS; i++)
+		if (protos[i].size == size && protos[i].inodes == inodes) {
+			protos[i].used = ++protos_clock;
+			r = proto_write(&protos[i], img);
+			pthread_mutex_unlock(&protos_lock);
+			return r < 0 ? isola_err_sys(err, -r,
+						     -r == ENOSPC ? "no_space" : "internal",
+						     "write the writable layer image")
+				     : 0;
+		}
+	pthread_mutex_unlock(&protos_lock);
+	r = run_mkfs(img, size, inodes, err);
+	if (r < 0)
+		return r;
+	if (proto_read(img, size, &fresh) < 0) {
+		proto_fini(&fresh);
+		return 0; /* formatted all the same; only not kept */
+	}
+	fresh.size = size;
+	fresh.inodes = inodes;
+	pthread_mutex_lock(&protos_lock);
+	for (unsigned i = 0; i < DISK_PROTOS; i++) {
+		if (protos[i].size == size && protos[i].inodes == inodes) {
+			slot = NULL; /* another thread kept one meanwhile */
+			break;
+		}
+		if (!slot || protos[i].used < slot->used)
+			slot = &protos[i];
+	}
+	if (slot) {
+		proto_fini(slot);
+		*slot = fresh;
+		slot->used = ++protos_clock;
+		memset(&fresh, 0, sizeof(fresh));
+	}
+	pthread_mutex_unlock(&protos_lock);
+	proto_fini(&fresh);
+	return 0;
+}
+
+/* Makes the node /dev/loop<n> of a device the kernel just created, where /dev is not a
+ * devtmpfs (a container's /dev) and so does not get it by itself. Its number is the
+ * kernel's (/sys/devices/virtual/block/loop<n>/dev). 0 or -errno. */
+static int loop_mknod(int n, const char *dev)
+{
+	cleanup_free char *b = NULL;
+	unsigned maj, min;
+	char sys[80];
+
+	snprintf(sys, sizeof(sys), "/sys/devices/virtual/block/loop%d/dev", n);
+	if (util_read_file(sys, 64, &b, NULL) < 0 || sscanf(b, "%u:%u", &maj, &min) != 2)
+		return -ENOENT;
+	if (mknod(dev, S_IFBLK | 0600, makedev(maj, min)) < 0 && errno != EEXIST)
+		return -errno;
+	return 0;
+}
+
+/*
+ * Binds img to a free loop device with LOOP_CONFIGURE (one ioctl: no window in which the
+ * device is bound but not yet auto-clearing). LO_FLAGS_AUTOCLEAR detaches it when its last
+ * opener goes (the mounted filesystem, or our fd if the mount never happens), and the
+ * detached device drops the last reference to the nameless image. Direct I/O where the
+ * backing filesystem allows it: the data is cached once (in the sandbox's own page cache),
+ * not twice. Returns the loop fd (O_RDWR) and its number in *nr, or -errno.
+ */
+static int loop_attach(int img, const char *id, int *nr)
+{
+	cleanup_fd int ctl = open("/dev/loop-control", O_RDWR | O_CLOEXEC);
+	struct loop_config cfg;
+	char dev[32];
+
+	if (ctl < 0)
+		return -errno;
+	for (int i = 0; i < DISK_LOOP_TRIES; i++) {
+		cleanup_fd int lfd = -1;
+		int n = ioctl(ctl, LOOP_CTL_GET_FREE);
+
+		if (n < 0)
+			return -errno;
+		snprintf(dev, sizeof(dev), "/dev/loop%d", n);
+		lfd = open(dev, O_RDWR | O_CLOEXEC);
+		if (lfd < 0 && errno == ENOENT && loop_mknod(n, dev) == 0)
+			lfd = open(dev, O_RDWR | O_CLOEXEC);
+		if (lfd < 0) {
+			if (errno == ENXIO) /* removed meanwhile */
+				continue;
+			return -errno;
+		}
+		memset(&cfg, 0, sizeof(cfg));
+		cfg.fd = (uint32_t)img;
+		cfg.block_size = DISK_BLOCK;
+		cfg.info.lo_flags = LO_FLAGS_AUTOCLEAR | LO_FLAGS_DIRECT_IO;
+		/* Shown by losetup: whose device this is. */
+		snprintf((char *)cfg.info.lo_file_name, sizeof(cfg.info.lo_file_name), "isola:%s",
+			 id);
+		if (ioctl(lfd, LOOP_CONFIGURE, &cfg) < 0) {
+			if (errno == EBUSY)
+				continue; /* taken between GET_FREE and here */
+			if (errno != EINVAL)
+				return -errno;
+			/* A backing filesystem without O_DIRECT: buffered. */
+			cfg.info.lo_flags &= ~(uint32_t)LO_FLAGS_DIRECT_IO;
+			if (ioctl(lfd, LOOP_CONFIGURE, &cfg) < 0) {
+				if (errno == EBUSY)
+					continue;
+				return -errno;
+			}
+		}
+		*nr = n;
+		return steal_fd(&lfd);
+	}
+	return -EBUSY;
+}
+
+/* Mounts the ext4 on /dev/loop<nr> detached: nosuid, nodev, and made by isolad (owned by
+ * the host's user namespace), so the sandbox's root cannot remount or unmount it. */
+static int mount_ext4(int nr)
+{
+	cleanup_fd int fs = -1;
+	char dev[32];
+	int fd;
+
+	snprintf(dev, sizeof(dev), "/dev/loop%d", nr);
+	fs = fsopen("ext4", FSOPEN_CLOEXEC);
+	if (fs < 0)
+		return -errno;
+	if (fsconfig(fs, FSCONFIG_SET_STRING, "source", dev, 0) < 0 ||
+	    /* The inode tables were never zeroed (lazy_itable_init): no kernel thread should
+	     * write them now; the sparse image reads as zeros. */
+	    fsconfig(fs, FSCONFIG_SET_FLAG, "noinit_itable", NULL, 0) < 0 ||
+	    /* Freed blocks are punched out of the image: the host's disk follows what the
+	     * sandbox holds now, not the most it ever held. */
+	    fsconfig(fs, FSCONFIG_SET_FLAG, "discard", NULL, 0) < 0 ||
+	    /* No cache flushes to the host's disk on fsync: the image does not outlive the
+	     * sandbox (nor a host crash), so durability buys nothing; a flush through the loop
+	     * device is an fsync of the image on the host filesystem, tens of ms per call. */
+	    fsconfig(fs, FSCONFIG_SET_FLAG, "nobarrier", NULL, 0) < 0 ||
+	    fsconfig(fs, FSCONFIG_SET_STRING, "errors", "remount-ro", 0) < 0 ||
+	    fsconfig(fs, FSCONFIG_CMD_CREATE, NULL, NULL, 0) < 0)
+		return -errno;
+	fd = fsmount(fs, FSMOUNT_CLOEXEC, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV);
+	return fd < 0 ? -errno : fd;
+}
+
+/* A nameless image file in dir: O_TMPFILE, or (on a filesystem without it) a new name
+ * unlinked at once. Nothing is left on disk by any crash after this returns. */
+static int open_image(const char *dir, struct isola_err **err)
+{
+	char path[600];
+	int fd = open(dir, O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+
+	if (fd >= 0 || (errno != EOPNOTSUPP && errno != EISDIR))
+		return fd >= 0 ? fd : isola_err_sys(err, errno, "internal", "image in `%s`", dir);
+	snprintf(path, sizeof(path), "%s/.disk.img", dir);
+	unlink(path);
+	fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+	if (fd < 0)
+		return isola_err_sys(err, errno, "internal", "create `%s`", path);
+	unlink(path);
+	return fd;
+}
+
+int proc_disk_mount(const char *dir, const char *id, uint64_t disk, uint64_t inodes, uint32_t uid,
+		    uint32_t gid, struct isola_err **err)
+{
+	cleanup_fd int img = -1;
+	cleanup_fd int lfd = -1;
+	uint64_t size;
+	int nr = -1, fd;
+
+	if (!inodes)
+		inodes = PROC_DISK_DEFAULT_INODES;
+	if (!disk)
+		disk = PROC_DISK_DEFAULT_BYTES;
+	size = proc_disk_image_size(disk, inodes);
+	if (disk > (1ull << 62) || inodes > (1ull << 32) || size < disk)
+		return isola_err_set(
+			err, EFBIG, "invalid",
+			"writable layer of `%s`: %llu bytes with %llu inodes is too large", id,
+			(unsigned long long)disk, (unsigned long long)inodes);
+	img = open_image(dir, err);
+	if (img < 0)
+		return img;
+	/* Sparse: the host's disk is used as the sandbox writes, up to `size`. */
+	if (ftruncate(img, (off_t)size) < 0)
+		return isola_err_sys(err, errno, errno == EFBIG ? "invalid" : "internal",
+				     "size the writable layer image in `%s` to %llu bytes", dir,
+				     (unsigned long long)size);
+	fd = format_image(img, size, inodes, err);
+	if (fd < 0)
+		return fd;
+	lfd = loop_attach(img, id, &nr);
+	if (lfd < 0)
+		return isola_err_sys(err, -lfd, -lfd == ENOENT ? "unavailable" : "internal",
+				     "attach the writable layer image of `%s` to a loop device",
+				     id);
+	fd = mount_ext4(nr);
+	if (fd < 0)
+		return isola_err_sys(err, -fd, "internal",
+				     "mount the writable layer of `%s` (loop%d)", id, nr);
+	/* No fsck ever runs on this image (it dies with the sandbox): the sandbox's layer
+	 * root holds only what setup makes there (lower, upper, work, root). The root is the
+	 * sandbox's root's (the prototype's is host root's). */
+	if ((unlinkat(fd, "lost+found", AT_REMOVEDIR) < 0 && errno != ENOENT) ||
+	    fchownat(fd, "", uid, gid, AT_EMPTY_PATH) < 0) {
+		int e = errno;
+
+		close(fd);
+		return isola_err_sys(err, e, "internal", "writable layer of `%s`: prepare its root",
+				     id);
+	}
+	/* lfd and img close here: the mount holds the device, the device the image. */
+	return fd;
+}
+
+/* True if `name` is an executable file in one of $PATH's directories (posix_spawnp's
+ * search, without running it). */
+static bool in_path(const char *name)
+{
+	const char *path = getenv("PATH");
+	char buf[4096], dir[4096];
+
+	if (!path)
+		path = "/usr/bin:/bin";
+	snprintf(buf, sizeof(buf), "%s", path);
+	for (char *save = NULL, *d = strtok_r(buf, ":", &save); d; d = strtok_r(NULL, ":", &save))
+		if (snprintf(dir, sizeof(dir), "%s/%s", d, name) < (int)sizeof(dir) &&
+		    access(dir, X_OK) == 0)
+			return true;
+	return false;
+}
+
+bool proc_disk_available(char *why, size_t len)
+{
+	cleanup_free char *fss = NULL;
+	int fd = open("/dev/loop-control", O_RDWR | O_CLOEXEC);
+
+	if (fd < 0) {
+		snprintf(why, len, "/dev/loop-control: %s", strerror(errno));
+		return false;
+	}
+	close(fd);
+	if (util_read_file("/proc/filesystems", 1 << 16, &fss, NULL) < 0 ||
+	    !strstr(fss, "\text4\n")) {
+		snprintf(why, len, "the kernel has no ext4");
+		return false;
+	}
+	if (!in_path("mke2fs")) {
+		snprintf(why, len, "mke2fs not in PATH (install e2fsprogs)");
+		return false;
+	}
+	snprintf(why, len, "loop devices, ext4 and mke2fs available");
+	return true;
+}
+
+void proc_disk_discard(int root_fd)
+{
+	uint32_t how = DISK_GOING_NOLOGFLUSH;
+	struct statfs sf;
+	int fd;
+
+	if (root_fd < 0 || fstatfs(root_fd, &sf) < 0 || sf.f_type != DISK_EXT4_MAGIC)
+		return;
+	fd = openat(root_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0)
+		return;
+	ioctl(fd, EXT4_IOC_SHUTDOWN, &how);
+	close(fd);
+}
