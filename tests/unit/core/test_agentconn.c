@@ -140,8 +140,8 @@ static void test_many_small_frames_then_eof(void)
 		agent_msg_fini(&m);
 	}
 	ok(eof && frames == SMALL_FRAMES,
-	   "%u small frames then EOF all arrive (got %u frames, eof %d: %s)", SMALL_FRAMES,
-	   frames, eof, err ? err->message : "no error");
+	   "%u small frames then EOF all arrive (got %u frames, eof %d: %s)", SMALL_FRAMES, frames,
+	   eof, err ? err->message : "no error");
 	ok(agent_conn_is_alive(c), "the agent connection survives a slow consumer");
 	agent_chan_close(ch);
 	pthread_join(th, NULL);
