@@ -112,3 +112,35 @@ class FakeIsolad:
             os.unlink(self.sock_path)
         except FileNotFoundError:
             pass
+
+
+def hostile_case(case, outside):
+    """(body, cut_after) of a named hostile download aimed at the directory `outside`
+    (for tests/sdk-js, which runs this file as a program)."""
+    victim = os.path.join(outside, "victim.txt")
+    top = [entry("out/", "dir", mode=0o755)]
+    if case == "hardlink-with-data":
+        return tar_bytes(top + [entry("out/x", "hardlink", data=b"PWNED", link="victim.txt")]), None
+    if case == "tmp-symlink":
+        return tar_bytes(top + [entry("out/x.isola-tmp", "symlink", link=victim),
+                                entry("out/x", "file", data=b"PWNED")]), None
+    if case == "symlink-then-file":
+        return tar_bytes(top + [entry("out/esc", "symlink", link=outside),
+                                entry("out/esc/pwned", "file", data=b"PWNED")]), None
+    if case == "dotdot":
+        return tar_bytes(top + [entry("out/../../victim.txt", "file", data=b"PWNED")]), None
+    if case == "cut":
+        body = tar_bytes(top + [entry(f"out/f{i}", "file", data=os.urandom(4096))
+                                for i in range(200)])
+        return body, len(body) // 2
+    raise ValueError(case)
+
+
+if __name__ == "__main__":
+    import sys
+    import time
+    body, cut = hostile_case(sys.argv[2], sys.argv[3])
+    FakeIsolad(sys.argv[1], body, cut)
+    print("ready", flush=True)
+    while True:
+        time.sleep(3600)

@@ -334,3 +334,46 @@ describe("files, archives, templates", () => {
     await rejects(client.importTemplate(".bad", Buffer.from("x")), isola.InvalidError);
   });
 });
+
+describe("downloadDir from a hostile daemon (tests/integration/fake_isolad.py)", () => {
+  const PRECIOUS = "precious, must not change\n";
+  const FAKE = new URL("../integration/fake_isolad.py", import.meta.url).pathname;
+
+  async function serve(dir, kase, outside) {
+    const { spawn } = await import("node:child_process");
+    const sock = join(dir, `${kase}.sock`);
+    const p = spawn("/usr/bin/python3", [FAKE, sock, kase, outside], { stdio: ["ignore", "pipe", "inherit"] });
+    await new Promise((res, rej) => {
+      p.stdout.once("data", res);
+      p.once("exit", (c) => rej(new Error(`fake_isolad exited ${c}`)));
+    });
+    return { p, client: new isola.Client({ socketPath: sock, timeout: 30000 }) };
+  }
+
+  for (const [kase, refused] of [["hardlink-with-data", true], ["tmp-symlink", false], ["symlink-then-file", true], ["dotdot", true], ["cut", true]]) {
+    test(`${kase}: victims untouched, ${refused ? "refused, nothing merged" : "extracted"}`, async () => {
+      const dir = mkdtempSync(join(tmpdir(), "isola-sdkjs-hostile-"));
+      const outside = join(dir, "outside");
+      const dst = join(dir, "dst");
+      mkdirSync(outside);
+      mkdirSync(dst);
+      writeFileSync(join(outside, "victim.txt"), PRECIOUS);
+      writeFileSync(join(dst, "victim.txt"), PRECIOUS);
+      const { p, client: c } = await serve(dir, kase, outside);
+      try {
+        const sb = c.sandbox("sb1");
+        if (refused) await rejects(sb.files.downloadDir("/out", dst), isola.IsolaError);
+        else await sb.files.downloadDir("/out", dst);
+        assert.equal(readFileSync(join(outside, "victim.txt"), "utf8"), PRECIOUS);
+        assert.equal(readFileSync(join(dst, "victim.txt"), "utf8"), PRECIOUS);
+        const { readdirSync } = await import("node:fs");
+        assert.deepEqual(readdirSync(outside), ["victim.txt"], "written outside the destination");
+        if (refused) assert.deepEqual(readdirSync(dst), ["victim.txt"], "a refused download changed localDir");
+        assert.deepEqual(readdirSync(dir).filter((n) => n.startsWith(".isola-dl-")), [], "temporary directory left");
+      } finally {
+        p.kill();
+        rmSync(dir, { recursive: true, force: true });
+      }
+    });
+  }
+});
