@@ -377,3 +377,54 @@ describe("downloadDir from a hostile daemon (tests/integration/fake_isolad.py)",
     });
   }
 });
+
+describe("directory transfers of 20,000 files", () => {
+  // Same trees and manifests as tests/integration/test_cp_stream.py (transfer_util.py).
+  const UTIL = new URL("../integration/transfer_util.py", import.meta.url).pathname;
+  const py = (name) => {
+    const src = readFileSync(UTIL, "utf8");
+    const m = src.match(new RegExp(`${name} = r"""([\\s\\S]*?)"""`));
+    return m[1];
+  };
+
+  async function localManifest(root) {
+    const { createHash } = await import("node:crypto");
+    const { readdirSync } = await import("node:fs");
+    const { relative } = await import("node:path");
+    const out = {};
+    const walk = (d) => {
+      for (const e of readdirSync(d, { withFileTypes: true })) {
+        const p = join(d, e.name);
+        if (e.isDirectory()) walk(p);
+        else out[relative(root, p)] = createHash("sha256").update(readFileSync(p)).digest("hex");
+      }
+    };
+    walk(root);
+    return out;
+  }
+
+  async function remoteManifest(sb, p) {
+    const r = await sb.exec(["python3", "-c", py("MANIFEST_PY"), p, "/tmp/manifest.json"], { timeout: 600 });
+    assert.equal(r.exit_code, 0, r.stderr);
+    return JSON.parse(await sb.files.readText("/tmp/manifest.json"));
+  }
+
+  test("downloadDir and uploadDir: checksums equal both ways", async () => {
+    const sb = await client.createSandbox({ labels: { suite: "sdk-js" } });
+    const dir = mkdtempSync(join(tmpdir(), "isola-sdkjs-many-"));
+    try {
+      const r = await sb.exec(["python3", "-c", py("MAKE_MANY_PY"), "/tmp/many", "20000", "1024"], { timeout: 600 });
+      assert.equal(r.exit_code, 0, r.stderr);
+      const want = await remoteManifest(sb, "/tmp/many");
+      assert.equal(Object.keys(want).length, 20000);
+      await sb.files.downloadDir("/tmp/many", join(dir, "back"));
+      assert.deepEqual(await localManifest(join(dir, "back")), want);
+      await sb.files.mkdir("/tmp/up");
+      await sb.files.uploadDir(join(dir, "back"), "/tmp/up");
+      assert.deepEqual(await remoteManifest(sb, "/tmp/up"), want);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+      await sb.delete().catch(() => {});
+    }
+  });
+});
