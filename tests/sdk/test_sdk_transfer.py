@@ -6,7 +6,6 @@ import json
 import sys
 from pathlib import Path
 
-import isola
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "integration"))
 from transfer_util import MAKE_MANY_PY, MANIFEST_PY, local_manifest, make_local_tree  # noqa: E402
