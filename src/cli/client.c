@@ -321,8 +321,8 @@ int client_do(struct client *c, const struct client_req *r, struct isola_err **e
 		 * cannot finish: no chunked terminator, or less than Content-Length). */
 		curl_easy_getinfo(c->curl, CURLINFO_SIZE_DOWNLOAD_T, &got);
 		ret = isola_err_set(err, EPIPE, "unavailable",
-				    "isolad broke off the reply to %s %s after %lld bytes (%s): "
-				    "the stream ended before its end; isolad's log names the cause",
+				    "isolad broke off the reply to %s %s after %lld bytes (%s); "
+				    "isolad's log names the cause",
 				    r->method, r->path, (long long)got, curl_easy_strerror(cr));
 	} else if (cr != CURLE_OK) {
 		ret = isola_err_set(
