@@ -314,6 +314,16 @@ int client_do(struct client *c, const struct client_req *r, struct isola_err **e
 			*err = steal_ptr(&x.cb_err);
 	} else if (cr == CURLE_ABORTED_BY_CALLBACK) {
 		ret = isola_err_set(err, ECANCELED, "cancelled", "interrupted");
+	} else if (cr != CURLE_OK && status >= 200 && status < 300) {
+		curl_off_t got = 0;
+
+		/* The headers said success, then the body stopped short (isolad cuts a stream it
+		 * cannot finish: no chunked terminator, or less than Content-Length). */
+		curl_easy_getinfo(c->curl, CURLINFO_SIZE_DOWNLOAD_T, &got);
+		ret = isola_err_set(err, EPIPE, "unavailable",
+				    "isolad broke off the reply to %s %s after %lld bytes (%s); "
+				    "isolad's log names the cause",
+				    r->method, r->path, (long long)got, curl_easy_strerror(cr));
 	} else if (cr != CURLE_OK) {
 		ret = isola_err_set(
 			err, ECONNREFUSED, "unavailable", "cannot reach isolad at %s: %s",

@@ -13,6 +13,7 @@
 #include <time.h>
 
 #include "../common/util.h"
+#include "cpextract.h"
 #include "cptar.h"
 #include "output.h"
 #include "parse.h"
@@ -85,13 +86,14 @@ static bool entry_is_dir(const json_t *e)
 	return t && !strcmp(t, "dir");
 }
 
-/* sandbox -> local: stream GET .../archive into cptar_extract(). */
+/* sandbox -> local: stream GET .../archive into cptar_extract(), then cptar_commit(). */
 static int cp_from(struct client *c, const struct cli_cp_arg *s, const char *dst,
 		   struct isola_err **err)
 {
 	cleanup_free char *url = cli_pathf("/v1/sandboxes/%s/archive?path=%s", s->id, s->path);
 	char dir[PATH_MAX], name[NAME_MAX + 1];
 	struct pump p = {.c = c};
+	struct cptar_out *x = NULL;
 	json_t *entry = NULL;
 	bool into_dir = false;
 	pthread_t th;
@@ -128,25 +130,37 @@ static int cp_from(struct client *c, const struct cli_cp_arg *s, const char *dst
 	json_decref(entry);
 	if (r < 0)
 		return r;
-	if (pipe2(fds, O_CLOEXEC) < 0)
+	r = cptar_out_new(dst, into_dir, &x, err);
+	if (r < 0)
+		return r;
+	if (pipe2(fds, O_CLOEXEC) < 0) {
+		cptar_out_free(x);
 		return isola_err_sys(err, errno, NULL, "pipe");
+	}
 	p.fd = fds[1];
 	if (pthread_create(&th, NULL, download_thread, &p)) {
 		close(fds[0]);
 		close(fds[1]);
+		cptar_out_free(x);
 		return isola_err_set(err, EAGAIN, NULL, "cannot start a thread");
 	}
-	r = cptar_extract(fds[0], dst, into_dir, err);
+	r = cptar_extract(x, fds[0], err);
 	close(fds[0]); /* unblocks the thread if extraction stopped early */
 	pthread_join(th, NULL);
 	if (p.ret < 0) {
-		/* The daemon's error explains a truncated archive better than libarchive. */
+		/* The daemon's error (a reply broken off) explains a truncated archive better
+		 * than the tar reader: a tar cut at an entry boundary even looks complete. */
 		if (err) {
 			isola_err_free(*err);
 			*err = steal_ptr(&p.err);
 		}
 		r = p.ret;
 	}
+	/* Only a complete archive over a complete transfer goes into place; otherwise the
+	 * temporary directory is removed and DST is as it was. */
+	if (r == 0)
+		r = cptar_commit(x, err);
+	cptar_out_free(x);
 	isola_err_free(p.err);
 	return r;
 }

@@ -347,3 +347,97 @@ describe("files, archives, templates", () => {
     await rejects(client.importTemplate(".bad", Buffer.from("x")), isola.InvalidError);
   });
 });
+
+describe("downloadDir from a hostile daemon (tests/integration/fake_isolad.py)", () => {
+  const PRECIOUS = "precious, must not change\n";
+  const FAKE = new URL("../integration/fake_isolad.py", import.meta.url).pathname;
+
+  async function serve(dir, kase, outside) {
+    const { spawn } = await import("node:child_process");
+    const sock = join(dir, `${kase}.sock`);
+    const p = spawn("/usr/bin/python3", [FAKE, sock, kase, outside], { stdio: ["ignore", "pipe", "inherit"] });
+    await new Promise((res, rej) => {
+      p.stdout.once("data", res);
+      p.once("exit", (c) => rej(new Error(`fake_isolad exited ${c}`)));
+    });
+    return { p, client: new isola.Client({ socketPath: sock, timeout: 30000 }) };
+  }
+
+  for (const [kase, refused] of [["hardlink-with-data", true], ["tmp-symlink", false], ["symlink-then-file", true], ["dotdot", true], ["cut", true]]) {
+    test(`${kase}: victims untouched, ${refused ? "refused, nothing merged" : "extracted"}`, async () => {
+      const dir = mkdtempSync(join(tmpdir(), "isola-sdkjs-hostile-"));
+      const outside = join(dir, "outside");
+      const dst = join(dir, "dst");
+      mkdirSync(outside);
+      mkdirSync(dst);
+      writeFileSync(join(outside, "victim.txt"), PRECIOUS);
+      writeFileSync(join(dst, "victim.txt"), PRECIOUS);
+      const { p, client: c } = await serve(dir, kase, outside);
+      try {
+        const sb = c.sandbox("sb1");
+        if (refused) await rejects(sb.files.downloadDir("/out", dst), isola.IsolaError);
+        else await sb.files.downloadDir("/out", dst);
+        assert.equal(readFileSync(join(outside, "victim.txt"), "utf8"), PRECIOUS);
+        assert.equal(readFileSync(join(dst, "victim.txt"), "utf8"), PRECIOUS);
+        const { readdirSync } = await import("node:fs");
+        assert.deepEqual(readdirSync(outside), ["victim.txt"], "written outside the destination");
+        if (refused) assert.deepEqual(readdirSync(dst), ["victim.txt"], "a refused download changed localDir");
+        assert.deepEqual(readdirSync(dir).filter((n) => n.startsWith(".isola-dl-")), [], "temporary directory left");
+      } finally {
+        p.kill();
+        rmSync(dir, { recursive: true, force: true });
+      }
+    });
+  }
+});
+
+describe("directory transfers of 20,000 files", () => {
+  // Same trees and manifests as tests/integration/test_cp_stream.py (transfer_util.py).
+  const UTIL = new URL("../integration/transfer_util.py", import.meta.url).pathname;
+  const py = (name) => {
+    const src = readFileSync(UTIL, "utf8");
+    const m = src.match(new RegExp(`${name} = r"""([\\s\\S]*?)"""`));
+    return m[1];
+  };
+
+  async function localManifest(root) {
+    const { createHash } = await import("node:crypto");
+    const { readdirSync } = await import("node:fs");
+    const { relative } = await import("node:path");
+    const out = {};
+    const walk = (d) => {
+      for (const e of readdirSync(d, { withFileTypes: true })) {
+        const p = join(d, e.name);
+        if (e.isDirectory()) walk(p);
+        else out[relative(root, p)] = createHash("sha256").update(readFileSync(p)).digest("hex");
+      }
+    };
+    walk(root);
+    return out;
+  }
+
+  async function remoteManifest(sb, p) {
+    const r = await sb.exec(["python3", "-c", py("MANIFEST_PY"), p, "/tmp/manifest.json"], { timeout: 600 });
+    assert.equal(r.exit_code, 0, r.stderr);
+    return JSON.parse(await sb.files.readText("/tmp/manifest.json"));
+  }
+
+  test("downloadDir and uploadDir: checksums equal both ways", async () => {
+    const sb = await client.createSandbox({ labels: { suite: "sdk-js" } });
+    const dir = mkdtempSync(join(tmpdir(), "isola-sdkjs-many-"));
+    try {
+      const r = await sb.exec(["python3", "-c", py("MAKE_MANY_PY"), "/tmp/many", "20000", "1024"], { timeout: 600 });
+      assert.equal(r.exit_code, 0, r.stderr);
+      const want = await remoteManifest(sb, "/tmp/many");
+      assert.equal(Object.keys(want).length, 20000);
+      await sb.files.downloadDir("/tmp/many", join(dir, "back"));
+      assert.deepEqual(await localManifest(join(dir, "back")), want);
+      await sb.files.mkdir("/tmp/up");
+      await sb.files.uploadDir(join(dir, "back"), "/tmp/up");
+      assert.deepEqual(await remoteManifest(sb, "/tmp/up"), want);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+      await sb.delete().catch(() => {});
+    }
+  });
+});

@@ -7,6 +7,7 @@ import * as path from "node:path";
 import { Readable } from "node:stream";
 import { IsolaError, NotFoundError, ProtocolError, errorFor } from "./errors.js";
 import { type Body, type ClientOptions, Transport, jsonLines, readAll, seg } from "./http.js";
+import { extractInto, fixDirModes, merge } from "./extract.js";
 import { packDir, unpack } from "./tar.js";
 import type {
   ArchiveResult,
@@ -642,38 +643,28 @@ export class Files {
     return this.uploadArchive(p, await packDir(localDir));
   }
 
-  /** Copies the sandbox directory p into localDir (created if missing); returns the names
-   * extracted. The archive is untrusted: absolute names, `..` and anything landing outside
-   * localDir are refused; special files skipped; owners and setuid bits not restored. */
+  /** Copies the sandbox directory p into localDir (created if missing; what is there is
+   * merged with); returns the names extracted. The archive is untrusted: absolute names, `..`,
+   * hard links to anything but a file of the archive itself reject with ProtocolError;
+   * nothing is written through a link; special files skipped; owners and setuid bits not
+   * restored. It is extracted into a temporary directory beside localDir and merged only once
+   * it was read completely: a broken download or a refused archive leaves localDir as it was.
+   * The archive is held in memory. */
   async downloadDir(p: string, localDir: string): Promise<string[]> {
     const dest = path.resolve(localDir);
-    await fs.mkdir(dest, { recursive: true });
-    const real = await fs.realpath(dest);
-    const done: string[] = [];
-    for (const e of unpack(await this.downloadArchive(p))) {
-      const parts = e.name.split("/").filter((x) => x !== "" && x !== ".");
-      if (e.name.startsWith("/") || parts.includes("..")) throw new ProtocolError(`archive entry \`${e.name}\` escapes the destination`);
-      const rel = parts.slice(1);
-      if (rel.length === 0) continue;
-      const target = path.join(real, ...rel);
-      const parent = await fs.realpath(path.dirname(target)).catch(() => path.dirname(target));
-      if (parent !== real && !parent.startsWith(real + path.sep)) throw new ProtocolError(`archive entry \`${e.name}\` leaves the destination`);
-      if (e.type === "dir") {
-        await fs.mkdir(target, { recursive: true });
-        await fs.chmod(target, (e.mode & 0o777) | 0o700);
-      } else if (e.type === "file") {
-        await fs.writeFile(`${target}.isola-tmp`, e.data, { mode: e.mode & 0o777 });
-        await fs.chmod(`${target}.isola-tmp`, e.mode & 0o777);
-        await fs.rename(`${target}.isola-tmp`, target);
-      } else if (e.type === "symlink") {
-        await fs.rm(target, { force: true });
-        await fs.symlink(e.linkname, target);
-      } else {
-        continue;
-      }
-      done.push(rel.join("/"));
+    const parent = path.dirname(dest);
+    const entries = unpack(await this.downloadArchive(p));
+    await fs.mkdir(parent, { recursive: true });
+    const tmp = await fs.mkdtemp(path.join(parent, ".isola-dl-"));
+    try {
+      const x = await extractInto(entries, tmp);
+      await fs.mkdir(dest, { recursive: true });
+      await merge(tmp, dest);
+      await fixDirModes(dest, x.dirModes);
+      return x.names;
+    } finally {
+      await fs.rm(tmp, { recursive: true, force: true });
     }
-    return done;
   }
 }
 

@@ -79,7 +79,7 @@ export async function packDir(dir: string): Promise<Buffer> {
 
 export interface TarEntry {
   name: string;
-  type: "file" | "dir" | "symlink" | "other";
+  type: "file" | "dir" | "symlink" | "hardlink" | "other";
   mode: number;
   data: Buffer;
   linkname: string;
@@ -142,7 +142,8 @@ export function unpack(buf: Buffer): TarEntry[] {
     pax = {};
     longName = undefined;
     name = name.replace(/\/+$/, "");
-    const kind = type === "0" || type === "\0" || type === "7" ? "file" : type === "5" ? "dir" : type === "2" ? "symlink" : "other";
+    const kind =
+      type === "0" || type === "\0" || type === "7" ? "file" : type === "5" ? "dir" : type === "2" ? "symlink" : type === "1" ? "hardlink" : "other";
     out.push({ name, type: kind, mode: num(h, 100, 8), data: Buffer.from(data), linkname });
   }
   return out;

@@ -2,13 +2,14 @@
 """The isola client: sandboxes, commands, processes, files, archives, templates."""
 
 import os
+import shutil
 import socket
 import tarfile
 import tempfile
 from typing import (IO, Any, Callable, Dict, Iterable, Iterator, List, Mapping, Optional,
                     Sequence, Union)
 
-from . import errors
+from . import _extract, errors
 from ._http import FOREVER, Transport, seg
 from .models import (ArchiveResult, Entry, Event, ExecResult, ExitStatus, Health,
                      Exposure, ImportProgress, Listing, OutputResult, Process, SandboxInfo,
@@ -660,52 +661,28 @@ class Files:
 
     def download_dir(self, path: str, local_dir: Union[str, os.PathLike]) -> List[str]:
         """Copies the sandbox directory `path` into local_dir (created if missing): its
-        contents land directly in local_dir. Returns the extracted names. The archive is
-        untrusted: absolute names, `..`, links leaving local_dir and special files are
-        refused or skipped; owners and setuid bits are not restored."""
-        local_dir = os.path.realpath(os.fspath(local_dir))
-        os.makedirs(local_dir, exist_ok=True)
+        contents land directly in local_dir, merged with what is there. Returns the extracted
+        names. The archive is untrusted: absolute names, `..`, hard links to anything but a
+        file of the archive itself raise ProtocolError; nothing is written through a link;
+        devices and fifos are skipped; owners and setuid bits are not restored. The archive
+        is extracted into a temporary directory beside local_dir and merged only once it was
+        read completely: a broken download (ProtocolError "reply from isolad broke off") or
+        a refused archive leaves local_dir as it was."""
+        local_dir = os.path.abspath(os.fspath(local_dir))
+        parent = os.path.dirname(local_dir)
+        os.makedirs(parent, exist_ok=True)
         with tempfile.TemporaryFile() as spool:
             self.download_archive(path, spool)
             spool.seek(0)
-            with tarfile.open(fileobj=spool, mode="r:") as tar:
-                return _safe_extract(tar, local_dir)
-
-
-def _safe_extract(tar: tarfile.TarFile, dest: str) -> List[str]:
-    """Extracts a tar whose first component is the downloaded directory's own name into
-    dest, refusing anything that would land outside dest."""
-    done = []
-    for m in tar:
-        parts = [p for p in m.name.split("/") if p not in ("", ".")]
-        if m.name.startswith("/") or ".." in parts:
-            raise errors.ProtocolError(f"archive entry `{m.name}` escapes the destination")
-        rel = parts[1:]  # drop the top directory (the basename of the remote path)
-        if not rel:
-            continue
-        target = os.path.join(dest, *rel)
-        parent = os.path.realpath(os.path.dirname(target))
-        if parent != dest and not parent.startswith(dest + os.sep):
-            raise errors.ProtocolError(f"archive entry `{m.name}` leaves the destination")
-        if m.isdir():
-            os.makedirs(target, exist_ok=True)
-            os.chmod(target, (m.mode & 0o777) | 0o700)
-        elif m.isfile():
-            src = tar.extractfile(m)
-            with open(target + ".isola-tmp", "wb") as f:
-                while True:
-                    b = src.read(65536)
-                    if not b:
-                        break
-                    f.write(b)
-            os.chmod(target + ".isola-tmp", m.mode & 0o777)
-            os.replace(target + ".isola-tmp", target)
-        elif m.issym():
-            if os.path.lexists(target):
-                os.remove(target)
-            os.symlink(m.linkname, target)
-        else:
-            continue  # hard links, devices, fifos: skipped
-        done.append("/".join(rel))
-    return done
-
+            tmp = tempfile.mkdtemp(prefix=".isola-dl-", dir=parent)
+            try:
+                with tarfile.open(fileobj=spool, mode="r:") as tar:
+                    names, dirmodes = _extract.extract(tar, tmp)
+                os.makedirs(local_dir, exist_ok=True)
+                _extract.merge(tmp, local_dir)
+                _extract.fix_dir_modes(local_dir, dirmodes)
+            except tarfile.TarError as e:
+                raise errors.ProtocolError(f"archive of `{path}` is malformed: {e}") from e
+            finally:
+                shutil.rmtree(tmp, ignore_errors=True)
+        return names

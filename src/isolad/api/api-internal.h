@@ -256,6 +256,18 @@ int api_stream_event(struct api_stream *st, json_t *ev); /* steals ev */
 int api_stream_write(struct api_stream *st, const void *p, size_t n);
 /* True once the client has gone (checked while waiting). */
 bool api_stream_peer_gone(struct api_stream *st);
+/*
+ * Breaks off a stream whose headers are out because isolad cannot finish it (agent lost or
+ * failed, encoder error): logs `kind` (a /metrics label, "archive" or "file"), the bytes
+ * already handed to MHD and the cause (printf fmt), counts it with code (the cause's error
+ * code) in /metrics, and returns -1 for produce to return. MHD then closes the connection
+ * without the chunked terminator (or short of Content-Length): every HTTP client sees a
+ * truncated body, never a clean end. Call from produce only.
+ */
+int api_stream_abort(struct api_stream *st, const char *kind, const char *code, const char *fmt,
+		     ...) __attribute__((format(printf, 4, 5)));
+/* Bytes of st handed to MHD so far. */
+uint64_t api_stream_sent(const struct api_stream *st);
 enum api_fmt api_stream_fmt(const struct api_stream *st);
 
 /* The client socket of r, and whether its peer has hung up. */
@@ -365,6 +377,9 @@ bool api_deny_unless_operator(struct api_req *r, enum MHD_Result *ret);
 void api_metrics_request(const struct api_req *r);
 void api_metrics_create(double seconds, const char *err_code);
 void api_metrics_exec(const char *kind);
+/* A streamed response of `kind` ("archive", "file") broken off by isolad; `code` is the
+ * error code of the cause (also counted in isola_api_errors_total). */
+void api_metrics_stream_abort(const char *kind, const char *code);
 
 /* --- handlers (one file per resource) ---------------------------------------------------- */
 

@@ -52,6 +52,9 @@ struct tar_out {
 	bool have_first;	/* `first` not yet consumed */
 	bool skipping;		/* current entry refused: drop its data */
 	bool finished;		/* trailer written */
+	uint64_t remaining;	/* data bytes the current entry still needs */
+	char entry[256];	/* name of the current entry (for the abort message) */
+	char what[320];		/* "sandbox ID path P" (for the abort message) */
 };
 
 static la_ssize_t tar_out_write(struct archive *a, void *cls, const void *buf, size_t n)
@@ -89,6 +92,13 @@ static int tar_out_entry(struct tar_out *t, const json_t *j)
 
 	if (!json_is_string(nv))
 		nv = json_object_get(j, "path");
+	/* The data frames that follow are counted against this size even if the entry is
+	 * skipped. */
+	t->remaining = type && !strcmp(type, "file") && jint(j, "size") > 0
+			       ? (uint64_t)jint(j, "size")
+			       : 0;
+	snprintf(t->entry, sizeof(t->entry), "%s",
+		 json_is_string(nv) ? json_string_value(nv) : "?");
 	t->skipping = true;
 	if (!json_is_string(nv) || !type ||
 	    !api_tar_name_ok(json_string_value(nv), json_string_length(nv))) {
@@ -107,7 +117,7 @@ static int tar_out_entry(struct tar_out *t, const json_t *j)
 	archive_entry_set_gid(e, jint(j, "gid") > 0 ? jint(j, "gid") : 0);
 	if (!strcmp(type, "file")) {
 		archive_entry_set_filetype(e, AE_IFREG);
-		archive_entry_set_size(e, jint(j, "size") > 0 ? jint(j, "size") : 0);
+		archive_entry_set_size(e, (la_int64_t)t->remaining);
 	} else if (!strcmp(type, "dir")) {
 		archive_entry_set_filetype(e, AE_IFDIR);
 	} else if (!strcmp(type, "symlink") && target) {
@@ -125,12 +135,62 @@ static int tar_out_entry(struct tar_out *t, const json_t *j)
 	return 0;
 }
 
+/* Breaks the download off (see api_stream_abort): the cause goes to the log and /metrics,
+ * and the client sees a truncated body. */
+#define tar_out_abort(t, code, fmt, ...)                                                           \
+	api_stream_abort((t)->st, "archive", (code), "%s: " fmt, (t)->what, __VA_ARGS__)
+
+/* Handles one frame from the agent; -1 (after tar_out_abort) ends the stream. UNTRUSTED: the
+ * agent's frames; sizes are held to what its ENTRY announced. */
+static int tar_out_frame(struct tar_out *t, struct agent_msg *m)
+{
+	cleanup_err struct isola_err *err = NULL;
+
+	switch (m->type) {
+	case PROTO_ENTRY:
+		if (t->remaining)
+			return tar_out_abort(t, "internal",
+					     "agent sent the next entry %llu bytes before the end "
+					     "of `%s`",
+					     (unsigned long long)t->remaining, t->entry);
+		if (tar_out_entry(t, m->json) < 0)
+			return tar_out_abort(t, "internal", "tar writer: %s",
+					     archive_error_string(t->a));
+		return 0;
+	case PROTO_STDOUT:
+		if (m->len > t->remaining)
+			return tar_out_abort(t, "internal",
+					     "agent sent %zu bytes past the size of `%s`", m->len,
+					     t->entry);
+		t->remaining -= m->len;
+		if (!t->skipping && archive_write_data(t->a, m->data, m->len) < 0)
+			return tar_out_abort(t, "internal", "tar writer: %s",
+					     archive_error_string(t->a));
+		return 0;
+	case PROTO_EOF:
+		if (t->remaining)
+			return tar_out_abort(t, "internal", "agent ended %llu bytes short of `%s`",
+					     (unsigned long long)t->remaining, t->entry);
+		t->finished = true;
+		if (archive_write_close(t->a) != ARCHIVE_OK)
+			return tar_out_abort(t, "internal", "tar writer: %s",
+					     archive_error_string(t->a));
+		return 0;
+	case PROTO_ERROR:
+		agent_error_to_err(m->json, &err);
+		return tar_out_abort(t, err->code, "after `%s`: %s", t->entry, err->message);
+	default:
+		return tar_out_abort(t, "internal", "unexpected frame type %u from the agent",
+				     m->type);
+	}
+}
+
 static int tar_out_produce(struct api_stream *st, void *ud)
 {
 	struct tar_out *t = ud;
 	cleanup_err struct isola_err *err = NULL;
 	struct agent_msg m = {0};
-	int r = 0;
+	int r;
 
 	t->st = st;
 	if (t->finished)
@@ -140,32 +200,18 @@ static int tar_out_produce(struct api_stream *st, void *ud)
 		t->have_first = false;
 	} else {
 		r = agent_chan_recv(t->ch, &m, API_POLL_MS, &err);
-		if (r == -ETIMEDOUT)
-			return api_stream_peer_gone(st) || api_server_is_stopping(t->srv) ? -1 : 0;
+		if (r == -ETIMEDOUT) {
+			if (api_server_is_stopping(t->srv))
+				return tar_out_abort(t, "unavailable", "%s", "isolad is stopping");
+			/* The client left: nothing to report to it, and no fault of isolad's. */
+			return api_stream_peer_gone(st) ? -1 : 0;
+		}
 		if (r < 0)
-			return -1;
+			return tar_out_abort(t, err->code, "%s", err->message);
 	}
-	switch (m.type) {
-	case PROTO_ENTRY:
-		r = tar_out_entry(t, m.json);
-		break;
-	case PROTO_STDOUT:
-		if (!t->skipping && archive_write_data(t->a, m.data, m.len) < 0)
-			r = -EIO;
-		break;
-	case PROTO_EOF:
-		r = archive_write_close(t->a) == ARCHIVE_OK ? 0 : -EIO;
-		t->finished = true;
-		break;
-	case PROTO_ERROR:
-	default:
-		/* Headers are out: the only way to report is to cut the stream, which the client
-		 * sees as a truncated chunked body. */
-		r = -EIO;
-		break;
-	}
+	r = tar_out_frame(t, &m);
 	agent_msg_fini(&m);
-	return r < 0 ? -1 : 0;
+	return r;
 }
 
 enum MHD_Result api_archive_get(struct api_req *r)
@@ -189,6 +235,8 @@ enum MHD_Result api_archive_get(struct api_req *r)
 		free(t);
 		return api_respond_err(r, err);
 	}
+	snprintf(t->what, sizeof(t->what), "sandbox %s `%.256s`", sandbox_id(t->s), path);
+	snprintf(t->entry, sizeof(t->entry), "(start)");
 	req = json_pack("{s:s, s:s}", "op", "tar_get", "path", path);
 	if (req)
 		sandbox_apply_file_defaults(t->s, req);

@@ -77,16 +77,21 @@ int api_download_produce(struct api_stream *st, void *ud)
 {
 	struct api_download *d = ud;
 	cleanup_err struct isola_err *err = NULL;
+	const char *sid = d->s ? sandbox_id(d->s) : "?";
 	struct agent_msg m = {0};
 	int r;
 
 	if (d->remaining == 0)
 		return 1;
 	r = agent_chan_recv(d->ch, &m, API_POLL_MS, &err);
-	if (r == -ETIMEDOUT)
-		return api_stream_peer_gone(st) || api_server_is_stopping(d->srv) ? -1 : 0;
+	if (r == -ETIMEDOUT) {
+		if (api_server_is_stopping(d->srv))
+			return api_stream_abort(st, "file", "unavailable", "sandbox %s: %s", sid,
+						"isolad is stopping");
+		return api_stream_peer_gone(st) ? -1 : 0; /* the client left */
+	}
 	if (r < 0)
-		return -1;
+		return api_stream_abort(st, "file", err->code, "sandbox %s: %s", sid, err->message);
 	if (m.type == PROTO_STDOUT) {
 		/* UNTRUSTED: the agent's data; never more than the length we announced. */
 		size_t n = m.len < d->remaining ? m.len : (size_t)d->remaining;
@@ -94,12 +99,19 @@ int api_download_produce(struct api_stream *st, void *ud)
 		r = api_stream_write(st, m.data, n);
 		d->remaining -= n;
 		agent_msg_fini(&m);
-		return r < 0 ? -1 : 0;
+		return r < 0 ? api_stream_abort(st, "file", "internal", "sandbox %s: %s", sid,
+						"out of memory")
+			     : 0;
 	}
-	agent_msg_fini(&m);
 	/* EOF, ERROR or anything else before the promised length: cut the response so the
 	 * client sees a short body rather than a silently truncated file. */
-	return -1;
+	if (m.type == PROTO_ERROR)
+		agent_error_to_err(m.json, &err);
+	else
+		isola_err_set(&err, EPROTO, "internal", "agent ended the file %llu bytes short",
+			      (unsigned long long)d->remaining);
+	agent_msg_fini(&m);
+	return api_stream_abort(st, "file", err->code, "sandbox %s: %s", sid, err->message);
 }
 
 enum MHD_Result api_file_get(struct api_req *r)

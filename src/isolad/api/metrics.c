@@ -3,10 +3,12 @@
 #include "api-internal.h"
 
 #include <pthread.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "../../common/log.h"
 #include "../../common/util.h"
 #include "../audit/audit.h"
 #include "../core/core.h"
@@ -40,6 +42,10 @@ static const char *const error_codes[] = {
 #define N_CODES	  (sizeof(error_codes) / sizeof(error_codes[0]))
 #define N_BUCKETS (sizeof(create_buckets) / sizeof(create_buckets[0]))
 
+/* Streamed responses (headers already sent) that isolad broke off, by stream. */
+static const char *const stream_kinds[] = {"archive", "file", "other"};
+#define N_STREAMS (sizeof(stream_kinds) / sizeof(stream_kinds[0]))
+
 /* Admission refusals by the code core answered with. */
 static const char *const refusal_codes[] = {"rate_limited", "quota_exceeded", "unavailable"};
 
@@ -53,20 +59,40 @@ static struct {
 	double create_sum;     /* their total seconds */
 	uint64_t refusals[3];  /* by refusal_codes */
 	uint64_t commands[2];  /* exec, process */
+	uint64_t stream_aborts[N_STREAMS]; /* by stream_kinds */
 } m = {.lock = PTHREAD_MUTEX_INITIALIZER};
+
+/* Counts one error response by code; m.lock held. */
+static void count_error_locked(const char *code)
+{
+	size_t i;
+
+	for (i = 0; i < N_CODES - 1; i++)
+		if (!strcmp(error_codes[i], code))
+			break;
+	m.errors[i]++;
+}
 
 void api_metrics_request(const struct api_req *r)
 {
 	pthread_mutex_lock(&m.lock);
 	m.requests++;
-	if (r->err_code[0]) {
-		size_t i;
+	if (r->err_code[0])
+		count_error_locked(r->err_code);
+	pthread_mutex_unlock(&m.lock);
+}
 
-		for (i = 0; i < N_CODES - 1; i++)
-			if (!strcmp(error_codes[i], r->err_code))
-				break;
-		m.errors[i]++;
-	}
+void api_metrics_stream_abort(const char *kind, const char *code)
+{
+	size_t i;
+
+	for (i = 0; i < N_STREAMS - 1; i++)
+		if (!strcmp(stream_kinds[i], kind))
+			break;
+	pthread_mutex_lock(&m.lock);
+	m.stream_aborts[i]++;
+	/* The status line said 200, so api_metrics_request() counts no error: count it here. */
+	count_error_locked(code);
 	pthread_mutex_unlock(&m.lock);
 }
 
@@ -87,6 +113,21 @@ void api_metrics_create(double seconds, const char *err_code)
 			}
 	}
 	pthread_mutex_unlock(&m.lock);
+}
+
+int api_stream_abort(struct api_stream *st, const char *kind, const char *code, const char *fmt,
+		     ...)
+{
+	char msg[768];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	log_warn("api: %s stream broken off after %llu bytes: %s", kind,
+		 (unsigned long long)api_stream_sent(st), msg);
+	api_metrics_stream_abort(kind, code);
+	return -1;
 }
 
 void api_metrics_exec(const char *kind)
@@ -209,6 +250,12 @@ enum MHD_Result api_metrics(struct api_req *r)
 	for (size_t i = 0; i < N_CODES; i++)
 		put(&b, "isola_api_errors_total{code=\"%s\"} %llu\n", error_codes[i],
 		    (unsigned long long)m.errors[i]);
+	head(&b, "isola_api_stream_aborts_total", "counter",
+	     "Streamed responses isolad broke off after the headers (agent lost or failed, "
+	     "encoder error), by stream; each is also an isola_api_errors_total.");
+	for (size_t i = 0; i < N_STREAMS; i++)
+		put(&b, "isola_api_stream_aborts_total{stream=\"%s\"} %llu\n", stream_kinds[i],
+		    (unsigned long long)m.stream_aborts[i]);
 	pthread_mutex_unlock(&m.lock);
 	head(&b, "isola_pool_sandboxes", "gauge",
 	     "Warm sandboxes waiting in pools (pools do not exist in this build: always 0).");

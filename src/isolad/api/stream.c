@@ -182,6 +182,7 @@ struct api_stream {
 	void (*free_ud)(void *); /* releases ud */
 	int fd;			 /* client socket, for hang-up checks (borrowed) */
 	bool done;		 /* produce reported the end */
+	uint64_t sent;		 /* bytes handed to MHD (for api_stream_abort's log) */
 };
 
 static ssize_t stream_read(void *cls, uint64_t pos, char *out, size_t max)
@@ -206,6 +207,7 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *out, size_t max)
 		n = max;
 	memcpy(out, st->buf.data + st->buf.off, n);
 	st->buf.off += n;
+	st->sent += n;
 	return (ssize_t)n;
 }
 
@@ -270,6 +272,11 @@ int api_stream_write(struct api_stream *st, const void *p, size_t n)
 bool api_stream_peer_gone(struct api_stream *st)
 {
 	return api_fd_peer_gone(st->fd);
+}
+
+uint64_t api_stream_sent(const struct api_stream *st)
+{
+	return st->sent;
 }
 
 enum api_fmt api_stream_fmt(const struct api_stream *st)

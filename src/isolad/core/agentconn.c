@@ -17,6 +17,14 @@
 
 #define AGENT_SEND_TIMEOUT_S 30	  /* a frame write to the agent that makes no progress this long */
 #define MAX_QUEUED_MSGS	     4096 /* non-credit frames queued per channel before we call it abuse */
+/* Consumed bytes are granted back in one CREDIT once they reach this much (or the agent is
+ * out of credit). Granting each frame's size back as it is consumed made the agent's credit
+ * arrive in frame-sized crumbs that it spent at once: after a few thousand small tar entries
+ * the window was cut into thousands of tiny frames (silly-window syndrome), a CREDIT write
+ * per crumb. The agent always keeps at least PROTO_WINDOW - CREDIT_BATCH, more than any one
+ * frame it must send whole (an ENTRY is at most PROTO_MAX_JSON), so holding back less than
+ * this never stalls it. */
+#define CREDIT_BATCH (PROTO_WINDOW / 4)
 
 struct msg_node {
 	struct msg_node *next; /* queue link */
@@ -29,7 +37,9 @@ struct agent_chan {
 	uint32_t id;		      /* channel id */
 	struct msg_node *head, *tail; /* received, not yet consumed */
 	size_t nqueued;		      /* entries in the queue */
+	size_t nctl;		      /* of which non-credit frames (bounded by MAX_QUEUED_MSGS) */
 	uint64_t recv_credit;	      /* bytes the agent may still send us */
+	uint64_t owed;		      /* bytes consumed and not yet granted back */
 	uint64_t send_credit;	      /* bytes we may still send */
 	bool ended;		      /* ERROR/EXIT/CLOSE received */
 };
@@ -156,9 +166,14 @@ static int dispatch(struct agent_conn *c, const struct proto_header *h, const ui
 			goto out;
 		}
 		ch->recv_credit -= h->len;
-	} else if (ch->nqueued >= MAX_QUEUED_MSGS) {
+	} else if (ch->nctl >= MAX_QUEUED_MSGS) {
+		/* Only frames outside flow control count here: credit frames are bounded by the
+		 * window (in bytes), and a slow consumer legitimately has thousands of small ones
+		 * queued (tar entries) when the EOF arrives. */
 		r = -EPROTO;
 		goto out;
+	} else {
+		ch->nctl++;
 	}
 	n = calloc(1, sizeof(*n));
 	if (!n || !(n->m.data = malloc(h->len + 1))) {
@@ -491,8 +506,16 @@ int agent_chan_recv(struct agent_chan *ch, struct agent_msg *msg, int timeout_ms
 		ch->tail = NULL;
 	ch->nqueued--;
 	if (proto_type_uses_credit(n->m.type)) {
-		credit = n->m.len;
-		ch->recv_credit += credit;
+		ch->owed += n->m.len;
+		/* Batched (see CREDIT_BATCH); also when the agent has nothing left to send with,
+		 * which cannot happen while owed < CREDIT_BATCH but costs nothing to check. */
+		if (ch->owed >= CREDIT_BATCH || ch->recv_credit == 0) {
+			credit = (size_t)ch->owed;
+			ch->recv_credit += ch->owed;
+			ch->owed = 0;
+		}
+	} else {
+		ch->nctl--;
 	}
 	pthread_mutex_unlock(&c->lock);
 	*msg = n->m;
