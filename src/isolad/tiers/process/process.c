@@ -385,6 +385,10 @@ static int create_sandbox(const struct sandbox_spec *spec, int layer_fd, const c
 	}
 	close(sp[1]);
 	sp[1] = -1;
+	/* Test hook: holds the window between the clone and the handover open, so a test can
+	 * list the child's fds and kill -9 isolad inside it (tests/integration/test_spawn_guard.py). */
+	if (getenv("ISOLA_TEST_SPAWN_HOLD_MS"))
+		usleep((useconds_t)atoi(getenv("ISOLA_TEST_SPAWN_HOLD_MS")) * 1000u);
 	/* The child blocks reading the plan until all of this is in place, so no code
 	 * of the sandbox runs outside its cgroup or before its id maps exist. */
 	r = proc_write_idmaps(s->pid, spec->uid_base);
