@@ -129,6 +129,7 @@ int spawnguard_child_enter(const int *keep, unsigned n)
 	int k[SPAWNGUARD_MAX_KEEP];
 	unsigned m = 0;
 	unsigned lo = 3;
+	int null;
 
 	if (syscall(SYS_prctl, PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0)
 		return -1;
@@ -157,7 +158,16 @@ int spawnguard_child_enter(const int *keep, unsigned n)
 		if ((unsigned)k[i] + 1 > lo)
 			lo = (unsigned)k[i] + 1;
 	}
-	return syscall(SYS_close_range, lo, ~0U, 0) < 0 ? -1 : 0;
+	if (syscall(SYS_close_range, lo, ~0U, 0) < 0)
+		return -1;
+	/* isolad's stdio (its log file, a journal socket, a terminal) becomes /dev/null. */
+	null = (int)syscall(SYS_openat, AT_FDCWD, "/dev/null", O_RDWR | O_CLOEXEC);
+	if (null < 0)
+		return -1;
+	for (int fd = 0; fd < 3; fd++)
+		if (syscall(SYS_dup3, null, fd, 0) < 0)
+			return -1;
+	return syscall(SYS_close, null) < 0 ? -1 : 0;
 }
 
 void spawnguard_child_handover(void)

@@ -12,7 +12,8 @@
  *
  *  1. The child's first act is spawnguard_child_enter(): it closes every fd >= 3 except the
  *     few it was given (isolad's state-dir lock, API sockets, store, other sandboxes' setup
- *     sockets never cross), and asks for SIGKILL when its parent thread dies.
+ *     sockets never cross), points 0-2 at /dev/null, and asks for SIGKILL when its parent
+ *     thread dies.
  *  2. The child then blocks reading a go byte from a socket or pipe whose other end only
  *     isolad holds: once rule 1 ran, isolad's death is EOF there, so the child exits even
  *     when isolad died before the prctl (the classic PDEATHSIG race; getppid() cannot be
@@ -48,9 +49,10 @@ int spawnguard_kill_orphans(const char *dir, int timeout_ms);
 
 /*
  * In the child, first thing after clone()/fork() of the multithreaded isolad: sets
- * PR_SET_PDEATHSIG to SIGKILL and closes every fd >= 3 that is not in keep[0..n) (negative
- * entries are ignored; n <= SPAWNGUARD_MAX_KEEP). Raw system calls only: async-signal-safe.
- * 0 or -1 (errno set); the caller then _exit()s.
+ * PR_SET_PDEATHSIG to SIGKILL, closes every fd >= 3 that is not in keep[0..n) (negative
+ * entries and entries below 3 are ignored; n <= SPAWNGUARD_MAX_KEEP) and points fds 0-2 at
+ * /dev/null (isolad's stdio is its log, a journal socket or a terminal). Raw system calls
+ * only: async-signal-safe. 0 or -1 (errno set); the caller then _exit()s.
  */
 int spawnguard_child_enter(const int *keep, unsigned n);
 

@@ -10,6 +10,7 @@ ran (children of isolad, processes of each sandbox's cgroup), never by name.
 ISOLA_TEST_SPAWN_HOLD_MS (a test hook in tiers/process/process.c) holds the window between
 the clone and the handover open so the test can look into it and kill isolad inside it."""
 
+import fcntl
 import os
 import stat
 import threading
@@ -66,9 +67,10 @@ def isolad_private(pid):
 
 
 def leaks(pid, private):
-    """The fds of pid that are isolad's private files: [(fd, link)]."""
+    """The fds of pid that are isolad's private files: [(fd, link)]. The link text must match
+    too: the inode of a file isolad had unlinked is reused once isolad is gone."""
     return [(n, link) for n, (link, st) in sorted(fds(pid).items())
-            if (st.st_dev, st.st_ino) in private]
+            if private.get((st.st_dev, st.st_ino)) == link]
 
 
 def start_time(pid):
@@ -100,13 +102,13 @@ def own_pidns(pid):
         return False
 
 
-def wait_for_clone(d, timeout=30.0):
-    """The first child of isolad in a pid namespace of its own (a sandbox's PID 1 before
-    handover): (pid, start time)."""
+def wait_for_clone(d, but, timeout=30.0):
+    """The first child of isolad but `but` (the PID 1s of sandboxes made before) in a pid
+    namespace of its own (a sandbox's PID 1 before handover): (pid, start time)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         for pid in children(d.pid):
-            if own_pidns(pid):
+            if pid not in but and own_pidns(pid):
                 st = start_time(pid)
                 if st is not None:
                     return pid, st
@@ -118,7 +120,7 @@ def holders(private, but=()):
     """Every process on the host but `but` (pid, fd, link) that holds one of `private`."""
     out = []
     for pid in ic.all_pids():
-        if pid in but:
+        if pid in but or pid == os.getpid():
             continue
         for n, link in leaks(pid, private):
             out.append((pid, n, link))
@@ -149,6 +151,24 @@ def background(fn):
     return t, box
 
 
+def kill9(d):
+    """kill -9 of isolad; returns an fd with a shared flock on its lock file while it is
+    down (another pytest session's end removes lock-free state dirs, tests/conftest.py),
+    for restart() to drop."""
+    d.stop(kill9=True)
+    fd = os.open(os.path.join(d.state_dir, "isolad.lock"), os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except OSError:
+        pass  # an orphan of the killed isolad holds it: the test reports that
+    return fd
+
+
+def restart(d, lock_fd):
+    os.close(lock_fd)
+    d.start()  # fails the test when the state dir is still `in use`
+
+
 class Guarded:
     """An isolad of the test's own; on exit, kills by recorded pid whatever a failing run
     left behind (so one failure does not leave a process holding a state dir forever)."""
@@ -156,11 +176,18 @@ class Guarded:
     def __init__(self, **env):
         self.recorded = {}
         self.d = ROOT_CONFTEST.Isolad(extra_env=env)
+        lock = _stat(os.path.join(self.d.state_dir, "isolad.lock"))
+        self.lock = ({(lock.st_dev, lock.st_ino): os.path.join(self.d.state_dir, "isolad.lock")}
+                     if lock else {})
 
     def record(self, pid, st):
         self.recorded[pid] = st
 
     def close(self):
+        # Recorded children, and whatever else holds this state dir's lock file (an orphan
+        # the polling missed; found by the file's identity) but the running isolad.
+        for pid, _, _ in holders(self.lock, but=(self.d.pid,) if self.d.alive() else ()):
+            self.recorded.setdefault(pid, start_time(pid))
         for pid, st in self.recorded.items():
             if alive(pid, st):
                 try:
@@ -194,8 +221,9 @@ def test_no_isolad_fd_in_any_sandbox_process(held):
     api = d.client(timeout=OP_TIMEOUT)
     first = api.create_sandbox()["id"]
     api.exec(first, cmd=["sh", "-c", "sleep 300 >/dev/null 2>&1 &"])
+    made = set(children(d.pid))
     t, box = background(lambda: d.client(timeout=OP_TIMEOUT).create_sandbox()["id"])
-    pid, st = wait_for_clone(d)
+    pid, st = wait_for_clone(d, made)
     held.record(pid, st)
     private = isolad_private(d.pid)
     assert private, "found none of isolad's own fds"
@@ -227,17 +255,18 @@ def test_kill9_between_clone_and_handover(held):
     d = held.d
     api = d.client(timeout=OP_TIMEOUT)
     before = {sb["id"] for sb in api.list_sandboxes()}
+    made = set(children(d.pid))
     t, box = background(lambda: d.client(timeout=OP_TIMEOUT).create_sandbox())
-    pid, st = wait_for_clone(d)
+    pid, st = wait_for_clone(d, made)
     held.record(pid, st)
     private = isolad_private(d.pid)
-    d.stop(kill9=True)
+    lock = kill9(d)
     t.join(OP_TIMEOUT)
     left = wait_gone({pid: st})
     assert not left, (f"the child cloned by the killed isolad (pid {pid}) survived it, "
                       f"holding {leaks(pid, private)}")
     assert not holders(private), f"isolad's fds outlive it: {holders(private)}"
-    d.start()  # fails the test when the state dir is still `in use`
+    restart(d, lock)
     assert {sb["id"] for sb in api.list_sandboxes()} == before
     assert not os.path.exists(os.path.join(d.state_dir, "sandboxes")) or not any(
         os.path.exists(os.path.join(d.state_dir, "sandboxes", x, "spawning"))
@@ -276,7 +305,7 @@ def test_kill9_during_create_or_fork_at_several_delays(guarded, op):
         private = isolad_private(d.pid)
         for p in children(d.pid):
             seen.setdefault(p, start_time(p))
-        d.stop(kill9=True)
+        lock = kill9(d)
         stop.set()
         w.join(5)
         t.join(OP_TIMEOUT)
@@ -285,7 +314,7 @@ def test_kill9_during_create_or_fork_at_several_delays(guarded, op):
         # Orphans exit on their own (EOF, PDEATHSIG) or are killed by the restart: give the
         # first a moment, then the restart must succeed.
         time.sleep(0.5)
-        d.start()
+        restart(d, lock)
         left = holders(private, but=(d.pid,))
         assert not left, f"delay {delay}: the killed isolad's fds outlive it: {left}"
         inits = set()
