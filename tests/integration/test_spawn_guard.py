@@ -213,6 +213,18 @@ def guarded():
     g.close()
 
 
+@pytest.mark.tiers("process", "microvm")
+def test_sandbox_processes_hold_no_isolad_fd(isolad, make_sandbox, tier):
+    """Every process of a running sandbox (process tier: the agent and what it runs;
+    microvm: QEMU) holds none of the session isolad's sockets, pipes or files."""
+    sid = make_sandbox()["id"]
+    pids = ic.sandbox_host_pids(sid)
+    assert pids, f"no process in cgroup isola/{sid}"
+    private = isolad_private(isolad.pid)
+    found = {p: leaks(p, private) for p in pids if leaks(p, private)}
+    assert not found, f"{tier} sandbox processes hold isolad's fds: {found}"
+
+
 def test_no_isolad_fd_in_any_sandbox_process(held):
     """While isolad holds one sandbox's child between clone and handover, that child and
     every process of an existing sandbox (its agent, a shell, a sleep) hold none of isolad's
