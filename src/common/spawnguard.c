@@ -102,7 +102,8 @@ int spawnguard_kill_orphans(const char *dir, int timeout_ms)
 		long pid = strtol(de->d_name, &end, 10);
 		int pfd;
 
-		if (*end || pid <= 1 || pid == (long)getpid() || !holds((pid_t)pid, rec.st_dev, rec.st_ino))
+		if (*end || pid <= 1 || pid == (long)getpid() ||
+		    !holds((pid_t)pid, rec.st_dev, rec.st_ino))
 			continue;
 		pfd = (int)syscall(SYS_pidfd_open, (pid_t)pid, 0);
 		if (pfd < 0)

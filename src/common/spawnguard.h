@@ -28,8 +28,8 @@
  * is an API connection thread and exits when the connection ends) and closes the record.
  */
 
-#define SPAWNGUARD_RECORD "spawning" /* file name in the sandbox's dir */
-#define SPAWNGUARD_MAX_KEEP 8	      /* fds spawnguard_child_enter can keep */
+#define SPAWNGUARD_RECORD   "spawning" /* file name in the sandbox's dir */
+#define SPAWNGUARD_MAX_KEEP 8	       /* fds spawnguard_child_enter can keep */
 
 /* Creates (or truncates) <dir>/spawning, writes isolad's pid into it (for people reading
  * it) and returns an O_CLOEXEC fd on it to hand to the child, or -errno. Any thread. */

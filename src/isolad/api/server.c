@@ -677,8 +677,8 @@ static struct MHD_Daemon *daemon_start(int fd, struct api_listener *lst)
 				on_log, NULL, MHD_OPTION_LISTEN_SOCKET, (MHD_socket)fd,
 				MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)API_MAX_HEADER_BYTES,
 				MHD_OPTION_CONNECTION_TIMEOUT, lst->srv->idle_timeout_s,
-				MHD_OPTION_CONNECTION_LIMIT, connection_limit(), MHD_OPTION_NOTIFY_COMPLETED,
-				on_completed, NULL, MHD_OPTION_END);
+				MHD_OPTION_CONNECTION_LIMIT, connection_limit(),
+				MHD_OPTION_NOTIFY_COMPLETED, on_completed, NULL, MHD_OPTION_END);
 }
 
 int api_server_start(struct core *c, const struct api_config *cfg, struct api_server **out,

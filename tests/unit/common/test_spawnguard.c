@@ -29,7 +29,8 @@ static void report_open_fds(const int *keep, unsigned n, int report_fd)
 	/* stdio is /dev/null now: 'n' instead of '1'. */
 	if (stat("/dev/null", &null) == 0)
 		for (int fd = 0; fd < 3; fd++)
-			if (fstat(fd, &st) == 0 && st.st_rdev == null.st_rdev && S_ISCHR(st.st_mode))
+			if (fstat(fd, &st) == 0 && st.st_rdev == null.st_rdev &&
+			    S_ISCHR(st.st_mode))
 				map[fd] = 'n';
 	_exit(write(report_fd, map, sizeof(map)) == sizeof(map) ? 0 : 3);
 }
@@ -55,7 +56,8 @@ static void test_keeps_only_its_fds(void)
 		}
 	}
 	for (int i = 0; i < 6; i++)
-		extra[i] = open("/dev/null", O_RDONLY); /* no O_CLOEXEC: as a careless fd would be */
+		extra[i] =
+			open("/dev/null", O_RDONLY); /* no O_CLOEXEC: as a careless fd would be */
 	/* Unsorted, with a negative entry: both must be handled. */
 	keep[0] = extra[4];
 	keep[1] = p[1];

@@ -745,8 +745,7 @@ static int process_cleanup(const struct sandbox_spec *spec, const char *saved,
 	/* A PID 1 cloned by an isolad killed before it moved into the cgroups: found by the
 	 * record it was born holding, never by a name. */
 	if (spawnguard_kill_orphans(spec->dir, KILL_TIMEOUT_MS) > 0)
-		log_warn("sandbox `%s`: killed a process cloned before isolad's restart",
-			 spec->id);
+		log_warn("sandbox `%s`: killed a process cloned before isolad's restart", spec->id);
 	s->cgo = proc_cgroup_detect(NULL);
 	cg_from_saved(spec, s->cgo, &s->cg);
 	/* Without a pid, kill by cgroup: whatever is in isola/<id> belongs to it. */
