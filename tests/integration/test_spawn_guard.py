@@ -225,6 +225,23 @@ def test_sandbox_processes_hold_no_isolad_fd(isolad, make_sandbox, tier):
     assert not found, f"{tier} sandbox processes hold isolad's fds: {found}"
 
 
+def test_every_isolad_fd_is_close_on_exec(isolad, make_sandbox):
+    """What isolad execs (mkfs, QEMU, helpers) inherits none of its fds: every fd above
+    stdio is O_CLOEXEC (/proc/PID/fdinfo `flags`), the state-dir lock, the listeners, the
+    store, agent connections and sandbox handles included."""
+    sid = make_sandbox()["id"]
+    isolad.client().sh(sid, "echo hi")
+    inherit = []
+    for n, (link, _) in sorted(fds(isolad.pid).items()):
+        raw = ic._read(f"/proc/{isolad.pid}/fdinfo/{n}")
+        if n < 3 or not raw:
+            continue
+        flags = [ln for ln in raw.decode().splitlines() if ln.startswith("flags:")]
+        if flags and not int(flags[0].split()[1], 8) & os.O_CLOEXEC:
+            inherit.append((n, link))
+    assert not inherit, f"isolad fds without O_CLOEXEC: {inherit}"
+
+
 def test_no_isolad_fd_in_any_sandbox_process(held):
     """While isolad holds one sandbox's child between clone and handover, that child and
     every process of an existing sandbox (its agent, a shell, a sleep) hold none of isolad's
