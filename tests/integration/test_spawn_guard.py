@@ -302,6 +302,36 @@ def test_kill9_between_clone_and_handover(held):
         for x in os.listdir(os.path.join(d.state_dir, "sandboxes")))
 
 
+def test_restart_kills_a_holder_of_the_spawn_record(held):
+    """The restart's own net: whatever still holds the record `<dir>/spawning` of a create
+    cut short is killed (found by the file's identity, not by name). A stand-in made by the
+    test holds the record here, since the guarded child itself dies with isolad."""
+    import subprocess
+    d = held.d
+    made = set(children(d.pid))
+    t, box = background(lambda: d.client(timeout=OP_TIMEOUT).create_sandbox())
+    pid, st = wait_for_clone(d, made)
+    held.record(pid, st)
+    recs = [os.path.join(d.state_dir, "sandboxes", x, "spawning")
+            for x in os.listdir(os.path.join(d.state_dir, "sandboxes"))]
+    recs = [r for r in recs if os.path.exists(r)]
+    assert len(recs) == 1, f"expected one spawn record, found {recs}"
+    fd = os.open(recs[0], os.O_RDONLY)
+    stand_in = subprocess.Popen(["sleep", "300"], pass_fds=(fd,), start_new_session=True)
+    os.close(fd)
+    held.record(stand_in.pid, start_time(stand_in.pid))
+    lock = kill9(d)
+    t.join(OP_TIMEOUT)
+    assert stand_in.poll() is None, "the stand-in died before the restart"
+    restart(d, lock)
+    try:
+        rc = stand_in.wait(15)
+    except subprocess.TimeoutExpired:
+        rc = None
+    assert rc == -9, f"the restart left the holder of {recs[0]} alive (status {rc})"
+    assert not os.path.exists(recs[0]), "the spawn record outlived the restart"
+
+
 @pytest.mark.parametrize("op", ["create", "fork"])
 def test_kill9_during_create_or_fork_at_several_delays(guarded, op):
     """kill -9 at several points of a create (or a fork), then a restart: it must succeed,
