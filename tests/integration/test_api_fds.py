@@ -1,13 +1,15 @@
 # SPDX-License-Identifier: Apache-2.0
 """The API answers every connection whatever its fd number (src/isolad/api/server.c
 daemon_start): with 1,500 idle connections held open in isolad (so every new one gets an fd
-far past FD_SETSIZE = 1024), 200 concurrent requests through the Python SDK are all answered.
+far past FD_SETSIZE = 1024), 200 concurrent requests through the Python SDK and 50 concurrent
+`isola ls` through the CLI are all answered.
 libmicrohttpd's select() mode closed each connection whose fd was >= 1024 and its old limit
 of 512 connections refused the rest."""
 
 import os
 import resource
 import socket
+import subprocess
 import sys
 import threading
 import time
@@ -86,6 +88,16 @@ def test_1500_held_fds_and_200_concurrent_requests(own_isolad):
         failed = [(i, r) for i, r in enumerate(results) if r != "ok"]
         assert not failed, (f"{len(failed)} of {CONCURRENT} requests failed with {IDLE} "
                             f"connections held: {failed[:5]}")
+        # 50 concurrent `isola ls` through the real CLI (46 of 50 failed before).
+        procs = [subprocess.Popen([str(ROOT_CONFTEST.CLI), "--socket", d.socket, "--json",
+                                   "ls"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                  stdin=subprocess.DEVNULL) for _ in range(50)]
+        bad = []
+        for p in procs:
+            out, err = p.communicate(timeout=180)
+            if p.returncode != 0:
+                bad.append((p.returncode, err.decode(errors="replace")[:200]))
+        assert not bad, f"{len(bad)} of 50 concurrent `isola ls` failed: {bad[:3]}"
         # The held connections are still served too (the oldest ones and the newest ones).
         for s in (held[0], held[-1]):
             s.sendall(b"GET /v1/health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
