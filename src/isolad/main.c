@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -63,6 +64,21 @@ static void find_agent(const char *flag, char *out, size_t n)
 		}
 	}
 	snprintf(out, n, "/usr/local/libexec/isola/isola-agent");
+}
+
+/* Every live sandbox and API connection holds fds: the soft RLIMIT_NOFILE (often 1024) goes
+ * up to the hard one. Nothing in isolad uses select(), so fd numbers past FD_SETSIZE are
+ * fine (the API server polls, src/isolad/api/server.c). */
+static void raise_nofile(void)
+{
+	struct rlimit rl;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl) < 0 || rl.rlim_cur >= rl.rlim_max)
+		return;
+	rl.rlim_cur = rl.rlim_max;
+	if (setrlimit(RLIMIT_NOFILE, &rl) < 0)
+		log_warn("raise RLIMIT_NOFILE to %llu: %s", (unsigned long long)rl.rlim_max,
+			 strerror(errno));
 }
 
 int main(int argc, char **argv)
@@ -252,6 +268,7 @@ int main(int argc, char **argv)
 	snprintf(spool, sizeof(spool), "%s/tmp", cfg.state_dir);
 	api.spool_dir = spool;
 	umask(077);
+	raise_nofile();
 
 	/* Signals are taken synchronously by the main thread; every other thread blocks them. */
 	sigemptyset(&set);

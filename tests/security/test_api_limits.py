@@ -122,6 +122,40 @@ def test_conflicting_framing_is_refused(api, isolad, headers):
     assert {sb["id"] for sb in api.list_sandboxes()} == before, "a sandbox was created"
 
 
+CHUNKED_BODY = b"2\r\n{}\r\n0\r\n\r\n"
+
+
+@pytest.mark.parametrize("headers", [
+    [(b"Transfer-Encoding", b"chunked"), (b"Transfer-Encoding", b"identity")],
+    [(b"Transfer-Encoding", b"chunked"), (b"Transfer-Encoding", b"chunked")],
+    [(b"Transfer-Encoding", b"gzip, chunked")],
+    [(b"Transfer-Encoding", b"chunked, chunked")],
+    [(b"Transfer-Encoding", b"identity")],
+    [(b"Transfer-Encoding", b"gzip")],
+], ids=["chunked-then-identity", "chunked-twice", "gzip-chunked", "chunked-chunked-list",
+        "identity", "gzip"])
+def test_transfer_coding_other_than_one_chunked_is_refused(api, isolad, headers):
+    """RFC 9112 6.1: isolad decodes only `chunked`; libmicrohttpd reads the first
+    Transfer-Encoding header alone, so a proxy before isolad could frame the body one way
+    and isolad another. More than one header, or any coding but a single `chunked`: 400
+    naming the header, and nothing is created."""
+    before = {sb["id"] for sb in api.list_sandboxes()}
+    status, body, _ = raw(isolad.socket, post(CHUNKED_BODY,
+                                              [(b"Content-Type", b"application/json")] + headers))
+    assert status == 400, (status, body)
+    err = json.loads(body)
+    assert err["code"] == "invalid" and "Transfer-Encoding" in err["message"], err
+    assert {sb["id"] for sb in api.list_sandboxes()} == before, "a sandbox was created"
+
+
+def test_single_chunked_body_is_accepted(api, isolad):
+    """The one coding isolad takes still works (any case): a chunked create answers 201."""
+    status, body, _ = raw(isolad.socket, post(CHUNKED_BODY, [
+        (b"Content-Type", b"application/json"), (b"Transfer-Encoding", b"Chunked")]))
+    assert status == 201, (status, body)
+    assert api.delete_sandbox(json.loads(body)["id"]).status == 204
+
+
 def test_bad_content_length_values(isolad):
     for v in (b"-5", b"abc", b"1e3", b"99999999999999999999999"):
         status, _, _ = raw(isolad.socket, post(b"{}", [(b"Content-Length", v)]))

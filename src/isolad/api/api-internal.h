@@ -22,6 +22,7 @@
 #define API_MAX_SEGMENT	     128	   /* bytes in one URL path segment */
 #define API_MAX_HEADER_BYTES (16u * 1024u) /* MHD per-connection memory (headers) */
 #define API_IDLE_TIMEOUT_S   120	   /* idle connection timeout */
+#define API_FD_RESERVE	     256	   /* fds per process not given to API connections */
 #define API_LISTEN_BACKLOG   1024	   /* listen(2) backlog: bursts of connects (tcp_listen) */
 #define API_DEFAULT_OUTPUT   (1u << 20)	   /* exec max_output default, per stream */
 #define API_MAX_OUTPUT	     (64u << 20)   /* exec max_output ceiling, per stream */

@@ -4,12 +4,14 @@
 #include "api-internal.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <netdb.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -273,12 +275,28 @@ static uint64_t content_length(struct api_req *r, bool *known)
 	return v;
 }
 
+/* True for a Transfer-Encoding value that is exactly one `chunked` coding (any case,
+ * optional whitespace around it, no parameters): the only one isola accepts. */
+static bool te_is_chunked(const char *v)
+{
+	size_t n;
+
+	if (!v)
+		return false;
+	v += strspn(v, " \t");
+	n = strlen(v);
+	while (n && (v[n - 1] == ' ' || v[n - 1] == '\t'))
+		n--;
+	return n == 7 && !strncasecmp(v, "chunked", 7);
+}
+
 /* Counts the headers that frame the body. */
 struct framing {
 	unsigned n_cl;	/* Content-Length headers */
 	bool cl_differ; /* two of them disagree */
 	const char *cl; /* the first one's value */
-	bool te;	/* Transfer-Encoding present */
+	unsigned n_te;	/* Transfer-Encoding headers */
+	bool te_other;	/* one of them is not exactly `chunked` */
 };
 
 static enum MHD_Result framing_header(void *cls, enum MHD_ValueKind kind, const char *key,
@@ -293,7 +311,9 @@ static enum MHD_Result framing_header(void *cls, enum MHD_ValueKind kind, const 
 		if (f->n_cl == 1)
 			f->cl = value ? value : "";
 	} else if (!strcasecmp(key, MHD_HTTP_HEADER_TRANSFER_ENCODING)) {
-		f->te = true;
+		f->n_te++;
+		if (!te_is_chunked(value))
+			f->te_other = true;
 	}
 	return MHD_YES;
 }
@@ -309,7 +329,24 @@ static bool framing_is_ambiguous(struct api_req *r)
 	struct framing f = {0};
 
 	MHD_get_connection_values(r->conn, MHD_HEADER_KIND, framing_header, &f);
-	return f.cl_differ || (f.n_cl && f.te);
+	return f.cl_differ || (f.n_cl && f.n_te);
+}
+
+/*
+ * RFC 9112 6.1: a server that gets a transfer coding it does not understand answers 501 or
+ * 400, and chunked must be the final coding. libmicrohttpd looks at the first
+ * Transfer-Encoding header only and treats anything but `chunked` there as no coding, so
+ * `chunked` + `identity`, or `gzip, chunked`, would be read differently by a proxy in front
+ * of isolad than by isolad (request smuggling). isolad decodes no coding but chunked: one
+ * Transfer-Encoding header whose value is exactly `chunked`, or none.
+ */
+static bool transfer_encoding_is_refused(struct api_req *r, unsigned *n)
+{
+	struct framing f = {0};
+
+	MHD_get_connection_values(r->conn, MHD_HEADER_KIND, framing_header, &f);
+	*n = f.n_te;
+	return f.n_te > 1 || f.te_other;
 }
 
 /* First call for a request: authenticate, route, check declared sizes, begin a stream. */
@@ -320,11 +357,18 @@ static enum MHD_Result request_begin(struct api_listener *lst, struct api_req *r
 	char allow[64];
 	bool known;
 	uint64_t cl;
+	unsigned n_te;
 	int ret;
 
 	if (framing_is_ambiguous(r))
 		return api_respond_error(r, "invalid",
 					 "conflicting Content-Length / Transfer-Encoding headers");
+	if (transfer_encoding_is_refused(r, &n_te))
+		return api_respond_error(
+			r, "invalid",
+			"Transfer-Encoding: %s; only one header with the single coding `chunked` "
+			"is accepted (RFC 9112 6.1)",
+			n_te > 1 ? "more than one header" : "a coding other than `chunked`");
 	if (!lst->need_auth)
 		unix_principal(r);
 	/* The E2B-compatible API (src/isolad/e2b) owns every path outside /v1/ that it knows,
@@ -593,20 +637,48 @@ static int tcp_listen(const char *addr, struct isola_err **err)
 	return steal_fd(&fd);
 }
 
-/* A stalled client (headers or body never finished, lying Content-Length) holds one
+/*
+ * How many connections one listener takes: all the process's fds but API_FD_RESERVE (the
+ * store, logs, sandboxes' pidfds and agent sockets), never fewer than 64. The limit is the
+ * file limit (raised to the hard one at start), not FD_SETSIZE.
+ */
+static unsigned connection_limit(void)
+{
+	struct rlimit rl;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl) < 0 || rl.rlim_cur == RLIM_INFINITY)
+		return 1024;
+	if (rl.rlim_cur > (rlim_t)UINT_MAX)
+		rl.rlim_cur = UINT_MAX;
+	if (rl.rlim_cur < API_FD_RESERVE + 64)
+		return 64;
+	return (unsigned)rl.rlim_cur - API_FD_RESERVE;
+}
+
+/*
+ * A stalled client (headers or body never finished, lying Content-Length) holds one
  * thread until it has been silent for idle_timeout_s; other connections are served by
- * their own threads meanwhile (tests/security/test_api_limits.py). */
+ * their own threads meanwhile (tests/security/test_api_limits.py).
+ *
+ * Thread per connection stays (handlers block: long streams, WebSocket upgrades, creates
+ * that wait for a sandbox), and MHD_USE_POLL makes the listening thread and every
+ * connection's thread wait with poll(): without it libmicrohttpd 0.9.75 uses select() and
+ * closes every connection whose fd is >= FD_SETSIZE ("socket descriptor (1036) is not less
+ * than FD_SETSIZE"), which past ~330 live sandboxes was most of them
+ * (tests/integration/test_api_fds.py). MHD_USE_EPOLL cannot be combined with thread per
+ * connection.
+ */
 static struct MHD_Daemon *daemon_start(int fd, struct api_listener *lst)
 {
-	unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD |
+	unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_POLL_INTERNAL_THREAD |
 			 MHD_ALLOW_UPGRADE | MHD_USE_ERROR_LOG | MHD_USE_ITC;
 
 	return MHD_start_daemon(flags, 0, NULL, NULL, on_request, lst, MHD_OPTION_EXTERNAL_LOGGER,
 				on_log, NULL, MHD_OPTION_LISTEN_SOCKET, (MHD_socket)fd,
 				MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)API_MAX_HEADER_BYTES,
 				MHD_OPTION_CONNECTION_TIMEOUT, lst->srv->idle_timeout_s,
-				MHD_OPTION_CONNECTION_LIMIT, 512u, MHD_OPTION_NOTIFY_COMPLETED,
-				on_completed, NULL, MHD_OPTION_END);
+				MHD_OPTION_CONNECTION_LIMIT, connection_limit(),
+				MHD_OPTION_NOTIFY_COMPLETED, on_completed, NULL, MHD_OPTION_END);
 }
 
 int api_server_start(struct core *c, const struct api_config *cfg, struct api_server **out,

@@ -274,7 +274,7 @@ static bool name_is_valid(const char *name)
 static int open_beneath(int dirfd, const char *rel)
 {
 	char buf[1024], *save = NULL, *comp, *next;
-	int fd = dup(dirfd);
+	int fd = fcntl(dirfd, F_DUPFD_CLOEXEC, 0); /* a fork+exec elsewhere must not inherit it */
 
 	if (fd < 0)
 		return -errno;

@@ -23,6 +23,7 @@
 
 #include "../../../common/fileclone.h"
 #include "../../../common/log.h"
+#include "../../../common/spawnguard.h"
 #include "../../../common/util.h"
 
 /*
@@ -63,6 +64,7 @@ struct jail_plan {
 	gid_t kvm_gid;			  /* supplementary group for /dev/kvm, or (gid_t)-1 */
 	int log_fd, devnull, go_fd;	  /* fds the child uses */
 	int ram_fd;			  /* restore: RAM image for /mem/ram, or -1 */
+	int record_fd;			  /* spawnguard record, closed at handover */
 	bool tap;			  /* attach to tap0 of the new netns, as fd 3 for QEMU */
 	char *const *argv;		  /* QEMU */
 };
@@ -95,12 +97,21 @@ static void op_bind_file(struct jail_plan *p, const char *src, const char *dst, 
 
 static __attribute__((noreturn)) void child(const struct jail_plan *p)
 {
+	const int keep[] = {p->go_fd, p->log_fd, p->devnull, p->ram_fd, p->record_fd};
 	char go;
 	int fd, tap = -1;
 
+	/* First act: none of isolad's fds stays in a process that may outlive it, and our copy
+	 * of go's write end is gone, so isolad's death is EOF below (spawnguard.h). */
+	if (spawnguard_child_enter(keep, ARRAY_SIZE(keep)) < 0)
+		_exit(99);
 	/* Wait until the parent put us into the cgroup; EOF means it died: exit. */
 	if (read(p->go_fd, &go, 1) != 1)
 		_exit(100);
+	/* Handed over: in the cgroup, where a restart's kill reaches us. */
+	spawnguard_child_handover();
+	if (p->record_fd >= 0)
+		close(p->record_fd);
 	umask(022); /* isolad runs with 077: the jail's dirs must be traversable by QEMU */
 	if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
 		_exit(101);
@@ -321,6 +332,7 @@ pid_t mvm_jail_spawn(const struct mvm_jail *j, int go_fd, int *pidfd)
 	p.go_fd = go_fd;
 	p.argv = j->argv;
 	p.ram_fd = j->ram_fd;
+	p.record_fd = j->record_fd;
 	op_add(&p, J_MKDIR, "/usr", NULL);
 	op_add(&p, J_BIND, "/usr", "/usr")->ro = true;
 	plan_libdirs(&p);

@@ -260,14 +260,17 @@ struct mvm_jail {
 	int log_fd;	    /* QEMU's stdout/stderr */
 	bool tap;	    /* attach to tap0 of QEMU's namespace, passed as MVM_TAP_FD */
 	int ram_fd;	    /* restore: RAM image cloned/copied to /mem/ram before exec, or -1 */
+	int record_fd;	    /* spawnguard record, held until go_fd says go (spawnguard.h) */
 };
 
 #define MVM_TAP_FD 3 /* QEMU's -netdev tap,fd= (the jail opens it before dropping root) */
 
 /*
- * Clones QEMU's PID 1 in new pid, mount, net, ipc and uts namespaces. The child blocks on
- * go_fd until the parent writes one byte (after putting it into the cgroup); EOF instead
- * (isolad died) makes it exit. Then it builds the jail root (tmpfs; /usr, the lib links,
+ * Clones QEMU's PID 1 in new pid, mount, net, ipc and uts namespaces. The child's first act
+ * closes every fd but go_fd, log_fd, ram_fd, record_fd and its /dev/null and asks for
+ * SIGKILL on its parent thread's death (src/common/spawnguard.h); it blocks on go_fd until
+ * the parent writes one byte (after putting it into the cgroup); EOF instead (isolad died)
+ * makes it exit. Then PDEATHSIG is off and the record closed (handed over). Then it builds the jail root (tmpfs; /usr, the lib links,
  * ld.so.cache, a handful of /dev nodes, proc, the bound files), pivots into it, drops to
  * uid/gid with no groups, no capabilities and no_new_privs, and execs QEMU. Returns the
  * host pid and *pidfd (caller owns), or -errno.

@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "../../../common/log.h"
+#include "../../../common/spawnguard.h"
 #include "../../../common/util.h"
 #include "../../images/ext4.h"
 #include "../../net/net.h"
@@ -218,6 +219,7 @@ int mvm_launch(const struct sandbox_spec *spec, const struct mvm_restore_src *fr
 	struct mvm_jail j;
 	struct proc_cg_limits lim;
 	cleanup_fd int log_fd = -1;
+	cleanup_fd int record = -1;
 	int go[2] = {-1, -1};
 	struct tier_sandbox *s;
 	uint64_t mem = spec->memory_bytes ? spec->memory_bytes : 512ull << 20;
@@ -326,6 +328,15 @@ int mvm_launch(const struct sandbox_spec *spec, const struct mvm_restore_src *fr
 	j.log_fd = log_fd;
 	j.tap = vc.net_addr != NULL;
 	j.ram_fd = from ? from->ram_fd : -1;
+	/* Made before the clone, held by the child until it is in the cgroup: a restart finds
+	 * an orphan by it (src/common/spawnguard.h). */
+	record = spawnguard_record_open(spec->dir);
+	if (record < 0) {
+		r = isola_err_sys(err, -record, "internal", "sandbox `%s`: create `%s/%s`",
+				  spec->id, spec->dir, SPAWNGUARD_RECORD);
+		goto fail_teardown;
+	}
+	j.record_fd = record;
 	s->pid = mvm_jail_spawn(&j, go[0], &s->pidfd);
 	close(go[0]);
 	go[0] = -1;
@@ -353,6 +364,7 @@ int mvm_launch(const struct sandbox_spec *spec, const struct mvm_restore_src *fr
 	}
 	close(go[1]);
 	go[1] = -1;
+	spawnguard_record_remove(spec->dir);
 	if (proc_read_start_time(s->pid, &s->start_time) < 0) {
 		r = isola_err_set(err, ECHILD, "internal", "QEMU exited at once");
 		goto fail_teardown;
@@ -396,6 +408,7 @@ fail_teardown:
 			       tail && *tail ? "; console: " : "", tail ? tail : "");
 	}
 	teardown(s, NULL);
+	spawnguard_record_remove(spec->dir);
 fail_free:
 	vm_free(s);
 	return r;
@@ -595,6 +608,10 @@ static int microvm_cleanup(const struct sandbox_spec *spec, const char *saved,
 		if (pfd >= 0)
 			s->pidfd = pfd;
 	}
+	/* A QEMU jail cloned by an isolad killed before it joined the cgroup: found by the
+	 * record it was born holding. */
+	if (spawnguard_kill_orphans(spec->dir, KILL_TIMEOUT_MS) > 0)
+		log_warn("sandbox %s: killed a jail cloned before isolad's restart", spec->id);
 	s->cgo = proc_cgroup_detect(NULL);
 	if (!s->cgo || s->cgo->paths(spec->id, &s->cg) < 0)
 		memset(&s->cg, 0, sizeof(s->cg));

@@ -14,6 +14,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "../../../common/spawnguard.h"
 #include "../../../common/util.h"
 
 int proc_mount_clone_ro(const char *src, int userns_fd, bool *idmapped)
@@ -96,7 +97,8 @@ bool proc_mount_idmap_probe(void)
 	 * fork: the child only blocks on read, async-signal-safe. */
 	pid = (pid_t)syscall(SYS_clone, CLONE_NEWUSER | SIGCHLD, NULL, NULL, NULL, NULL);
 	if (pid == 0) {
-		ssize_t n = read(sp[1], &c, 1);
+		/* Only sp[1]: with our copy of sp[0] closed, isolad's death is EOF here. */
+		ssize_t n = spawnguard_child_enter(&sp[1], 1) < 0 ? -1 : read(sp[1], &c, 1);
 
 		_exit(n == 1 ? 0 : 1);
 	}

@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include "../../../common/log.h"
+#include "../../../common/spawnguard.h"
 #include "../../../common/util.h"
 
 #define SETUP_TIMEOUT_MS  10000 /* from clone to the agent's "ok" */
@@ -123,6 +124,7 @@ static int teardown(struct tier_sandbox *s, struct isola_err **err)
 	}
 	if (unlink(s->sock) < 0 && errno != ENOENT && r == 0)
 		r = isola_err_sys(err, errno, "internal", "unlink `%s`", s->sock);
+	spawnguard_record_remove(s->dir);
 	return r;
 }
 
@@ -251,10 +253,11 @@ static int restore_layer(struct tier_sandbox *s, int tmpfs, int layer_fd, const 
 	int p[2], st = 0, errnum = EIO, off = 0;
 	size_t n = 0;
 	ssize_t k;
-	pid_t pid;
+	pid_t pid, parent;
 
 	if (pipe2(p, O_CLOEXEC) < 0)
 		return isola_err_sys(err, errno, "internal", "restore `%s`: pipe", name);
+	parent = getpid();
 	pid = fork();
 	if (pid < 0) {
 		close(p[0]);
@@ -262,10 +265,14 @@ static int restore_layer(struct tier_sandbox *s, int tmpfs, int layer_fd, const 
 		return isola_err_sys(err, errno, "internal", "restore `%s`: fork", name);
 	}
 	if (pid == 0) {
+		const int keep[] = {tmpfs, layer_fd, p[1]};
 		struct isola_err *e = NULL;
 		int r;
 
-		close(p[0]);
+		/* None of isolad's fds in a process that could outlive it; dies with it (the
+		 * forking thread waits for us below, so its exit is isolad's). */
+		if (spawnguard_child_enter(keep, ARRAY_SIZE(keep)) < 0 || getppid() != parent)
+			_exit(1);
 		r = s->cgo->attach(&s->cg, getpid(), &e);
 		if (r == 0)
 			r = proc_layer_read(tmpfs, PROC_LAYER_UPPER, s->uid_base, layer_fd, name,
@@ -343,6 +350,7 @@ static int create_sandbox(const struct sandbox_spec *spec, int layer_fd, const c
 	cleanup_fd int agent_fd = -1;
 	cleanup_fd int devnull = -1;
 	cleanup_fd int userns = -1;
+	cleanup_fd int record = -1;
 	int sp[2] = {-1, -1};
 	struct tier_sandbox *s;
 	cleanup_free char *plan = NULL;
@@ -394,7 +402,15 @@ static int create_sandbox(const struct sandbox_spec *spec, int layer_fd, const c
 		r = isola_err_sys(err, errno, "internal", "socketpair");
 		goto err_teardown;
 	}
-	s->pid = proc_spawn(sp[1], agent_fd, devnull, &s->pidfd);
+	/* The record a restart finds an orphan by (src/common/spawnguard.h): made before the
+	 * clone, held by the child until it is in the sandbox's cgroups. */
+	record = spawnguard_record_open(s->dir);
+	if (record < 0) {
+		r = isola_err_sys(err, -record, "internal", "sandbox `%s`: create `%s/%s`",
+				  spec->id, s->dir, SPAWNGUARD_RECORD);
+		goto err_teardown;
+	}
+	s->pid = proc_spawn(sp[1], agent_fd, devnull, record, &s->pidfd);
 	if (s->pid < 0) {
 		r = isola_err_sys(err, -s->pid, "internal", "sandbox `%s`: clone3", spec->id);
 		s->pid = 0;
@@ -402,6 +418,10 @@ static int create_sandbox(const struct sandbox_spec *spec, int layer_fd, const c
 	}
 	close(sp[1]);
 	sp[1] = -1;
+	/* Test hook: holds the window between the clone and the handover open, so a test can
+	 * list the child's fds and kill -9 isolad inside it (tests/integration/test_spawn_guard.py). */
+	if (getenv("ISOLA_TEST_SPAWN_HOLD_MS"))
+		usleep((useconds_t)atoi(getenv("ISOLA_TEST_SPAWN_HOLD_MS")) * 1000u);
 	/* The child blocks reading the plan until all of this is in place, so no code
 	 * of the sandbox runs outside its cgroup or before its id maps exist. */
 	r = proc_write_idmaps(s->pid, spec->uid_base);
@@ -489,6 +509,7 @@ static int create_sandbox(const struct sandbox_spec *spec, int layer_fd, const c
 		isola_err_sys(err, -r, "internal", "sandbox `%s`: read start time", spec->id);
 		goto err_teardown;
 	}
+	spawnguard_record_remove(s->dir);
 	*out = s;
 	return 0;
 
@@ -754,6 +775,10 @@ static int process_cleanup(const struct sandbox_spec *spec, const char *saved,
 		if (pfd >= 0)
 			s->pidfd = pfd;
 	}
+	/* A PID 1 cloned by an isolad killed before it moved into the cgroups: found by the
+	 * record it was born holding, never by a name. */
+	if (spawnguard_kill_orphans(spec->dir, KILL_TIMEOUT_MS) > 0)
+		log_warn("sandbox `%s`: killed a process cloned before isolad's restart", spec->id);
 	s->cgo = proc_cgroup_detect(NULL);
 	cg_from_saved(spec, s->cgo, &s->cg);
 	/* Without a pid, kill by cgroup: whatever is in isola/<id> belongs to it. */

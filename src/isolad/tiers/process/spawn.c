@@ -21,6 +21,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "../../../common/spawnguard.h"
 #include "../../../common/util.h"
 
 #ifndef MFD_EXEC
@@ -130,20 +131,32 @@ int proc_seccomp_memfd(struct isola_err **err)
  * The child of clone3. isolad is multithreaded, so only async-signal-safe calls
  * (raw syscalls) happen here: no malloc, no locks, no stdio.
  */
-static __attribute__((noreturn)) void child_exec(int setup_fd, int agent_fd, int devnull_fd)
+static __attribute__((noreturn)) void child_exec(int setup_fd, int agent_fd, int devnull_fd,
+						 int record_fd)
 {
+	const int keep[] = {setup_fd, agent_fd, devnull_fd, record_fd};
 	static char *const argv[] = {"isola-agent", "--setup", NULL};
 	static char *const envp[] = {
 		"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", NULL};
 	sigset_t all;
 	char go;
 
+	/* First act: none of isolad's fds (state-dir lock, API sockets, store, other sandboxes'
+	 * setup sockets) stays in a process that may outlive it, and our own copy of the other
+	 * end of setup_fd is gone, so isolad's death is EOF on the read below. */
+	if (spawnguard_child_enter(keep, ARRAY_SIZE(keep)) < 0)
+		_exit(124);
 	/* Wait until isolad wrote our uid/gid maps, then become the namespace's root
 	 * (host uid_base) before exec: execve as an unmapped uid would drop every
 	 * capability in the new user namespace, and setup needs them to mount. Raw
 	 * syscalls: glibc's setresuid would try to signal isolad's other threads. */
 	if (read(setup_fd, &go, 1) != 1 || go != 'm')
 		_exit(125);
+	/* Handed over: isolad put us in the sandbox's cgroups, where a restart's kill reaches
+	 * us; the record goes, and so does PDEATHSIG (the cloning thread is an API connection
+	 * thread that ends with its connection). */
+	spawnguard_child_handover();
+	close(record_fd);
 	/* A session of our own, without a controlling terminal: isolad's terminal (when it
 	 * runs in one) must be unreachable through /dev/tty, and job-control signals sent to
 	 * isolad's session must not reach the sandbox (nor the reverse). */
@@ -178,7 +191,7 @@ static __attribute__((noreturn)) void child_exec(int setup_fd, int agent_fd, int
 	_exit(127);
 }
 
-pid_t proc_spawn(int setup_fd, int agent_fd, int devnull_fd, int *pidfd)
+pid_t proc_spawn(int setup_fd, int agent_fd, int devnull_fd, int record_fd, int *pidfd)
 {
 	struct clone_args args;
 	int pfd = -1;
@@ -196,7 +209,7 @@ pid_t proc_spawn(int setup_fd, int agent_fd, int devnull_fd, int *pidfd)
 	if (pid < 0)
 		return -errno;
 	if (pid == 0)
-		child_exec(setup_fd, agent_fd, devnull_fd);
+		child_exec(setup_fd, agent_fd, devnull_fd, record_fd);
 	*pidfd = pfd;
 	return (pid_t)pid;
 }
