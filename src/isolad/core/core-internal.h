@@ -156,11 +156,14 @@ int core_sandbox_identity(struct sandbox *s, struct isola_err **err);
 void sandbox_retire_conn(struct sandbox *s);
 
 /* Moves s into a transient state if it is in one of `allowed` (bit per state); on refusal
- * `conflict` naming the state and `op`. Records the stored state unless store_state NULL. */
+ * `conflict` naming the state and `op`. Records the transient state in the store first: when
+ * that write fails (no_space, unavailable) nothing changes and the error is returned. */
 int sandbox_op_begin(struct core *c, struct sandbox *s, unsigned allowed, enum sandbox_state to,
 		     const char *op, struct isola_err **err);
-/* Ends a transient state: sets `to` in memory and in the store. */
-void sandbox_op_end(struct core *c, struct sandbox *s, enum sandbox_state to);
+/* Ends a transient state: sets `to` in memory and in the store; returns the store's error
+ * (err may be NULL when the caller is already failing). */
+int sandbox_op_end(struct core *c, struct sandbox *s, enum sandbox_state to,
+		   struct isola_err **err);
 #define SANDBOX_BIT(st) (1u << (st))
 
 /* Writes the sandbox's whole row (state, spec, tier state) to the store. Lock held or

@@ -881,11 +881,19 @@ int core_sandbox_destroy_obj(struct core *c, struct sandbox *s, struct isola_err
 				     "sandbox `%s` is %s: destroy it once that ends", s->id,
 				     sandbox_state_name(st));
 	}
+	/* Intent first, and durably: a destroy whose record cannot be written is refused with
+	 * the store's reason (507 full filesystem, 503 read-only database) and the sandbox is
+	 * left exactly as it was, so what the store says still matches what exists. */
+	r = store_sandbox_set_state(c->store, s->id, "destroying", NULL, err);
+	if (r < 0) {
+		pthread_mutex_unlock(&s->lock);
+		return isola_err_wrap(err, "destroy sandbox `%s`: not destroyed, it is still %s",
+				      s->id, sandbox_state_name(s->state));
+	}
 	/* A frozen sandbox is thawed first: a frozen task does not act on SIGKILL (v1). */
 	if (s->state == SANDBOX_PAUSED && s->ts && s->tier->resume)
 		s->tier->resume(s->ts, NULL);
 	s->state = SANDBOX_DESTROYING;
-	store_sandbox_set_state(c->store, s->id, "destroying", NULL, NULL);
 	if (s->ts) {
 		r = s->tier->destroy(s->ts, err);
 		s->ts = NULL;
@@ -907,7 +915,19 @@ int core_sandbox_destroy_obj(struct core *c, struct sandbox *s, struct isola_err
 			util_rm_rf(hib);
 		}
 	}
-	store_sandbox_delete(c->store, s->id, NULL);
+	r = store_sandbox_delete(c->store, s->id, err);
+	if (r < 0) {
+		/* Gone in reality, but its row still says `destroying` (which a restart finishes):
+		 * not acknowledged. It stays listed as `error` so that `rm` again removes the row. */
+		pthread_mutex_lock(&s->lock);
+		s->state = SANDBOX_ERROR;
+		free(s->error);
+		s->error = strdup("destroyed, but its record could not be removed: destroy it again");
+		pthread_mutex_unlock(&s->lock);
+		return isola_err_wrap(err, "destroy sandbox `%s`: its processes and files are gone, "
+				      "but its record could not be removed",
+				      s->id);
+	}
 	log_info("sandbox %s destroyed", s->id);
 	core_list_remove(c, s);
 	if (s->origin[0])

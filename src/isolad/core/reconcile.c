@@ -11,6 +11,7 @@
 
 #include "../../common/log.h"
 #include "../../common/util.h"
+#include "../net/net.h"
 #include "../snapshots/snapdir.h"
 
 /* Builds a sandbox object from a stored row (state left for the caller to set). */
@@ -153,6 +154,7 @@ static void reconcile_one(struct core *c, const struct store_sandbox *row)
 	if (!strcmp(row->state, "creating") || !strcmp(row->state, "destroying")) {
 		/* An operation was cut short: roll it back completely. */
 		s->tier->cleanup(&s->spec, row->tier_state, NULL);
+		net_sandbox_detach(&s->spec);
 		util_rm_rf(s->spec.dir);
 		store_sandbox_delete(c->store, row->id, NULL);
 		c->slots[row->uid_slot] = 0;
@@ -171,6 +173,19 @@ static void reconcile_one(struct core *c, const struct store_sandbox *row)
 	sandbox_unref(s);
 }
 
+/* Whether the core tracks a sandbox with this id (reconciled, pooled or not). */
+static bool reconcile_is_known(void *ud, const char *id)
+{
+	struct core *c = ud;
+	bool found = false;
+
+	pthread_mutex_lock(&c->lock);
+	for (size_t i = 0; i < c->n_sandboxes && !found; i++)
+		found = !strcmp(c->sandboxes[i]->id, id);
+	pthread_mutex_unlock(&c->lock);
+	return found;
+}
+
 int core_reconcile(struct core *c, struct isola_err **err)
 {
 	struct store_sandbox *rows;
@@ -184,5 +199,8 @@ int core_reconcile(struct core *c, struct isola_err **err)
 		store_sandbox_fini(&rows[i]);
 	}
 	free(rows);
+	/* Networks of sandboxes no row names (a row removed by an earlier rollback whose
+	 * network record survived it) go too. */
+	net_forget_unknown(reconcile_is_known, c);
 	return 0;
 }

@@ -175,7 +175,7 @@ static int snap_take(struct core *c, struct sandbox *s, const char *kind, const 
 	row->level = (int)level;
 	row->size = size;
 	snprintf(row->state, sizeof(row->state), "ready");
-	sandbox_op_end(c, s, s->op_prev);
+	sandbox_op_end(c, s, s->op_prev, NULL);
 	log_info("sandbox %s: snapshot %s%s%s (%s, %llu bytes)", s->id, row->id,
 		 row->name[0] ? " " : "", row->name, level_name(row->level),
 		 (unsigned long long)size);
@@ -187,7 +187,7 @@ fail_row:
 	util_rm_rf(final);
 	store_snapshot_delete(c->store, row->id, NULL);
 fail_state:
-	sandbox_op_end(c, s, s->op_prev);
+	sandbox_op_end(c, s, s->op_prev, NULL);
 fail_row_mem:
 	store_snapshot_fini(row);
 	return r;
