@@ -43,7 +43,16 @@ struct audit {
 	char gap_from[40];	 /* time of the first lost record */
 	char gap_to[40];	 /* time of the last lost record */
 	char gap_reason[160];	 /* why the first one was lost */
+	int gap_fd;		 /* GAP_FILE, preallocated, or -1 */
 };
+
+/*
+ * GAP_FILE keeps a gap not yet written to the chain across a stop or crash: GAP_FILE_SIZE bytes
+ * allocated at open and rewritten in place (no new blocks, so it works on a full filesystem),
+ * holding the pending gap as authenticated JSON padded with spaces, or only spaces.
+ */
+#define GAP_FILE      "pending-gap"
+#define GAP_FILE_SIZE 1024
 
 void audit_format_time(double t, char *out, size_t n)
 {
@@ -538,6 +547,83 @@ out:
 	return r;
 }
 
+/* Rewrites GAP_FILE in place with the pending gap, or blank when there is none (lock held). */
+static void gap_save_locked(struct audit *a)
+{
+	char buf[GAP_FILE_SIZE], mac[MAC_HEX];
+	cleanup_free char *text = NULL;
+	json_t *j = NULL;
+	size_t n = 0;
+
+	if (a->gap_fd < 0)
+		return;
+	memset(buf, ' ', sizeof(buf));
+	buf[sizeof(buf) - 1] = '\n';
+	if (a->gap_lost) {
+		j = json_pack("{s:I, s:s, s:s, s:s}", "lost", (json_int_t)a->gap_lost, "from",
+			      a->gap_from, "to", a->gap_to, "reason", a->gap_reason);
+		if (j && object_mac(a, j, mac) == 0)
+			json_object_set_new(j, "mac", json_string(mac));
+		text = j ? json_dumps(j, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
+		json_decref(j);
+		n = text ? strlen(text) : 0;
+		if (n >= sizeof(buf))
+			n = 0;
+		memcpy(buf, text ? text : "", n);
+	}
+	if (pwrite(a->gap_fd, buf, sizeof(buf), 0) != (ssize_t)sizeof(buf) ||
+	    fdatasync(a->gap_fd) < 0)
+		log_warn("audit: record the pending gap in `%s/" GAP_FILE "`: %s", a->cfg.dir,
+			 strerror(errno));
+}
+
+/* At open: allocates GAP_FILE and takes back a gap an earlier isolad could not write. */
+static void gap_load(struct audit *a)
+{
+	char path[PATH_MAX], buf[GAP_FILE_SIZE + 1];
+	json_t *j;
+	ssize_t got;
+
+	snprintf(path, sizeof(path), "%s/" GAP_FILE, a->cfg.dir);
+	a->gap_fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+	if (a->gap_fd < 0) {
+		log_warn("audit: open `%s`: %s", path, strerror(errno));
+		return;
+	}
+	/* UNTRUSTED: a file on disk; only an authentic object counts. */
+	got = pread(a->gap_fd, buf, GAP_FILE_SIZE, 0);
+	buf[got > 0 ? got : 0] = '\0';
+	j = json_loads(buf, JSON_DISABLE_EOF_CHECK, NULL);
+	if (j && object_mac_ok(a, j) && json_integer_value(json_object_get(j, "lost")) > 0) {
+		a->gap_lost = (uint64_t)json_integer_value(json_object_get(j, "lost"));
+		snprintf(a->gap_from, sizeof(a->gap_from), "%s",
+			 json_string_value(json_object_get(j, "from")) ?: "");
+		snprintf(a->gap_to, sizeof(a->gap_to), "%s",
+			 json_string_value(json_object_get(j, "to")) ?: "");
+		snprintf(a->gap_reason, sizeof(a->gap_reason), "%s",
+			 json_string_value(json_object_get(j, "reason")) ?: "");
+		log_warn("audit: %llu record(s) lost before the last stop; the next record states it",
+			 (unsigned long long)a->gap_lost);
+	} else if (j || (got > 0 && buf[0] != ' ')) {
+		log_warn("audit: `%s` is not an authentic pending gap; ignored", path);
+	}
+	json_decref(j);
+	if (got != GAP_FILE_SIZE && fallocate(a->gap_fd, 0, 0, GAP_FILE_SIZE) < 0)
+		log_warn("audit: allocate `%s`: %s", path, strerror(errno));
+	gap_save_locked(a);
+}
+
+/* Counts a record that could not be written into the pending gap (lock held). */
+static void gap_add_locked(struct audit *a, const char *when, const char *why)
+{
+	if (!a->gap_lost++) {
+		snprintf(a->gap_from, sizeof(a->gap_from), "%s", when);
+		snprintf(a->gap_reason, sizeof(a->gap_reason), "%s", why);
+	}
+	snprintf(a->gap_to, sizeof(a->gap_to), "%s", when);
+	gap_save_locked(a);
+}
+
 /*
  * Records lost appends as one `audit.gap` record before the next record (lock held): how many,
  * between which times, why. It is chained like any other record, so the trail stays verifiable
@@ -560,18 +646,9 @@ static int write_gap_locked(struct audit *a, double now, const char *when)
 		log_warn("audit: recorded a gap of %llu record(s) lost between %s and %s (%s)",
 			 (unsigned long long)a->gap_lost, a->gap_from, a->gap_to, a->gap_reason);
 		a->gap_lost = 0;
+		gap_save_locked(a);
 	}
 	return r;
-}
-
-/* Counts a record that could not be written into the pending gap (lock held). */
-static void gap_add_locked(struct audit *a, const char *when, const char *why)
-{
-	if (!a->gap_lost++) {
-		snprintf(a->gap_from, sizeof(a->gap_from), "%s", when);
-		snprintf(a->gap_reason, sizeof(a->gap_reason), "%s", why);
-	}
-	snprintf(a->gap_to, sizeof(a->gap_to), "%s", when);
 }
 
 int audit_append(struct audit *a, const char *who, const char *tenant, const char *action,
@@ -920,6 +997,7 @@ int audit_open(const struct audit_config *cfg, struct audit **out, struct isola_
 	if (!a->cfg.seal_interval_s)
 		a->cfg.seal_interval_s = 3600;
 	a->fd = -1;
+	a->gap_fd = -1;
 	pthread_mutex_init(&a->lock, NULL);
 	r = util_mkdir_p(a->cfg.dir, 0700);
 	if (r < 0) {
@@ -929,6 +1007,7 @@ int audit_open(const struct audit_config *cfg, struct audit **out, struct isola_
 	r = load_key(a, err);
 	if (r < 0)
 		goto fail;
+	gap_load(a);
 	r = audit_recover(a, err);
 	if (r < 0)
 		goto fail;
@@ -937,6 +1016,8 @@ int audit_open(const struct audit_config *cfg, struct audit **out, struct isola_
 	*out = a;
 	return 0;
 fail:
+	if (a->gap_fd >= 0)
+		close(a->gap_fd);
 	sodium_memzero(a->key, sizeof(a->key));
 	pthread_mutex_destroy(&a->lock);
 	free(a);
@@ -951,6 +1032,8 @@ void audit_close(struct audit *a)
 	seal_locked(a);
 	if (a->fd >= 0)
 		close(a->fd);
+	if (a->gap_fd >= 0)
+		close(a->gap_fd);
 	pthread_mutex_unlock(&a->lock);
 	sodium_memzero(a->key, sizeof(a->key));
 	pthread_mutex_destroy(&a->lock);

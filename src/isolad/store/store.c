@@ -9,6 +9,8 @@
 #include <sqlite3.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/statvfs.h>
+#include <unistd.h>
 
 #define STORE_SCHEMA_VERSION "3"
 
@@ -89,6 +91,27 @@ static int store_has_column(sqlite3 *db, const char *table, const char *col)
 }
 
 /*
+ * Why the database's files cannot be written, as an errno: EROFS/EPERM/EACCES when one of
+ * them (or the filesystem) refuses writes, ENOSPC when the filesystem has no free block;
+ * otherwise `fallback`. Reads only metadata, needs no space.
+ */
+static int store_probe_unwritable(const char *path, int fallback)
+{
+	static const char *const suffix[] = {"", "-wal", "-shm"};
+	char p[600];
+	struct statvfs sv;
+
+	for (size_t i = 0; i < sizeof(suffix) / sizeof(suffix[0]); i++) {
+		snprintf(p, sizeof(p), "%s%s", path, suffix[i]);
+		if (access(p, W_OK) < 0 && (errno == EROFS || errno == EPERM || errno == EACCES))
+			return errno;
+	}
+	if (statvfs(path, &sv) == 0 && sv.f_bavail == 0)
+		return ENOSPC;
+	return fallback;
+}
+
+/*
  * Names why the database refused a write, so the API can answer 507 or 503 (api/errors.c)
  * instead of a bare 500: SQLite reports a full filesystem as SQLITE_FULL or as an I/O error
  * whose system errno is ENOSPC/EDQUOT (a WAL or shm page that could not be allocated), and a
@@ -101,9 +124,14 @@ static int store_fail(struct store *st, struct isola_err **err, const char *what
 	int sys = sqlite3_system_errno(st->db);
 	int prim = code & 0xff;
 
+	/* SQLite's system errno is the thread's errno when it noticed, not always the failed
+	 * write's: for an I/O error, ask the filesystem what stands in the way. */
+	if (prim == SQLITE_IOERR)
+		sys = store_probe_unwritable(st->path, sys);
+
 	if (prim == SQLITE_FULL || (prim == SQLITE_IOERR && (sys == ENOSPC || sys == EDQUOT)))
 		return isola_err_set(err, ENOSPC, "no_space",
-				     "store `%s`: %s: the state filesystem is full (%s); free space "
+				     "store `%s`: %s: the state filesystem is full (ENOSPC: %s); free space "
 				     "on it and retry",
 				     st->path, what, sqlite3_errmsg(st->db));
 	if (prim == SQLITE_READONLY ||
