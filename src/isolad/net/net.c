@@ -537,6 +537,14 @@ static void for_each_record(struct net *n, void (*fn)(struct net *n, const char 
 		char id[sizeof(((struct sandbox_spec *)0)->id)];
 		size_t len = strlen(de->d_name);
 
+		/* A record whose atomic write a crash cut short (util_write_file_atomic's temp
+		 * name): never read, removed. Only the isolad holding the state dir writes here. */
+		if (de->d_name[0] != '.' && strstr(de->d_name, ".json.tmp.")) {
+			if (unlinkat(dirfd(dir), de->d_name, 0) == 0)
+				log_info("network: removed `%s/%s`, a write cut short", base,
+					 de->d_name);
+			continue;
+		}
 		if (de->d_name[0] == '.' || len <= 5 || len - 5 >= sizeof(id) ||
 		    strcmp(de->d_name + len - 5, ".json") != 0)
 			continue;
