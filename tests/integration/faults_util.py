@@ -101,12 +101,12 @@ def veths(sid):
 
 
 def leftovers(isolad, sid, pids=()):
-    """What a gone sandbox still holds: its recorded processes, cgroup, veth, network record
-    and sandbox dir. Empty when nothing is left."""
+    """What a gone sandbox still holds: its recorded processes (cgroup_pids), cgroup, veth,
+    network record and sandbox dir. Empty when nothing is left."""
     out = []
-    alive = [p for p in pids if os.path.exists(f"/proc/{p}")]
+    alive = [p for p in pids if proc_identity(p[0]) == p]
     if alive:
-        out.append(f"processes {alive}")
+        out.append(f"processes {[(p[0], proc_name(p[0])) for p in alive]}")
     if ic.cgroup_dirs(sid):
         out.append(f"cgroups {ic.cgroup_dirs(sid)}")
     if veths(sid):
@@ -117,8 +117,29 @@ def leftovers(isolad, sid, pids=()):
     return out
 
 
+def proc_identity(pid):
+    """(pid, start time) of a live, non-zombie process, or None: a recorded pid counts as
+    left behind only while this same process runs (pids are reused on a busy host)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    fields = stat[stat.rindex(")") + 2:].split()
+    if fields[0] in ("Z", "X"):
+        return None
+    return (pid, int(fields[19]))
+
+
+def proc_name(pid):
+    try:
+        return Path(f"/proc/{pid}/comm").read_text().strip()
+    except OSError:
+        return "?"
+
+
 def cgroup_pids(sid):
-    """Pids in the sandbox's cgroups (the ones isolad made for it)."""
+    """(pid, start time) of the processes in the sandbox's cgroups (the ones isolad made
+    for it)."""
     pids = set()
     for d in ic.cgroup_dirs(sid):
         for f in glob.glob(os.path.join(d, "**", "cgroup.procs"), recursive=True) + \
@@ -127,7 +148,7 @@ def cgroup_pids(sid):
                 pids.update(int(x) for x in Path(f).read_text().split())
             except OSError:
                 pass
-    return sorted(pids)
+    return sorted(filter(None, (proc_identity(p) for p in pids)))
 
 
 def lock_is_free(isolad):

@@ -116,8 +116,11 @@ def check_after_restart(fd, c, op, delay, had_data, pids):
     # Everything this isolad ever named that is not listed left nothing behind.
     known = ids_in_log(fd) | set(pids)
     for sid in known - set(listed):
-        left = leftovers(fd, sid, pids.get(sid, ()))
-        assert not left, f"{where}: destroyed/rolled-back sandbox {sid} left {left}"
+        try:  # a SIGKILLed process takes a moment to exit and be reaped
+            ic.wait_for(lambda: not leftovers(fd, sid, pids.get(sid, ())), 10)
+        except AssertionError:
+            left = leftovers(fd, sid, pids.get(sid, ()))
+            raise AssertionError(f"{where}: destroyed/rolled-back sandbox {sid} left {left}")
     for sub, suffix in (("sandboxes", ""), ("network", ".json")):
         d = os.path.join(fd.state_dir, sub)
         for name in os.listdir(d) if os.path.isdir(d) else ():
