@@ -145,6 +145,23 @@ static unsigned host_tsc_khz(void)
 	return p ? (unsigned)(strtod(p + 1, NULL) * 1000.0) : 0;
 }
 
+/* How QEMU ended, if it already did ("exited with status 1", "was killed by signal 9"),
+ * else "". The process stays a zombie for kill_qemu to reap (WNOWAIT). */
+static void qemu_exit_reason(int pidfd, char *out, size_t n)
+{
+	siginfo_t si = {0};
+
+	out[0] = '\0';
+	if (pidfd < 0 || waitid(P_PIDFD, (id_t)pidfd, &si, WEXITED | WNOHANG | WNOWAIT) < 0 ||
+	    si.si_pid == 0)
+		return;
+	if (si.si_code == CLD_EXITED)
+		snprintf(out, n, "exited with status %d", si.si_status);
+	else
+		snprintf(out, n, "was killed by signal %d (%s)", si.si_status,
+			 strsignal(si.si_status));
+}
+
 /* Last lines of QEMU's own stderr (startup errors). */
 static void qemu_log_tail(const char *vmdir, char *out, size_t len)
 {
@@ -386,14 +403,19 @@ fail_teardown:
 		close(go[1]);
 	if (s->pid > 0) {
 		cleanup_free char *tail = NULL;
+		char why[64];
 
+		qemu_exit_reason(s->pidfd, why, sizeof(why));
 		kill_qemu(s);
 		mvm_console_drain(s->con, 500);
-		tail = mvm_console_tail(s->con, 1500, NULL);
+		tail = s->con ? mvm_console_tail(s->con, 4096, NULL) : NULL;
+		if (!tail || !*tail) {
+			free(tail);
+			tail = mvm_console_tail_files(s->vmdir, 4096, NULL);
+		}
 		qemu_log_tail(s->vmdir, qlog, sizeof(qlog));
-		isola_err_wrap(err, "microvm `%s`%s%s%s%s", spec->id,
-			       qlog[0] ? "; QEMU said: " : "", qlog,
-			       tail && *tail ? "; console: " : "", tail ? tail : "");
+		mvm_boot_failure_explain(err, why, qlog, tail, 12);
+		isola_err_wrap(err, "microvm `%s`", spec->id);
 	}
 	teardown(s, NULL);
 fail_free:
