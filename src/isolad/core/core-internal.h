@@ -110,6 +110,8 @@ const char *sandbox_state_name(enum sandbox_state st);
 /* Registers / unregisters a sandbox in the core's list (takes / drops the list's ref). */
 int core_list_add(struct core *c, struct sandbox *s, struct isola_err **err);
 void core_list_remove(struct core *c, struct sandbox *s);
+/* True when a sandbox in the core's list has this id. Any thread (takes the core's lock). */
+bool core_sandbox_listed(struct core *c, const char *id);
 
 /* Writes <state>/sandboxes/<id> into out; -ENAMETOOLONG if it does not fit. */
 int core_sandbox_dir(const struct core *c, const char *id, char *out, size_t n);

@@ -250,6 +250,17 @@ out:
 	return r;
 }
 
+bool core_sandbox_listed(struct core *c, const char *id)
+{
+	bool found = false;
+
+	pthread_mutex_lock(&c->lock);
+	for (size_t i = 0; i < c->n_sandboxes && !found; i++)
+		found = !strcmp(c->sandboxes[i]->id, id);
+	pthread_mutex_unlock(&c->lock);
+	return found;
+}
+
 void core_list_remove(struct core *c, struct sandbox *s)
 {
 	bool found = false;
@@ -643,20 +654,21 @@ int core_sandbox_start(struct core *c, struct sandbox *s, uint32_t ttl_s, const 
 		r = isola_err_set(err, ENAMETOOLONG, "internal", "state dir path too long");
 		goto fail_slot;
 	}
-	if (mkdir(s->spec.dir, 0700) < 0) {
-		r = isola_err_sys(err, errno, NULL, "create `%s`", s->spec.dir);
-		goto fail_slot;
-	}
-	/* Intent first: a crash from here on is found and rolled back at the next start. */
+	/* Intent first, before the directory too: a crash from here on is found and rolled
+	 * back at the next start (reconcile removes a `creating` row and its directory). */
 	r = core_persist(c, s, err);
 	if (r < 0)
-		goto fail_dir;
+		goto fail_slot;
+	if (mkdir(s->spec.dir, 0700) < 0) {
+		r = isola_err_sys(err, errno, NULL, "create `%s`", s->spec.dir);
+		goto fail_row;
+	}
 	if (snapdir)
 		r = s->tier->restore(&s->spec, snapdir, &s->ts, err);
 	else
 		r = s->tier->create(&s->spec, &s->ts, err);
 	if (r < 0)
-		goto fail_row;
+		goto fail_dir;
 	/* The sandbox's network (docs/network.md): veth, filter, policy; before any user code. */
 	r = net_sandbox_attach(s->tier, s->ts, &s->spec, s->forked_from, err);
 	if (r < 0)
@@ -695,10 +707,10 @@ fail_tier:
 	s->tier->destroy(s->ts, NULL);
 	s->ts = NULL;
 	net_sandbox_detach(&s->spec);
-fail_row:
-	store_sandbox_delete(c->store, s->id, NULL);
 fail_dir:
 	util_rm_rf(s->spec.dir);
+fail_row:
+	store_sandbox_delete(c->store, s->id, NULL);
 fail_slot:
 	core_slot_free(c, s->uid_slot);
 	s->uid_slot = -1;
