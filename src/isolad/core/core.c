@@ -896,11 +896,20 @@ int core_sandbox_destroy_obj(struct core *c, struct sandbox *s, struct isola_err
 	/* Intent first, and durably: a destroy whose record cannot be written is refused with
 	 * the store's reason (507 full filesystem, 503 read-only database) and the sandbox is
 	 * left exactly as it was, so what the store says still matches what exists. */
-	r = store_sandbox_set_state(c->store, s->id, "destroying", NULL, err);
-	if (r < 0) {
-		pthread_mutex_unlock(&s->lock);
-		return isola_err_wrap(err, "destroy sandbox `%s`: not destroyed, it is still %s",
-				      s->id, sandbox_state_name(s->state));
+	{
+		cleanup_err struct isola_err *e = NULL;
+
+		/* (A sandbox without a row has nothing to record: -ENOENT goes on.) */
+		r = store_sandbox_set_state(c->store, s->id, "destroying", NULL, &e);
+		if (r < 0 && r != -ENOENT) {
+			pthread_mutex_unlock(&s->lock);
+			if (err && !*err)
+				*err = steal_ptr(&e);
+			return isola_err_wrap(err,
+					      "destroy sandbox `%s`: not destroyed, it is still %s",
+					      s->id, sandbox_state_name(s->state));
+		}
+		r = 0;
 	}
 	/* A frozen sandbox is thawed first: a frozen task does not act on SIGKILL (v1). */
 	if (s->state == SANDBOX_PAUSED && s->ts && s->tier->resume)

@@ -176,6 +176,17 @@ static int core_sandbox_wake(struct core *c, struct sandbox *s, struct isola_err
 	/* Same hostname, but the RNG of a restored image must not repeat its past. */
 	if (r == 0)
 		r = core_sandbox_identity(s, err);
+	if (r == 0) {
+		/* Acknowledged only once recorded: a store that missed it says `waking`, which a
+		 * restart turns back into `hibernated` from the image, so that is done now. */
+		pthread_mutex_lock(&s->lock);
+		s->state = SANDBOX_RUNNING;
+		s->last_active = util_wall_time();
+		r = core_persist(c, s, err);
+		if (r < 0)
+			s->state = SANDBOX_WAKING;
+		pthread_mutex_unlock(&s->lock);
+	}
 	if (r < 0) {
 		if (s->conn) {
 			agent_conn_free(s->conn);
@@ -185,11 +196,6 @@ static int core_sandbox_wake(struct core *c, struct sandbox *s, struct isola_err
 		s->ts = NULL;
 		goto fail_state;
 	}
-	pthread_mutex_lock(&s->lock);
-	s->state = SANDBOX_RUNNING;
-	s->last_active = util_wall_time();
-	r = core_persist(c, s, err);
-	pthread_mutex_unlock(&s->lock);
 	/* A tier that keeps using the image (microvm maps its memory file) keeps it until the
 	 * sandbox is destroyed or hibernated again; the others are done with it. */
 	if (!s->tier->restore_needs_snapshot)

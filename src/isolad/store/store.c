@@ -145,12 +145,6 @@ static int store_fail(struct store *st, struct isola_err **err, const char *what
 			     st->path, what, sqlite3_errmsg(st->db));
 }
 
-/* Whether a failure (-errno from a store_* call) means the store cannot take writes now. */
-bool store_err_is_unwritable(int r)
-{
-	return r == -ENOSPC || r == -EROFS;
-}
-
 int store_open(const char *path, struct store **out, struct isola_err **err)
 {
 	struct store *st = calloc(1, sizeof(*st));

@@ -3,7 +3,6 @@
 #ifndef ISOLA_STORE_H
 #define ISOLA_STORE_H
 
-#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -39,9 +38,7 @@ void store_sandbox_fini(struct store_sandbox *r);
 /*
  * Write failures name their cause: a full state filesystem is -ENOSPC with code `no_space`
  * (HTTP 507), a read-only or unwritable database -EROFS with code `unavailable` (HTTP 503).
- * store_err_is_unwritable(r) is true for both: the store cannot record anything right now.
  */
-bool store_err_is_unwritable(int r);
 
 /* Opens (creating if needed) the database at path and migrates the schema. */
 int store_open(const char *path, struct store **out, struct isola_err **err);
