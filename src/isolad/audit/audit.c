@@ -528,8 +528,8 @@ static int write_record_locked(struct audit *a, double now, const char *when, co
 	if (r < 0) {
 		/* Shrinking needs no space: the part written goes, the chain stays whole. */
 		if (ftruncate(a->fd, st.st_size) < 0)
-			log_error("audit: cut segment %u back after a failed write: %s",
-				  a->segment, strerror(errno));
+			log_error("audit: cut segment %u back after a failed write: %s", a->segment,
+				  strerror(errno));
 		goto out;
 	}
 	if (!a->seg_count) {
@@ -602,7 +602,8 @@ static void gap_load(struct audit *a)
 			 json_string_value(json_object_get(j, "to")) ?: "");
 		snprintf(a->gap_reason, sizeof(a->gap_reason), "%s",
 			 json_string_value(json_object_get(j, "reason")) ?: "");
-		log_warn("audit: %llu record(s) lost before the last stop; the next record states it",
+		log_warn("audit: %llu record(s) lost before the last stop; the next record states "
+			 "it",
 			 (unsigned long long)a->gap_lost);
 	} else if (j || (got > 0 && buf[0] != ' ')) {
 		log_warn("audit: `%s` is not an authentic pending gap; ignored", path);
@@ -853,12 +854,12 @@ json_t *audit_status(struct audit *a)
 	json_t *j;
 
 	pthread_mutex_lock(&a->lock);
-	j = json_pack("{s:s, s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:I}", "dir", a->cfg.dir, "key_file",
-		      a->cfg.key_path, "records", (json_int_t)a->seq, "active_segment",
+	j = json_pack("{s:s, s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:I}", "dir", a->cfg.dir,
+		      "key_file", a->cfg.key_path, "records", (json_int_t)a->seq, "active_segment",
 		      (json_int_t)a->segment, "segment_records", (json_int_t)a->cfg.segment_records,
 		      "seal_interval_s", (json_int_t)a->cfg.seal_interval_s, "retention_s",
-		      (json_int_t)a->cfg.retention_s, "append_errors",
-		      (json_int_t)a->append_errors, "gap_pending", (json_int_t)a->gap_lost);
+		      (json_int_t)a->cfg.retention_s, "append_errors", (json_int_t)a->append_errors,
+		      "gap_pending", (json_int_t)a->gap_lost);
 	pthread_mutex_unlock(&a->lock);
 	return j;
 }

@@ -943,9 +943,11 @@ int core_sandbox_destroy_obj(struct core *c, struct sandbox *s, struct isola_err
 		pthread_mutex_lock(&s->lock);
 		s->state = SANDBOX_ERROR;
 		free(s->error);
-		s->error = strdup("destroyed, but its record could not be removed: destroy it again");
+		s->error =
+			strdup("destroyed, but its record could not be removed: destroy it again");
 		pthread_mutex_unlock(&s->lock);
-		return isola_err_wrap(err, "destroy sandbox `%s`: its processes and files are gone, "
+		return isola_err_wrap(err,
+				      "destroy sandbox `%s`: its processes and files are gone, "
 				      "but its record could not be removed",
 				      s->id);
 	}

@@ -54,7 +54,8 @@ int sandbox_op_begin(struct core *c, struct sandbox *s, unsigned allowed, enum s
 	if (!(to == SANDBOX_SNAPSHOTTING && s->state == SANDBOX_PAUSED)) {
 		r = store_sandbox_set_state(c->store, s->id, sandbox_state_name(to), NULL, err);
 		if (r < 0) {
-			isola_err_wrap(err, "cannot %s sandbox `%s`: nothing was changed", op, s->id);
+			isola_err_wrap(err, "cannot %s sandbox `%s`: nothing was changed", op,
+				       s->id);
 			goto out;
 		}
 	}
@@ -65,8 +66,7 @@ out:
 	return r;
 }
 
-int sandbox_op_end(struct core *c, struct sandbox *s, enum sandbox_state to,
-		   struct isola_err **err)
+int sandbox_op_end(struct core *c, struct sandbox *s, enum sandbox_state to, struct isola_err **err)
 {
 	int r;
 

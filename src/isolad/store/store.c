@@ -130,10 +130,11 @@ static int store_fail(struct store *st, struct isola_err **err, const char *what
 		sys = store_probe_unwritable(st->path, sys);
 
 	if (prim == SQLITE_FULL || (prim == SQLITE_IOERR && (sys == ENOSPC || sys == EDQUOT)))
-		return isola_err_set(err, ENOSPC, "no_space",
-				     "store `%s`: %s: the state filesystem is full (ENOSPC: %s); free space "
-				     "on it and retry",
-				     st->path, what, sqlite3_errmsg(st->db));
+		return isola_err_set(
+			err, ENOSPC, "no_space",
+			"store `%s`: %s: the state filesystem is full (ENOSPC: %s); free space "
+			"on it and retry",
+			st->path, what, sqlite3_errmsg(st->db));
 	if (prim == SQLITE_READONLY ||
 	    (prim == SQLITE_IOERR && (sys == EROFS || sys == EPERM || sys == EACCES)))
 		return isola_err_set(err, EROFS, "unavailable",

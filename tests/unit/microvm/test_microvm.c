@@ -269,9 +269,10 @@ static void test_boot_failure_explain(void)
 	isola_err_set(&e, ECHILD, "internal", "QEMU exited during boot");
 	mvm_boot_failure_explain(&e, "exited with status 1",
 				 "qemu: -drive: Could not open `disk.qcow2`\n", console, 3);
-	ok(strstr(e->message, "QEMU exited during boot; QEMU exited with status 1; QEMU stderr "
-			      "(last lines): qemu: -drive: Could not open `disk.qcow2`; console "
-			      "(last lines): [ 28.0] line 28 | [ 29.0] line 29 | [ 30.0] line 30") != NULL,
+	ok(strstr(e->message,
+		  "QEMU exited during boot; QEMU exited with status 1; QEMU stderr "
+		  "(last lines): qemu: -drive: Could not open `disk.qcow2`; console "
+		  "(last lines): [ 28.0] line 28 | [ 29.0] line 29 | [ 30.0] line 30") != NULL,
 	   "boot failure names QEMU's exit, its stderr and the console's last lines: %s",
 	   e->message);
 	isola_err_free(e);

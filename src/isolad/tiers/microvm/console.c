@@ -306,9 +306,9 @@ void mvm_boot_failure_explain(struct isola_err **err, const char *exit_reason,
 	last_lines(qemu_stderr, lines, q, sizeof(q));
 	last_lines(console, lines, c, sizeof(c));
 	if (asprintf(&msg, "%s%s%s; QEMU stderr (last lines): %s; console (last lines): %s",
-		     (*err)->message ? (*err)->message : "", exit_reason && *exit_reason ? "; QEMU " : "",
-		     exit_reason ? exit_reason : "", q[0] ? q : "(nothing)",
-		     c[0] ? c : "(nothing)") < 0)
+		     (*err)->message ? (*err)->message : "",
+		     exit_reason && *exit_reason ? "; QEMU " : "", exit_reason ? exit_reason : "",
+		     q[0] ? q : "(nothing)", c[0] ? c : "(nothing)") < 0)
 		return;
 	free((*err)->message);
 	(*err)->message = msg;
