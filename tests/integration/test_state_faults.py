@@ -85,7 +85,10 @@ def test_full_state_fs_refuses_with_507_and_restarts(small_fs, fsd):
     c.list_sandboxes()  # any audited request writes the pending gap first
     v = c.audit_verify()
     assert v["ok"], v
-    assert v["gaps"], f"no audit.gap record after appends failed: {v}"
+    audit_log = [ln for ln in fsd.log_text().splitlines() if "audit" in ln]
+    assert v["gaps"], f"no audit.gap record after appends failed: {v}; " \
+        f"audit dir {sorted(os.listdir(os.path.join(small_fs.mnt, 'audit')))}; " \
+        f"isolad said: {audit_log[-15:]}"
     assert all(g["lost"] >= 1 and "No space" in g["reason"] for g in v["gaps"]), v["gaps"]
     gap_seqs = {g["seq"] for g in v["gaps"]}
     gaps = [r for r in c.audit_export() if r.get("action") == "audit.gap"]  # the record itself
