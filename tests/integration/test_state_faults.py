@@ -16,6 +16,7 @@ import subprocess
 
 import pytest
 
+import isola_client as ic
 from faults_util import Isolad, SmallFs, cli, isola, leftovers, need_root_tool, sdk
 
 
@@ -82,7 +83,12 @@ def test_full_state_fs_refuses_with_507_and_restarts(small_fs, fsd):
 
     # Space again: the trail states what it lost, and it verifies.
     small_fs.unfill()
-    c.list_sandboxes()  # any audited request writes the pending gap first
+    c.list_sandboxes()  # any audited request writes the pending gap first...
+    # ...when the request completes, which may be just after its reply: wait for it.
+    try:
+        ic.wait_for(lambda: c.audit_verify()["gaps"], 15, what="the audit.gap record")
+    except AssertionError:
+        pass  # judged below, with what isolad said
     v = c.audit_verify()
     assert v["ok"], v
     audit_log = [ln for ln in fsd.log_text().splitlines() if "audit" in ln]
