@@ -348,6 +348,12 @@ static int audit_verify_cmd(struct cli *cli, int argc, char **argv)
 			       (long long)json_integer_value(json_object_get(p, "segment")),
 			       (long long)json_integer_value(json_object_get(p, "seq")),
 			       jstr(p, "problem"));
+		/* Stated losses: part of an intact chain, but an operator must see them. */
+		json_array_foreach(json_object_get(out, "gaps"), i, p)
+			printf("  gap at record %lld: %lld record(s) lost between %s and %s (%s)\n",
+			       (long long)json_integer_value(json_object_get(p, "seq")),
+			       (long long)json_integer_value(json_object_get(p, "lost")),
+			       jstr(p, "from"), jstr(p, "to"), jstr(p, "reason"));
 	}
 	json_decref(out);
 	return ok ? CLI_EXIT_OK : CLI_EXIT_FAIL;

@@ -122,6 +122,7 @@ const char *isola_err_code_for_errno(int errnum)
 		return "timeout";
 	case EAGAIN:
 	case ENOMEM:
+	case EROFS: /* the state filesystem is read-only: 503, not a client error */
 		return "unavailable";
 	case ENOSYS:
 	case EOPNOTSUPP:

@@ -267,8 +267,10 @@ def test_isolad_makes_no_outbound_connection(isolad, api):
     proxy, DNS resolver: the ports its start line names) or a connection accepted on the API
     listener from loopback. The proxy and resolver only connect out for a policy that allows
     it; this sandbox has the default (deny)."""
-    m = re.search(r"resolver port (\d+), proxy port (\d+)", isolad.log_text())
-    assert m, "isolad's network start line is missing from its log"
+    # The last start line: an earlier test may have restarted this isolad (new ports).
+    starts = list(re.finditer(r"resolver port (\d+), proxy port (\d+)", isolad.log_text()))
+    assert starts, "isolad's network start line is missing from its log"
+    m = starts[-1]
     port_hex = f"{isolad.port:04X}"
     listeners = {port_hex, f"{int(m.group(1)):04X}", f"{int(m.group(2)):04X}"}
     seen = []

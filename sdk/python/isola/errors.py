@@ -76,7 +76,8 @@ class NotSupportedError(IsolaError):
 
 
 class UnavailableError(IsolaError):
-    """503, or isolad could not be reached at all (status None)."""
+    """503 (e.g. isolad's database is read-only), or isolad could not be reached at all
+    (status None)."""
 
 
 class TimeoutError(IsolaError):  # noqa: A001 - deliberately mirrors the API's code
@@ -84,7 +85,8 @@ class TimeoutError(IsolaError):  # noqa: A001 - deliberately mirrors the API's c
 
 
 class NoSpaceError(IsolaError):
-    """507: the sandbox's disk or the daemon's spool is full."""
+    """507: the sandbox's disk, the daemon's spool or its state filesystem is full (an
+    operation it could not record is refused and nothing changed)."""
 
 
 class ProtocolError(IsolaError):

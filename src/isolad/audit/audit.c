@@ -39,7 +39,20 @@ struct audit {
 	double seg_started;	 /* wall time of its first record */
 	char seg_last_time[40];	 /* time of its newest record */
 	uint64_t append_errors;	 /* failed appends since start */
+	uint64_t gap_lost;	 /* records lost since the last written one, 0 = no gap */
+	char gap_from[40];	 /* time of the first lost record */
+	char gap_to[40];	 /* time of the last lost record */
+	char gap_reason[160];	 /* why the first one was lost */
+	int gap_fd;		 /* GAP_FILE, preallocated, or -1 */
 };
+
+/*
+ * GAP_FILE keeps a gap not yet written to the chain across a stop or crash: GAP_FILE_SIZE bytes
+ * allocated at open and rewritten in place (no new blocks, so it works on a full filesystem),
+ * holding the pending gap as authenticated JSON padded with spaces, or only spaces.
+ */
+#define GAP_FILE      "pending-gap"
+#define GAP_FILE_SIZE 1024
 
 void audit_format_time(double t, char *out, size_t n)
 {
@@ -221,8 +234,25 @@ struct chain {
 	char prev[HASH_HEX]; /* hash it must name as prev_hash */
 	uint64_t records;    /* records read */
 	json_t *problems;    /* array, or NULL to stop at the first problem */
+	json_t *gaps;	     /* array of the audit.gap records seen, or NULL */
 	bool broken;	     /* a problem was seen */
 };
+
+/* Lists an `audit.gap` record (a stated loss, chained like any record) for the report. */
+static void note_gap(struct chain *ch, uint32_t seg, json_int_t seq, json_t *rec)
+{
+	json_t *d = json_object_get(rec, "detail");
+
+	if (!ch->gaps || json_array_size(ch->gaps) >= 100 ||
+	    strcmp(json_string_value(json_object_get(rec, "action")) ?: "", "audit.gap") != 0)
+		return;
+	json_array_append_new(
+		ch->gaps,
+		json_pack("{s:I, s:I, s:s, s:O?, s:O?, s:O?, s:O?}", "segment", (json_int_t)seg,
+			  "seq", seq, "time", json_string_value(json_object_get(rec, "time")) ?: "",
+			  "lost", json_object_get(d, "lost"), "from", json_object_get(d, "from"),
+			  "to", json_object_get(d, "to"), "reason", json_object_get(d, "reason")));
+}
 
 static void problem(struct chain *ch, uint32_t seg, uint64_t seq, const char *fmt, ...)
 	__attribute__((format(printf, 4, 5)));
@@ -319,6 +349,8 @@ static int check_segment(const struct audit *a, uint32_t seg, uint64_t upto, str
 			problem(ch, seg, (uint64_t)seq,
 				"record %lld was edited (its hash does not match its content)",
 				(long long)seq);
+		else
+			note_gap(ch, seg, seq, rec);
 		if (!sum->count) {
 			sum->first_seq = (uint64_t)seq;
 			snprintf(sum->first_prev, sizeof(sum->first_prev), "%s", prev_copy);
@@ -447,26 +479,26 @@ static int open_active(struct audit *a)
 	return 0;
 }
 
-int audit_append(struct audit *a, const char *who, const char *tenant, const char *action,
-		 const char *target, const char *outcome, const json_t *detail)
+/*
+ * Writes one record with the next seq, chained to the head (lock held). A failed write is cut
+ * back to the segment's previous length, so a full filesystem never leaves a torn line in the
+ * chain; the chain's head moves only when the whole line is written.
+ */
+static int write_record_locked(struct audit *a, double now, const char *when, const char *who,
+			       const char *tenant, const char *action, const char *target,
+			       const char *outcome, const json_t *detail)
 {
-	char when[40], hash[HASH_HEX], *line = NULL;
-	double now = util_wall_time();
+	char hash[HASH_HEX], *line = NULL;
+	struct stat st;
 	json_t *rec;
 	int r;
 
-	if (!a)
-		return 0;
-	audit_format_time(now, when, sizeof(when));
-	pthread_mutex_lock(&a->lock);
 	rec = json_pack("{s:I, s:s, s:s, s:s, s:s, s:s, s:s}", "seq", (json_int_t)(a->seq + 1),
 			"time", when, "who", who ? who : "", "tenant", tenant ? tenant : "",
 			"action", action ? action : "", "target", target ? target : "", "outcome",
 			outcome ? outcome : "");
-	if (!rec) {
-		r = -ENOMEM;
-		goto out;
-	}
+	if (!rec)
+		return -ENOMEM;
 	if (detail)
 		json_object_set(rec, "detail", (json_t *)detail);
 	json_object_set_new(rec, "prev_hash", json_string(a->head));
@@ -482,6 +514,10 @@ int audit_append(struct audit *a, const char *who, const char *tenant, const cha
 	}
 	if (a->fd < 0 && (r = open_active(a)) < 0)
 		goto out;
+	if (fstat(a->fd, &st) < 0) {
+		r = -errno;
+		goto out;
+	}
 	{
 		size_t n = strlen(line);
 
@@ -489,8 +525,13 @@ int audit_append(struct audit *a, const char *who, const char *tenant, const cha
 		r = util_write_all(a->fd, line, n + 1);
 		line[n] = '\0';
 	}
-	if (r < 0)
+	if (r < 0) {
+		/* Shrinking needs no space: the part written goes, the chain stays whole. */
+		if (ftruncate(a->fd, st.st_size) < 0)
+			log_error("audit: cut segment %u back after a failed write: %s", a->segment,
+				  strerror(errno));
 		goto out;
+	}
 	if (!a->seg_count) {
 		a->seg_first = a->seq + 1;
 		snprintf(a->seg_prev, sizeof(a->seg_prev), "%s", a->head);
@@ -500,20 +541,148 @@ int audit_append(struct audit *a, const char *who, const char *tenant, const cha
 	a->seg_count++;
 	snprintf(a->head, sizeof(a->head), "%s", hash);
 	snprintf(a->seg_last_time, sizeof(a->seg_last_time), "%s", when);
+out:
+	free(line);
+	json_decref(rec);
+	return r;
+}
+
+/* Rewrites GAP_FILE in place with the pending gap, or blank when there is none (lock held). */
+static void gap_save_locked(struct audit *a)
+{
+	char buf[GAP_FILE_SIZE], mac[MAC_HEX];
+	cleanup_free char *text = NULL;
+	json_t *j = NULL;
+	size_t n = 0;
+
+	if (a->gap_fd < 0)
+		return;
+	memset(buf, ' ', sizeof(buf));
+	buf[sizeof(buf) - 1] = '\n';
+	if (a->gap_lost) {
+		j = json_pack("{s:I, s:s, s:s, s:s}", "lost", (json_int_t)a->gap_lost, "from",
+			      a->gap_from, "to", a->gap_to, "reason", a->gap_reason);
+		if (j && object_mac(a, j, mac) == 0)
+			json_object_set_new(j, "mac", json_string(mac));
+		text = j ? json_dumps(j, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
+		json_decref(j);
+		n = text ? strlen(text) : 0;
+		if (n >= sizeof(buf))
+			n = 0;
+		memcpy(buf, text ? text : "", n);
+	}
+	if (pwrite(a->gap_fd, buf, sizeof(buf), 0) != (ssize_t)sizeof(buf) ||
+	    fdatasync(a->gap_fd) < 0)
+		log_warn("audit: record the pending gap in `%s/" GAP_FILE "`: %s", a->cfg.dir,
+			 strerror(errno));
+}
+
+/* At open: allocates GAP_FILE and takes back a gap an earlier isolad could not write. */
+static void gap_load(struct audit *a)
+{
+	char path[PATH_MAX], buf[GAP_FILE_SIZE + 1];
+	json_t *j;
+	ssize_t got;
+
+	snprintf(path, sizeof(path), "%s/" GAP_FILE, a->cfg.dir);
+	a->gap_fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+	if (a->gap_fd < 0) {
+		log_warn("audit: open `%s`: %s", path, strerror(errno));
+		return;
+	}
+	/* UNTRUSTED: a file on disk; only an authentic object counts. */
+	got = pread(a->gap_fd, buf, GAP_FILE_SIZE, 0);
+	buf[got > 0 ? got : 0] = '\0';
+	j = json_loads(buf, JSON_DISABLE_EOF_CHECK, NULL);
+	if (j && object_mac_ok(a, j) && json_integer_value(json_object_get(j, "lost")) > 0) {
+		a->gap_lost = (uint64_t)json_integer_value(json_object_get(j, "lost"));
+		snprintf(a->gap_from, sizeof(a->gap_from), "%s",
+			 json_string_value(json_object_get(j, "from")) ?: "");
+		snprintf(a->gap_to, sizeof(a->gap_to), "%s",
+			 json_string_value(json_object_get(j, "to")) ?: "");
+		snprintf(a->gap_reason, sizeof(a->gap_reason), "%s",
+			 json_string_value(json_object_get(j, "reason")) ?: "");
+		log_warn("audit: %llu record(s) lost before the last stop; the next record states "
+			 "it",
+			 (unsigned long long)a->gap_lost);
+	} else if (j || (got > 0 && buf[0] != ' ')) {
+		log_warn("audit: `%s` is not an authentic pending gap; ignored", path);
+	}
+	json_decref(j);
+	if (got != GAP_FILE_SIZE && fallocate(a->gap_fd, 0, 0, GAP_FILE_SIZE) < 0)
+		log_warn("audit: allocate `%s`: %s", path, strerror(errno));
+	gap_save_locked(a);
+}
+
+/* Counts a record that could not be written into the pending gap (lock held). */
+static void gap_add_locked(struct audit *a, const char *when, const char *why)
+{
+	if (!a->gap_lost++) {
+		snprintf(a->gap_from, sizeof(a->gap_from), "%s", when);
+		snprintf(a->gap_reason, sizeof(a->gap_reason), "%s", why);
+	}
+	snprintf(a->gap_to, sizeof(a->gap_to), "%s", when);
+	gap_save_locked(a);
+}
+
+/*
+ * Records lost appends as one `audit.gap` record before the next record (lock held): how many,
+ * between which times, why. It is chained like any other record, so the trail stays verifiable
+ * and the gap is stated instead of silent. Returns 0 when there is no gap or it was written.
+ */
+static int write_gap_locked(struct audit *a, double now, const char *when)
+{
+	json_t *detail;
+	int r;
+
+	if (!a->gap_lost)
+		return 0;
+	detail = json_pack("{s:I, s:s, s:s, s:s}", "lost", (json_int_t)a->gap_lost, "from",
+			   a->gap_from, "to", a->gap_to, "reason", a->gap_reason);
+	if (!detail)
+		return -ENOMEM;
+	r = write_record_locked(a, now, when, "isolad", "", "audit.gap", "", "lost", detail);
+	json_decref(detail);
+	if (r == 0) {
+		log_warn("audit: recorded a gap of %llu record(s) lost between %s and %s (%s)",
+			 (unsigned long long)a->gap_lost, a->gap_from, a->gap_to, a->gap_reason);
+		a->gap_lost = 0;
+		gap_save_locked(a);
+	}
+	return r;
+}
+
+int audit_append(struct audit *a, const char *who, const char *tenant, const char *action,
+		 const char *target, const char *outcome, const json_t *detail)
+{
+	char when[40];
+	double now = util_wall_time();
+	int r;
+
+	if (!a)
+		return 0;
+	audit_format_time(now, when, sizeof(when));
+	pthread_mutex_lock(&a->lock);
+	r = write_gap_locked(a, now, when);
+	if (r == 0)
+		r = write_record_locked(a, now, when, who, tenant, action, target, outcome, detail);
+	if (r < 0) {
+		char why[160];
+
+		snprintf(why, sizeof(why), "append failed: %s", strerror(-r));
+		gap_add_locked(a, when, why);
+		a->append_errors++;
+		log_error("audit: append `%s` by %s failed: %s", action ? action : "",
+			  who ? who : "", strerror(-r));
+		goto out;
+	}
 	if (a->seg_count >= a->cfg.segment_records ||
 	    now - a->seg_started >= a->cfg.seal_interval_s) {
 		if (seal_locked(a) == 0 && a->cfg.retention_s)
 			prune_locked(a, a->cfg.retention_s, NULL, NULL);
 	}
 out:
-	if (r < 0) {
-		a->append_errors++;
-		log_error("audit: append `%s` by %s failed: %s", action ? action : "",
-			  who ? who : "", strerror(-r));
-	}
 	pthread_mutex_unlock(&a->lock);
-	free(line);
-	json_decref(rec);
 	return r;
 }
 
@@ -629,6 +798,7 @@ int audit_verify(struct audit *a, json_t **out, struct isola_err **err)
 	pthread_mutex_unlock(&a->lock);
 
 	ch.problems = json_array();
+	ch.gaps = json_array();
 	load_anchor(a, &first_seg, &ch.next_seq, ch.prev, &authentic);
 	first_seq = ch.next_seq;
 	if (!authentic)
@@ -636,6 +806,7 @@ int audit_verify(struct audit *a, json_t **out, struct isola_err **err)
 	r = list_segments(a, &segs, &n);
 	if (r < 0) {
 		json_decref(ch.problems);
+		json_decref(ch.gaps);
 		return isola_err_sys(err, -r, NULL, "list audit segments in `%s`", a->cfg.dir);
 	}
 	for (size_t i = 0; i < n; i++) {
@@ -671,10 +842,10 @@ int audit_verify(struct audit *a, json_t **out, struct isola_err **err)
 			"the trail ends at record %llu but isolad wrote up to %llu: records were "
 			"deleted or rewritten at the end",
 			(unsigned long long)(ch.next_seq - 1), (unsigned long long)head_seq);
-	*out = json_pack("{s:b, s:I, s:I, s:I, s:I, s:I, s:o}", "ok", !ch.broken, "records",
+	*out = json_pack("{s:b, s:I, s:I, s:I, s:I, s:I, s:o, s:o}", "ok", !ch.broken, "records",
 			 (json_int_t)ch.records, "segments", (json_int_t)n, "sealed",
 			 (json_int_t)sealed, "first_seq", (json_int_t)first_seq, "last_seq",
-			 (json_int_t)head_seq, "problems", ch.problems);
+			 (json_int_t)head_seq, "problems", ch.problems, "gaps", ch.gaps);
 	return 0;
 }
 
@@ -683,14 +854,50 @@ json_t *audit_status(struct audit *a)
 	json_t *j;
 
 	pthread_mutex_lock(&a->lock);
-	j = json_pack("{s:s, s:s, s:I, s:I, s:I, s:I, s:I, s:I}", "dir", a->cfg.dir, "key_file",
-		      a->cfg.key_path, "records", (json_int_t)a->seq, "active_segment",
+	j = json_pack("{s:s, s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:I}", "dir", a->cfg.dir,
+		      "key_file", a->cfg.key_path, "records", (json_int_t)a->seq, "active_segment",
 		      (json_int_t)a->segment, "segment_records", (json_int_t)a->cfg.segment_records,
 		      "seal_interval_s", (json_int_t)a->cfg.seal_interval_s, "retention_s",
-		      (json_int_t)a->cfg.retention_s, "append_errors",
-		      (json_int_t)a->append_errors);
+		      (json_int_t)a->cfg.retention_s, "append_errors", (json_int_t)a->append_errors,
+		      "gap_pending", (json_int_t)a->gap_lost);
 	pthread_mutex_unlock(&a->lock);
 	return j;
+}
+
+/*
+ * Cuts an incomplete last line (a write a crash or a full filesystem cut short) off the
+ * segment at path. Returns 1 when it cut one, 0 when the file ends with a whole line or
+ * cannot be read. Shrinking a file needs no free space.
+ */
+static int trim_torn_tail(const char *path)
+{
+	cleanup_fd int fd = open(path, O_RDWR | O_CLOEXEC | O_NOFOLLOW);
+	char buf[4096];
+	struct stat st;
+	off_t end, pos;
+
+	if (fd < 0 || fstat(fd, &st) < 0 || st.st_size == 0)
+		return 0;
+	end = st.st_size;
+	for (pos = end; pos > 0;) {
+		size_t want = pos < (off_t)sizeof(buf) ? (size_t)pos : sizeof(buf);
+		ssize_t got = pread(fd, buf, want, pos - (off_t)want);
+
+		if (got != (ssize_t)want)
+			return 0;
+		for (size_t i = want; i > 0; i--) {
+			if (buf[i - 1] != '\n')
+				continue;
+			pos = pos - (off_t)want + (off_t)i;
+			if (pos == end)
+				return 0;
+			return ftruncate(fd, pos) == 0 ? 1 : 0;
+		}
+		pos -= (off_t)want;
+		if (end - pos > (off_t)MAX_LINE)
+			return 0; /* not a torn record: check_segment reports it */
+	}
+	return ftruncate(fd, 0) == 0 ? 1 : 0;
 }
 
 /* At start: continue after the last record; seal a segment left open if its chain holds. */
@@ -734,6 +941,19 @@ static int audit_recover(struct audit *a, struct isola_err **err)
 			json_decref(prev_seal);
 		}
 		(void)prev_sum;
+		seg_path(a, last, "log", path, sizeof(path));
+		if (trim_torn_tail(path) == 1) {
+			char when[40];
+
+			/* Stated in the trail by the next append, instead of a broken chain. */
+			audit_format_time(util_wall_time(), when, sizeof(when));
+			gap_add_locked(a, when,
+				       "a record cut short by a crash or a full filesystem was "
+				       "removed at start");
+			log_warn("audit: segment %u ended in an incomplete record; it was cut off "
+				 "and the next record states the gap",
+				 last);
+		}
 		check_segment(a, last, 0, &ch, &sum);
 		a->segment = last;
 		if (sum.count) {
@@ -778,6 +998,7 @@ int audit_open(const struct audit_config *cfg, struct audit **out, struct isola_
 	if (!a->cfg.seal_interval_s)
 		a->cfg.seal_interval_s = 3600;
 	a->fd = -1;
+	a->gap_fd = -1;
 	pthread_mutex_init(&a->lock, NULL);
 	r = util_mkdir_p(a->cfg.dir, 0700);
 	if (r < 0) {
@@ -787,6 +1008,7 @@ int audit_open(const struct audit_config *cfg, struct audit **out, struct isola_
 	r = load_key(a, err);
 	if (r < 0)
 		goto fail;
+	gap_load(a);
 	r = audit_recover(a, err);
 	if (r < 0)
 		goto fail;
@@ -795,6 +1017,8 @@ int audit_open(const struct audit_config *cfg, struct audit **out, struct isola_
 	*out = a;
 	return 0;
 fail:
+	if (a->gap_fd >= 0)
+		close(a->gap_fd);
 	sodium_memzero(a->key, sizeof(a->key));
 	pthread_mutex_destroy(&a->lock);
 	free(a);
@@ -809,6 +1033,8 @@ void audit_close(struct audit *a)
 	seal_locked(a);
 	if (a->fd >= 0)
 		close(a->fd);
+	if (a->gap_fd >= 0)
+		close(a->gap_fd);
 	pthread_mutex_unlock(&a->lock);
 	sodium_memzero(a->key, sizeof(a->key));
 	pthread_mutex_destroy(&a->lock);

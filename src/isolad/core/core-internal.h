@@ -110,6 +110,8 @@ const char *sandbox_state_name(enum sandbox_state st);
 /* Registers / unregisters a sandbox in the core's list (takes / drops the list's ref). */
 int core_list_add(struct core *c, struct sandbox *s, struct isola_err **err);
 void core_list_remove(struct core *c, struct sandbox *s);
+/* True when a sandbox in the core's list has this id. Any thread (takes the core's lock). */
+bool core_sandbox_listed(struct core *c, const char *id);
 
 /* Writes <state>/sandboxes/<id> into out; -ENAMETOOLONG if it does not fit. */
 int core_sandbox_dir(const struct core *c, const char *id, char *out, size_t n);
@@ -156,11 +158,14 @@ int core_sandbox_identity(struct sandbox *s, struct isola_err **err);
 void sandbox_retire_conn(struct sandbox *s);
 
 /* Moves s into a transient state if it is in one of `allowed` (bit per state); on refusal
- * `conflict` naming the state and `op`. Records the stored state unless store_state NULL. */
+ * `conflict` naming the state and `op`. Records the transient state in the store first: when
+ * that write fails (no_space, unavailable) nothing changes and the error is returned. */
 int sandbox_op_begin(struct core *c, struct sandbox *s, unsigned allowed, enum sandbox_state to,
 		     const char *op, struct isola_err **err);
-/* Ends a transient state: sets `to` in memory and in the store. */
-void sandbox_op_end(struct core *c, struct sandbox *s, enum sandbox_state to);
+/* Ends a transient state: sets `to` in memory and in the store; returns the store's error
+ * (err may be NULL when the caller is already failing). */
+int sandbox_op_end(struct core *c, struct sandbox *s, enum sandbox_state to,
+		   struct isola_err **err);
 #define SANDBOX_BIT(st) (1u << (st))
 
 /* Writes the sandbox's whole row (state, spec, tier state) to the store. Lock held or

@@ -250,6 +250,17 @@ out:
 	return r;
 }
 
+bool core_sandbox_listed(struct core *c, const char *id)
+{
+	bool found = false;
+
+	pthread_mutex_lock(&c->lock);
+	for (size_t i = 0; i < c->n_sandboxes && !found; i++)
+		found = !strcmp(c->sandboxes[i]->id, id);
+	pthread_mutex_unlock(&c->lock);
+	return found;
+}
+
 void core_list_remove(struct core *c, struct sandbox *s)
 {
 	bool found = false;
@@ -643,20 +654,21 @@ int core_sandbox_start(struct core *c, struct sandbox *s, uint32_t ttl_s, const 
 		r = isola_err_set(err, ENAMETOOLONG, "internal", "state dir path too long");
 		goto fail_slot;
 	}
-	if (mkdir(s->spec.dir, 0700) < 0) {
-		r = isola_err_sys(err, errno, NULL, "create `%s`", s->spec.dir);
-		goto fail_slot;
-	}
-	/* Intent first: a crash from here on is found and rolled back at the next start. */
+	/* Intent first, before the directory too: a crash from here on is found and rolled
+	 * back at the next start (reconcile removes a `creating` row and its directory). */
 	r = core_persist(c, s, err);
 	if (r < 0)
-		goto fail_dir;
+		goto fail_slot;
+	if (mkdir(s->spec.dir, 0700) < 0) {
+		r = isola_err_sys(err, errno, NULL, "create `%s`", s->spec.dir);
+		goto fail_row;
+	}
 	if (snapdir)
 		r = s->tier->restore(&s->spec, snapdir, &s->ts, err);
 	else
 		r = s->tier->create(&s->spec, &s->ts, err);
 	if (r < 0)
-		goto fail_row;
+		goto fail_dir;
 	/* The sandbox's network (docs/network.md): veth, filter, policy; before any user code. */
 	r = net_sandbox_attach(s->tier, s->ts, &s->spec, s->forked_from, err);
 	if (r < 0)
@@ -695,10 +707,10 @@ fail_tier:
 	s->tier->destroy(s->ts, NULL);
 	s->ts = NULL;
 	net_sandbox_detach(&s->spec);
-fail_row:
-	store_sandbox_delete(c->store, s->id, NULL);
 fail_dir:
 	util_rm_rf(s->spec.dir);
+fail_row:
+	store_sandbox_delete(c->store, s->id, NULL);
 fail_slot:
 	core_slot_free(c, s->uid_slot);
 	s->uid_slot = -1;
@@ -881,11 +893,28 @@ int core_sandbox_destroy_obj(struct core *c, struct sandbox *s, struct isola_err
 				     "sandbox `%s` is %s: destroy it once that ends", s->id,
 				     sandbox_state_name(st));
 	}
+	/* Intent first, and durably: a destroy whose record cannot be written is refused with
+	 * the store's reason (507 full filesystem, 503 read-only database) and the sandbox is
+	 * left exactly as it was, so what the store says still matches what exists. */
+	{
+		cleanup_err struct isola_err *e = NULL;
+
+		/* (A sandbox without a row has nothing to record: -ENOENT goes on.) */
+		r = store_sandbox_set_state(c->store, s->id, "destroying", NULL, &e);
+		if (r < 0 && r != -ENOENT) {
+			pthread_mutex_unlock(&s->lock);
+			if (err && !*err)
+				*err = steal_ptr(&e);
+			return isola_err_wrap(err,
+					      "destroy sandbox `%s`: not destroyed, it is still %s",
+					      s->id, sandbox_state_name(s->state));
+		}
+		r = 0;
+	}
 	/* A frozen sandbox is thawed first: a frozen task does not act on SIGKILL (v1). */
 	if (s->state == SANDBOX_PAUSED && s->ts && s->tier->resume)
 		s->tier->resume(s->ts, NULL);
 	s->state = SANDBOX_DESTROYING;
-	store_sandbox_set_state(c->store, s->id, "destroying", NULL, NULL);
 	if (s->ts) {
 		r = s->tier->destroy(s->ts, err);
 		s->ts = NULL;
@@ -907,7 +936,21 @@ int core_sandbox_destroy_obj(struct core *c, struct sandbox *s, struct isola_err
 			util_rm_rf(hib);
 		}
 	}
-	store_sandbox_delete(c->store, s->id, NULL);
+	r = store_sandbox_delete(c->store, s->id, err);
+	if (r < 0) {
+		/* Gone in reality, but its row still says `destroying` (which a restart finishes):
+		 * not acknowledged. It stays listed as `error` so that `rm` again removes the row. */
+		pthread_mutex_lock(&s->lock);
+		s->state = SANDBOX_ERROR;
+		free(s->error);
+		s->error =
+			strdup("destroyed, but its record could not be removed: destroy it again");
+		pthread_mutex_unlock(&s->lock);
+		return isola_err_wrap(err,
+				      "destroy sandbox `%s`: its processes and files are gone, "
+				      "but its record could not be removed",
+				      s->id);
+	}
 	log_info("sandbox %s destroyed", s->id);
 	core_list_remove(c, s);
 	if (s->origin[0])

@@ -45,25 +45,36 @@ int sandbox_op_begin(struct core *c, struct sandbox *s, unsigned allowed, enum s
 		r = isola_err_set(err, EBUSY, "conflict", "sandbox `%s` is %s: cannot %s it%s%s",
 				  s->id, sandbox_state_name(s->state), op, s->error ? ": " : "",
 				  s->error ? s->error : "");
-	} else {
-		s->op_prev = s->state;
-		s->state = to;
-		/* A snapshot of a paused sandbox leaves it paused whatever happens: the store
-		 * keeps `paused` so a restart finds it paused. */
-		if (!(to == SANDBOX_SNAPSHOTTING && s->op_prev == SANDBOX_PAUSED))
-			store_sandbox_set_state(c->store, s->id, sandbox_state_name(to), NULL,
-						NULL);
+		goto out;
 	}
+	/* Intent first, and durably: an operation whose record cannot be written is refused
+	 * before anything changes (507 full filesystem, 503 read-only database). A snapshot of
+	 * a paused sandbox leaves it paused whatever happens: the store keeps `paused` so a
+	 * restart finds it paused. */
+	if (!(to == SANDBOX_SNAPSHOTTING && s->state == SANDBOX_PAUSED)) {
+		r = store_sandbox_set_state(c->store, s->id, sandbox_state_name(to), NULL, err);
+		if (r < 0) {
+			isola_err_wrap(err, "cannot %s sandbox `%s`: nothing was changed", op,
+				       s->id);
+			goto out;
+		}
+	}
+	s->op_prev = s->state;
+	s->state = to;
+out:
 	pthread_mutex_unlock(&s->lock);
 	return r;
 }
 
-void sandbox_op_end(struct core *c, struct sandbox *s, enum sandbox_state to)
+int sandbox_op_end(struct core *c, struct sandbox *s, enum sandbox_state to, struct isola_err **err)
 {
+	int r;
+
 	pthread_mutex_lock(&s->lock);
 	s->state = to;
-	store_sandbox_set_state(c->store, s->id, sandbox_state_name(to), NULL, NULL);
+	r = store_sandbox_set_state(c->store, s->id, sandbox_state_name(to), NULL, err);
 	pthread_mutex_unlock(&s->lock);
+	return r;
 }
 
 int core_sandbox_identity(struct sandbox *s, struct isola_err **err)
@@ -115,9 +126,18 @@ int core_sandbox_pause_obj(struct core *c, struct sandbox *s, struct isola_err *
 	if (r < 0)
 		return r;
 	r = s->tier->pause(s->ts, err);
-	sandbox_op_end(c, s, r < 0 ? SANDBOX_RUNNING : SANDBOX_PAUSED);
-	if (r < 0)
+	if (r < 0) {
+		sandbox_op_end(c, s, SANDBOX_RUNNING, NULL);
 		return r;
+	}
+	r = sandbox_op_end(c, s, SANDBOX_PAUSED, err);
+	if (r < 0) {
+		/* Not recorded, so not acknowledged: a restart would find it `pausing` and thaw
+		 * it, so it is thawed now and the client hears why. */
+		s->tier->resume(s->ts, NULL);
+		sandbox_op_end(c, s, SANDBOX_RUNNING, NULL);
+		return isola_err_wrap(err, "pause sandbox `%s`: not paused", s->id);
+	}
 	log_info("sandbox %s paused", s->id);
 	return 0;
 }
@@ -156,6 +176,17 @@ static int core_sandbox_wake(struct core *c, struct sandbox *s, struct isola_err
 	/* Same hostname, but the RNG of a restored image must not repeat its past. */
 	if (r == 0)
 		r = core_sandbox_identity(s, err);
+	if (r == 0) {
+		/* Acknowledged only once recorded: a store that missed it says `waking`, which a
+		 * restart turns back into `hibernated` from the image, so that is done now. */
+		pthread_mutex_lock(&s->lock);
+		s->state = SANDBOX_RUNNING;
+		s->last_active = util_wall_time();
+		r = core_persist(c, s, err);
+		if (r < 0)
+			s->state = SANDBOX_WAKING;
+		pthread_mutex_unlock(&s->lock);
+	}
 	if (r < 0) {
 		if (s->conn) {
 			agent_conn_free(s->conn);
@@ -165,11 +196,6 @@ static int core_sandbox_wake(struct core *c, struct sandbox *s, struct isola_err
 		s->ts = NULL;
 		goto fail_state;
 	}
-	pthread_mutex_lock(&s->lock);
-	s->state = SANDBOX_RUNNING;
-	s->last_active = util_wall_time();
-	r = core_persist(c, s, err);
-	pthread_mutex_unlock(&s->lock);
 	/* A tier that keeps using the image (microvm maps its memory file) keeps it until the
 	 * sandbox is destroyed or hibernated again; the others are done with it. */
 	if (!s->tier->restore_needs_snapshot)
@@ -178,7 +204,7 @@ static int core_sandbox_wake(struct core *c, struct sandbox *s, struct isola_err
 	r = 0;
 	goto out;
 fail_state:
-	sandbox_op_end(c, s, SANDBOX_HIBERNATED);
+	sandbox_op_end(c, s, SANDBOX_HIBERNATED, NULL);
 	isola_err_wrap(err, "resume sandbox `%s` from hibernation", s->id);
 out:
 	core_release(c, res);
@@ -203,9 +229,15 @@ int core_sandbox_resume_obj(struct core *c, struct sandbox *s, struct isola_err 
 	if (r < 0)
 		return r;
 	r = s->tier->resume(s->ts, err);
-	sandbox_op_end(c, s, r < 0 ? SANDBOX_PAUSED : SANDBOX_RUNNING);
-	if (r < 0)
+	if (r < 0) {
+		sandbox_op_end(c, s, SANDBOX_PAUSED, NULL);
 		return r;
+	}
+	/* Running in memory and in reality; a store that missed this write says `resuming`,
+	 * which a restart also brings back running (reconcile.c): the states agree. */
+	r = sandbox_op_end(c, s, SANDBOX_RUNNING, err);
+	if (r < 0)
+		return isola_err_wrap(err, "resume sandbox `%s`: resumed, but not recorded", s->id);
 	log_info("sandbox %s resumed", s->id);
 	return 0;
 }
@@ -273,7 +305,7 @@ int core_sandbox_hibernate_obj(struct core *c, struct sandbox *s, struct isola_e
 fail_tmp:
 	util_rm_rf(tmp);
 fail:
-	sandbox_op_end(c, s, s->op_prev);
+	sandbox_op_end(c, s, s->op_prev, NULL);
 	return isola_err_wrap(err, "hibernate sandbox `%s`", s->id);
 }
 

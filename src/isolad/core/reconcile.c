@@ -2,6 +2,7 @@
 /* reconcile: at startup, match the store's intent with what still runs — re-attach or clean. */
 #include "core-internal.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <limits.h>
 #include <stdio.h>
@@ -11,6 +12,7 @@
 
 #include "../../common/log.h"
 #include "../../common/util.h"
+#include "../net/net.h"
 #include "../snapshots/snapdir.h"
 
 /* Builds a sandbox object from a stored row (state left for the caller to set). */
@@ -153,6 +155,7 @@ static void reconcile_one(struct core *c, const struct store_sandbox *row)
 	if (!strcmp(row->state, "creating") || !strcmp(row->state, "destroying")) {
 		/* An operation was cut short: roll it back completely. */
 		s->tier->cleanup(&s->spec, row->tier_state, NULL);
+		net_sandbox_detach(&s->spec);
 		util_rm_rf(s->spec.dir);
 		store_sandbox_delete(c->store, row->id, NULL);
 		c->slots[row->uid_slot] = 0;
@@ -171,6 +174,35 @@ static void reconcile_one(struct core *c, const struct store_sandbox *row)
 	sandbox_unref(s);
 }
 
+/* Whether the core tracks a sandbox with this id (net_forget_unknown's question). */
+static bool reconcile_is_known(void *ud, const char *id)
+{
+	return core_sandbox_listed(ud, id);
+}
+
+/* Removes <state>/sandboxes/<name> of every name no sandbox has. No tier resource can be
+ * behind one: a create records its row before it makes anything. */
+static void reconcile_orphan_dirs(struct core *c)
+{
+	char base[PATH_MAX], path[PATH_MAX];
+	struct dirent *de;
+	DIR *d;
+
+	snprintf(base, sizeof(base), "%s/sandboxes", c->cfg.state_dir);
+	d = opendir(base);
+	if (!d)
+		return;
+	while ((de = readdir(d))) {
+		if (de->d_name[0] == '.' || core_sandbox_listed(c, de->d_name))
+			continue;
+		if (snprintf(path, sizeof(path), "%s/%s", base, de->d_name) >= (int)sizeof(path))
+			continue;
+		log_info("sandbox %s: no such sandbox; its directory is removed", de->d_name);
+		util_rm_rf(path);
+	}
+	closedir(d);
+}
+
 int core_reconcile(struct core *c, struct isola_err **err)
 {
 	struct store_sandbox *rows;
@@ -184,5 +216,10 @@ int core_reconcile(struct core *c, struct isola_err **err)
 		store_sandbox_fini(&rows[i]);
 	}
 	free(rows);
+	/* Networks of sandboxes no row names (a row removed by an earlier rollback whose
+	 * network record survived it) go too, and so do their directories (an isolad before
+	 * the row-first create made the directory first). */
+	net_forget_unknown(reconcile_is_known, c);
+	reconcile_orphan_dirs(c);
 	return 0;
 }

@@ -175,7 +175,7 @@ static int snap_take(struct core *c, struct sandbox *s, const char *kind, const 
 	row->level = (int)level;
 	row->size = size;
 	snprintf(row->state, sizeof(row->state), "ready");
-	sandbox_op_end(c, s, s->op_prev);
+	sandbox_op_end(c, s, s->op_prev, NULL);
 	log_info("sandbox %s: snapshot %s%s%s (%s, %llu bytes)", s->id, row->id,
 		 row->name[0] ? " " : "", row->name, level_name(row->level),
 		 (unsigned long long)size);
@@ -187,7 +187,7 @@ fail_row:
 	util_rm_rf(final);
 	store_snapshot_delete(c->store, row->id, NULL);
 fail_state:
-	sandbox_op_end(c, s, s->op_prev);
+	sandbox_op_end(c, s, s->op_prev, NULL);
 fail_row_mem:
 	store_snapshot_fini(row);
 	return r;
@@ -499,18 +499,6 @@ out_src:
 	return 0;
 }
 
-/* True when a sandbox in the list has this id. */
-static bool sandbox_listed(struct core *c, const char *id)
-{
-	bool found = false;
-
-	pthread_mutex_lock(&c->lock);
-	for (size_t i = 0; i < c->n_sandboxes && !found; i++)
-		found = !strcmp(c->sandboxes[i]->id, id);
-	pthread_mutex_unlock(&c->lock);
-	return found;
-}
-
 /* Names core gives snapshot and sandbox directories: 16 of [a-z0-9] (core_new_id). */
 static bool looks_like_id(const char *s)
 {
@@ -549,7 +537,7 @@ static void remove_strays(struct core *c, const char *dir, const struct store_sn
 		if (!looks_like_id(id))
 			continue;
 		if (hibernation) {
-			known = sandbox_listed(c, id);
+			known = core_sandbox_listed(c, id);
 		} else {
 			for (size_t i = 0; i < n && !known; i++)
 				known = !strcmp(rows[i].id, de->d_name);

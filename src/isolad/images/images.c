@@ -375,9 +375,26 @@ int images_init(const char *state_dir, struct isola_err **err)
 			break;
 		}
 	}
-	r = images_host_build(g.tdir, err);
-	if (r < 0)
-		goto out_clear;
+	{
+		cleanup_err struct isola_err *e = NULL;
+		char path[PATH_MAX];
+
+		/* On a full or read-only state filesystem the view cannot be refreshed, but the
+		 * one built at an earlier start still serves: isolad starts and re-attaches. */
+		r = images_host_build(g.tdir, &e);
+		if ((r == -ENOSPC || r == -EDQUOT || r == -EROFS) &&
+		    images_path(path, "%s/host/%s", g.tdir, IMAGES_MANIFEST) == 0 &&
+		    access(path, F_OK) == 0) {
+			log_warn("templates: the host template was not refreshed (%s); the one "
+				 "already built is used",
+				 e ? e->message : strerror(-r));
+			r = 0;
+		} else if (r < 0) {
+			if (err && !*err)
+				*err = steal_ptr(&e);
+			goto out_clear;
+		}
+	}
 	{
 		struct template_info t;
 

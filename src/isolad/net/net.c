@@ -521,12 +521,9 @@ fail:
 	return isola_err_wrap(err, "sandbox network");
 }
 
-/*
- * At start, before core reconciles: takes back every sandbox whose host interface still exists
- * (it outlived the previous isolad) from <state>/network/<id>.json. The files of sandboxes
- * whose interface is gone stay (a hibernated sandbox keeps its policy) until it is destroyed.
- */
-static void reattach_all(struct net *n)
+/* Calls fn with the id of every <state>/network/<id>.json. */
+static void for_each_record(struct net *n, void (*fn)(struct net *n, const char *id, void *ud),
+			    void *ud)
 {
 	char base[600];
 	DIR *dir;
@@ -537,33 +534,87 @@ static void reattach_all(struct net *n)
 	if (!dir)
 		return;
 	while ((de = readdir(dir))) {
-		cleanup_err struct isola_err *e2 = NULL;
-		struct sandbox_spec spec = {0};
-		struct net_sandbox *e;
+		char id[sizeof(((struct sandbox_spec *)0)->id)];
 		size_t len = strlen(de->d_name);
 
-		if (de->d_name[0] == '.' || len <= 5 || len - 5 >= sizeof(spec.id) ||
+		/* A record whose atomic write a crash cut short (util_write_file_atomic's temp
+		 * name): never read, removed. Only the isolad holding the state dir writes here. */
+		if (de->d_name[0] != '.' && strstr(de->d_name, ".json.tmp.")) {
+			if (unlinkat(dirfd(dir), de->d_name, 0) == 0)
+				log_info("network: removed `%s/%s`, a write cut short", base,
+					 de->d_name);
+			continue;
+		}
+		if (de->d_name[0] == '.' || len <= 5 || len - 5 >= sizeof(id) ||
 		    strcmp(de->d_name + len - 5, ".json") != 0)
 			continue;
-		snprintf(spec.id, sizeof(spec.id), "%.*s", (int)(len - 5), de->d_name);
-		e = entry_new(n, &spec);
-		if (!e)
-			break;
-		if (load_entry(n, spec.id, &e->block, &e->policy, &e2) < 0) {
-			if (e2)
-				log_warn("sandbox %s: %s; its network is not re-attached", spec.id,
-					 e2->message);
-			entry_put(e);
-			continue;
-		}
-		if (!net_link_exists(e->ifname)) {
-			entry_put(e); /* gone with its sandbox, or hibernated */
-			continue;
-		}
-		list_add(n, e);
-		log_info("sandbox %s: network %s re-attached", spec.id, e->ifname);
+		snprintf(id, sizeof(id), "%.*s", (int)(len - 5), de->d_name);
+		fn(n, id, ud);
 	}
 	closedir(dir);
+}
+
+static void reattach_one(struct net *n, const char *id, void *ud)
+{
+	cleanup_err struct isola_err *e2 = NULL;
+	struct sandbox_spec spec = {0};
+	struct net_sandbox *e;
+
+	(void)ud;
+	snprintf(spec.id, sizeof(spec.id), "%s", id);
+	e = entry_new(n, &spec);
+	if (!e)
+		return;
+	if (load_entry(n, spec.id, &e->block, &e->policy, &e2) < 0) {
+		if (e2)
+			log_warn("sandbox %s: %s; its network is not re-attached", spec.id,
+				 e2->message);
+		entry_put(e);
+		return;
+	}
+	if (!net_link_exists(e->ifname)) {
+		entry_put(e); /* gone with its sandbox, or hibernated */
+		return;
+	}
+	list_add(n, e);
+	log_info("sandbox %s: network %s re-attached", spec.id, e->ifname);
+}
+
+/*
+ * At start, before core reconciles: takes back every sandbox whose host interface still exists
+ * (it outlived the previous isolad) from <state>/network/<id>.json. The files of sandboxes
+ * whose interface is gone stay (a hibernated sandbox keeps its policy) until it is destroyed,
+ * or until net_forget_unknown() finds no sandbox of that id.
+ */
+static void reattach_all(struct net *n)
+{
+	for_each_record(n, reattach_one, NULL);
+}
+
+struct forget_ctx {
+	bool (*known)(void *ud, const char *id); /* the caller's question */
+	void *ud;				 /* its argument */
+};
+
+static void forget_one(struct net *n, const char *id, void *ud)
+{
+	struct forget_ctx *f = ud;
+	struct sandbox_spec spec = {0};
+
+	(void)n;
+	if (f->known(f->ud, id))
+		return;
+	snprintf(spec.id, sizeof(spec.id), "%s", id);
+	log_info("sandbox %s: no such sandbox; its network record and interface are removed", id);
+	net_sandbox_detach(&spec);
+}
+
+void net_forget_unknown(bool (*known)(void *ud, const char *id), void *ud)
+{
+	struct forget_ctx f = {.known = known, .ud = ud};
+
+	if (net_cur)
+		for_each_record(net_cur, forget_one, &f);
 }
 
 void net_sandbox_detach(const struct sandbox_spec *spec)

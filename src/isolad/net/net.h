@@ -111,6 +111,11 @@ int net_sandbox_attach(const struct tier_ops *t, struct tier_sandbox *ts,
  * hibernation: the policy must survive until the sandbox is resumed or destroyed. */
 void net_sandbox_detach(const struct sandbox_spec *spec);
 
+/* At start, after core reconciled: removes the network (record, interface, filter) of every
+ * <state>/network/<id>.json whose id known() does not recognise, such as a sandbox whose
+ * destroy or create a crash cut short after its network was made. Main thread. */
+void net_forget_unknown(bool (*known)(void *ud, const char *id), void *ud);
+
 /* ---- for the microvm tier ---- */
 
 /* The guest's side of its tap, the same in every VM (the tap is the VM's alone): guestinit

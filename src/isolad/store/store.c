@@ -9,6 +9,8 @@
 #include <sqlite3.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/statvfs.h>
+#include <unistd.h>
 
 #define STORE_SCHEMA_VERSION "3"
 
@@ -88,13 +90,60 @@ static int store_has_column(sqlite3 *db, const char *table, const char *col)
 	return found;
 }
 
+/*
+ * Why the database's files cannot be written, as an errno: EROFS/EPERM/EACCES when one of
+ * them (or the filesystem) refuses writes, ENOSPC when the filesystem has no free block;
+ * otherwise `fallback`. Reads only metadata, needs no space.
+ */
+static int store_probe_unwritable(const char *path, int fallback)
+{
+	static const char *const suffix[] = {"", "-wal", "-shm"};
+	char p[600];
+	struct statvfs sv;
+
+	for (size_t i = 0; i < sizeof(suffix) / sizeof(suffix[0]); i++) {
+		snprintf(p, sizeof(p), "%s%s", path, suffix[i]);
+		if (access(p, W_OK) < 0 && (errno == EROFS || errno == EPERM || errno == EACCES))
+			return errno;
+	}
+	if (statvfs(path, &sv) == 0 && sv.f_bavail == 0)
+		return ENOSPC;
+	return fallback;
+}
+
+/*
+ * Names why the database refused a write, so the API can answer 507 or 503 (api/errors.c)
+ * instead of a bare 500: SQLite reports a full filesystem as SQLITE_FULL or as an I/O error
+ * whose system errno is ENOSPC/EDQUOT (a WAL or shm page that could not be allocated), and a
+ * database it may not write as SQLITE_READONLY or an I/O error with EROFS/EPERM/EACCES (a
+ * read-only mount, an immutable file).
+ */
 static int store_fail(struct store *st, struct isola_err **err, const char *what)
 {
-	int code = sqlite3_errcode(st->db);
-	int e = code == SQLITE_FULL ? ENOSPC : code == SQLITE_BUSY ? EBUSY : EIO;
+	int code = sqlite3_extended_errcode(st->db);
+	int sys = sqlite3_system_errno(st->db);
+	int prim = code & 0xff;
 
-	return isola_err_set(err, e, NULL, "store `%s`: %s: %s", st->path, what,
-			     sqlite3_errmsg(st->db));
+	/* SQLite's system errno is the thread's errno when it noticed, not always the failed
+	 * write's: for an I/O error, ask the filesystem what stands in the way. */
+	if (prim == SQLITE_IOERR)
+		sys = store_probe_unwritable(st->path, sys);
+
+	if (prim == SQLITE_FULL || (prim == SQLITE_IOERR && (sys == ENOSPC || sys == EDQUOT)))
+		return isola_err_set(
+			err, ENOSPC, "no_space",
+			"store `%s`: %s: the state filesystem is full (ENOSPC: %s); free space "
+			"on it and retry",
+			st->path, what, sqlite3_errmsg(st->db));
+	if (prim == SQLITE_READONLY ||
+	    (prim == SQLITE_IOERR && (sys == EROFS || sys == EPERM || sys == EACCES)))
+		return isola_err_set(err, EROFS, "unavailable",
+				     "store `%s`: %s: the database is read-only or not writable "
+				     "(%s%s%s); make it writable and retry",
+				     st->path, what, sqlite3_errmsg(st->db), sys ? ": " : "",
+				     sys ? strerror(sys) : "");
+	return isola_err_set(err, prim == SQLITE_BUSY ? EBUSY : EIO, NULL, "store `%s`: %s: %s",
+			     st->path, what, sqlite3_errmsg(st->db));
 }
 
 int store_open(const char *path, struct store **out, struct isola_err **err)
@@ -115,6 +164,13 @@ int store_open(const char *path, struct store **out, struct isola_err **err)
 		return r;
 	}
 	sqlite3_busy_timeout(st->db, 5000);
+	/* The WAL and its index outlive a clean stop (as they outlive a crash): the next start
+	 * then opens the store without allocating them, which a full filesystem would refuse. */
+	{
+		int one = 1;
+
+		sqlite3_file_control(st->db, "main", SQLITE_FCNTL_PERSIST_WAL, &one);
+	}
 	if (sqlite3_exec(
 		    st->db,
 		    "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; PRAGMA foreign_keys=ON;",
@@ -122,15 +178,25 @@ int store_open(const char *path, struct store **out, struct isola_err **err)
 	    sqlite3_exec(st->db, schema_sql, NULL, NULL, &msg) != SQLITE_OK ||
 	    (store_has_column(st->db, "sandboxes", "tenant") == 0 &&
 	     sqlite3_exec(st->db, migrate_tenant_sql, NULL, NULL, &msg) != SQLITE_OK)) {
-		int r = isola_err_set(err, EIO, NULL, "open store `%s`: %s", path,
-				      msg ? msg : "schema failed");
+		int r = store_fail(st, err, "open");
+
 		sqlite3_free(msg);
 		store_close(st);
 		return r;
 	}
-	if (store_meta_set(st, "schema_version", STORE_SCHEMA_VERSION, err) < 0) {
-		store_close(st);
-		return -EIO;
+	/* Written only when it changes: a start on a full state filesystem (where no write can
+	 * succeed) must still be able to open the store, re-attach and refuse what needs space. */
+	{
+		char *ver = NULL;
+		int r = store_meta_get(st, "schema_version", &ver, err);
+
+		if (r == 0 && (!ver || strcmp(ver, STORE_SCHEMA_VERSION) != 0))
+			r = store_meta_set(st, "schema_version", STORE_SCHEMA_VERSION, err);
+		free(ver);
+		if (r < 0) {
+			store_close(st);
+			return r;
+		}
 	}
 	*out = st;
 	return 0;

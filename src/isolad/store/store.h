@@ -35,6 +35,11 @@ struct store_sandbox {
 
 void store_sandbox_fini(struct store_sandbox *r);
 
+/*
+ * Write failures name their cause: a full state filesystem is -ENOSPC with code `no_space`
+ * (HTTP 507), a read-only or unwritable database -EROFS with code `unavailable` (HTTP 503).
+ */
+
 /* Opens (creating if needed) the database at path and migrates the schema. */
 int store_open(const char *path, struct store **out, struct isola_err **err);
 void store_close(struct store *st);

@@ -1,9 +1,13 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* test_audit: chain, seals, tamper detection (edit, delete, reorder, rewrite, tail cut), retention. */
+/* test_audit: chain, seals, tamper detection (edit, delete, reorder, rewrite, tail cut), retention,
+ * failed appends stated as audit.gap records. */
 #include <errno.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "../tap.h"
@@ -70,6 +74,100 @@ static char *swap_lines(const char *text, int i, int j)
 	}
 	free(copy);
 	return out;
+}
+
+/* The gaps verify reports: their count, and the `lost` of the last one (0 if none). */
+static size_t gaps(struct audit *a, json_int_t *last_lost, char *reason, size_t n)
+{
+	json_t *rep = NULL, *g;
+	size_t k = 0;
+
+	*last_lost = 0;
+	if (audit_verify(a, &rep, NULL) < 0 || !json_is_true(json_object_get(rep, "ok")))
+		goto out;
+	k = json_array_size(json_object_get(rep, "gaps"));
+	g = json_array_get(json_object_get(rep, "gaps"), k ? k - 1 : 0);
+	*last_lost = json_integer_value(json_object_get(g, "lost"));
+	snprintf(reason, n, "%s", json_string_value(json_object_get(g, "reason")) ?: "");
+out:
+	json_decref(rep);
+	return k;
+}
+
+static off_t file_size(const char *path)
+{
+	struct stat st;
+
+	return stat(path, &st) == 0 ? st.st_size : -1;
+}
+
+/* Appends fail the way a full disk fails them: RLIMIT_FSIZE lets `slack` more bytes into
+ * the segment (a torn line) and then refuses (EFBIG; SIGXFSZ ignored). */
+static void limit_file_size(off_t size)
+{
+	struct rlimit rl = {.rlim_cur = size < 0 ? RLIM_INFINITY : (rlim_t)size,
+			    .rlim_max = RLIM_INFINITY};
+
+	setrlimit(RLIMIT_FSIZE, &rl);
+}
+
+static void test_gaps(struct audit_config cfg)
+{
+	struct audit *a = NULL;
+	char seg[700], reason[200];
+	json_int_t lost;
+	off_t before;
+	int fails = 0;
+
+	util_rm_rf(cfg.dir);
+	cfg.segment_records = 100;
+	signal(SIGXFSZ, SIG_IGN);
+	ok(audit_open(&cfg, &a, NULL) == 0, "gaps: fresh trail");
+	for (int i = 0; i < 8; i++)
+		audit_append(a, "u", "t", "act", "", "ok", NULL);
+	snprintf(seg, sizeof(seg), "%s/00000001.log", cfg.dir);
+	before = file_size(seg);
+	limit_file_size(before + 10);
+	for (int i = 0; i < 3; i++)
+		fails += audit_append(a, "u", "t", "lost", "", "ok", NULL) < 0;
+	limit_file_size(-1);
+	ok(fails == 3, "appends past the limit fail");
+	ok(file_size(seg) == before, "a failed append is cut back: no torn line in the segment");
+	ok(audit_append(a, "u", "t", "act", "", "ok", NULL) == 0, "an append succeeds again");
+	ok(gaps(a, &lost, reason, sizeof(reason)) == 1 && lost == 3 &&
+		   strstr(reason, "File too large"),
+	   "the trail verifies and states the gap: 3 lost (%s)", reason);
+
+	/* A gap pending when isolad stops is stated after the next start. */
+	limit_file_size(file_size(seg) + 10);
+	audit_append(a, "u", "t", "lost", "", "ok", NULL);
+	audit_append(a, "u", "t", "lost", "", "ok", NULL);
+	limit_file_size(-1);
+	audit_close(a);
+	a = NULL;
+	ok(audit_open(&cfg, &a, NULL) == 0, "reopen with a pending gap");
+	audit_append(a, "u", "t", "act", "", "ok", NULL);
+	ok(gaps(a, &lost, reason, sizeof(reason)) == 2 && lost == 2,
+	   "the gap pending at the stop is stated after the restart");
+	audit_close(a);
+
+	/* A torn last line (a crash mid-write) is cut at start and stated as a gap. */
+	{
+		FILE *f;
+		char seg2[700];
+
+		snprintf(seg2, sizeof(seg2), "%s/00000002.log", cfg.dir);
+		f = fopen(seg2, "a");
+		fputs("{\"seq\":99,\"time\":\"2026", f);
+		fclose(f);
+	}
+	a = NULL;
+	ok(audit_open(&cfg, &a, NULL) == 0, "reopen after a torn write");
+	audit_append(a, "u", "t", "act", "", "ok", NULL);
+	ok(gaps(a, &lost, reason, sizeof(reason)) == 3 && lost == 1 && strstr(reason, "cut short"),
+	   "the torn record is cut off and stated: %s", reason);
+	audit_close(a);
+	util_rm_rf(cfg.dir);
 }
 
 int main(void)
@@ -178,6 +276,7 @@ int main(void)
 		ok(verify_ok(a, "anchor.json is not authentic"), "an edited anchor is detected");
 	}
 	audit_close(a);
+	test_gaps(cfg);
 	json_decref(d);
 	free(orig);
 	util_rm_rf(dir);

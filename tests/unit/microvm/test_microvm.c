@@ -256,8 +256,45 @@ static void test_counters_parse(void)
 	   "parse: an endless line is refused, not waited for");
 }
 
+/* A boot failure's message always says why: QEMU's end, its stderr, the console's last
+ * lines, or that there was nothing. */
+static void test_boot_failure_explain(void)
+{
+	struct isola_err *e = NULL;
+	char console[4096] = "";
+
+	for (int i = 1; i <= 30; i++)
+		snprintf(console + strlen(console), sizeof(console) - strlen(console),
+			 "[ %d.0] line %d\n", i, i);
+	isola_err_set(&e, ECHILD, "internal", "QEMU exited during boot");
+	mvm_boot_failure_explain(&e, "exited with status 1",
+				 "qemu: -drive: Could not open `disk.qcow2`\n", console, 3);
+	ok(strstr(e->message,
+		  "QEMU exited during boot; QEMU exited with status 1; QEMU stderr "
+		  "(last lines): qemu: -drive: Could not open `disk.qcow2`; console "
+		  "(last lines): [ 28.0] line 28 | [ 29.0] line 29 | [ 30.0] line 30") != NULL,
+	   "boot failure names QEMU's exit, its stderr and the console's last lines: %s",
+	   e->message);
+	isola_err_free(e);
+	e = NULL;
+	isola_err_set(&e, ECHILD, "internal", "QEMU exited during boot");
+	mvm_boot_failure_explain(&e, "", "", NULL, 10);
+	ok(!strcmp(e->message, "QEMU exited during boot; QEMU stderr (last lines): (nothing); "
+			       "console (last lines): (nothing)"),
+	   "with nothing to show it says so: %s", e->message);
+	isola_err_free(e);
+	e = NULL;
+	isola_err_set(&e, ECHILD, "internal", "x");
+	mvm_boot_failure_explain(&e, NULL, "a\x1b[31mb\r\n", "\n\n", 10);
+	ok(strstr(e->message, "a?[31mb;") && strstr(e->message, "console (last lines): (nothing)"),
+	   "control bytes are replaced, blank output counts as nothing: %s", e->message);
+	isola_err_free(e);
+	mvm_boot_failure_explain(NULL, "x", "y", "z", 1); /* no error: nothing to do */
+}
+
 int main(void)
 {
+	test_boot_failure_explain();
 	test_argv();
 	test_accel();
 	test_ring();

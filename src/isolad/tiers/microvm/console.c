@@ -267,3 +267,49 @@ char *mvm_console_tail_files(const char *dir, size_t max, size_t *n)
 	mvm_ring_fini(&r);
 	return out;
 }
+
+/* Copies at most the last `lines` lines of text (trailing newlines dropped) into out, lines
+ * joined by " | ", bytes below 0x20 replaced by '?'. */
+static void last_lines(const char *text, unsigned lines, char *out, size_t n)
+{
+	size_t len = text ? strlen(text) : 0, j = 0;
+	const char *start;
+
+	while (len && (text[len - 1] == '\n' || text[len - 1] == '\r'))
+		len--;
+	start = text ? text + len : NULL;
+	for (unsigned k = 0; start && start > text && k < lines;) {
+		start--;
+		if (*start == '\n' && ++k == lines) {
+			start++;
+			break;
+		}
+	}
+	for (const char *p = start; p && p < text + len && j + 4 < n; p++) {
+		if (*p == '\n') {
+			memcpy(out + j, " | ", 3);
+			j += 3;
+		} else if (*p != '\r') {
+			out[j++] = (unsigned char)*p < 0x20 ? '?' : *p;
+		}
+	}
+	out[j] = '\0';
+}
+
+void mvm_boot_failure_explain(struct isola_err **err, const char *exit_reason,
+			      const char *qemu_stderr, const char *console, unsigned lines)
+{
+	char q[1024], c[1600], *msg = NULL;
+
+	if (!err || !*err)
+		return;
+	last_lines(qemu_stderr, lines, q, sizeof(q));
+	last_lines(console, lines, c, sizeof(c));
+	if (asprintf(&msg, "%s%s%s; QEMU stderr (last lines): %s; console (last lines): %s",
+		     (*err)->message ? (*err)->message : "",
+		     exit_reason && *exit_reason ? "; QEMU " : "", exit_reason ? exit_reason : "",
+		     q[0] ? q : "(nothing)", c[0] ? c : "(nothing)") < 0)
+		return;
+	free((*err)->message);
+	(*err)->message = msg;
+}

@@ -241,6 +241,14 @@ void mvm_console_drain(struct mvm_console *c, int ms);
 char *mvm_console_tail(struct mvm_console *c, size_t max, size_t *n);
 /* Stops and frees the reader (files stay). */
 void mvm_console_stop(struct mvm_console *c);
+/*
+ * Completes a boot failure's message so that it always says why: "<message>; QEMU <exit
+ * reason>; QEMU stderr (last lines): ...; console (last lines): ..." with at most `lines`
+ * lines of each (joined by " | ", control bytes replaced), "(nothing)" when one is empty.
+ * exit_reason may be NULL or "". Does nothing without *err. Any thread.
+ */
+void mvm_boot_failure_explain(struct isola_err **err, const char *exit_reason,
+			      const char *qemu_stderr, const char *console, unsigned lines);
 /* The last max bytes of dir/console.log.1 + console.log (heap), for when no reader runs. */
 char *mvm_console_tail_files(const char *dir, size_t max, size_t *n);
 

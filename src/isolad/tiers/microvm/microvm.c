@@ -146,6 +146,33 @@ static unsigned host_tsc_khz(void)
 	return p ? (unsigned)(strtod(p + 1, NULL) * 1000.0) : 0;
 }
 
+/* How QEMU ended, if it already did and isolad can tell: its exit status when it is isolad's
+ * child ("exited with status 1"; WNOWAIT leaves the zombie for kill_qemu), and whether the
+ * sandbox's cgroup killed it for memory, which leaves no stderr. "" when nothing is known. */
+static void qemu_exit_reason(struct tier_sandbox *s, char *out, size_t n)
+{
+	struct tier_stats st = {0};
+	siginfo_t si = {0};
+	int len = 0;
+
+	out[0] = '\0';
+	if (s->pidfd >= 0 &&
+	    waitid(P_PIDFD, (id_t)s->pidfd, &si, WEXITED | WNOHANG | WNOWAIT) == 0 && si.si_pid) {
+		if (si.si_code == CLD_EXITED)
+			len = snprintf(out, n, "exited with status %d", si.si_status);
+		else
+			len = snprintf(out, n, "was killed by signal %d (%s)", si.si_status,
+				       strsignal(si.si_status));
+	}
+	if (len < 0 || (size_t)len >= n)
+		return;
+	if (s->cg.n && s->cgo && s->cgo->stats(&s->cg, &st, NULL) == 0 && st.oom_kills)
+		snprintf(out + len, n - (size_t)len,
+			 "%swas OOM-killed in the sandbox's cgroup (%llu kill(s): the memory limit "
+			 "is too small for QEMU and the guest)",
+			 len ? " and " : "", (unsigned long long)st.oom_kills);
+}
+
 /* Last lines of QEMU's own stderr (startup errors). */
 static void qemu_log_tail(const char *vmdir, char *out, size_t len)
 {
@@ -398,14 +425,19 @@ fail_teardown:
 		close(go[1]);
 	if (s->pid > 0) {
 		cleanup_free char *tail = NULL;
+		char why[256];
 
+		qemu_exit_reason(s, why, sizeof(why));
 		kill_qemu(s);
 		mvm_console_drain(s->con, 500);
-		tail = mvm_console_tail(s->con, 1500, NULL);
+		tail = s->con ? mvm_console_tail(s->con, 4096, NULL) : NULL;
+		if (!tail || !*tail) {
+			free(tail);
+			tail = mvm_console_tail_files(s->vmdir, 4096, NULL);
+		}
 		qemu_log_tail(s->vmdir, qlog, sizeof(qlog));
-		isola_err_wrap(err, "microvm `%s`%s%s%s%s", spec->id,
-			       qlog[0] ? "; QEMU said: " : "", qlog,
-			       tail && *tail ? "; console: " : "", tail ? tail : "");
+		mvm_boot_failure_explain(err, why, qlog, tail, 12);
+		isola_err_wrap(err, "microvm `%s`", spec->id);
 	}
 	teardown(s, NULL);
 	spawnguard_record_remove(spec->dir);
