@@ -161,10 +161,11 @@ def lock_holders(isolad):
 
 
 def reap_orphans(isolad, op, delay, seen):
-    """The create/fork orphan that branch faultsfd fixes: a child isolad cloned (before its
-    exec) that outlives `kill -9` and holds isolad's lock, so no isolad can start on the
-    state dir. Recorded, then killed (it is this test's own process) so that the rest of
-    the harness still runs; the test is an expected failure while it happens."""
+    """The create/fork orphan the spawn guard prevents (docs/process-tier.md, "Spawn
+    guard"): a child isolad cloned (before its exec) that outlives `kill -9` and holds
+    isolad's lock, so no isolad can start on the state dir. Recorded, then killed (it is
+    this test's own process) so that the rest of the harness still runs; the test then
+    fails naming it."""
     pids = lock_holders(isolad)
     for pid in pids:
         try:
@@ -210,9 +211,8 @@ def test_kill9_during(fd, op):
         finally:  # the next case (and test) starts from nothing, whatever happened
             clean(c, {s.id for s in c.list_sandboxes()})
         assert not c.list_sandboxes(), "clean-up between cases failed"
-    if orphans:
-        pytest.xfail("fixed on branch faultsfd (a cloned child survives kill -9 holding "
-                     "isolad's lock): " + "; ".join(orphans))
+    assert not orphans, ("a cloned child survived kill -9 holding isolad's lock: "
+                         + "; ".join(orphans))
 
 
 @pytest.mark.parametrize("state", ["destroying", "creating"])
@@ -230,7 +230,9 @@ def test_crash_between_intent_and_network_detach(fd, state):
     net = os.path.join(fd.state_dir, "network")
     assert os.path.exists(os.path.join(net, f"{sb.id}.json"))
     fd.stop(kill9=True)
-    reap_orphans(fd, "create", 0, [])
+    orphans = []
+    reap_orphans(fd, "create", 0, orphans)
+    assert not orphans, "; ".join(orphans)
     db = sqlite3.connect(os.path.join(fd.state_dir, "isola.db"))
     with db:
         db.execute("UPDATE sandboxes SET state=? WHERE id=?", (state, sb.id))
