@@ -46,7 +46,8 @@ def fd():
             d.destroy_all_sandboxes()
             d.stop()
         assert lock_is_free(d), "the state-dir lock is still held after isolad stopped"
-        shutil.rmtree(d.state_dir, ignore_errors=True)
+        if not os.environ.get("ISOLA_KEEP_STATE"):
+            shutil.rmtree(d.state_dir, ignore_errors=True)
 
 
 def base_sandbox(c):

@@ -106,9 +106,6 @@ static int teardown(struct tier_sandbox *s, struct isola_err **err)
 	if (s->cg.n && s->cgo && s->cgo->freeze)
 		s->cgo->freeze(&s->cg, false, KILL_TIMEOUT_MS, NULL);
 	s->paused = false;
-	/* The layer is thrown away: its unmount (when the last process is gone) need not
-	 * write the sandbox's dirty pages to an image nobody reads again. */
-	proc_disk_discard(s->upper_fd);
 	kill_init(s);
 	if (s->cg.n && s->cgo) {
 		/* Stragglers (there should be none once PID 1 is gone). */
@@ -118,6 +115,14 @@ static int teardown(struct tier_sandbox *s, struct isola_err **err)
 		if (r == 0)
 			s->cg.n = 0;
 	}
+	/* The layer is thrown away: its unmount (when upper_fd, the last reference, closes)
+	 * need not write the sandbox's dirty pages to an image nobody reads again. Only once
+	 * no process of the sandbox is left: isolad killed between a shutdown and the kill
+	 * left a live sandbox on a dead layer, which a restart re-attached as running while
+	 * it dropped the hibernation image that held its files (the fault harness,
+	 * hibernate killed after 62 ms). A cgroup that would not go may still hold one. */
+	if (r == 0)
+		proc_disk_discard(s->upper_fd);
 	if (s->upper_fd >= 0) {
 		close(s->upper_fd);
 		s->upper_fd = -1;
