@@ -56,12 +56,20 @@ static void plant(const char *dir)
 	close(fd);
 }
 
+/* libFuzzer ends a timed run with exit(): the scratch box goes with it (an abort keeps it
+ * for the post-mortem). */
+static void remove_box(void)
+{
+	util_rm_rf(box);
+}
+
 int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
 	(void)argc;
 	(void)argv;
 	if (!mkdtemp(box))
 		abort();
+	atexit(remove_box);
 	snprintf(dst, sizeof(dst), "%s/dst", box);
 	snprintf(outside, sizeof(outside), "%s/outside", box);
 	plant(dst);
