@@ -9,6 +9,7 @@
 #   ISOLA_AGENT       static agent (default <repo>/build/src/agent/isola-agent)
 #   E2B_SKIP_NPM_CI=1 reuse tests/e2b/node_modules as it is
 #   ISOLA_KEEP_STATE=1 keep the state directory (and isolad's log) afterwards
+#   E2B_TESTS         test files to run (default every *.test.mjs here, one concern per file)
 # Exit status: node's (0 = every test passed); 1 when isolad would not start or a sanitizer
 # report appeared in its log.
 set -uo pipefail
@@ -90,7 +91,7 @@ E2B_API_URL="$URL" E2B_SANDBOX_URL="$URL" E2B_API_KEY="$(cat "$STATE/api.token")
 	node --test --test-concurrency=1 \
 	--test-reporter=spec --test-reporter-destination=stdout \
 	--test-reporter=junit --test-reporter-destination="$JUNIT" \
-	e2b.test.mjs
+	${E2B_TESTS:-*.test.mjs}
 rc=$?
 
 # Stopped first: LeakSanitizer reports when isolad exits.
