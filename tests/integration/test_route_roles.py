@@ -130,8 +130,10 @@ CONTROL = {
     "POST /v2/sandboxes/{id}/connect": ("write", "POST", "/v2/sandboxes/{id}/connect", {"timeout": 900}, None),
     "GET /sandboxes/{id}/metrics": ("read", "GET", "/sandboxes/{id}/metrics", None, None),
     "PUT /sandboxes/{id}/network": ("write", "PUT", "/sandboxes/{fake}/network", {}, None),
-    "POST /sandboxes/{id}/snapshots": ("write", "POST", "/sandboxes/{id}/snapshots", {}, None),
-    "POST /sandboxes/{id}/fork": ("write", "POST", "/sandboxes/{id}/fork", {}, None),
+    "POST /sandboxes/{id}/snapshots": ("write", "POST", "/sandboxes/{fake}/snapshots", {}, None),
+    "POST /sandboxes/{id}/fork": ("write", "POST", "/sandboxes/{fake}/fork", {}, None),
+    "GET /snapshots": ("read", "GET", "/snapshots", None, None),
+    "DELETE /templates/{id}": ("write", "DELETE", "/templates/no-such-snapshot", None, None),
 }
 
 # envd, called with the envdAccessToken the role got from GET /sandboxes/{id}. Bodies are
