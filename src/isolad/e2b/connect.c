@@ -283,10 +283,15 @@ json_t *e2b_connect_error_json(const char *code, const char *message)
 void e2b_rfc3339(double t, char *out, size_t n)
 {
 	time_t s = (time_t)t;
+	int ms = (int)((t - (double)s) * 1000.0);
+	char sec[32];
 	struct tm tm;
 
-	if (t <= 0 || !gmtime_r(&s, &tm) || !strftime(out, n, "%Y-%m-%dT%H:%M:%SZ", &tm))
-		snprintf(out, n, "1970-01-01T00:00:00Z");
+	/* milliseconds, as E2B's startedAt: list filters compare at that precision */
+	if (t <= 0 || !gmtime_r(&s, &tm) || !strftime(sec, sizeof(sec), "%Y-%m-%dT%H:%M:%S", &tm))
+		snprintf(out, n, "1970-01-01T00:00:00.000Z");
+	else
+		snprintf(out, n, "%s.%03dZ", sec, ms < 0 ? 0 : (ms > 999 ? 999 : ms));
 }
 
 /* Reads exactly `n` decimal digits at *p into *v and advances *p. */

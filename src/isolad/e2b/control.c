@@ -4,7 +4,6 @@
 
 #include <errno.h>
 #include <math.h>
-#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -161,8 +160,7 @@ json_t *e2b_sandbox_obj(struct api_req *r, const json_t *sj, bool detail)
 	return o;
 }
 
-/* The sandbox of {id} as JSON (sandbox_to_json); responds 404 and returns -1 if unknown. */
-static int ctl_sandbox(struct api_req *r, struct sandbox **s, json_t **sj)
+int e2b_ctl_sandbox(struct api_req *r, struct sandbox **s, json_t **sj)
 {
 	cleanup_err struct isola_err *err = NULL;
 
@@ -294,7 +292,7 @@ enum MHD_Result e2b_ctl_get(struct api_req *r)
 	json_t *sj;
 	enum MHD_Result ret;
 
-	if (ctl_sandbox(r, &s, &sj) < 0)
+	if (e2b_ctl_sandbox(r, &s, &sj) < 0)
 		return MHD_YES;
 	ret = api_respond_json(r, 200, e2b_sandbox_obj(r, sj, true));
 	json_decref(sj);
@@ -348,7 +346,7 @@ enum MHD_Result e2b_ctl_refresh(struct api_req *r)
 		struct sandbox *s;
 		json_t *sj;
 
-		if (ctl_sandbox(r, &s, &sj) < 0)
+		if (e2b_ctl_sandbox(r, &s, &sj) < 0)
 			return MHD_YES;
 		json_decref(sj);
 		sandbox_unref(s);
@@ -374,7 +372,7 @@ enum MHD_Result e2b_ctl_pause(struct api_req *r)
 	json_decref(b);
 	if (rc < 0)
 		return e2b_ctl_error(r, 400, "%s", err->message);
-	if (ctl_sandbox(r, &s, &sj) < 0)
+	if (e2b_ctl_sandbox(r, &s, &sj) < 0)
 		return MHD_YES;
 	state = json_string_value(json_object_get(sj, "state"));
 	/* E2B answers 409 for a sandbox that is not running (its SDK: "already paused"). The
@@ -437,7 +435,7 @@ enum MHD_Result e2b_ctl_resume(struct api_req *r)
 		return e2b_ctl_error(r, 400, "%s", err->message);
 	}
 	json_decref(b);
-	if (ctl_sandbox(r, &s, &sj) < 0)
+	if (e2b_ctl_sandbox(r, &s, &sj) < 0)
 		return MHD_YES;
 	state = json_string_value(json_object_get(sj, "state"));
 	if (ctl_is_stopped(state))
@@ -466,7 +464,7 @@ enum MHD_Result e2b_ctl_connect(struct api_req *r)
 		return e2b_ctl_error(r, 400, "%s", err->message);
 	}
 	json_decref(b);
-	if (ctl_sandbox(r, &s, &sj) < 0)
+	if (e2b_ctl_sandbox(r, &s, &sj) < 0)
 		return MHD_YES;
 	state = json_string_value(json_object_get(sj, "state"));
 	/* Connecting to a paused sandbox resumes it (E2B's semantics: 201). */
@@ -787,83 +785,4 @@ enum MHD_Result e2b_ctl_list(struct api_req *r)
 enum MHD_Result e2b_ctl_list_v1(struct api_req *r)
 {
 	return list_common(r, false);
-}
-
-/* --- metrics --------------------------------------------------------------------------------- */
-
-/* Last CPU sample per sandbox, to turn the cumulative counter into a percentage. */
-struct cpu_sample {
-	char id[40];	   /* sandbox id */
-	uint64_t cpu_usec; /* cumulative CPU time at `at` */
-	double at;	   /* wall time of the sample */
-};
-
-#define CPU_SAMPLES 256
-static struct cpu_sample cpu_samples[CPU_SAMPLES]; /* small cache, oldest overwritten */
-static unsigned cpu_next;
-static pthread_mutex_t cpu_lock = PTHREAD_MUTEX_INITIALIZER;
-
-/* CPU use since the previous sample of this sandbox (since creation for the first). */
-static double cpu_pct(const char *id, uint64_t cpu_usec, double created, double now, double cpus)
-{
-	struct cpu_sample *found = NULL;
-	double prev_t = created, pct;
-	uint64_t prev_cpu = 0;
-
-	pthread_mutex_lock(&cpu_lock);
-	for (unsigned i = 0; i < CPU_SAMPLES; i++)
-		if (!strcmp(cpu_samples[i].id, id))
-			found = &cpu_samples[i];
-	if (found && found->at < now && found->cpu_usec <= cpu_usec) {
-		prev_t = found->at;
-		prev_cpu = found->cpu_usec;
-	}
-	if (!found) {
-		found = &cpu_samples[cpu_next];
-		cpu_next = (cpu_next + 1) % CPU_SAMPLES;
-		snprintf(found->id, sizeof(found->id), "%s", id);
-	}
-	found->cpu_usec = cpu_usec;
-	found->at = now;
-	pthread_mutex_unlock(&cpu_lock);
-	if (now - prev_t <= 0 || cpus <= 0)
-		return 0;
-	pct = (double)(cpu_usec - prev_cpu) / 1e6 / (now - prev_t) / cpus * 100.0;
-	return pct < 0 ? 0 : (pct > 100 ? 100 : pct);
-}
-
-enum MHD_Result e2b_ctl_metrics(struct api_req *r)
-{
-	cleanup_err struct isola_err *err = NULL;
-	struct tier_stats st;
-	struct sandbox *s;
-	double now = util_wall_time(), cpus;
-	char ts[40];
-	json_t *sj, *m;
-	enum MHD_Result ret;
-
-	if (ctl_sandbox(r, &s, &sj) < 0)
-		return MHD_YES;
-	if (sandbox_stats(s, &st, &err) < 0) {
-		ret = e2b_ctl_err(r, err);
-		goto out;
-	}
-	cpus = ceil(json_number_value(json_object_get(sj, "cpu")));
-	if (cpus < 1)
-		cpus = 1;
-	e2b_rfc3339(now, ts, sizeof(ts));
-	/* One sample, taken now: isola keeps no metrics history (docs/e2b.md). */
-	m = json_pack("{s:s, s:I, s:i, s:f, s:I, s:I, s:I, s:I, s:I}", "timestamp", ts,
-		      "timestampUnix", (json_int_t)now, "cpuCount", (int)cpus, "cpuUsedPct",
-		      cpu_pct(sandbox_id(s), st.cpu_usec,
-			      json_number_value(json_object_get(sj, "created_at")), now, cpus),
-		      "memUsed", (json_int_t)st.memory_bytes, "memTotal",
-		      json_integer_value(json_object_get(sj, "memory")), "memCache", (json_int_t)0,
-		      "diskUsed", (json_int_t)st.disk_bytes, "diskTotal",
-		      json_integer_value(json_object_get(sj, "disk")));
-	ret = api_respond_json(r, 200, m ? json_pack("[o]", m) : NULL);
-out:
-	json_decref(sj);
-	sandbox_unref(s);
-	return ret;
 }

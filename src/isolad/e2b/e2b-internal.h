@@ -93,7 +93,7 @@ const char *e2b_connect_code(const char *isola_code);
 unsigned e2b_connect_status(const char *connect_code);
 /* {"code": connect code, "message"} (new reference). */
 json_t *e2b_connect_error_json(const char *connect_code, const char *message);
-/* RFC 3339 UTC with seconds ("2026-01-02T03:04:05Z") into out (>= 32 bytes). */
+/* RFC 3339 UTC with milliseconds ("2026-01-02T03:04:05.678Z") into out (>= 32 bytes). */
 void e2b_rfc3339(double unix_time, char *out, size_t n);
 /* Parses an RFC 3339 time ("2026-01-02T03:04:05.678Z", "...+01:00"; UNTRUSTED, NUL-terminated)
  * into unix seconds. 0, or -EINVAL for anything else. */
@@ -169,6 +169,9 @@ enum MHD_Result e2b_ctl_error(struct api_req *r, unsigned status, const char *fm
 	__attribute__((format(printf, 3, 4)));
 /* Maps an isola error to the control plane's shape (429 + Retry-After for a full host). */
 enum MHD_Result e2b_ctl_err(struct api_req *r, const struct isola_err *e);
+/* The sandbox of {id} (reference in *s) as JSON (sandbox_to_json, new reference in *sj);
+ * responds 404 and returns -1 if unknown. */
+int e2b_ctl_sandbox(struct api_req *r, struct sandbox **s, json_t **sj);
 /* The buffered JSON body (an object; {} when empty). Responds and returns -1 on error. */
 int e2b_ctl_body(struct api_req *r, json_t **out);
 /* E2B's Sandbox (detail: SandboxDetail) for sandbox_to_json() output sj (borrowed), with an
