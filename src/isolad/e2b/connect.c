@@ -283,7 +283,7 @@ json_t *e2b_connect_error_json(const char *code, const char *message)
 void e2b_rfc3339(double t, char *out, size_t n)
 {
 	time_t s = (time_t)t;
-	int ms = (int)((t - (double)s) * 1000.0 + 0.5);
+	int ms = (int)((t - (double)s) * 1000.0); /* truncated: never later than t */
 	char sec[32];
 	struct tm tm;
 

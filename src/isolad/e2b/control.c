@@ -685,7 +685,8 @@ static bool list_wanted(const struct list_query *q, const json_t *sj)
 {
 	const char *st = json_string_value(json_object_get(sj, "state"));
 	const char *tmpl = json_string_value(json_object_get(sj, "template"));
-	double created = json_number_value(json_object_get(sj, "created_at"));
+	/* at the precision of the startedAt the client saw (milliseconds, truncated) */
+	double created = floor(json_number_value(json_object_get(sj, "created_at")) * 1e3) / 1e3;
 
 	if (!st || !state_wanted(q->states, st))
 		return false;
