@@ -81,6 +81,7 @@ NATIVE = {
     "POST /v1/templates": ("write", "POST", "/v1/templates?name=rr-{role}", b"not a tar", None),
     "DELETE /v1/templates/{name}": ("write", "DELETE", "/v1/templates/no-such-template", None, None),
     "GET /v1/sandboxes/{id}/stats": ("read", "GET", "/v1/sandboxes/{id}/stats", None, None),
+    "GET /v1/sandboxes/{id}/metrics": ("read", "GET", "/v1/sandboxes/{id}/metrics", None, None),
     "GET /metrics": ("read", "GET", "/metrics", None, None),
     "GET /v1/whoami": ("read", "GET", "/v1/whoami", None, None),
     "POST /v1/tokens": ("admin", "POST", "/v1/tokens", {"role": "read-only", "name": "rr"}, None),

@@ -208,8 +208,7 @@ enum MHD_Result e2b_ctl_fork(struct api_req *r)
 					     &e2) < 0 ||
 		    core_sandbox_get_for(r->srv->core, api_tenant(r), kid_id, &ks, &e2) < 0) {
 			entry = json_pack("{s:{s:i, s:s}}", "error", "code",
-					  (int)api_status_for_code(e2 && e2->code ? e2->code
-										  : "internal"),
+					  (int)api_status_for_code(e2 ? e2->code : "internal"),
 					  "message", e2 && e2->message ? e2->message : "error");
 		} else {
 			e2b_ctl_expose_all(ks);
