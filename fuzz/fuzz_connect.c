@@ -113,7 +113,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 				double w;
 
 				e2b_rfc3339(v, again, sizeof(again));
-				if (e2b_parse_rfc3339(again, &w) != 0 || (long long)w != (long long)v)
+				if (e2b_parse_rfc3339(again, &w) != 0 ||
+				    (long long)w != (long long)v)
 					abort();
 			}
 			free(t);

@@ -61,8 +61,8 @@ struct sandbox {
 	char origin_name[64];	       /* that snapshot's name ("" = internal or none) */
 	char forked_from[40];	       /* source sandbox of a fork, "" = not a fork child */
 	struct sandbox_life life;      /* timeout policy, idle state, pool flags (lifecycle.h) */
-	struct sandbox_history *history; /* last hour of samples (history.c), owned, or NULL */
-	double history_last;	       /* wall time of the last sampling attempt */
+	struct sandbox_history *hist;  /* last hour of samples (history.c), owned, or NULL */
+	double hist_last;	       /* wall time of the last sampling attempt */
 };
 
 /* history.c: samples s's counters when one is due (monitor thread; takes s->lock). */

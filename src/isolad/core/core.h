@@ -203,10 +203,10 @@ int sandbox_stats(struct sandbox *s, struct tier_stats *out, struct isola_err **
 
 /* One sample of a sandbox's counters (32 bytes). */
 struct sandbox_sample {
-	double at;		/* wall time it was taken */
-	uint64_t cpu_usec;	/* CPU time consumed so far */
-	uint64_t memory_bytes;	/* memory in use */
-	uint64_t disk_bytes;	/* writable-layer bytes used */
+	double at;	       /* wall time it was taken */
+	uint64_t cpu_usec;     /* CPU time consumed so far */
+	uint64_t memory_bytes; /* memory in use */
+	uint64_t disk_bytes;   /* writable-layer bytes used */
 };
 
 /*

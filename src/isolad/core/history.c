@@ -27,16 +27,16 @@ void history_tick(struct sandbox *s, double now)
 
 	pthread_mutex_lock(&s->lock);
 	due = s->state == SANDBOX_RUNNING && s->ts &&
-	      now - s->history_last >= SANDBOX_HISTORY_PERIOD_S;
+	      now - s->hist_last >= SANDBOX_HISTORY_PERIOD_S;
 	if (due)
-		s->history_last = now; /* one attempt per period, even if it fails */
+		s->hist_last = now; /* one attempt per period, even if it fails */
 	pthread_mutex_unlock(&s->lock);
 	if (!due || sandbox_stats(s, &st, NULL) < 0)
 		return;
 	pthread_mutex_lock(&s->lock);
-	if (!s->history)
-		s->history = calloc(1, sizeof(*s->history));
-	h = s->history;
+	if (!s->hist)
+		s->hist = calloc(1, sizeof(*s->hist));
+	h = s->hist;
 	if (h) {
 		h->ring[h->head] = (struct sandbox_sample){.at = now,
 							   .cpu_usec = st.cpu_usec,
@@ -57,7 +57,7 @@ size_t sandbox_history(struct sandbox *s, double start, double end, struct sandb
 
 	*with_prev = false;
 	pthread_mutex_lock(&s->lock);
-	h = s->history;
+	h = s->hist;
 	for (unsigned i = 0; h && i < h->n && k < cap; i++) {
 		const struct sandbox_sample *x =
 			&h->ring[(h->head + SANDBOX_HISTORY_LEN - h->n + i) % SANDBOX_HISTORY_LEN];
@@ -79,6 +79,6 @@ size_t sandbox_history(struct sandbox *s, double start, double end, struct sandb
 
 void history_free(struct sandbox *s)
 {
-	free(s->history);
-	s->history = NULL;
+	free(s->hist);
+	s->hist = NULL;
 }

@@ -133,10 +133,10 @@ json_t *e2b_sandbox_obj(struct api_req *r, const json_t *sj, bool detail)
 	e2b_envd_token(r, id, token, sizeof(token));
 	/* getHost(port) is `<port>-<id>.<domain>`: the exposure listener's routing domain and
 	 * port, which it serves by Host header (null when the listener is off). */
-	o = json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:s?}", "templateID",
-		      template_to_e2b(tmpl), "sandboxID", id, "clientID", E2B_CLIENT_ID, "alias",
-		      tmpl ? tmpl : "", "envdVersion", E2B_ENVD_VERSION, "envdAccessToken", token,
-		      "domain", expose_host_suffix(domain, sizeof(domain)) == 0 ? domain : NULL);
+	o = json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:s?}", "templateID", template_to_e2b(tmpl),
+		      "sandboxID", id, "clientID", E2B_CLIENT_ID, "alias", tmpl ? tmpl : "",
+		      "envdVersion", E2B_ENVD_VERSION, "envdAccessToken", token, "domain",
+		      expose_host_suffix(domain, sizeof(domain)) == 0 ? domain : NULL);
 	if (o && !json_object_get(o, "domain"))
 		json_object_set_new(o, "domain", json_null());
 	if (!o || !detail)
@@ -650,10 +650,10 @@ static bool state_wanted(const char *states, const char *state)
 
 /* The filters and order of a list request (E2B's GET /v2/sandboxes query). */
 struct list_query {
-	const char *states;	/* comma-separated E2B states, NULL = running,paused */
-	const char *tmpl;	/* template id or alias, NULL = any */
-	double after, before;	/* startedAfter / startedBefore (unix s), 0 = unbounded */
-	bool asc;		/* order=asc; E2B's default is desc, newest first */
+	const char *states;   /* comma-separated E2B states, NULL = running,paused */
+	const char *tmpl;     /* template id or alias, NULL = any */
+	double after, before; /* startedAfter / startedBefore (unix s), 0 = unbounded */
+	bool asc;	      /* order=asc; E2B's default is desc, newest first */
 };
 
 /* Parses order, startedAfter, startedBefore and template. Responds 400 and returns -1. */
@@ -672,7 +672,7 @@ static int list_query_parse(struct api_req *r, struct list_query *q)
 	    (b && e2b_parse_rfc3339(b, &q->before) < 0)) {
 		e2b_ctl_error(r, 400, "query `%s` must be an RFC 3339 time",
 			      a && e2b_parse_rfc3339(a, &q->after) < 0 ? "startedAfter"
-								     : "startedBefore");
+								       : "startedBefore");
 		return -1;
 	}
 	if (q->tmpl && !*q->tmpl)

@@ -9,8 +9,7 @@
 #include "../core/core.h"
 
 /* CPU use between two samples as E2B's cpuUsedPct: 0-100 of the sandbox's CPUs. */
-static double cpu_pct(uint64_t from_usec, double from_t, uint64_t to_usec, double to_t,
-		      double cpus)
+static double cpu_pct(uint64_t from_usec, double from_t, uint64_t to_usec, double to_t, double cpus)
 {
 	double pct;
 
@@ -92,8 +91,8 @@ enum MHD_Result e2b_ctl_metrics(struct api_req *r)
 						 .disk_bytes = st.disk_bytes};
 	for (i = with_prev ? 1 : 0; i < n; i++) {
 		/* CPU since the previous sample; the first one since creation */
-		double pct = i > 0 ? cpu_pct(v[i - 1].cpu_usec, v[i - 1].at, v[i].cpu_usec,
-					     v[i].at, cpus)
+		double pct = i > 0 ? cpu_pct(v[i - 1].cpu_usec, v[i - 1].at, v[i].cpu_usec, v[i].at,
+					     cpus)
 				   : cpu_pct(0, created, v[i].cpu_usec, v[i].at, cpus);
 
 		json_array_append_new(out, metric(&v[i], pct, cpus, sj));

@@ -19,17 +19,16 @@
  * A fork is core's fork: one internal snapshot, `count` children restored from it.
  */
 
-#define SNAP_LIST_MAX	  100 /* page size cap of GET /snapshots */
-#define FORK_DEFAULT_TTL  15  /* s: E2B's SandboxForkRequest.timeout default */
-#define FORK_MAX_COUNT	  16  /* children per E2B fork call (core caps it too) */
+#define SNAP_LIST_MAX	 100 /* page size cap of GET /snapshots */
+#define FORK_DEFAULT_TTL 15  /* s: E2B's SandboxForkRequest.timeout default */
+#define FORK_MAX_COUNT	 16  /* children per E2B fork call (core caps it too) */
 
 /* E2B's SnapshotInfo of an isola snapshot object (new reference). */
 static json_t *snap_info(const json_t *snap)
 {
 	const char *name = json_string_value(json_object_get(snap, "name"));
 
-	return json_pack("{s:s, s:[s]}", "snapshotID", name ? name : "", "names",
-			 name ? name : "");
+	return json_pack("{s:s, s:[s]}", "snapshotID", name ? name : "", "names", name ? name : "");
 }
 
 enum MHD_Result e2b_ctl_snapshot(struct api_req *r)
@@ -109,11 +108,11 @@ enum MHD_Result e2b_ctl_snapshot_list(struct api_req *r)
 	/* nextToken is the count of items already returned (opaque to the SDK). */
 	if ((lq && (api_parse_u64(lq, SNAP_LIST_MAX, &limit) < 0 || limit == 0)) ||
 	    (tq && *tq && api_parse_u64(tq, UINT32_MAX, &skip) < 0))
-		return e2b_ctl_error(r, 400, "query `%s` is invalid",
-				     lq && (api_parse_u64(lq, SNAP_LIST_MAX, &limit) < 0 ||
-					    limit == 0)
-					     ? "limit"
-					     : "nextToken");
+		return e2b_ctl_error(
+			r, 400, "query `%s` is invalid",
+			lq && (api_parse_u64(lq, SNAP_LIST_MAX, &limit) < 0 || limit == 0)
+				? "limit"
+				: "nextToken");
 	if (core_snapshot_list_for(r->srv->core, api_tenant(r), &list, &err) < 0)
 		return e2b_ctl_err(r, err);
 	v = calloc(json_array_size(list) + 1, sizeof(*v));

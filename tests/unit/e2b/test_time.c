@@ -32,8 +32,7 @@ static void round_trip(void)
 
 	e2b_rfc3339(1796162400.125, buf, sizeof(buf));
 	ok(!strcmp(buf, "2026-12-01T22:00:00.125Z"), "formats with milliseconds: %s", buf);
-	ok(e2b_parse_rfc3339(buf, &v) == 0 && v == 1796162400.125,
-	   "what it formats parses back");
+	ok(e2b_parse_rfc3339(buf, &v) == 0 && v == 1796162400.125, "what it formats parses back");
 }
 
 static void refusals(void)
@@ -41,14 +40,14 @@ static void refusals(void)
 	static const char *const bad[] = {
 		"",
 		"2026-12-01",
-		"2026-12-01T22:00:00",	     /* no zone */
-		"2026-12-01T22:00:00.Z",     /* empty fraction */
-		"2026-13-01T22:00:00Z",	     /* month */
-		"2026-12-01T24:00:00Z",	     /* hour */
-		"2026-12-01T22:00:00+1:00",  /* short offset */
-		"2026-12-01T22:00:00Zjunk",  /* trailing */
-		"20261201T220000Z",	     /* basic format */
-		"1796162400",		     /* unix seconds */
+		"2026-12-01T22:00:00",	    /* no zone */
+		"2026-12-01T22:00:00.Z",    /* empty fraction */
+		"2026-13-01T22:00:00Z",	    /* month */
+		"2026-12-01T24:00:00Z",	    /* hour */
+		"2026-12-01T22:00:00+1:00", /* short offset */
+		"2026-12-01T22:00:00Zjunk", /* trailing */
+		"20261201T220000Z",	    /* basic format */
+		"1796162400",		    /* unix seconds */
 	};
 	double v;
 
