@@ -707,7 +707,6 @@ static enum MHD_Result list_common(struct api_req *r, bool paginate)
 	json_t *filter = json_object(), *list = NULL, *out = NULL, *sj;
 	struct list_item *items = NULL;
 	size_t n = 0, i, start = 0, emitted = 0;
-	struct MHD_Response *resp;
 	enum MHD_Result ret;
 
 	if (!filter)
@@ -762,20 +761,24 @@ static enum MHD_Result list_common(struct api_req *r, bool paginate)
 		json_array_append_new(out, e2b_sandbox_obj(r, items[i].j, true));
 	if (paginate && i < n && emitted > 0)
 		token_make(&items[i - 1], next, sizeof(next));
-	resp = api_json_response(json_incref(out));
-	if (!resp) {
-		ret = MHD_NO;
-		goto out;
-	}
-	if (next[0])
-		MHD_add_response_header(resp, "X-Next-Token", next);
-	ret = api_respond_response(r, 200, resp);
+	ret = e2b_ctl_page(r, out, next);
 out:
 	free(items);
 	json_decref(out);
 	json_decref(list);
 	json_decref(filter);
 	return ret;
+}
+
+enum MHD_Result e2b_ctl_page(struct api_req *r, json_t *items, const char *next)
+{
+	struct MHD_Response *resp = api_json_response(json_incref(items));
+
+	if (!resp)
+		return MHD_NO;
+	if (next && next[0])
+		MHD_add_response_header(resp, "X-Next-Token", next);
+	return api_respond_response(r, 200, resp);
 }
 
 enum MHD_Result e2b_ctl_list(struct api_req *r)

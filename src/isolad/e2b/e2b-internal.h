@@ -172,6 +172,9 @@ enum MHD_Result e2b_ctl_err(struct api_req *r, const struct isola_err *e);
 /* The sandbox of {id} (reference in *s) as JSON (sandbox_to_json, new reference in *sj);
  * responds 404 and returns -1 if unknown. */
 int e2b_ctl_sandbox(struct api_req *r, struct sandbox **s, json_t **sj);
+/* 200 with the JSON array `items` (borrowed) and, when next is non-empty, the next page's
+ * token in X-Next-Token (the SDK's paginators read it). */
+enum MHD_Result e2b_ctl_page(struct api_req *r, json_t *items, const char *next);
 /* The buffered JSON body (an object; {} when empty). Responds and returns -1 on error. */
 int e2b_ctl_body(struct api_req *r, json_t **out);
 /* E2B's Sandbox (detail: SandboxDetail) for sandbox_to_json() output sj (borrowed), with an

@@ -100,7 +100,6 @@ enum MHD_Result e2b_ctl_snapshot_list(struct api_req *r)
 	const char *lq = api_query(r, "limit"), *tq = api_query(r, "nextToken");
 	uint64_t limit = SNAP_LIST_MAX, skip = 0;
 	json_t *list = NULL, *out = NULL, *e, **v = NULL;
-	struct MHD_Response *resp;
 	enum MHD_Result ret;
 	size_t i, n = 0, k;
 	char next[24] = "";
@@ -136,14 +135,7 @@ enum MHD_Result e2b_ctl_snapshot_list(struct api_req *r)
 		json_array_append_new(out, snap_info(v[k]));
 	if (k < n)
 		snprintf(next, sizeof(next), "%zu", k);
-	resp = api_json_response(json_incref(out));
-	if (!resp) {
-		ret = MHD_NO;
-		goto out;
-	}
-	if (next[0])
-		MHD_add_response_header(resp, "X-Next-Token", next);
-	ret = api_respond_response(r, 200, resp);
+	ret = e2b_ctl_page(r, out, next);
 out:
 	free(v);
 	json_decref(out);
