@@ -101,6 +101,25 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			free(tok);
 		}
 	}
+	/* 3b. RFC 3339 times (list filters): what parses formats back to the same second. */
+	{
+		char *t = malloc(size + 1), again[40];
+		double v;
+
+		if (t) {
+			memcpy(t, data, size);
+			t[size] = '\0';
+			if (e2b_parse_rfc3339(t, &v) == 0 && v > 0 && v < 253402300800.0) {
+				double w;
+
+				e2b_rfc3339(v, again, sizeof(again));
+				if (e2b_parse_rfc3339(again, &w) != 0 ||
+				    (long long)w != (long long)v)
+					abort();
+			}
+			free(t);
+		}
+	}
 	/* 4. base64 (bytes fields, Basic auth) with a tight output bound. */
 	out = malloc(size + 1);
 	if (out && e2b_b64_decode((const char *)data, size, out, size / 2 + 1, &outlen) == 0 &&

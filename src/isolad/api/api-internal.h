@@ -434,6 +434,8 @@ enum MHD_Result api_template_import_end(struct api_req *r);
 enum MHD_Result api_template_delete(struct api_req *r);
 enum MHD_Result api_metrics(struct api_req *r);
 enum MHD_Result api_sandbox_stats(struct api_req *r);
+/* GET /v1/sandboxes/{id}/metrics?start=&end=: the kept samples (core/history.c) in range. */
+enum MHD_Result api_sandbox_metrics(struct api_req *r);
 enum MHD_Result api_whoami(struct api_req *r);
 enum MHD_Result api_token_create(struct api_req *r);
 enum MHD_Result api_token_list(struct api_req *r);

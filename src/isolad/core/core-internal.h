@@ -61,7 +61,14 @@ struct sandbox {
 	char origin_name[64];	       /* that snapshot's name ("" = internal or none) */
 	char forked_from[40];	       /* source sandbox of a fork, "" = not a fork child */
 	struct sandbox_life life;      /* timeout policy, idle state, pool flags (lifecycle.h) */
+	struct sandbox_history *hist;  /* last hour of samples (history.c), owned, or NULL */
+	double hist_last;	       /* wall time of the last sampling attempt */
 };
+
+/* history.c: samples s's counters when one is due (monitor thread; takes s->lock). */
+void history_tick(struct sandbox *s, double now);
+/* Frees s's history (sandbox_unref). */
+void history_free(struct sandbox *s);
 
 /* Resources a create in flight was admitted for (core.c's admission). */
 struct core_reservation {

@@ -93,8 +93,11 @@ const char *e2b_connect_code(const char *isola_code);
 unsigned e2b_connect_status(const char *connect_code);
 /* {"code": connect code, "message"} (new reference). */
 json_t *e2b_connect_error_json(const char *connect_code, const char *message);
-/* RFC 3339 UTC with seconds ("2026-01-02T03:04:05Z") into out (>= 32 bytes). */
+/* RFC 3339 UTC with milliseconds ("2026-01-02T03:04:05.678Z") into out (>= 32 bytes). */
 void e2b_rfc3339(double unix_time, char *out, size_t n);
+/* Parses an RFC 3339 time ("2026-01-02T03:04:05.678Z", "...+01:00"; UNTRUSTED, NUL-terminated)
+ * into unix seconds. 0, or -EINVAL for anything else. */
+int e2b_parse_rfc3339(const char *s, double *out);
 
 /* --- access.c: the envd access token's shape (pure; fuzzed by fuzz/fuzz_connect.c) -------- */
 
@@ -166,6 +169,33 @@ enum MHD_Result e2b_ctl_error(struct api_req *r, unsigned status, const char *fm
 	__attribute__((format(printf, 3, 4)));
 /* Maps an isola error to the control plane's shape (429 + Retry-After for a full host). */
 enum MHD_Result e2b_ctl_err(struct api_req *r, const struct isola_err *e);
+/* The sandbox of {id} (reference in *s) as JSON (sandbox_to_json, new reference in *sj);
+ * responds 404 and returns -1 if unknown. */
+int e2b_ctl_sandbox(struct api_req *r, struct sandbox **s, json_t **sj);
+/* 200 with the JSON array `items` (borrowed) and, when next is non-empty, the next page's
+ * token in X-Next-Token (the SDK's paginators read it). */
+enum MHD_Result e2b_ctl_page(struct api_req *r, json_t *items, const char *next);
+/* The buffered JSON body (an object; {} when empty). Responds and returns -1 on error. */
+int e2b_ctl_body(struct api_req *r, json_t **out);
+/* E2B's Sandbox (detail: SandboxDetail) for sandbox_to_json() output sj (borrowed), with an
+ * envdAccessToken for r's caller and the `domain` getHost() uses. New reference or NULL. */
+json_t *e2b_sandbox_obj(struct api_req *r, const json_t *sj, bool detail);
+/* After a create through the E2B API: every port of sandbox id is reachable through the
+ * exposure listener (E2B's public traffic), when the listener runs. Best effort: logged. */
+void e2b_ctl_expose_all(struct sandbox *s);
+/* True when `name` is one of r's tenant's named snapshots. */
+bool e2b_is_snapshot(struct api_req *r, const char *name);
+
+/* --- snapshot.c: snapshots and fork ------------------------------------------------------ */
+
+/* POST /sandboxes/{id}/snapshots {name?} -> 201 {snapshotID, names}. */
+enum MHD_Result e2b_ctl_snapshot(struct api_req *r);
+/* GET /snapshots?sandboxID=&name=&limit=&nextToken= -> 200 [{snapshotID, names}]. */
+enum MHD_Result e2b_ctl_snapshot_list(struct api_req *r);
+/* DELETE /templates/{id}: deletes the snapshot of that id (the SDK's deleteSnapshot). */
+enum MHD_Result e2b_ctl_snapshot_delete(struct api_req *r);
+/* POST /sandboxes/{id}/fork {timeout?, count?} -> 201 [{sandbox} | {error}]. */
+enum MHD_Result e2b_ctl_fork(struct api_req *r);
 
 /* --- envd.c: envd plumbing shared by the services ------------------------------------------ */
 

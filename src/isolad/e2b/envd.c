@@ -55,8 +55,10 @@ static const struct e2b_route e2b_routes[] = {
 	CTL_BODY("POST", "/v2/sandboxes/{id}/connect", e2b_ctl_connect, W),
 	CTL("GET", "/sandboxes/{id}/metrics", e2b_ctl_metrics, R),
 	CTL_BODY("PUT", "/sandboxes/{id}/network", e2b_ctl_network, W),
-	CTL_BODY("POST", "/sandboxes/{id}/snapshots", e2b_ctl_not_supported, W),
-	CTL_BODY("POST", "/sandboxes/{id}/fork", e2b_ctl_not_supported, W),
+	CTL_BODY("POST", "/sandboxes/{id}/snapshots", e2b_ctl_snapshot, W),
+	CTL_BODY("POST", "/sandboxes/{id}/fork", e2b_ctl_fork, W),
+	CTL("GET", "/snapshots", e2b_ctl_snapshot_list, R),
+	CTL("DELETE", "/templates/{id}", e2b_ctl_snapshot_delete, W),
 	/* envd: plain HTTP */
 	ENVD("GET", "/health", e2b_health, R),
 	ENVD("GET", "/files", e2b_files_get, R),
