@@ -40,6 +40,7 @@ struct e2b_req {
 	const struct e2b_route *route; /* matched route */
 	bool need_auth;		       /* TCP listener: X-API-KEY / X-Access-Token required */
 	bool too_large;		       /* buffered body passed E2B_MAX_BODY (rest swallowed) */
+	bool signed_url;	       /* envd: authorised by a signed /files URL */
 	struct api_buf body;	       /* buffered request body */
 	char sandbox[40];	       /* envd: sandbox id from E2b-Sandbox-Id (validated) */
 	char user[64];		       /* envd: user from Authorization: Basic, "" = default */
@@ -119,6 +120,26 @@ int e2b_access_parse(const char *tok, struct e2b_access *out);
 int e2b_access_format(const char *mac, enum tenancy_role role, const char *who, char *out,
 		      size_t n);
 
+/* --- signed.c: signed file URLs (pure; fuzzed by fuzz/fuzz_connect.c) ------------------------ */
+
+#define E2B_SIG_LEN 46 /* "v1_" + 43 base64 characters of a SHA-256, padding removed */
+
+/* A signed URL's query: `signature` and the optional `signature_expiration`. */
+struct e2b_sig {
+	char sig[E2B_SIG_LEN + 1]; /* "v1_...", as sent (not yet verified) */
+	bool has_exp;		   /* signature_expiration was given */
+	int64_t exp;		   /* its unix seconds */
+};
+
+/* Checks the shape of sig and exp (UNTRUSTED, NUL-terminated; exp may be NULL) into *out.
+ * 0, or -EINVAL for anything that is not "v1_" + 43 base64 characters / 1-12 digits. */
+int e2b_sig_parse(const char *sig, const char *exp, struct e2b_sig *out);
+/* The SDK's signature of (path, op, user, token[, q's expiration]) into out. 0 or -EINVAL. */
+int e2b_sig_compute(const char *path, const char *op, const char *user, const char *token,
+		    const struct e2b_sig *q, char out[E2B_SIG_LEN + 1]);
+/* Compares two E2B_SIG_LEN signatures in constant time. */
+bool e2b_sig_equal(const char *a, const char *b);
+
 /* --- auth.c ------------------------------------------------------------------------------- */
 
 /* Resolves X-API-KEY (or Authorization: Bearer) to r->who: the operator's API token is the
@@ -133,6 +154,12 @@ void e2b_envd_token(struct api_req *r, const char *sandbox_id, char *out, size_t
  * (a tenant token must exist and not be revoked). 0 with r->who set to the issuer with the
  * smaller of the issued and the current role; -EACCES otherwise. */
 int e2b_envd_auth(struct api_req *r, const char *sandbox_id);
+/* A signed /files URL (no X-Access-Token): finds the sandbox (the request's E2b-Sandbox-Id or
+ * Host if it names one, else every sandbox) and the issuer whose envdAccessToken signs
+ * (path, op, username[, expiration]); then acts as that issuer, like e2b_envd_auth(), and
+ * writes the sandbox id to sandbox (n bytes). -EKEYEXPIRED past the expiration, -EACCES
+ * when nothing signs it. Audited either way. */
+int e2b_signed_auth(struct api_req *r, const char *op, char *sandbox, size_t n);
 /* The user named by `Authorization: Basic base64(user:)`, "" when absent. -EINVAL when
  * present but malformed. UNTRUSTED input, validated: [A-Za-z0-9._-], 1..63 bytes. */
 int e2b_basic_user(const char *hdr, char *out, size_t n);

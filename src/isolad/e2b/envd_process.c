@@ -288,10 +288,11 @@ static int agent_ps(struct agent_conn *conn, json_t **list, struct isola_err **e
 
 /*
  * Resolves a ProcessSelector {pid} or {tag} to a pid. With `running`, the process must
- * still run (E2B's envd forgets processes once they exit). -ENOENT `not_found` otherwise.
+ * still run (E2B's envd forgets processes once they exit), and *tty (if not NULL) says
+ * whether it has a pty. -ENOENT `not_found` otherwise.
  */
 static int select_pid(struct agent_conn *conn, const json_t *msg, bool running, int *pid,
-		      struct isola_err **err)
+		      bool *tty, struct isola_err **err)
 {
 	const json_t *sel = e2b_jget(msg, "process", NULL);
 	const char *tag = NULL;
@@ -322,6 +323,8 @@ static int select_pid(struct agent_conn *conn, const json_t *msg, bool running, 
 			continue;
 		if ((want && ppid == (long)want) || (!want && tag && ptag && !strcmp(ptag, tag))) {
 			*pid = (int)ppid;
+			if (tty)
+				*tty = json_is_true(json_object_get(p, "tty"));
 			json_decref(list);
 			return 0;
 		}
@@ -355,7 +358,7 @@ enum MHD_Result e2b_proc_connect(struct api_req *r)
 		free(ps);
 		return MHD_YES;
 	}
-	if (select_pid(conn, msg, true, &pid, &ps->err) == 0) {
+	if (select_pid(conn, msg, true, &pid, &ps->tty, &ps->err) == 0) {
 		req = json_pack("{s:s, s:i, s:b}", "op", "attach", "pid", pid, "stdin", 0);
 		if (req && agent_chan_open(conn, req, &ps->ch, &ps->err) == 0 &&
 		    api_chan_expect_result(ps->ch, api_req_fd(r), E2B_CALL_MS, NULL, &ps->err) == 0)
@@ -473,7 +476,7 @@ enum MHD_Result e2b_proc_send_input(struct api_req *r)
 	if (unary_begin(r, &msg, &s, &conn) < 0)
 		return MHD_YES;
 	in = e2b_jget(msg, "input", NULL);
-	ret = select_pid(conn, msg, false, &pid, &err);
+	ret = select_pid(conn, msg, false, &pid, NULL, &err);
 	if (ret == 0 && !json_is_object(in))
 		ret = isola_err_set(&err, EINVAL, "invalid", "field `input` is required");
 	if (ret == 0 && !e2b_jget(in, "stdin", NULL) && !e2b_jget(in, "pty", NULL))
@@ -497,7 +500,7 @@ enum MHD_Result e2b_proc_close_stdin(struct api_req *r)
 
 	if (unary_begin(r, &msg, &s, &conn) < 0)
 		return MHD_YES;
-	ret = select_pid(conn, msg, false, &pid, &err);
+	ret = select_pid(conn, msg, false, &pid, NULL, &err);
 	if (ret == 0)
 		ret = send_stdin(r, conn, pid, NULL, 0, true, &err);
 	return unary_end(r, msg, s, ret, err, NULL);
@@ -536,7 +539,7 @@ enum MHD_Result e2b_proc_send_signal(struct api_req *r)
 		return MHD_YES;
 	ret = parse_signal(msg, &sig, &err);
 	if (ret == 0)
-		ret = select_pid(conn, msg, false, &pid, &err);
+		ret = select_pid(conn, msg, false, &pid, NULL, &err);
 	if (ret == 0) {
 		req = json_pack("{s:s, s:i, s:i}", "op", "signal", "pid", pid, "signal", sig);
 		ret = req ? e2b_agent_call(conn, req, NULL, &err) : -ENOMEM;
@@ -559,7 +562,7 @@ enum MHD_Result e2b_proc_update(struct api_req *r)
 		return MHD_YES;
 	pty = e2b_jget(msg, "pty", NULL);
 	size = pty ? e2b_jget(pty, "size", NULL) : NULL;
-	ret = select_pid(conn, msg, false, &pid, &err);
+	ret = select_pid(conn, msg, false, &pid, NULL, &err);
 	if (ret == 0 && size &&
 	    (e2b_juint(size, "cols", NULL, 65535, &cols, &err) < 0 ||
 	     e2b_juint(size, "rows", NULL, 65535, &rows, &err) < 0))
