@@ -25,7 +25,7 @@ struct proc_stream {
 	bool tty;		      /* output is the pty's */
 	bool start_sent;	      /* the first event went out */
 	struct isola_err *err;	      /* failure before the stream began (sent as its end), owned */
-	struct api_server *srv;	      /* for the audit record, borrowed */
+	struct api_server *srv;	      /* for the audit record and core, borrowed */
 	struct tenancy_principal who; /* who started the command */
 	json_t *audit_argv;	      /* argv until the end is audited, owned */
 	char audit_user[64];	      /* user it runs as */
@@ -92,6 +92,25 @@ static json_t *end_event(const json_t *ex)
 	return end ? event("end", end) : NULL;
 }
 
+/* True when the stream's sandbox is destroyed or no longer running (what GET /health
+ * answers 502 for). */
+static bool proc_sandbox_gone(struct proc_stream *ps)
+{
+	struct sandbox *s = NULL;
+	const char *state;
+	bool gone = true;
+	json_t *sj;
+
+	if (core_sandbox_get(ps->srv->core, sandbox_id(ps->s), &s, NULL) < 0)
+		return true;
+	sj = sandbox_to_json(s);
+	state = json_string_value(json_object_get(sj, "state"));
+	gone = !state || strcmp(state, "running") != 0;
+	json_decref(sj);
+	sandbox_unref(s);
+	return gone;
+}
+
 static int proc_next(struct e2b_stream *es, void *ud)
 {
 	struct proc_stream *ps = ud;
@@ -112,6 +131,13 @@ static int proc_next(struct e2b_stream *es, void *ud)
 	if (r == -ETIMEDOUT)
 		return e2b_stream_idle(es) ? -1 : 0;
 	if (r < 0) {
+		/* A sandbox killed (or expired) under a running command: E2B's edge resets the
+		 * stream, and its SDK then probes /health (502 here too) and reports "the
+		 * sandbox was killed or reached its end of life". Do the same: end the response
+		 * without the end-of-stream envelope. A lost agent of a live sandbox is an
+		 * error the stream says. */
+		if (proc_sandbox_gone(ps))
+			return -1;
 		e2b_stream_fail(es, "unavailable", "the sandbox agent connection was lost");
 		return 1;
 	}
@@ -238,6 +264,7 @@ enum MHD_Result e2b_proc_start(struct api_req *r)
 		json_decref(msg);
 		return MHD_NO;
 	}
+	ps->srv = r->srv;
 	if (start_request(msg, er->user, e2b_timeout_ms(r), &req, &ps->tty, &ps->err) < 0) {
 		json_decref(msg);
 		return proc_stream_respond(r, ps);
@@ -253,7 +280,6 @@ enum MHD_Result e2b_proc_start(struct api_req *r)
 	    api_chan_expect_result(ps->ch, api_req_fd(r), E2B_CALL_MS, &res, &ps->err) == 0) {
 		ps->pid = (long)json_integer_value(json_object_get(res, "pid"));
 		/* Every command started in a sandbox is audited (argv, user, exit, duration). */
-		ps->srv = r->srv;
 		ps->who = r->who;
 		ps->audit_argv = json_incref(json_object_get(req, "argv"));
 		snprintf(ps->audit_user, sizeof(ps->audit_user), "%s",
@@ -353,6 +379,7 @@ enum MHD_Result e2b_proc_connect(struct api_req *r)
 		json_decref(msg);
 		return MHD_NO;
 	}
+	ps->srv = r->srv;
 	if (e2b_rpc_sandbox(r, &ps->s, &conn) < 0) {
 		json_decref(msg);
 		free(ps);
