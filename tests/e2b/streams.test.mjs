@@ -221,13 +221,13 @@ describe('gzip uploads and downloads (/files)', () => {
   })
 
   test('a gzip bomb is bounded by the sandbox disk', async () => {
-    // 8 GiB of zeros in about 8 MiB of gzip: more than the sandbox's disk holds
+    // 2 GiB of zeros in about 2 MiB of gzip: more than the sandbox's disk (1 GiB by default) holds
     const gz = zlib.createGzip({ level: 9 })
     const chunks = []
     gz.on('data', (c) => chunks.push(c))
     const done = new Promise((r) => gz.on('end', r))
     const zero = Buffer.alloc(1 << 20)
-    for (let i = 0; i < 8192; i++) if (!gz.write(zero)) await new Promise((r) => gz.once('drain', r))
+    for (let i = 0; i < 2048; i++) if (!gz.write(zero)) await new Promise((r) => gz.once('drain', r))
     gz.end()
     await done
     const bomb = Buffer.concat(chunks)

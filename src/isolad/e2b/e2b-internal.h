@@ -7,6 +7,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <zlib.h>
 
 #include "../api/api-internal.h"
 #include "e2b.h"
@@ -139,6 +140,40 @@ int e2b_sig_compute(const char *path, const char *op, const char *user, const ch
 		    const struct e2b_sig *q, char out[E2B_SIG_LEN + 1]);
 /* Compares two E2B_SIG_LEN signatures in constant time. */
 bool e2b_sig_equal(const char *a, const char *b);
+
+/* --- gzip.c: streaming gzip for /files (pure; fuzzed by fuzz/fuzz_connect.c) ------------------ */
+
+#define E2B_GZ_CHUNK (32u * 1024) /* output handed to the callback at a time */
+
+/* A zlib stream in one direction. Embedded: e2b_gunzip_init/e2b_gzip_init, then e2b_gz_fini. */
+struct e2b_gz {
+	z_stream z;	    /* zlib state */
+	bool ready;	    /* initialised (fini releases) */
+	bool inflating;	    /* decoder (else encoder) */
+	bool member_end;    /* decoder: the last member ended (a next one may follow) */
+	unsigned members;   /* decoder: complete members seen */
+	uint64_t total_out; /* bytes handed to the callback */
+};
+
+/* Receives output; a negative return stops the feed and is returned by it. */
+typedef int (*e2b_gz_out_fn)(void *ud, const void *buf, size_t len);
+
+/* A gzip decoder (gzip wrapper only). 0 or -ENOMEM. */
+int e2b_gunzip_init(struct e2b_gz *g);
+/* Decodes in (UNTRUSTED), calling out for every E2B_GZ_CHUNK or less. 0; -EINVAL for
+ * corrupt data with *why (static) saying what; -ENOMEM; or out's negative return. */
+int e2b_gunzip_feed(struct e2b_gz *g, const void *in, size_t n, e2b_gz_out_fn out, void *ud,
+		    const char **why);
+/* At the end of input: 0 when every member was complete, else -EINVAL with *why. */
+int e2b_gunzip_finish(const struct e2b_gz *g, const char **why);
+/* A gzip encoder (level 6). 0 or -ENOMEM. */
+int e2b_gzip_init(struct e2b_gz *g);
+/* Encodes in; with finish, also flushes and writes the trailer. 0 or out's negative return. */
+int e2b_gzip_feed(struct e2b_gz *g, const void *in, size_t n, bool finish, e2b_gz_out_fn out,
+		  void *ud);
+void e2b_gz_fini(struct e2b_gz *g);
+/* Does an Accept-Encoding value (may be NULL) accept gzip? */
+bool e2b_accepts_gzip(const char *accept_encoding);
 
 /* --- auth.c ------------------------------------------------------------------------------- */
 
