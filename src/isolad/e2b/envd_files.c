@@ -289,9 +289,19 @@ static int file_write(struct upload *u, const void *buf, size_t len)
 {
 	struct isola_err *err = NULL;
 
-	if (api_upload_check(u->ch, &err) < 0 ||
-	    (len && agent_chan_send_data(u->ch, buf, len, &err) < 0))
+	if (api_upload_check(u->ch, &err) < 0)
 		return upload_fail(u, err);
+	if (len && agent_chan_send_data(u->ch, buf, len, &err) < 0) {
+		/* The channel ended while we sent: the agent's reason (ENOSPC: 507) is queued
+		 * on it, and says more than "ended". */
+		struct isola_err *why = NULL;
+
+		if (api_upload_check(u->ch, &why) < 0) {
+			isola_err_free(err);
+			err = why;
+		}
+		return upload_fail(u, err);
+	}
 	return 0;
 }
 
