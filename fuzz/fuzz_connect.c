@@ -128,7 +128,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
 		if (e2b_gunzip_init(&g) == 0) {
 			if (e2b_gunzip_feed(&g, data, half, gz_sink, &room, &why) == 0 &&
-			    e2b_gunzip_feed(&g, data + half, size - half, gz_sink, &room, &why) == 0)
+			    e2b_gunzip_feed(&g, data + half, size - half, gz_sink, &room, &why) ==
+				    0)
 				e2b_gunzip_finish(&g, &why);
 			e2b_gz_fini(&g);
 		}

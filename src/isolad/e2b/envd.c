@@ -254,9 +254,8 @@ int e2b_request_begin(struct api_req *r, const char *url, const char *method, bo
 					   "a read-only access token may only read");
 		/* A signed URL's user is its signed `username` (files_query): an Authorization
 		 * header must not change who it acts as. */
-		if (!er->signed_url &&
-		    e2b_basic_user(api_header(r, MHD_HTTP_HEADER_AUTHORIZATION), er->user,
-				   sizeof(er->user)) < 0)
+		if (!er->signed_url && e2b_basic_user(api_header(r, MHD_HTTP_HEADER_AUTHORIZATION),
+						      er->user, sizeof(er->user)) < 0)
 			return envd_refuse(r, 400, "invalid_argument",
 					   "Authorization must be `Basic base64(user:)`");
 	}

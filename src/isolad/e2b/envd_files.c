@@ -108,9 +108,9 @@ enum MHD_Result e2b_health(struct api_req *r)
 
 /* A download, gzip-encoded on the way out when the client accepts it (envd does the same). */
 struct gz_download {
-	struct api_download d;	/* first: api_download_free() frees the whole */
-	struct e2b_gz gz;	/* encoder, ready when the response is gzip */
-	struct api_stream *st;	/* the response being produced (for gz_out) */
+	struct api_download d; /* first: api_download_free() frees the whole */
+	struct e2b_gz gz;      /* encoder, ready when the response is gzip */
+	struct api_stream *st; /* the response being produced (for gz_out) */
 };
 
 static int gz_out(void *ud, const void *buf, size_t len)
@@ -407,9 +407,8 @@ int e2b_files_post_begin(struct api_req *r)
 		/* Decoded as it arrives (gzip.c): bounded memory; the sandbox's disk bounds
 		 * what a gzip bomb can write (the agent's ENOSPC answers 507). */
 		if (e2b_gunzip_init(&u->gz) < 0)
-			return upload_fail(u, (isola_err_set(&err, ENOMEM, "internal",
-							     "out of memory"),
-					       err));
+			return upload_fail(
+				u, (isola_err_set(&err, ENOMEM, "internal", "out of memory"), err));
 	} else if (enc && strcasecmp(enc, "identity") != 0) {
 		isola_err_set(&err, EOPNOTSUPP, "not_supported",
 			      "Content-Encoding `%.32s` is not supported for uploads; send the "

@@ -317,8 +317,8 @@ static int agent_ps(struct agent_conn *conn, json_t **list, struct isola_err **e
  * still run (E2B's envd forgets processes once they exit), and *tty (if not NULL) says
  * whether it has a pty. -ENOENT `not_found` otherwise.
  */
-static int select_pid(struct agent_conn *conn, const json_t *msg, bool running, int *pid,
-		      bool *tty, struct isola_err **err)
+static int select_pid(struct agent_conn *conn, const json_t *msg, bool running, int *pid, bool *tty,
+		      struct isola_err **err)
 {
 	const json_t *sel = e2b_jget(msg, "process", NULL);
 	const char *tag = NULL;

@@ -41,7 +41,9 @@ static void signatures(void)
 	   "another expiration does not match");
 
 	static const char *const bad_sig[] = {
-		"", "v1_", "v2_uIdxfZtTzWXHuNmOOA944c+crd2gllEzNIjJAHEpJ6w",
+		"",
+		"v1_",
+		"v2_uIdxfZtTzWXHuNmOOA944c+crd2gllEzNIjJAHEpJ6w",
 		"v1_uIdxfZtTzWXHuNmOOA944c+crd2gllEzNIjJAHEpJ6w=", /* padded */
 		"v1_uIdxfZtTzWXHuNmOOA944c+crd2gllEzNIjJAHEpJ6",   /* short */
 		"v1_uIdxfZtTzWXHuNmOOA944c-crd2gllEzNIjJAHEpJ6w",  /* url-safe alphabet */
@@ -51,10 +53,11 @@ static void signatures(void)
 		ok(e2b_sig_parse(bad_sig[i], NULL, &q) == -EINVAL, "signature refused: `%s`",
 		   bad_sig[i]);
 	ok(e2b_sig_parse(NULL, NULL, &q) == -EINVAL, "no signature refused");
-	static const char *const bad_exp[] = {"", "-1", "12a", "1e9", " 1", "1234567890123", "0x10"};
+	static const char *const bad_exp[] = {"",    "-1", "12a", "1e9", " 1", "1234567890123",
+					      "0x10"};
 	for (size_t i = 0; i < sizeof(bad_exp) / sizeof(bad_exp[0]); i++)
-		ok(e2b_sig_parse("v1_uIdxfZtTzWXHuNmOOA944c+crd2gllEzNIjJAHEpJ6w", bad_exp[i], &q) ==
-			   -EINVAL,
+		ok(e2b_sig_parse("v1_uIdxfZtTzWXHuNmOOA944c+crd2gllEzNIjJAHEpJ6w", bad_exp[i],
+				 &q) == -EINVAL,
 		   "expiration refused: `%s`", bad_exp[i]);
 }
 
@@ -156,11 +159,11 @@ static void gzip(void)
 		e2b_gz_fini(&g);
 		two = enc.buf;
 		s.len = 0;
-		ok(decode(two, enc.len, &s, &why) == 0 && s.len == 11 && !memcmp(big, "hello world", 11),
+		ok(decode(two, enc.len, &s, &why) == 0 && s.len == 11 &&
+			   !memcmp(big, "hello world", 11),
 		   "two members decode as one stream");
 		s.len = 0;
-		ok(decode(two, one_len + 5, &s, &why) == -EINVAL && why &&
-			   strstr(why, "truncated"),
+		ok(decode(two, one_len + 5, &s, &why) == -EINVAL && why && strstr(why, "truncated"),
 		   "a truncated second member is refused: %s", why ? why : "");
 		s.len = 0;
 		ok(decode(two, one_len - 4, &s, &why) == -EINVAL && why,
@@ -175,8 +178,7 @@ static void gzip(void)
 	ok(decode((const unsigned char *)"not gzip at all", 15, &s, &why) == -EINVAL && why,
 	   "not gzip is refused: %s", why ? why : "");
 	s.len = 0;
-	ok(decode((const unsigned char *)"", 0, &s, &why) == -EINVAL && why &&
-		   strstr(why, "empty"),
+	ok(decode((const unsigned char *)"", 0, &s, &why) == -EINVAL && why && strstr(why, "empty"),
 	   "an empty body is refused: %s", why ? why : "");
 	/* a bomb: 64 MiB of zeros in about 64 KiB, decoded into 256 bytes of room; the
 	 * output arrives in bounded chunks and the sink's refusal stops the decoder */
