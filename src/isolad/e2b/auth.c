@@ -187,6 +187,7 @@ struct sig_try {
 	const char *path, *op;	 /* what the URL names */
 	const char *user;	 /* its username, "" when absent */
 	const struct e2b_sig *q; /* the parsed signature */
+	json_t *tokens;		 /* tenant -> its token list, read once per request */
 };
 
 /* Does the access token that (sandbox, role, who) would get sign t's URL? */
@@ -214,8 +215,7 @@ static bool sig_find_issuer(const struct sig_try *t, const char *sandbox_id, con
 			    char *who, size_t wn, enum tenancy_role *role)
 {
 	static const char *const operator_issuers[] = {"e2b:api.token", "e2b:unix"};
-	json_t *tokens = NULL, *tk;
-	bool found = false;
+	json_t *tokens, *tk;
 	size_t i;
 
 	if (!strcmp(tenant, TENANCY_DEFAULT))
@@ -225,8 +225,12 @@ static bool sig_find_issuer(const struct sig_try *t, const char *sandbox_id, con
 				*role = TENANCY_ADMIN;
 				return true;
 			}
-	if (tenancy_token_list(core_tenancy(t->r->srv->core), tenant, &tokens, NULL) < 0)
-		return false;
+	tokens = json_object_get(t->tokens, tenant);
+	if (!tokens) {
+		if (tenancy_token_list(core_tenancy(t->r->srv->core), tenant, &tokens, NULL) < 0)
+			return false;
+		json_object_set_new(t->tokens, tenant, tokens);
+	}
 	json_array_foreach(tokens, i, tk)
 	{
 		const char *id = json_string_value(json_object_get(tk, "id"));
@@ -241,12 +245,10 @@ static bool sig_find_issuer(const struct sig_try *t, const char *sandbox_id, con
 		if (sig_matches(t, sandbox_id, tr, name)) {
 			snprintf(who, wn, "%s", name);
 			*role = tr;
-			found = true;
-			break;
+			return true;
 		}
 	}
-	json_decref(tokens);
-	return found;
+	return false;
 }
 
 int e2b_signed_auth(struct api_req *r, const char *op, char *sandbox, size_t n)
@@ -272,6 +274,11 @@ int e2b_signed_auth(struct api_req *r, const char *op, char *sandbox, size_t n)
 	t.path = path ? path : "";
 	t.user = user ? user : "";
 	t.q = &q;
+	/* Cost: (sandboxes) x (2 + tokens of their tenants) HMAC and SHA-256 computations, one
+	 * token list read per tenant; nothing else before the signature is known good. */
+	t.tokens = json_object();
+	if (!t.tokens)
+		return -ENOMEM;
 	/* The URL names its sandbox when the SDK built it from a sandbox domain (Host
 	 * 49983-<id>.<domain>) or a client adds E2b-Sandbox-Id; with only E2B_SANDBOX_URL it
 	 * names none, and the signature itself says which sandbox it is for. */
@@ -303,6 +310,7 @@ int e2b_signed_auth(struct api_req *r, const char *op, char *sandbox, size_t n)
 		}
 	}
 	json_decref(list);
+	json_decref(t.tokens);
 	if (!found)
 		return -EACCES;
 	/* The issuer as it is now, exactly as for X-Access-Token (e2b_envd_auth). */
