@@ -119,6 +119,16 @@ describe('signed file URLs', () => {
     const ures = await fetch(up, { method: 'POST', body: form })
     assert.equal(ures.status, 200, await ures.clone().text())
     assert.equal(await sbx.files.read('/tmp/signed/up.txt'), 'signed upload\n')
+
+    // Each use is audited: who (the access token's issuer), the sandbox, path, operation, user.
+    const audit = await fetch(new URL('/v1/audit/export', process.env.E2B_API_URL), {
+      headers: { Authorization: `Bearer ${process.env.E2B_API_KEY}` },
+    })
+    assert.equal(audit.status, 200)
+    const recs = (await audit.text()).split('\n').filter(Boolean).map((l) => JSON.parse(l))
+    const uses = recs.filter((r) => r.action === 'e2b signed url' && r.target === sbx.sandboxId)
+    assert.ok(uses.some((r) => r.detail.path === '/tmp/signed/in.txt' && r.detail.operation === 'read' && r.who === 'e2b:api.token'))
+    assert.ok(uses.some((r) => r.detail.path === '/tmp/signed/up.txt' && r.detail.operation === 'write' && r.detail.expires > 0))
   })
 
   test('the signature binds path, operation and user; expired or altered ones get 401', async () => {
