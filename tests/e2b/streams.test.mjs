@@ -165,6 +165,34 @@ describe('signed file URLs', () => {
     assert.match((await r.json()).message, /expired/)
   })
 
+  test("a tenant token's signed URLs: found among its tenant's sandboxes, dead once it is revoked", async () => {
+    const api = process.env.E2B_API_URL
+    const op = { Authorization: `Bearer ${process.env.E2B_API_KEY}`, 'Content-Type': 'application/json' }
+    const name = `sig-${Math.random().toString(16).slice(2, 10)}`
+    assert.equal((await fetch(`${api}/v1/tenants`, { method: 'POST', headers: op, body: JSON.stringify({ name }) })).status, 201)
+    const token = async () => {
+      const r = await fetch(`${api}/v1/tokens`, { method: 'POST', headers: op, body: JSON.stringify({ tenant: name, role: 'user', name: 'sig' }) })
+      assert.equal(r.status, 201)
+      return r.json()
+    }
+    const tok = await token()
+    const keeper = await token() // kills the sandbox once tok is revoked
+    let mine
+    try {
+      mine = await Sandbox.create({ apiKey: tok.token, secure: true })
+      await mine.files.write('/tmp/t.txt', 'tenant file\n')
+      const url = await mine.downloadUrl('/tmp/t.txt')
+      const res = await fetch(url)
+      assert.equal(res.status, 200)
+      assert.equal(await res.text(), 'tenant file\n')
+      assert.equal((await fetch(`${api}/v1/tokens/${tok.id}`, { method: 'DELETE', headers: op })).status, 204)
+      assert.equal((await fetch(url)).status, 401)
+    } finally {
+      if (mine) await Sandbox.kill(mine.sandboxId, { apiKey: keeper.token })
+      await fetch(`${api}/v1/tenants/${name}`, { method: 'DELETE', headers: op })
+    }
+  })
+
   test('a signed URL of a killed sandbox is refused', async () => {
     const other = await Sandbox.create({ secure: true })
     await other.files.write('/tmp/gone.txt', 'x')
