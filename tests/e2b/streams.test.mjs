@@ -7,23 +7,13 @@ import assert from 'node:assert/strict'
 import http from 'node:http'
 import zlib from 'node:zlib'
 
-import { AuthenticationError, Sandbox, TimeoutError } from 'e2b'
+import { Sandbox, TimeoutError } from 'e2b'
 
-for (const v of ['E2B_API_URL', 'E2B_SANDBOX_URL', 'E2B_API_KEY']) {
-  if (!process.env[v]) throw new Error(`${v} is not set: run tests/e2b/run.sh`)
-}
+import { eventually } from './helpers.mjs'
 
-const sleep = (ms) => new Promise((r) => setTimeout(r, ms))
-
-async function eventually(what, fn, timeoutMs = 15000) {
-  const deadline = Date.now() + timeoutMs
-  for (;;) {
-    const v = await fn()
-    if (v) return v
-    if (Date.now() > deadline) assert.fail(`timed out waiting for ${what}`)
-    await sleep(50)
-  }
-}
+// envd's headers for sbx on a raw request (what the SDK sends), plus extra.
+const envd = (sbx, extra = {}) => ({ 'E2b-Sandbox-Id': sbx.sandboxId, 'X-Access-Token': sbx.envdAccessToken ?? '', ...extra })
+const gzipUpload = (sbx) => envd(sbx, { 'Content-Type': 'application/octet-stream', 'Content-Encoding': 'gzip' })
 
 // A raw HTTP request (no transparent decompression), for what is on the wire.
 function raw(url, { method = 'GET', headers = {}, body } = {}) {
@@ -227,8 +217,8 @@ describe('gzip uploads and downloads (/files)', () => {
     assert.equal(await sbx.files.read('/tmp/gz/b.txt', { gzip: true }), text)
     const url = new URL('/files', process.env.E2B_SANDBOX_URL)
     url.searchParams.set('path', '/tmp/gz/b.txt')
-    const headers = { 'E2b-Sandbox-Id': sbx.sandboxId, 'X-Access-Token': sbx.envdAccessToken ?? '' }
-    const res = await raw(url, { headers: { ...headers, 'Accept-Encoding': 'gzip' } })
+    const headers = envd(sbx)
+    const res = await raw(url, { headers: envd(sbx, { 'Accept-Encoding': 'gzip' }) })
     assert.equal(res.status, 200)
     assert.equal(res.headers['content-encoding'], 'gzip')
     assert.ok(res.body.length < text.length / 4, `compressed to ${res.body.length} bytes`)
@@ -244,12 +234,7 @@ describe('gzip uploads and downloads (/files)', () => {
     const good = zlib.gzipSync(Buffer.from('x'.repeat(100000)))
     const bad = Buffer.from(good)
     bad.fill(0x55, 20, 60) // the deflate stream is garbage past its header
-    const headers = {
-      'E2b-Sandbox-Id': sbx.sandboxId,
-      'X-Access-Token': sbx.envdAccessToken ?? '',
-      'Content-Type': 'application/octet-stream',
-      'Content-Encoding': 'gzip',
-    }
+    const headers = gzipUpload(sbx)
     for (const body of [bad, good.subarray(0, good.length - 12), Buffer.from('not gzip at all')]) {
       const res = await raw(url, { method: 'POST', headers, body })
       assert.equal(res.status, 400, res.body.toString())
@@ -273,12 +258,7 @@ describe('gzip uploads and downloads (/files)', () => {
     url.searchParams.set('path', '/tmp/gz/bomb.bin')
     const res = await raw(url, {
       method: 'POST',
-      headers: {
-        'E2b-Sandbox-Id': sbx.sandboxId,
-        'X-Access-Token': sbx.envdAccessToken ?? '',
-        'Content-Type': 'application/octet-stream',
-        'Content-Encoding': 'gzip',
-      },
+      headers: gzipUpload(sbx),
       body: bomb,
     })
     assert.equal(res.status, 507, res.body.toString())
