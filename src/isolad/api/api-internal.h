@@ -352,6 +352,11 @@ struct api_download {
 	struct sandbox *s;	/* reference (may be NULL) */
 	struct agent_chan *ch;	/* read channel, owned */
 	uint64_t remaining;	/* bytes still promised in Content-Length */
+	/* Transforms the bytes on their way out (the E2B gzip encoding), or NULL: called with
+	 * each chunk, then once with last set when the file is complete. <0 cuts the
+	 * response. The response then has no Content-Length (remaining still counts the file). */
+	int (*filter)(struct api_download *d, struct api_stream *st, const void *buf, size_t n,
+		      bool last);
 };
 /* Before each chunk of an upload: 0 while the write channel is still open (nothing has
  * arrived), else -errno with *err: the agent's refusal (an ERROR ends the channel), `internal`
