@@ -143,6 +143,9 @@ void sb_add_utf8(struct sbuf *b, const char *p, size_t n);
 bool mcp_out_is_long(size_t len);
 void mcp_out_bound(struct sbuf *b, const char *p, size_t len, const char *saved);
 
+/* Creates the parent directories of `path` in the sandbox (best effort: errors are left to
+ * the write that follows). */
+void mcp_make_parents(struct mcp_call *c, const char *id, const char *path);
 /* Writes len bytes to `path` in the sandbox (parents made). Returns 0 or -errno with *err. */
 int mcp_put_file(struct mcp_call *c, const char *id, const char *path, const void *data,
 		 size_t len, struct isola_err **err);

@@ -4,6 +4,7 @@
 
 #include <errno.h>
 #include <poll.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -37,6 +38,16 @@ enum { KIND_TOOL, KIND_RES_LIST, KIND_RES_READ };
 
 /* Protocol versions this server speaks, newest first. */
 static const char *const mcp_versions[] = {"2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"};
+
+/* SIGTERM/SIGINT/SIGHUP: the client is ending the session (the SDK's close() sends SIGTERM
+ * when stdin's EOF did not end us quickly); handled like EOF so the default sandbox goes. */
+static volatile sig_atomic_t mcp_stop;
+
+static void on_stop(int sig)
+{
+	(void)sig;
+	mcp_stop = 1;
+}
 
 static long long mono_s(void)
 {
@@ -236,9 +247,10 @@ static void *worker(void *arg)
 static void start_call(struct mcp_session *s, json_t *id, json_t *params, int kind)
 {
 	struct mcp_call *c;
+	sigset_t block, old;
 	pthread_attr_t attr;
 	pthread_t t;
-	bool full;
+	bool full, started;
 
 	pthread_mutex_lock(&s->lock);
 	full = s->ncalls >= MCP_MAX_INFLIGHT;
@@ -268,7 +280,15 @@ static void start_call(struct mcp_session *s, json_t *id, json_t *params, int ki
 	pthread_mutex_unlock(&s->lock);
 	pthread_attr_init(&attr);
 	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-	if (pthread_create(&t, &attr, worker, c) != 0) {
+	/* Workers block the stop signals so they reach this thread and interrupt its poll(). */
+	sigemptyset(&block);
+	sigaddset(&block, SIGTERM);
+	sigaddset(&block, SIGINT);
+	sigaddset(&block, SIGHUP);
+	pthread_sigmask(SIG_BLOCK, &block, &old);
+	started = pthread_create(&t, &attr, worker, c) == 0;
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (!started) {
 		pthread_mutex_lock(&s->lock);
 		s->calls = c->next; /* still first: only this thread adds */
 		s->ncalls--;
@@ -474,9 +494,15 @@ int mcp_serve_stdio(struct mcp_session *s)
 	size_t len = 0, cap = 0;
 	bool discarding = false; /* inside a line longer than MCP_MAX_LINE */
 	int status = CLI_EXIT_OK;
+	struct sigaction sa = {.sa_handler = on_stop};
 
 	s->ops = &stdio_ops;
-	for (;;) {
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGTERM, &sa, NULL);
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGHUP, &sa, NULL);
+	signal(SIGPIPE, SIG_IGN); /* a closed stdout is an EPIPE write error */
+	while (!mcp_stop) {
 		struct pollfd pfd = {.fd = STDIN_FILENO, .events = POLLIN};
 		char chunk[65536], *p, *nl;
 		ssize_t n;
@@ -538,7 +564,7 @@ int mcp_serve_stdio(struct mcp_session *s)
 		if (pr)
 			break;
 	}
-	if (len && !discarding)
+	if (len && !discarding && !mcp_stop)
 		handle_line(s, buf, len); /* a last message without its newline */
 out:
 	free(buf);

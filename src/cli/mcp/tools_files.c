@@ -402,6 +402,7 @@ int mcp_tool_upload(struct mcp_call *c, json_t *args, struct mcp_result *res,
 	req.body_fd = fd;
 	req.body_size = st.st_size;
 	req.out = &entry;
+	mcp_make_parents(c, id, path);
 	if ((r = client_do(cl, &req, err)) < 0)
 		return r;
 	json_decref(entry);

@@ -313,35 +313,38 @@ int mcp_sandbox(struct mcp_call *c, json_t *args, char *buf, size_t len, const c
 
 /* ---- files in the sandbox ---- */
 
+void mcp_make_parents(struct mcp_call *c, const char *id, const char *path)
+{
+	cleanup_free char *url = NULL, *dir = strdup(path);
+	struct client *cl = mcp_client(c, NULL);
+	char *slash = dir ? strrchr(dir, '/') : NULL;
+	json_t *body;
+
+	if (!cl || !slash || slash == dir)
+		return;
+	*slash = '\0';
+	url = cli_pathf("/v1/sandboxes/%s/fs/mkdir", id);
+	body = json_pack("{s:s, s:b}", "path", dir, "parents", 1);
+	/* A failure (it exists, ...) is left to the write that follows to report. */
+	if (url && body)
+		(void)client_json(cl, "POST", url, body, NULL, NULL);
+	json_decref(body);
+}
+
 int mcp_put_file(struct mcp_call *c, const char *id, const char *path, const void *data,
 		 size_t len, struct isola_err **err)
 {
 	struct client_req req = {.method = "PUT", .content_type = "application/octet-stream",
 				 .accept = "application/json"};
-	cleanup_free char *url = NULL, *dir = NULL;
+	cleanup_free char *url = NULL;
 	cleanup_fd int fd = -1;
-	json_t *entry = NULL, *body;
+	json_t *entry = NULL;
 	struct client *cl;
-	char *slash;
 	int r;
 
 	if (!(cl = mcp_client(c, err)))
 		return -EIO;
-	/* Parents first (the files API wants the parent to exist). */
-	dir = strdup(path);
-	if (!dir)
-		return isola_err_set(err, ENOMEM, NULL, "out of memory");
-	slash = strrchr(dir, '/');
-	if (slash && slash != dir) {
-		*slash = '\0';
-		url = cli_pathf("/v1/sandboxes/%s/fs/mkdir", id);
-		body = json_pack("{s:s, s:b}", "path", dir, "parents", 1);
-		/* A failure (it exists, ...) is left to the PUT below to report. */
-		if (url && body)
-			(void)client_json(cl, "POST", url, body, NULL, NULL);
-		json_decref(body);
-		free(steal_ptr(&url));
-	}
+	mcp_make_parents(c, id, path);
 	/* The client streams request bodies from an fd: a memfd holds the bytes. */
 	fd = memfd_create("isola-mcp-put", MFD_CLOEXEC);
 	if (fd < 0)
