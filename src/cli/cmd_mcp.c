@@ -18,7 +18,8 @@ static const char mcp_help[] =
 	"line). See docs/mcp.md for the tools and resources.\n"
 	"\n"
 	"  --allow-host-path DIR  let sandbox_upload/sandbox_download use host files under DIR\n"
-	"                         (repeatable; none by default; symlinks resolved before checking)\n"
+	"                         (repeatable; none by default; symlinks resolved before "
+	"checking)\n"
 	"  --keep                 keep the session's default sandbox when the client disconnects\n"
 	"  -h, --help             show this help\n";
 
@@ -51,9 +52,9 @@ static int add_host_dir(struct mcp_session *s, const char *dir)
 int cmd_mcp(struct cli *cli, int argc, char **argv)
 {
 	static const struct option longopts[] = {{"allow-host-path", required_argument, NULL, 'A'},
-						  {"keep", no_argument, NULL, 'k'},
-						  {"help", no_argument, NULL, 'h'},
-						  {0}};
+						 {"keep", no_argument, NULL, 'k'},
+						 {"help", no_argument, NULL, 'h'},
+						 {0}};
 	struct mcp_session s = {.conf = &cli->conf};
 	cleanup_err struct isola_err *err = NULL;
 	int opt, status = CLI_EXIT_USAGE;

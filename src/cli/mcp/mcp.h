@@ -21,8 +21,8 @@
  * reaches it only under session->lock (to cancel it or to report progress).
  */
 
-#define MCP_ERR_PARAMS "invalid_params" /* code of an argument error: JSON-RPC -32602 */
-#define MCP_MAX_INFLIGHT 64		/* concurrent calls; more are refused (-32603) */
+#define MCP_ERR_PARAMS	 "invalid_params" /* code of an argument error: JSON-RPC -32602 */
+#define MCP_MAX_INFLIGHT 64		  /* concurrent calls; more are refused (-32603) */
 
 struct mcp_session;
 
@@ -34,16 +34,16 @@ struct mcp_transport_ops {
 
 /* One in-flight request on a worker thread. */
 struct mcp_call {
-	struct mcp_session *s;	 /* borrowed */
-	int kind;		 /* what the worker runs (server.c) */
-	json_t *id;		 /* the request id (own reference) */
-	json_t *params;		 /* the request's params (own reference) */
-	json_t *progress_token;	 /* params._meta.progressToken (borrowed from params), or NULL */
-	struct client *client;	 /* this worker's client, made on first use */
-	atomic_bool cancelled;	 /* notifications/cancelled or disconnect arrived */
-	char sandbox_id[96];	 /* the sandbox of the running command (under s->lock) */
-	long pid;		 /* its pid once known, 0 before (under s->lock) */
-	bool killed;		 /* the pid was killed already (under s->lock) */
+	struct mcp_session *s;	/* borrowed */
+	int kind;		/* what the worker runs (server.c) */
+	json_t *id;		/* the request id (own reference) */
+	json_t *params;		/* the request's params (own reference) */
+	json_t *progress_token; /* params._meta.progressToken (borrowed from params), or NULL */
+	struct client *client;	/* this worker's client, made on first use */
+	atomic_bool cancelled;	/* notifications/cancelled or disconnect arrived */
+	char sandbox_id[96];	/* the sandbox of the running command (under s->lock) */
+	long pid;		/* its pid once known, 0 before (under s->lock) */
+	bool killed;		/* the pid was killed already (under s->lock) */
 	unsigned long long out_bytes; /* output seen so far (under s->lock), for progress */
 	long long started;	 /* CLOCK_MONOTONIC seconds when the command started, 0 = none */
 	long long last_progress; /* seconds value of the last progress notification */
@@ -70,10 +70,10 @@ struct mcp_session {
 
 /* A tool's result, filled by its function. */
 struct mcp_result {
-	char *text;	  /* heap text content, owned (NULL: empty) */
-	json_t *data;	  /* structuredContent (own reference), or NULL */
-	json_t *content;  /* extra content items appended after the text (own), or NULL */
-	bool is_error;	  /* the tool ran but reports failure (isError) */
+	char *text;	 /* heap text content, owned (NULL: empty) */
+	json_t *data;	 /* structuredContent (own reference), or NULL */
+	json_t *content; /* extra content items appended after the text (own), or NULL */
+	bool is_error;	 /* the tool ran but reports failure (isError) */
 };
 
 /* A tool: its MCP description and the function that runs it. fn returns 0 with *res filled,
@@ -85,8 +85,7 @@ struct mcp_tool {
 	const char *input_schema;  /* JSON Schema of the arguments */
 	const char *output_schema; /* JSON Schema of structuredContent, or NULL */
 	unsigned hints;		   /* MCP_HINT_* annotations */
-	int (*fn)(struct mcp_call *c, json_t *args, struct mcp_result *res,
-		  struct isola_err **err);
+	int (*fn)(struct mcp_call *c, json_t *args, struct mcp_result *res, struct isola_err **err);
 };
 
 enum {
@@ -147,8 +146,8 @@ void mcp_out_bound(struct sbuf *b, const char *p, size_t len, const char *saved)
  * the write that follows). */
 void mcp_make_parents(struct mcp_call *c, const char *id, const char *path);
 /* Writes len bytes to `path` in the sandbox (parents made). Returns 0 or -errno with *err. */
-int mcp_put_file(struct mcp_call *c, const char *id, const char *path, const void *data,
-		 size_t len, struct isola_err **err);
+int mcp_put_file(struct mcp_call *c, const char *id, const char *path, const void *data, size_t len,
+		 struct isola_err **err);
 /* Reads a file of the sandbox: at most cap bytes into *out (heap, NUL-terminated), *len, and
  * *more when the file had more. Returns 0 or -errno with *err. */
 int mcp_get_file(struct mcp_call *c, const char *id, const char *path, size_t cap, char **out,

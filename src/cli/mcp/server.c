@@ -73,8 +73,8 @@ void mcp_send(struct mcp_session *s, json_t *msg)
 
 static void send_result(struct mcp_session *s, json_t *id, json_t *result)
 {
-	mcp_send(s, json_pack("{s:s, s:O, s:o}", "jsonrpc", "2.0", "id", id ?: json_null(), "result",
-			      result));
+	mcp_send(s, json_pack("{s:s, s:O, s:o}", "jsonrpc", "2.0", "id", id ?: json_null(),
+			      "result", result));
 }
 
 static void send_error(struct mcp_session *s, json_t *id, int code, const char *message)
@@ -94,8 +94,8 @@ static json_t *initialize_result(json_t *params)
 	return json_pack(
 		"{s:s, s:{s:{s:b}, s:{s:b, s:b}}, s:{s:s, s:s, s:s}, s:s}", "protocolVersion",
 		version, "capabilities", "tools", "listChanged", 0, "resources", "listChanged", 0,
-		"subscribe", 0, "serverInfo", "name", "isola", "title", "isola sandboxes", "version",
-		ISOLA_VERSION, "instructions",
+		"subscribe", 0, "serverInfo", "name", "isola", "title", "isola sandboxes",
+		"version", ISOLA_VERSION, "instructions",
 		"Tools to run untrusted code in isola sandboxes. Every tool without sandbox_id "
 		"works in this session's default sandbox, created on first use; sandbox_create "
 		"makes more. Long command output is cut to head and tail and saved whole in the "
@@ -119,12 +119,13 @@ static json_t *tools_list_result(void)
 		tool = json_pack("{s:s, s:s, s:s, s:o, s:{s:s, s:b, s:b, s:b, s:b}}", "name",
 				 t->name, "title", t->title, "description", t->description,
 				 "inputSchema", in, "annotations", "title", t->title,
-				 "readOnlyHint", !!(t->hints & MCP_HINT_READONLY), "destructiveHint",
-				 !!(t->hints & MCP_HINT_DESTRUCTIVE), "idempotentHint",
-				 !!(t->hints & MCP_HINT_IDEMPOTENT), "openWorldHint",
-				 !!(t->hints & MCP_HINT_OPENWORLD));
+				 "readOnlyHint", !!(t->hints & MCP_HINT_READONLY),
+				 "destructiveHint", !!(t->hints & MCP_HINT_DESTRUCTIVE),
+				 "idempotentHint", !!(t->hints & MCP_HINT_IDEMPOTENT),
+				 "openWorldHint", !!(t->hints & MCP_HINT_OPENWORLD));
 		if (tool && t->output_schema)
-			json_object_set_new(tool, "outputSchema", json_loads(t->output_schema, 0, NULL));
+			json_object_set_new(tool, "outputSchema",
+					    json_loads(t->output_schema, 0, NULL));
 		json_array_append_new(tools, tool);
 	}
 	return json_pack("{s:o}", "tools", tools);
@@ -181,8 +182,8 @@ static json_t *tools_call(struct mcp_call *c)
 		res.data = NULL;
 		res.is_error = true;
 	}
-	out = json_pack("{s:[{s:s, s:s}], s:b}", "content", "type", "text", "text",
-			res.text ?: "", "isError", res.is_error);
+	out = json_pack("{s:[{s:s, s:s}], s:b}", "content", "type", "text", "text", res.text ?: "",
+			"isError", res.is_error);
 	if (out && res.data)
 		json_object_set(out, "structuredContent", res.data);
 	if (out && res.content)
@@ -223,7 +224,7 @@ static void *worker(void *arg)
 		if (!result)
 			send_error(s, c->id,
 				   err && !strcmp(err->code, MCP_ERR_PARAMS) ? RPC_INVALID_PARAMS
-									      : RPC_INTERNAL,
+									     : RPC_INTERNAL,
 				   err && err->message ? err->message : "error");
 	}
 	/* A cancelled request gets no answer (MCP: the receiver SHOULD NOT respond). */
@@ -357,11 +358,11 @@ static void progress_tick(struct mcp_session *s)
 		c->last_progress = now - c->started;
 		snprintf(msg, sizeof(msg), "running for %lld s, %llu bytes of output so far",
 			 c->last_progress, c->out_bytes);
-		json_array_append_new(
-			batch, json_pack("{s:s, s:s, s:{s:O, s:I, s:s}}", "jsonrpc", "2.0", "method",
-					 "notifications/progress", "params", "progressToken",
-					 c->progress_token, "progress", (json_int_t)c->last_progress,
-					 "message", msg));
+		json_array_append_new(batch,
+				      json_pack("{s:s, s:s, s:{s:O, s:I, s:s}}", "jsonrpc", "2.0",
+						"method", "notifications/progress", "params",
+						"progressToken", c->progress_token, "progress",
+						(json_int_t)c->last_progress, "message", msg));
 	}
 	pthread_mutex_unlock(&s->lock);
 	json_array_foreach(batch, i, m) mcp_send(s, json_incref(m));
@@ -414,8 +415,8 @@ static void handle(struct mcp_session *s, json_t *msg)
 	else if (!strcmp(method, "resources/templates/list"))
 		send_result(s, id,
 			    json_pack("{s:[{s:s, s:s, s:s}]}", "resourceTemplates", "uriTemplate",
-				      "isola://sandbox/{sandbox_id}/{+path}", "name", "sandbox file",
-				      "description",
+				      "isola://sandbox/{sandbox_id}/{+path}", "name",
+				      "sandbox file", "description",
 				      "a file of a sandbox; the path after the id is absolute "
 				      "(isola://sandbox/ID/etc/hostname is /etc/hostname)"));
 	else {
@@ -455,7 +456,8 @@ static void handle_line(struct mcp_session *s, const char *line, size_t n)
 static int stdio_send(struct mcp_session *s, const char *msg, size_t len)
 {
 	(void)s;
-	if (util_write_all(STDOUT_FILENO, msg, len) < 0 || util_write_all(STDOUT_FILENO, "\n", 1) < 0)
+	if (util_write_all(STDOUT_FILENO, msg, len) < 0 ||
+	    util_write_all(STDOUT_FILENO, "\n", 1) < 0)
 		return -errno;
 	return 0;
 }
@@ -528,7 +530,8 @@ int mcp_serve_stdio(struct mcp_session *s)
 			if (!discarding && len + k > MCP_MAX_LINE) {
 				discarding = true;
 				len = 0;
-				send_error(s, NULL, RPC_INVALID_REQUEST, "message longer than 16 MiB");
+				send_error(s, NULL, RPC_INVALID_REQUEST,
+					   "message longer than 16 MiB");
 			}
 			if (!discarding) {
 				if (len + k + 1 > cap) {

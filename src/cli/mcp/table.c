@@ -2,6 +2,9 @@
 /* table: the MCP tool table — names, descriptions, input/output JSON Schemas and annotations. */
 #include "mcp.h"
 
+/* The schemas read best as written, one property per line. */
+/* clang-format off */
+
 /* Schema fragments. Every input schema is an object with additionalProperties false. */
 #define OBJ(props)     "{\"type\":\"object\",\"additionalProperties\":false,\"properties\":{" props "}}"
 #define OBJ_REQ(req, props)                                                                        \
@@ -198,3 +201,4 @@ const struct mcp_tool mcp_tools[] = {
 };
 
 const size_t mcp_ntools = sizeof(mcp_tools) / sizeof(mcp_tools[0]);
+/* clang-format on */

@@ -12,12 +12,12 @@
 #include "../output.h"
 #include "../parse.h"
 
-#define SID_LEN		    96		       /* room for a sandbox id */
+#define SID_LEN		    96			  /* room for a sandbox id */
 #define RUN_KEEP	    (64u * 1024u * 1024u) /* output kept per stream (saved whole up to it) */
-#define RUN_DEFAULT_TIMEOUT 60		       /* seconds */
-#define RUN_MAX_TIMEOUT	    3600	       /* seconds */
-#define SEARCH_OUTPUT	    (4u * 1024u * 1024u) /* bytes of grep output read */
-#define OUT_DIR		    "/tmp/isola-mcp"   /* where whole outputs are saved in the sandbox */
+#define RUN_DEFAULT_TIMEOUT 60			  /* seconds */
+#define RUN_MAX_TIMEOUT	    3600		  /* seconds */
+#define SEARCH_OUTPUT	    (4u * 1024u * 1024u)  /* bytes of grep output read */
+#define OUT_DIR		    "/tmp/isola-mcp"	  /* where whole outputs are saved in the sandbox */
 
 static const char *const stream_names[2] = {"stdout", "stderr"};
 
@@ -91,9 +91,9 @@ void mcp_call_kill(struct mcp_call *c, struct client *cl)
 /* A foreground command's state while its events stream in. */
 struct run_state {
 	struct mcp_call *c;
-	struct sbuf out[2];	      /* stdout, stderr: the first RUN_KEEP bytes */
+	struct sbuf out[2];	     /* stdout, stderr: the first RUN_KEEP bytes */
 	unsigned long long total[2]; /* bytes seen per stream */
-	json_t *exit;		      /* the exit event (own), or NULL */
+	json_t *exit;		     /* the exit event (own), or NULL */
 };
 
 static int run_event(void *ud, json_t *ev, struct isola_err **err)
@@ -135,8 +135,7 @@ static int run_event(void *ud, json_t *ev, struct isola_err **err)
 		json_decref(st->exit);
 		st->exit = json_incref(ev);
 	} else if (!strcmp(type, "error")) {
-		return isola_err_set(err, EIO, json_string_value(json_object_get(ev, "code")),
-				     "%s",
+		return isola_err_set(err, EIO, json_string_value(json_object_get(ev, "code")), "%s",
 				     json_string_value(json_object_get(ev, "message")) ?: "error");
 	}
 	if (atomic_load(&c->cancelled))
@@ -171,8 +170,8 @@ static void add_stream(struct run_state *st, struct sbuf *b, const char *id, int
 		sb_printf(b, "[only the first %zu of %llu bytes were kept]\n", len, st->total[k]);
 }
 
-static int run_background(struct mcp_call *c, const char *id, json_t *body,
-			  struct mcp_result *res, struct isola_err **err)
+static int run_background(struct mcp_call *c, const char *id, json_t *body, struct mcp_result *res,
+			  struct isola_err **err)
 {
 	cleanup_free char *url = cli_pathf("/v1/sandboxes/%s/processes", id);
 	struct sbuf b = {0};
@@ -198,10 +197,11 @@ static int run_background(struct mcp_call *c, const char *id, json_t *body,
 	return sb_finish(&b, res, err);
 }
 
-int mcp_tool_run(struct mcp_call *c, json_t *args, struct mcp_result *res,
-		 struct isola_err **err)
+int mcp_tool_run(struct mcp_call *c, json_t *args, struct mcp_result *res, struct isola_err **err)
 {
-	struct client_req req = {.method = "POST", .body_fd = -1, .accept = "application/x-ndjson",
+	struct client_req req = {.method = "POST",
+				 .body_fd = -1,
+				 .accept = "application/x-ndjson",
 				 .on_event = run_event};
 	struct run_state st = {.c = c};
 	cleanup_free char *url = NULL;
@@ -293,8 +293,7 @@ static int arg_pid(json_t *args, long long *pid, struct isola_err **err)
 	return r;
 }
 
-int mcp_tool_ps(struct mcp_call *c, json_t *args, struct mcp_result *res,
-		struct isola_err **err)
+int mcp_tool_ps(struct mcp_call *c, json_t *args, struct mcp_result *res, struct isola_err **err)
 {
 	cleanup_free char *url = NULL;
 	json_t *out = NULL, *p, *list;
@@ -325,8 +324,8 @@ int mcp_tool_ps(struct mcp_call *c, json_t *args, struct mcp_result *res,
 		json_array_append_new(
 			list, json_pack("{s:I, s:O?, s:b, s:O?, s:s?}", "pid",
 					json_integer_value(json_object_get(p, "pid")), "argv",
-					json_object_get(p, "argv"), "running", running,
-					"exit_code", json_object_get(p, "exit_code"), "tag",
+					json_object_get(p, "argv"), "running", running, "exit_code",
+					json_object_get(p, "exit_code"), "tag",
 					json_string_value(json_object_get(p, "tag"))));
 	}
 	if (!json_array_size(list))
@@ -336,8 +335,7 @@ int mcp_tool_ps(struct mcp_call *c, json_t *args, struct mcp_result *res,
 	return sb_finish(&b, res, err);
 }
 
-int mcp_tool_logs(struct mcp_call *c, json_t *args, struct mcp_result *res,
-		  struct isola_err **err)
+int mcp_tool_logs(struct mcp_call *c, json_t *args, struct mcp_result *res, struct isola_err **err)
 {
 	cleanup_free char *url = NULL;
 	json_t *out = NULL;
@@ -367,7 +365,8 @@ int mcp_tool_logs(struct mcp_call *c, json_t *args, struct mcp_result *res,
 
 		sb_printf(&b, "--- %s ---\n", stream_names[k]);
 		mcp_out_bound(&b, json_string_value(v) ?: "", json_string_length(v), NULL);
-		if (json_string_length(v) && json_string_value(v)[json_string_length(v) - 1] != '\n')
+		if (json_string_length(v) &&
+		    json_string_value(v)[json_string_length(v) - 1] != '\n')
 			sb_add(&b, "\n", 1);
 	}
 	if (json_object_get(out, "dropped"))
@@ -376,8 +375,7 @@ int mcp_tool_logs(struct mcp_call *c, json_t *args, struct mcp_result *res,
 	return sb_finish(&b, res, err);
 }
 
-int mcp_tool_kill(struct mcp_call *c, json_t *args, struct mcp_result *res,
-		  struct isola_err **err)
+int mcp_tool_kill(struct mcp_call *c, json_t *args, struct mcp_result *res, struct isola_err **err)
 {
 	cleanup_free char *url = NULL;
 	const char *id, *name;
@@ -470,8 +468,10 @@ int mcp_tool_search(struct mcp_call *c, json_t *args, struct mcp_result *res,
 	if (!n)
 		sb_printf(&b, "No matches.\n");
 	if (*p || json_is_true(json_object_get(out, "stdout_truncated")))
-		sb_printf(&b, "[more matches: only the first %lld are shown; narrow `path`/`glob` or "
-			      "raise max_results]\n", max);
+		sb_printf(&b,
+			  "[more matches: only the first %lld are shown; narrow `path`/`glob` or "
+			  "raise max_results]\n",
+			  max);
 	res->data = json_pack("{s:o, s:b}", "matches", matches, "more",
 			      *p || json_is_true(json_object_get(out, "stdout_truncated")));
 	json_decref(out);

@@ -14,11 +14,11 @@
 #include "../../common/util.h"
 #include "../parse.h"
 
-#define SID_LEN	       96		      /* room for a sandbox id */
-#define READ_DEFAULT   (256u * 1024u)	      /* bytes sandbox_read_file returns by default */
-#define READ_LIMIT     (8u * 1024u * 1024u)   /* its max_bytes cap */
-#define WHOLE_LIMIT    (64u * 1024u * 1024u)  /* bytes fetched to find lines or edit */
-#define RES_SCHEME     "isola://sandbox/"     /* resource URI prefix: isola://sandbox/ID/PATH */
+#define SID_LEN	     96			   /* room for a sandbox id */
+#define READ_DEFAULT (256u * 1024u)	   /* bytes sandbox_read_file returns by default */
+#define READ_LIMIT   (8u * 1024u * 1024u)  /* its max_bytes cap */
+#define WHOLE_LIMIT  (64u * 1024u * 1024u) /* bytes fetched to find lines or edit */
+#define RES_SCHEME   "isola://sandbox/"	   /* resource URI prefix: isola://sandbox/ID/PATH */
 
 /* Appends bytes as text when they are UTF-8, else as base64 so no byte is lost. */
 static void add_content(struct sbuf *b, const char *p, size_t n)
@@ -63,8 +63,7 @@ static size_t count_lines(const char *p, size_t n)
 	return lines + (n && p[n - 1] != '\n');
 }
 
-int mcp_tool_read(struct mcp_call *c, json_t *args, struct mcp_result *res,
-		  struct isola_err **err)
+int mcp_tool_read(struct mcp_call *c, json_t *args, struct mcp_result *res, struct isola_err **err)
 {
 	long long max = READ_DEFAULT, offset = 0, first = 0, last = 0;
 	cleanup_free char *data = NULL;
@@ -88,7 +87,8 @@ int mcp_tool_read(struct mcp_call *c, json_t *args, struct mcp_result *res,
 				     "give either `offset` or `start_line`/`end_line`, not both");
 	if (last && first > last)
 		return isola_err_set(err, EINVAL, MCP_ERR_PARAMS,
-				     "`end_line` (%lld) is before `start_line` (%lld)", last, first);
+				     "`end_line` (%lld) is before `start_line` (%lld)", last,
+				     first);
 	cap = lines ? WHOLE_LIMIT : (size_t)(offset + max);
 	if ((r = mcp_get_file(c, id, path, cap, &data, &len, &more, err)) < 0)
 		return r;
@@ -104,7 +104,8 @@ int mcp_tool_read(struct mcp_call *c, json_t *args, struct mcp_result *res,
 	add_content(&b, data + from, to - from);
 	if (lines)
 		sb_printf(&b, "\n[lines %lld-%lld of %s%zu; bytes %zu-%zu]", first ?: 1,
-			  (long long)(first ?: 1) - 1 + (long long)count_lines(data + from, to - from),
+			  (long long)(first ?: 1) - 1 +
+				  (long long)count_lines(data + from, to - from),
 			  more ? "more than " : "", count_lines(data, len), from, to);
 	else if (to < len || more)
 		sb_printf(&b,
@@ -114,8 +115,7 @@ int mcp_tool_read(struct mcp_call *c, json_t *args, struct mcp_result *res,
 	return sb_finish(&b, res, err);
 }
 
-int mcp_tool_write(struct mcp_call *c, json_t *args, struct mcp_result *res,
-		   struct isola_err **err)
+int mcp_tool_write(struct mcp_call *c, json_t *args, struct mcp_result *res, struct isola_err **err)
 {
 	const char *id, *path, *content, *encoding;
 	cleanup_free unsigned char *raw = NULL;
@@ -154,8 +154,7 @@ int mcp_tool_write(struct mcp_call *c, json_t *args, struct mcp_result *res,
 	return sb_finish(&b, res, err);
 }
 
-int mcp_tool_edit(struct mcp_call *c, json_t *args, struct mcp_result *res,
-		  struct isola_err **err)
+int mcp_tool_edit(struct mcp_call *c, json_t *args, struct mcp_result *res, struct isola_err **err)
 {
 	const char *id, *path, *old, *new;
 	cleanup_free char *data = NULL;
@@ -184,13 +183,14 @@ int mcp_tool_edit(struct mcp_call *c, json_t *args, struct mcp_result *res,
 	for (p = data; (q = memmem(p, len - (size_t)(p - data), old, olen)); p = q + olen)
 		n++;
 	if (n == 0 || (n > 1 && !all))
-		return isola_err_set(err, EINVAL, "no_unique_match",
-				     "`old_string` matches %zu times in `%s`; it must match exactly "
-				     "once%s",
-				     n, path,
-				     n ? " (add surrounding lines to make it unique, or pass "
-					 "replace_all)"
-				       : "");
+		return isola_err_set(
+			err, EINVAL, "no_unique_match",
+			"`old_string` matches %zu times in `%s`; it must match exactly "
+			"once%s",
+			n, path,
+			n ? " (add surrounding lines to make it unique, or pass "
+			    "replace_all)"
+			  : "");
 	for (p = data; (q = memmem(p, len - (size_t)(p - data), old, olen)); p = q + olen) {
 		sb_add(&out, p, (size_t)(q - p));
 		sb_add(&out, new, nlen);
@@ -208,8 +208,7 @@ int mcp_tool_edit(struct mcp_call *c, json_t *args, struct mcp_result *res,
 	return sb_finish(&b, res, err);
 }
 
-int mcp_tool_ls(struct mcp_call *c, json_t *args, struct mcp_result *res,
-		struct isola_err **err)
+int mcp_tool_ls(struct mcp_call *c, json_t *args, struct mcp_result *res, struct isola_err **err)
 {
 	cleanup_free char *url = NULL;
 	json_t *out = NULL, *e, *list;
@@ -226,8 +225,7 @@ int mcp_tool_ls(struct mcp_call *c, json_t *args, struct mcp_result *res,
 	    (r = mcp_arg_str(args, "glob", false, &glob, err)) < 0 ||
 	    (r = mcp_arg_int(args, "depth", 1, 16, &depth, err)) < 0)
 		return r;
-	url = cli_pathf("/v1/sandboxes/%s/fs/list?path=%s&depth=%ld", id, path ?: ".",
-			(long)depth);
+	url = cli_pathf("/v1/sandboxes/%s/fs/list?path=%s&depth=%ld", id, path ?: ".", (long)depth);
 	if (!url)
 		return isola_err_set(err, ENOMEM, NULL, "out of memory");
 	if (!(cl = mcp_client(c, err)))
@@ -248,8 +246,8 @@ int mcp_tool_ls(struct mcp_call *c, json_t *args, struct mcp_result *res,
 			continue;
 		sb_printf(&b, "%-7s %10lld  %s%s%s%s\n", type, (long long)size, p,
 			  !strcmp(type, "dir") ? "/" : "", target ? " -> " : "", target ?: "");
-		json_array_append_new(list, json_pack("{s:s, s:s, s:I}", "path", p, "type", type,
-						      "size", size));
+		json_array_append_new(
+			list, json_pack("{s:s, s:s, s:I}", "path", p, "type", type, "size", size));
 	}
 	if (!json_array_size(list))
 		sb_printf(&b, glob ? "(nothing matches)\n" : "(empty directory)\n");
@@ -298,8 +296,7 @@ int mcp_tool_remove(struct mcp_call *c, json_t *args, struct mcp_result *res,
 	return fs_op(c, args, "remove", "recursive", false, "Removed", res, err);
 }
 
-int mcp_tool_mkdir(struct mcp_call *c, json_t *args, struct mcp_result *res,
-		   struct isola_err **err)
+int mcp_tool_mkdir(struct mcp_call *c, json_t *args, struct mcp_result *res, struct isola_err **err)
 {
 	return fs_op(c, args, "mkdir", "parents", true, "Created directory", res, err);
 }
@@ -372,7 +369,8 @@ static int host_path(const struct mcp_session *s, const char *path, bool create,
 int mcp_tool_upload(struct mcp_call *c, json_t *args, struct mcp_result *res,
 		    struct isola_err **err)
 {
-	struct client_req req = {.method = "PUT", .content_type = "application/octet-stream",
+	struct client_req req = {.method = "PUT",
+				 .content_type = "application/octet-stream",
 				 .accept = "application/json"};
 	cleanup_free char *url = NULL;
 	const char *id, *src, *path;
@@ -412,7 +410,7 @@ int mcp_tool_upload(struct mcp_call *c, json_t *args, struct mcp_result *res,
 }
 
 struct dl {
-	int fd;		     /* the host file */
+	int fd;		      /* the host file */
 	unsigned long long n; /* bytes written */
 };
 
@@ -494,9 +492,9 @@ json_t *mcp_resources_list(struct mcp_call *c, struct isola_err **err)
 		    strcmp(json_string_value(json_object_get(e, "type")) ?: "", "file") ||
 		    asprintf(&uri, RES_SCHEME "%s%s", id, p) < 0)
 			continue;
-		json_array_append_new(list, json_pack("{s:s, s:s, s:I}", "uri", uri, "name", p,
-						      "size",
-						      json_integer_value(json_object_get(e, "size"))));
+		json_array_append_new(list,
+				      json_pack("{s:s, s:s, s:I}", "uri", uri, "name", p, "size",
+						json_integer_value(json_object_get(e, "size"))));
 	}
 	json_decref(out);
 	return json_pack("{s:o}", "resources", list);

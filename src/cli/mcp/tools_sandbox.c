@@ -59,9 +59,9 @@ int mcp_tool_create(struct mcp_call *c, json_t *args, struct mcp_result *res,
 			r = isola_err_set(err, EINVAL, MCP_ERR_PARAMS,
 					  "argument `network_allow` must be an array of strings");
 		else
-			json_object_set_new(body, "network",
-					    json_pack("{s:s, s:O}", "default", "deny", "allow",
-						      allow));
+			json_object_set_new(
+				body, "network",
+				json_pack("{s:s, s:O}", "default", "deny", "allow", allow));
 	}
 	if (r == 0 && !(cl = mcp_client(c, err)))
 		r = -EIO;
@@ -101,8 +101,7 @@ int mcp_tool_destroy(struct mcp_call *c, json_t *args, struct mcp_result *res,
 	return sb_finish(&b, res, err);
 }
 
-int mcp_tool_list(struct mcp_call *c, json_t *args, struct mcp_result *res,
-		  struct isola_err **err)
+int mcp_tool_list(struct mcp_call *c, json_t *args, struct mcp_result *res, struct isola_err **err)
 {
 	struct sbuf path = {0}, b = {0};
 	json_t *labels, *out = NULL, *sb, *v, *list;
@@ -152,8 +151,8 @@ int mcp_tool_list(struct mcp_call *c, json_t *args, struct mcp_result *res,
 					json_string_value(json_object_get(sb, "id")), "state",
 					json_string_value(json_object_get(sb, "state")), "tier",
 					json_string_value(json_object_get(sb, "tier")), "template",
-					json_string_value(json_object_get(sb, "template")), "labels",
-					json_object_get(sb, "labels")));
+					json_string_value(json_object_get(sb, "template")),
+					"labels", json_object_get(sb, "labels")));
 	}
 	if (!json_array_size(json_object_get(out, "sandboxes")))
 		sb_printf(&b, "(no sandboxes)\n");
@@ -193,8 +192,7 @@ int mcp_tool_snapshot(struct mcp_call *c, json_t *args, struct mcp_result *res,
 	return sb_finish(&b, res, err);
 }
 
-int mcp_tool_fork(struct mcp_call *c, json_t *args, struct mcp_result *res,
-		  struct isola_err **err)
+int mcp_tool_fork(struct mcp_call *c, json_t *args, struct mcp_result *res, struct isola_err **err)
 {
 	cleanup_free char *url = NULL;
 	long long count = 1;
@@ -254,7 +252,8 @@ int mcp_tool_expose(struct mcp_call *c, json_t *args, struct mcp_result *res,
 	    (r = mcp_arg_bool(args, "public", &pub, err)) < 0)
 		return r;
 	if (!port)
-		return isola_err_set(err, EINVAL, MCP_ERR_PARAMS, "missing required argument `port`");
+		return isola_err_set(err, EINVAL, MCP_ERR_PARAMS,
+				     "missing required argument `port`");
 	if (!(url = cli_pathf("/v1/sandboxes/%s/ports", id)))
 		return isola_err_set(err, ENOMEM, NULL, "out of memory");
 	if (!(cl = mcp_client(c, err)))

@@ -331,10 +331,11 @@ void mcp_make_parents(struct mcp_call *c, const char *id, const char *path)
 	json_decref(body);
 }
 
-int mcp_put_file(struct mcp_call *c, const char *id, const char *path, const void *data,
-		 size_t len, struct isola_err **err)
+int mcp_put_file(struct mcp_call *c, const char *id, const char *path, const void *data, size_t len,
+		 struct isola_err **err)
 {
-	struct client_req req = {.method = "PUT", .content_type = "application/octet-stream",
+	struct client_req req = {.method = "PUT",
+				 .content_type = "application/octet-stream",
 				 .accept = "application/json"};
 	cleanup_free char *url = NULL;
 	cleanup_fd int fd = -1;
