@@ -12,6 +12,7 @@
 
 #include "../../common/err.h"
 #include "../client.h"
+#include "text.h"
 
 /*
  * Threads (docs/mcp.md "Design"): the transport thread reads messages and answers the cheap
@@ -121,26 +122,8 @@ int mcp_sandbox(struct mcp_call *c, json_t *args, char *buf, size_t len, const c
 /* Drops the default sandbox id when it is `id` (after a destroy). */
 void mcp_forget_default(struct mcp_session *s, const char *id);
 
-/* A growing text buffer. */
-struct sbuf {
-	char *s;    /* NUL-terminated, heap */
-	size_t len; /* bytes before the NUL */
-	bool oom;   /* an append failed: the result is unusable */
-};
-void sb_add(struct sbuf *b, const char *p, size_t n);
-void sb_printf(struct sbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-/* Hands the text over into res->text; -ENOMEM when an append failed. */
+/* Hands the text of b over into res->text; -ENOMEM when an append failed. */
 int sb_finish(struct sbuf *b, struct mcp_result *res, struct isola_err **err);
-/* Appends n bytes as valid UTF-8 (each invalid byte becomes U+FFFD). */
-void sb_add_utf8(struct sbuf *b, const char *p, size_t n);
-
-/* Bounded output: a stream's text for the model — all of it when it is at most
- * MCP_OUT_HEAD + MCP_OUT_TAIL bytes, else the head and the tail on line boundaries with a marker
- * naming the byte count and `saved` (the sandbox path of the whole stream, or NULL). */
-#define MCP_OUT_HEAD (8u * 1024u)
-#define MCP_OUT_TAIL (8u * 1024u)
-bool mcp_out_is_long(size_t len);
-void mcp_out_bound(struct sbuf *b, const char *p, size_t len, const char *saved);
 
 /* Creates the parent directories of `path` in the sandbox (best effort: errors are left to
  * the write that follows). */
