@@ -115,6 +115,9 @@ int mcp_arg_map(json_t *args, const char *key, json_t **out, struct isola_err **
 
 /* The call's client (made on first use); NULL with *err. */
 struct client *mcp_client(struct mcp_call *c, struct isola_err **err);
+/* client_json() on the call's client; a NULL url (cli_pathf() out of memory) is -ENOMEM. */
+int mcp_api(struct mcp_call *c, const char *method, const char *url, const json_t *body,
+	    json_t **out, struct isola_err **err);
 /* The sandbox a tool acts on: `sandbox_id` when given, else the session's default sandbox
  * (created on first use). *id is borrowed from args or copied into buf. */
 int mcp_sandbox(struct mcp_call *c, json_t *args, char *buf, size_t len, const char **id,

@@ -176,15 +176,12 @@ static int run_background(struct mcp_call *c, const char *id, json_t *body, stru
 	cleanup_free char *url = cli_pathf("/v1/sandboxes/%s/processes", id);
 	struct sbuf b = {0};
 	json_t *out = NULL;
-	struct client *cl;
 	long long pid;
 	int r;
 
 	if (!url)
 		return isola_err_set(err, ENOMEM, NULL, "out of memory");
-	if (!(cl = mcp_client(c, err)))
-		return -EIO;
-	if ((r = client_json(cl, "POST", url, body, &out, err)) < 0)
+	if ((r = mcp_api(c, "POST", url, body, &out, err)) < 0)
 		return r;
 	pid = json_integer_value(json_object_get(out, "pid"));
 	json_decref(out);
@@ -299,18 +296,14 @@ int mcp_tool_ps(struct mcp_call *c, json_t *args, struct mcp_result *res, struct
 	json_t *out = NULL, *p, *list;
 	char sid[SID_LEN];
 	struct sbuf b = {0};
-	struct client *cl;
 	const char *id;
 	size_t i;
 	int r;
 
 	if ((r = mcp_sandbox(c, args, sid, sizeof(sid), &id, err)) < 0)
 		return r;
-	if (!(url = cli_pathf("/v1/sandboxes/%s/processes", id)))
-		return isola_err_set(err, ENOMEM, NULL, "out of memory");
-	if (!(cl = mcp_client(c, err)))
-		return -EIO;
-	if ((r = client_json(cl, "GET", url, NULL, &out, err)) < 0)
+	url = cli_pathf("/v1/sandboxes/%s/processes", id);
+	if ((r = mcp_api(c, "GET", url, NULL, &out, err)) < 0)
 		return r;
 	list = json_array();
 	json_array_foreach(json_object_get(out, "processes"), i, p)
@@ -342,18 +335,14 @@ int mcp_tool_logs(struct mcp_call *c, json_t *args, struct mcp_result *res, stru
 	long long pid = 0;
 	char sid[SID_LEN];
 	struct sbuf b = {0};
-	struct client *cl;
 	const char *id;
 	int r;
 
 	if ((r = mcp_sandbox(c, args, sid, sizeof(sid), &id, err)) < 0 ||
 	    (r = arg_pid(args, &pid, err)) < 0)
 		return r;
-	if (!(url = cli_pathf("/v1/sandboxes/%s/processes/%ld/output", id, (long)pid)))
-		return isola_err_set(err, ENOMEM, NULL, "out of memory");
-	if (!(cl = mcp_client(c, err)))
-		return -EIO;
-	if ((r = client_json(cl, "GET", url, NULL, &out, err)) < 0)
+	url = cli_pathf("/v1/sandboxes/%s/processes/%ld/output", id, (long)pid);
+	if ((r = mcp_api(c, "GET", url, NULL, &out, err)) < 0)
 		return r;
 	if (json_object_get(out, "exit_code"))
 		sb_printf(&b, "exited: exit_code %lld\n",
@@ -382,7 +371,6 @@ int mcp_tool_kill(struct mcp_call *c, json_t *args, struct mcp_result *res, stru
 	long long pid = 0;
 	char sid[SID_LEN];
 	struct sbuf b = {0};
-	struct client *cl;
 	json_t *body;
 	int r, sig = SIGTERM;
 
@@ -392,13 +380,10 @@ int mcp_tool_kill(struct mcp_call *c, json_t *args, struct mcp_result *res, stru
 		return r;
 	if (name && (sig = cli_parse_signal(name)) < 0)
 		return isola_err_set(err, EINVAL, MCP_ERR_PARAMS, "unknown signal `%s`", name);
-	if (!(url = cli_pathf("/v1/sandboxes/%s/processes/%ld/signal", id, (long)pid)))
-		return isola_err_set(err, ENOMEM, NULL, "out of memory");
-	if (!(cl = mcp_client(c, err)))
-		return -EIO;
+	url = cli_pathf("/v1/sandboxes/%s/processes/%ld/signal", id, (long)pid);
 	if (!(body = json_pack("{s:i}", "signal", sig)))
 		return isola_err_set(err, ENOMEM, NULL, "out of memory");
-	r = client_json(cl, "POST", url, body, NULL, err);
+	r = mcp_api(c, "POST", url, body, NULL, err);
 	json_decref(body);
 	if (r < 0)
 		return r;

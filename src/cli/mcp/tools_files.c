@@ -216,7 +216,6 @@ int mcp_tool_ls(struct mcp_call *c, json_t *args, struct mcp_result *res, struct
 	const char *id, *path, *glob;
 	char sid[SID_LEN];
 	struct sbuf b = {0};
-	struct client *cl;
 	size_t i;
 	int r;
 
@@ -226,11 +225,7 @@ int mcp_tool_ls(struct mcp_call *c, json_t *args, struct mcp_result *res, struct
 	    (r = mcp_arg_int(args, "depth", 1, 16, &depth, err)) < 0)
 		return r;
 	url = cli_pathf("/v1/sandboxes/%s/fs/list?path=%s&depth=%ld", id, path ?: ".", (long)depth);
-	if (!url)
-		return isola_err_set(err, ENOMEM, NULL, "out of memory");
-	if (!(cl = mcp_client(c, err)))
-		return -EIO;
-	if ((r = client_json(cl, "GET", url, NULL, &out, err)) < 0)
+	if ((r = mcp_api(c, "GET", url, NULL, &out, err)) < 0)
 		return r;
 	list = json_array();
 	json_array_foreach(json_object_get(out, "entries"), i, e)
@@ -268,7 +263,6 @@ static int fs_op(struct mcp_call *c, json_t *args, const char *op, const char *f
 	char sid[SID_LEN];
 	bool on = dflt;
 	struct sbuf b = {0};
-	struct client *cl;
 	json_t *body;
 	int r;
 
@@ -276,13 +270,10 @@ static int fs_op(struct mcp_call *c, json_t *args, const char *op, const char *f
 	    (r = mcp_arg_str(args, "path", true, &path, err)) < 0 ||
 	    (r = mcp_arg_bool(args, flag, &on, err)) < 0)
 		return r;
-	if (!(url = cli_pathf("/v1/sandboxes/%s/fs/%s", id, op)))
-		return isola_err_set(err, ENOMEM, NULL, "out of memory");
-	if (!(cl = mcp_client(c, err)))
-		return -EIO;
+	url = cli_pathf("/v1/sandboxes/%s/fs/%s", id, op);
 	if (!(body = json_pack("{s:s, s:b}", "path", path, flag, on)))
 		return isola_err_set(err, ENOMEM, NULL, "out of memory");
-	r = client_json(cl, "POST", url, body, NULL, err);
+	r = mcp_api(c, "POST", url, body, NULL, err);
 	json_decref(body);
 	if (r < 0)
 		return r;

@@ -83,18 +83,13 @@ int mcp_tool_destroy(struct mcp_call *c, json_t *args, struct mcp_result *res,
 {
 	cleanup_free char *url = NULL;
 	struct sbuf b = {0};
-	struct client *cl;
 	const char *id;
 	int r;
 
 	if ((r = mcp_arg_str(args, "sandbox_id", true, &id, err)) < 0)
 		return r;
 	url = cli_pathf("/v1/sandboxes/%s", id);
-	if (!url)
-		return isola_err_set(err, ENOMEM, NULL, "out of memory");
-	if (!(cl = mcp_client(c, err)))
-		return -EIO;
-	if ((r = client_json(cl, "DELETE", url, NULL, NULL, err)) < 0)
+	if ((r = mcp_api(c, "DELETE", url, NULL, NULL, err)) < 0)
 		return r;
 	mcp_forget_default(c->s, id);
 	sb_printf(&b, "Destroyed sandbox %s.", id);
@@ -168,18 +163,15 @@ int mcp_tool_snapshot(struct mcp_call *c, json_t *args, struct mcp_result *res,
 	json_t *body, *out = NULL;
 	char sid[SID_LEN];
 	struct sbuf b = {0};
-	struct client *cl;
 	int r;
 
 	if ((r = mcp_sandbox(c, args, sid, sizeof(sid), &id, err)) < 0 ||
 	    (r = mcp_arg_str(args, "name", true, &name, err)) < 0)
 		return r;
-	if (!(cl = mcp_client(c, err)))
-		return -EIO;
 	body = json_pack("{s:s, s:s}", "sandbox", id, "name", name);
 	if (!body)
 		return isola_err_set(err, ENOMEM, NULL, "out of memory");
-	r = client_json(cl, "POST", "/v1/snapshots", body, &out, err);
+	r = mcp_api(c, "POST", "/v1/snapshots", body, &out, err);
 	json_decref(body);
 	if (r < 0)
 		return r;
@@ -199,7 +191,6 @@ int mcp_tool_fork(struct mcp_call *c, json_t *args, struct mcp_result *res, stru
 	json_t *body, *out = NULL, *kid, *ids;
 	char sid[SID_LEN];
 	struct sbuf b = {0};
-	struct client *cl;
 	const char *id;
 	size_t i;
 	int r;
@@ -207,13 +198,10 @@ int mcp_tool_fork(struct mcp_call *c, json_t *args, struct mcp_result *res, stru
 	if ((r = mcp_sandbox(c, args, sid, sizeof(sid), &id, err)) < 0 ||
 	    (r = mcp_arg_int(args, "count", 1, 16, &count, err)) < 0)
 		return r;
-	if (!(url = cli_pathf("/v1/sandboxes/%s/fork", id)))
-		return isola_err_set(err, ENOMEM, NULL, "out of memory");
-	if (!(cl = mcp_client(c, err)))
-		return -EIO;
+	url = cli_pathf("/v1/sandboxes/%s/fork", id);
 	if (!(body = json_pack("{s:I}", "count", (json_int_t)count)))
 		return isola_err_set(err, ENOMEM, NULL, "out of memory");
-	r = client_json(cl, "POST", url, body, &out, err);
+	r = mcp_api(c, "POST", url, body, &out, err);
 	json_decref(body);
 	if (r < 0)
 		return r;
@@ -243,7 +231,6 @@ int mcp_tool_expose(struct mcp_call *c, json_t *args, struct mcp_result *res,
 	json_t *body, *out = NULL;
 	char sid[SID_LEN];
 	struct sbuf b = {0};
-	struct client *cl;
 	const char *id, *u;
 	int r;
 
@@ -254,13 +241,10 @@ int mcp_tool_expose(struct mcp_call *c, json_t *args, struct mcp_result *res,
 	if (!port)
 		return isola_err_set(err, EINVAL, MCP_ERR_PARAMS,
 				     "missing required argument `port`");
-	if (!(url = cli_pathf("/v1/sandboxes/%s/ports", id)))
-		return isola_err_set(err, ENOMEM, NULL, "out of memory");
-	if (!(cl = mcp_client(c, err)))
-		return -EIO;
+	url = cli_pathf("/v1/sandboxes/%s/ports", id);
 	if (!(body = json_pack("{s:I, s:b}", "port", (json_int_t)port, "public", pub)))
 		return isola_err_set(err, ENOMEM, NULL, "out of memory");
-	r = client_json(cl, "POST", url, body, &out, err);
+	r = mcp_api(c, "POST", url, body, &out, err);
 	json_decref(body);
 	if (r < 0)
 		return r;

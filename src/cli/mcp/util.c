@@ -117,6 +117,18 @@ struct client *mcp_client(struct mcp_call *c, struct isola_err **err)
 	return c->client;
 }
 
+int mcp_api(struct mcp_call *c, const char *method, const char *url, const json_t *body,
+	    json_t **out, struct isola_err **err)
+{
+	struct client *cl;
+
+	if (!url)
+		return isola_err_set(err, ENOMEM, NULL, "out of memory");
+	if (!(cl = mcp_client(c, err)))
+		return -EIO;
+	return client_json(cl, method, url, body, out, err);
+}
+
 void mcp_forget_default(struct mcp_session *s, const char *id)
 {
 	pthread_mutex_lock(&s->lock);
