@@ -229,10 +229,28 @@ describe("isola mcp for agents", () => {
     assert.equal(readFileSync("/etc/passwd", "utf8").includes("BETA"), false);
   });
 
-  test("expose port: the URL, or isolad's refusal when it has no exposure listener", async () => {
-    const r = await call("sandbox_expose_port", { port: 8080 });
-    if (r.isError) assert.match(text(r), /expose|unavailable/i);
-    else assert.match(r.structuredContent.url, /^http:\/\//);
+  test("expose port: a server in the sandbox answers at the returned URL", async () => {
+    await call("sandbox_write_file", { path: "/tmp/www/hello.txt", content: "hello from the sandbox\n" });
+    let r = await call("sandbox_run_command", {
+      command: "exec python3 -m http.server 8000 --bind 127.0.0.1 --directory /tmp/www",
+      background: true,
+    });
+    assert.equal(r.isError, false, text(r));
+    const probe = "import urllib.request as u; print(u.urlopen('http://127.0.0.1:8000/hello.txt').read().decode())";
+    await until(async () => !(await call("sandbox_run_command", { argv: ["python3", "-c", probe] })).isError, "the server answers inside");
+    r = await call("sandbox_expose_port", { port: 8000 });
+    assert.equal(r.isError, false, text(r));
+    const x = r.structuredContent;
+    assert.equal(x.port, 8000);
+    assert.ok(x.token, "a private port has an access token");
+    assert.ok(x.path_url.startsWith(`http://127.0.0.1:${process.env.ISOLA_TEST_EXPOSE_PORT}/`), x.path_url);
+    assert.ok(text(r).includes(x.url) && text(r).includes(x.token));
+    let resp = await fetch(x.path_url + "hello.txt", { headers: { "X-Isola-Access-Token": x.token } });
+    assert.equal(resp.status, 200);
+    assert.equal(await resp.text(), "hello from the sandbox\n");
+    resp = await fetch(x.path_url + "hello.txt");
+    assert.notEqual(resp.status, 200, "no token, no answer");
+    await call("sandbox_process_kill", { pid: (await call("sandbox_process_list", {})).structuredContent.processes.find((p) => p.running && (p.argv || []).join(" ").includes("http.server")).pid, signal: "KILL" });
   });
 
   test("resources: the default sandbox's files, read by isola://sandbox/ID/PATH", async () => {
