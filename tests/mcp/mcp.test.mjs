@@ -2,7 +2,7 @@
 // `isola mcp` (src/cli/cmd_mcp.c) driven by the official MCP TypeScript SDK client over stdio,
 // against a real isolad started by run.sh; plus raw JSON-RPC checks of the protocol edges.
 import assert from "node:assert/strict";
-import { spawn } from "node:child_process";
+import { spawn, spawnSync } from "node:child_process";
 import { createInterface } from "node:readline";
 import { after, before, describe, test } from "node:test";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
@@ -229,5 +229,14 @@ describe("isola mcp raw JSON-RPC", () => {
     assert.deepEqual([r[2].id, r[2].error.code], ["a", -32601]);
     assert.deepEqual([r[3].id, r[3].error.code], [5, -32600]);
     assert.deepEqual(r[4], { jsonrpc: "2.0", id: 6, result: {} });
+  });
+
+  test("EOF right after a request: the call in flight is still answered", () => {
+    const req = { jsonrpc: "2.0", id: 9, method: "tools/call", params: { name: "sandbox_run_command", arguments: { command: "sleep 1; echo late" } } };
+    const p = spawnSync(CLI, ["--socket", SOCKET, "mcp"], { input: JSON.stringify(req) + "\n", encoding: "utf8", timeout: 60000 });
+    assert.equal(p.status, 0, p.stderr);
+    const answer = JSON.parse(p.stdout.trim());
+    assert.equal(answer.id, 9);
+    assert.match(answer.result.content[0].text, /late/);
   });
 });

@@ -464,17 +464,35 @@ static int stdio_send(struct mcp_session *s, const char *msg, size_t len)
 
 static const struct mcp_transport_ops stdio_ops = {.send = stdio_send};
 
-/* The client went away: cancel what runs, wait for the workers, drop the default sandbox. */
+/*
+ * The session ends. At EOF on stdin the calls in flight are finished and answered (`echo REQ |
+ * isola mcp` gets its answer); a stop signal (the SDK's close() sends SIGTERM when EOF alone did
+ * not end the server) cancels them and kills their commands. Then the default sandbox goes.
+ */
 static void session_end(struct mcp_session *s)
 {
 	struct kill_target kt[MCP_MAX_INFLIGHT];
-	size_t n = cancel_calls(s, NULL, kt, ARRAY_SIZE(kt));
+	bool cancelled = false;
 	char *id;
 
-	kill_targets(s, kt, n);
 	pthread_mutex_lock(&s->lock);
-	while (s->ncalls)
-		pthread_cond_wait(&s->idle, &s->lock);
+	while (s->ncalls) {
+		struct timespec until;
+
+		if (mcp_stop && !cancelled) {
+			size_t n;
+
+			pthread_mutex_unlock(&s->lock);
+			n = cancel_calls(s, NULL, kt, ARRAY_SIZE(kt));
+			kill_targets(s, kt, n);
+			cancelled = true;
+			pthread_mutex_lock(&s->lock);
+			continue;
+		}
+		clock_gettime(CLOCK_REALTIME, &until);
+		until.tv_sec += 1; /* wakes to see a stop signal */
+		pthread_cond_timedwait(&s->idle, &s->lock, &until);
+	}
 	id = steal_ptr(&s->default_id);
 	pthread_mutex_unlock(&s->lock);
 	if (id && !s->keep && s->ctl) {
