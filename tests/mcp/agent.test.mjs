@@ -3,6 +3,7 @@
 // command, progress, bounded output saved in the sandbox and paged, every tool's schema compiled and
 // its effect checked, the session's default sandbox, host transfer limits, resources.
 import assert from "node:assert/strict";
+import { execFileSync } from "node:child_process";
 import { mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -69,6 +70,17 @@ describe("isola mcp for agents", () => {
     assert.equal(by.sandbox_create.annotations.destructiveHint, false);
     for (const n of ["sandbox_run_command", "sandbox_create", "sandbox_list", "sandbox_search", "sandbox_list_files"])
       assert.ok(by[n].outputSchema, n);
+  });
+
+  test("create with limits and a network allowlist", async () => {
+    const r = await call("sandbox_create", { network_allow: ["example.com", "203.0.113.0/24:443"], pids: 64, cpu: 0.5, labels: { suite: "mcp-agent" } });
+    assert.equal(r.isError, false, text(r));
+    const id = r.structuredContent.id;
+    assert.deepEqual([r.structuredContent.pids, r.structuredContent.cpu], [64, 0.5]);
+    const net = JSON.parse(execFileSync(CLI, ["--socket", SOCKET, "--json", "network", "get", id], { encoding: "utf8" }));
+    assert.equal(net.policy.default, "deny");
+    assert.deepEqual(net.policy.allow.map((x) => x.domain || x.cidr), ["example.com", "203.0.113.0/24"]);
+    assert.equal((await call("sandbox_destroy", { sandbox_id: id })).isError, false);
   });
 
   test("no sandbox_id: the session's default sandbox is made once and reused", async () => {
