@@ -22,6 +22,8 @@
 json_t *entry_json(const char *name, const char *path, const struct stat *st, const char *target)
 {
 	const char *type = "other";
+	char owner[64], group[64];
+	json_t *e;
 
 	if (S_ISREG(st->st_mode))
 		type = "file";
@@ -29,11 +31,21 @@ json_t *entry_json(const char *name, const char *path, const struct stat *st, co
 		type = "dir";
 	else if (S_ISLNK(st->st_mode))
 		type = "symlink";
-	return json_pack("{s:s,s:s,s:s,s:I,s:i,s:I,s:I,s:I,s:s?}", "name", name, "path", path,
-			 "type", type, "size", (json_int_t)st->st_size, "mode",
-			 (int)(st->st_mode & 07777), "uid", (json_int_t)st->st_uid, "gid",
-			 (json_int_t)st->st_gid, "mtime", (json_int_t)st->st_mtim.tv_sec, "target",
-			 target);
+	/* Owner and group names come from the sandbox's own /etc (never the host's); an id
+	 * without an entry has no name and clients show the number. */
+	if (users_id_name(ident_etc, false, (unsigned)st->st_uid, owner, sizeof(owner)) < 0)
+		owner[0] = '\0';
+	if (users_id_name(ident_etc, true, (unsigned)st->st_gid, group, sizeof(group)) < 0)
+		group[0] = '\0';
+	e = json_pack("{s:s,s:s,s:s,s:I,s:i,s:I,s:I,s:I,s:s?}", "name", name, "path", path, "type",
+		      type, "size", (json_int_t)st->st_size, "mode", (int)(st->st_mode & 07777),
+		      "uid", (json_int_t)st->st_uid, "gid", (json_int_t)st->st_gid, "mtime",
+		      (json_int_t)st->st_mtim.tv_sec, "target", target);
+	if (e && owner[0])
+		json_object_set_new(e, "owner", json_string(owner));
+	if (e && group[0])
+		json_object_set_new(e, "group", json_string(group));
+	return e;
 }
 
 /* Stats path (not following a final symlink) into an entry; -errno. */

@@ -1,0 +1,102 @@
+# SPDX-License-Identifier: Apache-2.0
+"""The agent's side of E2B parity (docs/e2b.md): the default user `user` created in a sandbox
+whose template lacks it, owner names from the sandbox's own /etc, and a boot_id of its own."""
+
+import tarfile
+import uuid
+
+import pytest
+
+import imagebuild
+from persist_util import require_op
+from test_persistence import post
+from test_templates import import_template
+
+BOOT_ID = "/proc/sys/kernel/random/boot_id"
+
+
+@pytest.fixture(scope="module")
+def no_user_template(api, tmp_path_factory):
+    """An image whose uid 1000 is `ubuntu` and that has no `user`, with shadow and sudo's
+    drop-in directory."""
+    hello = imagebuild.build_hello(tmp_path_factory.mktemp("hello"))
+    D, F = tarfile.DIRTYPE, tarfile.REGTYPE
+    layer = imagebuild.tar_bytes([
+        ("etc", None, 0o755, D),
+        ("etc/passwd", b"root:x:0:0:root:/root:/bin/sh\nubuntu:x:1000:1000::/home/ubuntu:/bin/sh",
+         0o644, F),
+        ("etc/group", b"root:x:0:\nubuntu:x:1000:\n", 0o644, F),
+        ("etc/shadow", b"root:*:19000:0:99999:7:::\nubuntu:!:19000:0:99999:7:::\n", 0o640, F),
+        ("etc/sudoers.d", None, 0o750, D),
+    ])
+    name = f"it-nouser-{uuid.uuid4().hex[:6]}"
+    status, events = import_template(api, name, imagebuild.docker_archive(hello, [layer]))
+    assert status == 200 and events[-1].get("type") == "done", events
+    yield name
+    api.request("DELETE", f"/v1/templates/{name}")
+
+
+def test_user_created_when_template_lacks_it(api, make_sandbox, no_user_template):
+    sid = make_sandbox(template=no_user_template)["id"]
+    passwd = api.read_file(sid, "/etc/passwd").decode()
+    # uid 1000 is taken by ubuntu: `user` gets the next free id, its own group, a home.
+    # The template's last line had no newline: the new entry still starts on its own.
+    assert passwd.endswith("\nuser:x:1001:1001::/home/user:/bin/bash\n"), passwd
+    assert "ubuntu:x:1000:1000::/home/ubuntu:/bin/sh\n" in passwd, passwd
+    assert api.read_file(sid, "/etc/group").decode().endswith("\nuser:x:1001:\n")
+    assert api.read_file(sid, "/etc/shadow").decode().endswith("\nuser:!::0:99999:7:::\n")
+    assert api.read_file(sid, "/etc/sudoers.d/isola-user") == \
+        b"user ALL=(ALL:ALL) NOPASSWD: ALL\n"
+    res = api.exec(sid, cmd=["/hello", "id"], user="user")
+    assert res["exit_code"] == 0 and res["stdout"] == "1001\n", res
+    # No cwd: the user's home, which it owns (a file written there is the user's).
+    assert api.exec(sid, cmd=["/hello", "cwd"], user="user")["stdout"] == "/home/user\n"
+    api.write_file(sid, "/home/user/probe", b"x")
+    st = api.get_json(f"/v1/sandboxes/{sid}/fs/stat", query={"path": "/home/user"})
+    assert (st["uid"], st["gid"], st.get("owner"), st.get("group")) == \
+        (1001, 1001, "user", "user"), st
+    # The native API's default stays root.
+    assert api.exec(sid, cmd=["/hello", "id"])["stdout"] == "0\n"
+
+
+def test_user_added_once(api, make_sandbox, no_user_template):
+    """A hibernate/resume runs setup again: the entry, already in the layer, is not doubled."""
+    sid = make_sandbox(template=no_user_template)["id"]
+    require_op(api, sid, "hibernate")
+    post(api, sid, "hibernate")
+    post(api, sid, "resume")
+    passwd = api.read_file(sid, "/etc/passwd").decode()
+    assert passwd.count("\nuser:") == 1, passwd
+
+
+def test_owner_names_from_the_sandbox(api, sandbox):
+    """Names come from the sandbox's /etc/passwd, not the host's: renaming uid 1000 there
+    renames the owner; an id without an entry stays a number."""
+    sid = sandbox["id"]
+    api.sh(sid, "touch /tmp/o && chown 1000:1000 /tmp/o && touch /tmp/n && chown 4242:4343 /tmp/n"
+           " && sed -i 's/^user:/renamed:/' /etc/passwd", user="root")
+    st = api.get_json(f"/v1/sandboxes/{sid}/fs/stat", query={"path": "/tmp/o"})
+    assert (st.get("owner"), st.get("group")) == ("renamed", "user"), st
+    st = api.get_json(f"/v1/sandboxes/{sid}/fs/stat", query={"path": "/tmp/n"})
+    assert "owner" not in st and "group" not in st and st["uid"] == 4242, st
+
+
+def test_boot_id_own_kept_across_pause_new_after_hibernate(api, make_sandbox):
+    with open(BOOT_ID) as f:
+        host = f.read()
+    a = make_sandbox()["id"]
+    b = make_sandbox()["id"]
+    first = api.sh(a, f"cat {BOOT_ID}")
+    assert len(first.strip()) == 36 and first != host, (first, host)
+    assert api.sh(b, f"cat {BOOT_ID}") != first, "two sandboxes share a boot_id"
+    # Read-only even for root inside.
+    assert api.exec(a, cmd=["sh", "-c", f"echo x > {BOOT_ID}"])["exit_code"] != 0
+    require_op(api, a, "pause")
+    post(api, a, "pause")
+    post(api, a, "resume")
+    assert api.sh(a, f"cat {BOOT_ID}") == first, "a pause changed boot_id"
+    require_op(api, a, "hibernate")
+    post(api, a, "hibernate")
+    post(api, a, "resume")
+    after = api.sh(a, f"cat {BOOT_ID}")
+    assert len(after.strip()) == 36 and after not in (first, host), (first, after)
