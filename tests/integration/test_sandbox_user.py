@@ -16,9 +16,10 @@ BOOT_ID = "/proc/sys/kernel/random/boot_id"
 
 
 @pytest.fixture(scope="module")
-def no_user_template(api, tmp_path_factory):
+def no_user_template(isolad, tmp_path_factory):
     """An image whose uid 1000 is `ubuntu` and that has no `user`, with shadow and sudo's
     drop-in directory."""
+    api = isolad.client()
     hello = imagebuild.build_hello(tmp_path_factory.mktemp("hello"))
     D, F = tarfile.DIRTYPE, tarfile.REGTYPE
     layer = imagebuild.tar_bytes([
@@ -49,8 +50,8 @@ def test_user_created_when_template_lacks_it(api, make_sandbox, no_user_template
         b"user ALL=(ALL:ALL) NOPASSWD: ALL\n"
     res = api.exec(sid, cmd=["/hello", "id"], user="user")
     assert res["exit_code"] == 0 and res["stdout"] == "1001\n", res
-    # No cwd: the user's home, which it owns (a file written there is the user's).
-    assert api.exec(sid, cmd=["/hello", "cwd"], user="user")["stdout"] == "/home/user\n"
+    # Its home (the image's WorkingDir stays the working directory), owned by it.
+    assert api.exec(sid, cmd=["/hello", "env", "HOME"], user="user")["stdout"] == "/home/user\n"
     api.write_file(sid, "/home/user/probe", b"x")
     st = api.get_json(f"/v1/sandboxes/{sid}/fs/stat", query={"path": "/home/user"})
     assert (st["uid"], st["gid"], st.get("owner"), st.get("group")) == \
@@ -73,12 +74,13 @@ def test_owner_names_from_the_sandbox(api, sandbox):
     """Names come from the sandbox's /etc/passwd, not the host's: renaming uid 1000 there
     renames the owner; an id without an entry stays a number."""
     sid = sandbox["id"]
-    api.sh(sid, "touch /tmp/o && chown 1000:1000 /tmp/o && touch /tmp/n && chown 4242:4343 /tmp/n"
-           " && sed -i 's/^user:/renamed:/' /etc/passwd", user="root")
+    api.sh(sid, "touch /tmp/o", user="user")
+    api.sh(sid, "touch /tmp/n", user="4242")
+    api.sh(sid, "sed -i 's/^user:/renamed:/' /etc/passwd", user="root")
     st = api.get_json(f"/v1/sandboxes/{sid}/fs/stat", query={"path": "/tmp/o"})
-    assert (st.get("owner"), st.get("group")) == ("renamed", "user"), st
+    assert (st["uid"], st.get("owner"), st.get("group")) == (1000, "renamed", "user"), st
     st = api.get_json(f"/v1/sandboxes/{sid}/fs/stat", query={"path": "/tmp/n"})
-    assert "owner" not in st and "group" not in st and st["uid"] == 4242, st
+    assert st["uid"] == 4242 and "owner" not in st and st.get("group") == "root", st
 
 
 def test_boot_id_own_kept_across_pause_new_after_hibernate(api, make_sandbox):
