@@ -107,7 +107,7 @@ json_t *e2b_entry_info(const json_t *e)
 	const char *ftype = "FILE_TYPE_UNSPECIFIED", *base;
 	unsigned mode = (unsigned)json_integer_value(json_object_get(e, "mode")) & 07777;
 	char perms[11], owner[64], group[64], mtime[40], size[24];
-	json_t *o;
+	json_t *o, *meta;
 
 	if (!type)
 		type = "other";
@@ -130,6 +130,19 @@ json_t *e2b_entry_info(const json_t *e)
 	o = json_pack("{s:s, s:s, s:s, s:s, s:i, s:s, s:s, s:s, s:s}", "name", base, "type", ftype,
 		      "path", path, "size", size, "mode", (int)mode, "permissions", perms, "owner",
 		      owner, "group", group, "modifiedTime", mtime);
+	meta = json_object_get(e, "metadata");
+	if (o && json_is_object(meta) && json_object_size(meta) > 0) {
+		/* UNTRUSTED: xattr values from the sandbox; only string values are copied and
+		 * the agent already bounded their size and number. */
+		json_t *m = json_object();
+		const char *k;
+		json_t *v;
+
+		json_object_foreach(meta, k, v)
+			if (json_is_string(v) && json_object_size(m) < E2B_META_MAX)
+				json_object_set(m, k, v);
+		json_object_set_new(o, "metadata", m);
+	}
 	if (o && target) {
 		char abs[API_MAX_PATH + 1];
 
