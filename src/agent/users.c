@@ -155,23 +155,34 @@ void users_parse_groups(const char *text, size_t len, struct agent_user *u)
 	}
 }
 
-/*
- * Reads a sandbox-controlled file: must be a regular file (a FIFO would block PID 1
- * forever), bounded in size. Symlinks are followed: they stay inside the sandbox's root.
- */
-static int read_small(const char *path, char **out, size_t *len)
+int users_open_regular(int dfd, const char *path, int flags, mode_t mode)
 {
-	cleanup_fd int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+	int fd = openat(dfd, path, flags | O_CLOEXEC | O_NONBLOCK | O_NOCTTY, mode);
+	struct stat st;
+
+	if (fd < 0)
+		return -errno;
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+		int e = fstat(fd, &st) < 0 ? errno : EINVAL;
+
+		close(fd);
+		return -e;
+	}
+	return fd;
+}
+
+int users_read_file(int dfd, const char *path, bool nofollow, char **out, size_t *len)
+{
+	cleanup_fd int fd =
+		users_open_regular(dfd, path, O_RDONLY | (nofollow ? O_NOFOLLOW : 0), 0);
 	struct stat st;
 	size_t used = 0;
 	char *buf;
 
 	if (fd < 0)
-		return -errno;
+		return fd;
 	if (fstat(fd, &st) < 0)
 		return -errno;
-	if (!S_ISREG(st.st_mode))
-		return -EINVAL;
 	if (st.st_size < 0 || (uint64_t)st.st_size > USERS_MAX_FILE)
 		return -EFBIG;
 	buf = malloc((size_t)st.st_size + 1);
@@ -190,6 +201,12 @@ static int read_small(const char *path, char **out, size_t *len)
 	*out = buf;
 	*len = used;
 	return 0;
+}
+
+/* Symlinks are followed: after setup they stay inside the sandbox's root. */
+static int read_small(const char *path, char **out, size_t *len)
+{
+	return users_read_file(AT_FDCWD, path, false, out, len);
 }
 
 int users_lookup(const char *etc, const char *spec, struct agent_user *u)

@@ -29,6 +29,20 @@ int users_parse_passwd(const char *text, size_t len, const char *spec, struct ag
 /* Adds to u->groups every group in group text that lists u->name as a member. */
 void users_parse_groups(const char *text, size_t len, struct agent_user *u);
 
+/*
+ * Opens dfd/path with flags (plus O_CLOEXEC, O_NONBLOCK, O_NOCTTY) and mode; the result must
+ * be a regular file. Returns the fd (caller closes) or -errno (-EINVAL when not regular).
+ */
+int users_open_regular(int dfd, const char *path, int flags, mode_t mode);
+
+/*
+ * Reads a sandbox-controlled file (path relative to dfd) into a NUL-terminated heap buffer
+ * (*out, caller frees; *len bytes). It must be a regular file (a FIFO would block PID 1
+ * forever) of at most USERS_MAX_FILE bytes; with nofollow a final symlink is refused.
+ * 0 or -errno (-EINVAL not regular, -EFBIG too large).
+ */
+int users_read_file(int dfd, const char *path, bool nofollow, char **out, size_t *len);
+
 /* users_parse_passwd + users_parse_groups on <etc>/passwd and <etc>/group. */
 int users_lookup(const char *etc, const char *spec, struct agent_user *u);
 

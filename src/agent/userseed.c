@@ -118,41 +118,17 @@ int users_seed_plan(const char *passwd, size_t plen, const char *group, size_t g
 	return 0;
 }
 
-/* Reads etc/<name> (regular, not a symlink, bounded) into a NUL-terminated buffer. A
- * missing file reads as empty. */
+/* Reads etc/<name> (regular, not a symlink, bounded); a missing file reads as empty. */
 static int read_at(int etc, const char *name, char **out, size_t *len)
 {
-	cleanup_fd int fd = openat(etc, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
-	struct stat st;
-	size_t used = 0;
+	int r = users_read_file(etc, name, true, out, len);
 
-	*out = NULL;
-	*len = 0;
-	if (fd < 0 && errno == ENOENT) {
+	if (r == -ENOENT) {
 		*out = strdup("");
-		return *out ? 0 : -ENOMEM;
+		*len = 0;
+		r = *out ? 0 : -ENOMEM;
 	}
-	if (fd < 0 || fstat(fd, &st) < 0)
-		return -errno;
-	if (!S_ISREG(st.st_mode))
-		return -EINVAL;
-	if (st.st_size < 0 || (uint64_t)st.st_size > USERS_MAX_FILE)
-		return -EFBIG;
-	*out = malloc((size_t)st.st_size + 1);
-	if (!*out)
-		return -ENOMEM;
-	while (used < (size_t)st.st_size) {
-		ssize_t n = read(fd, *out + used, (size_t)st.st_size - used);
-
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			break;
-		used += (size_t)n;
-	}
-	(*out)[used] = '\0';
-	*len = used;
-	return 0;
+	return r;
 }
 
 /* Appends line to etc/<name> (created 0644 if missing when create), starting a new line
@@ -160,19 +136,12 @@ static int read_at(int etc, const char *name, char **out, size_t *len)
 static int append_at(int etc, const char *name, const char *cur, size_t cur_len, mode_t mode,
 		     const char *line)
 {
-	cleanup_fd int fd = openat(etc, name,
-				   O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_NONBLOCK |
-					   O_CLOEXEC,
-				   mode);
-	struct stat st;
+	cleanup_fd int fd = users_open_regular(etc, name, O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW,
+					       mode);
 	int r;
 
 	if (fd < 0)
-		return -errno;
-	if (fstat(fd, &st) < 0)
-		return -errno;
-	if (!S_ISREG(st.st_mode))
-		return -EINVAL;
+		return fd;
 	if (cur_len && cur[cur_len - 1] != '\n' && (r = util_write_all(fd, "\n", 1)) < 0)
 		return r;
 	return util_write_all(fd, line, strlen(line));
