@@ -2,6 +2,9 @@
 /* setup: the agent's first stage in the process tier — builds the sandbox it will be PID 1 of. */
 #include "setup.h"
 
+#include "common/util.h"
+#include "users.h"
+
 #include <errno.h>
 #include <dirent.h>
 #include <fcntl.h>
@@ -27,9 +30,6 @@
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
-
-#include "common/util.h"
-#include "users.h"
 
 /*
  * The plan (docs/process-tier.md): one SOCK_SEQPACKET message from isolad with a
@@ -311,6 +311,54 @@ static void mask_proc(struct masker *mk, int procfd)
 	}
 }
 
+/*
+ * /proc/sys/kernel/random/boot_id: the host's would tell every sandbox the host's boot and
+ * make a hibernated sandbox's restore look like no reboot. Each setup (a create, or the
+ * restore of a hibernated sandbox: both are a boot) writes a fresh random UUID v4 to a
+ * file on the writable tmpfs (outside the overlay's upper dir, so no snapshot carries it)
+ * and binds it read-only over the procfs entry; a freezer pause keeps the mount, so the
+ * value, as a kernel's would. procfd is the attached procfs, stage the tmpfs root.
+ */
+static void bind_boot_id(int procfd, int stage)
+{
+	unsigned char b[16];
+	char line[40];
+	int fd, t, m;
+
+	if (util_random(b, sizeof(b)) < 0)
+		fail("boot_id: no random bytes");
+	b[6] = (unsigned char)((b[6] & 0x0f) | 0x40); /* version 4 */
+	b[8] = (unsigned char)((b[8] & 0x3f) | 0x80); /* RFC 4122 variant */
+	snprintf(line, sizeof(line),
+		 "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x\n", b[0],
+		 b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13],
+		 b[14], b[15]);
+	fd = openat(stage, "boot_id", O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0444);
+	if (fd < 0 || util_write_all(fd, line, strlen(line)) < 0)
+		fail_errno("write boot_id");
+	close(fd);
+	t = openat(procfd, "sys/kernel/random/boot_id", O_PATH | O_NOFOLLOW | O_CLOEXEC);
+	if (t < 0)
+		return; /* a kernel without it: nothing to cover */
+	m = clone_at(stage, "boot_id", true);
+	if (m < 0)
+		fail_errno("clone boot_id");
+	attach(m, t, "/proc/sys/kernel/random/boot_id");
+}
+
+/* E2B's default user, when the template lacks it (agent/userseed.c). A template whose /etc
+ * cannot take it still starts: requests naming `user` then fail with "no such user". */
+static void seed_default_user(void)
+{
+	struct users_seed us;
+	int root = open("/", O_PATH | O_DIRECTORY | O_CLOEXEC);
+
+	if (root < 0)
+		return;
+	users_seed_default(root, &us);
+	close(root);
+}
+
 /* Docker's masked sysfs paths: firmware tables (ACPI, DMI, EFI variables), RAPL energy
  * counters (powercap: the Platypus power side channel, CVE-2020-8694/8695) and per-CPU
  * thermal_throttle counters (a covert channel between tenants). /sys itself is
@@ -416,54 +464,6 @@ static void mount_sys(struct masker *mk, int rootfd, bool no_openat2)
 	attach(fcntl(m, F_DUPFD_CLOEXEC, 3), open_target_dir(rootfd, "sys", no_openat2), "/sys");
 	mask_sys(mk, m);
 	close(m);
-}
-
-/*
- * /proc/sys/kernel/random/boot_id: the host's would tell every sandbox the host's boot and
- * make a hibernated sandbox's restore look like no reboot. Each setup (a create, or the
- * restore of a hibernated sandbox: both are a boot) writes a fresh random UUID v4 to a
- * file on the writable tmpfs (outside the overlay's upper dir, so no snapshot carries it)
- * and binds it read-only over the procfs entry; a freezer pause keeps the mount, so the
- * value, as a kernel's would. procfd is the attached procfs, stage the tmpfs root.
- */
-static void bind_boot_id(int procfd, int stage)
-{
-	unsigned char b[16];
-	char line[40];
-	int fd, t, m;
-
-	if (util_random(b, sizeof(b)) < 0)
-		fail("boot_id: no random bytes");
-	b[6] = (unsigned char)((b[6] & 0x0f) | 0x40); /* version 4 */
-	b[8] = (unsigned char)((b[8] & 0x3f) | 0x80); /* RFC 4122 variant */
-	snprintf(line, sizeof(line),
-		 "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x\n", b[0],
-		 b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13],
-		 b[14], b[15]);
-	fd = openat(stage, "boot_id", O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0444);
-	if (fd < 0 || util_write_all(fd, line, strlen(line)) < 0)
-		fail_errno("write boot_id");
-	close(fd);
-	t = openat(procfd, "sys/kernel/random/boot_id", O_PATH | O_NOFOLLOW | O_CLOEXEC);
-	if (t < 0)
-		return; /* a kernel without it: nothing to cover */
-	m = clone_at(stage, "boot_id", true);
-	if (m < 0)
-		fail_errno("clone boot_id");
-	attach(m, t, "/proc/sys/kernel/random/boot_id");
-}
-
-/* E2B's default user, when the template lacks it (agent/userseed.c). A template whose /etc
- * cannot take it still starts: requests naming `user` then fail with "no such user". */
-static void seed_default_user(void)
-{
-	struct users_seed us;
-	int root = open("/", O_PATH | O_DIRECTORY | O_CLOEXEC);
-
-	if (root < 0)
-		return;
-	users_seed_default(root, &us);
-	close(root);
 }
 
 static void loopback_up(void)
