@@ -159,6 +159,7 @@ struct upload {
 	struct sandbox *s;		  /* reference */
 	struct agent_conn *conn;	  /* borrowed while s is held */
 	char user[64];			  /* identity for the writes */
+	json_t *metadata;		  /* X-Metadata-* headers as {key: value}, or NULL */
 	char *qpath;			  /* ?path=, owned, or NULL */
 	struct MHD_PostProcessor *pp;	  /* multipart parser, or NULL (octet-stream) */
 	struct agent_chan *ch;		  /* write channel of the current file */
@@ -167,7 +168,6 @@ struct upload {
 	char part_name[API_MAX_PATH + 1]; /* filename of the current multipart part */
 	uint64_t part_len;		  /* bytes received for the current part */
 	json_t *results;		  /* [{path, name, type}] */
-	json_t *metadata;		  /* X-Metadata-* headers as {key: value}, or NULL */
 	struct isola_err *err;		  /* first failure, owned */
 	bool responded;			  /* begin() already answered (auth-like failures) */
 };
