@@ -95,13 +95,21 @@ describe('files', () => {
       assert.equal((await sbx.files.getInfo('m.txt')).metadata, undefined)
       // Files never given metadata have none.
       assert.equal((await sbx.files.getInfo('/etc/passwd')).metadata, undefined)
+      // Header names are case-insensitive: keys come back lower-case.
+      await sbx.files.write('k.txt', 'x', { metadata: { 'Build-ID': '7' } })
+      assert.deepEqual((await sbx.files.getInfo('k.txt')).metadata, { 'build-id': '7' })
+      // Bounded: more than 32 entries are refused and nothing is written.
+      const many = Object.fromEntries([...Array(33).keys()].map((i) => [`k${i}`, 'v']))
+      await assert.rejects(sbx.files.write('many.txt', 'x', { metadata: many }), /at most 32/)
+      assert.equal(await sbx.files.exists('many.txt'), false)
     }))
 })
 
 describe('boot_id', () => {
-  test('own per boot: kept across pause, new after a filesystem-only pause', () =>
+  test('own per boot: kept across pause, new after a filesystem-only pause (files and metadata kept)', () =>
     withSandbox(async (sbx) => {
       const host = readFileSync(BOOT_ID, 'utf8')
+      await sbx.files.write('kept.txt', 'x', { metadata: { tag: 'across-hibernate' } })
       const first = (await sbx.commands.run(`cat ${BOOT_ID}`)).stdout
       assert.match(first, /^[0-9a-f-]{36}\n$/)
       assert.notEqual(first, host)
@@ -114,5 +122,7 @@ describe('boot_id', () => {
       assert.match(after, /^[0-9a-f-]{36}\n$/)
       assert.notEqual(after, first)
       assert.notEqual(after, host)
+      // The files came back from the snapshot with their metadata xattrs.
+      assert.deepEqual((await cold.files.getInfo('kept.txt')).metadata, { tag: 'across-hibernate' })
     }))
 })
