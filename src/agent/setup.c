@@ -315,8 +315,8 @@ static void mask_proc(struct masker *mk, int procfd)
  * /proc/sys/kernel/random/boot_id: the host's would tell every sandbox the host's boot and
  * make a hibernated sandbox's restore look like no reboot. Each setup (a create, or the
  * restore of a hibernated sandbox: both are a boot) writes a fresh random UUID v4 to a
- * file on the writable tmpfs (outside the overlay's upper dir, so no snapshot carries it)
- * and binds it read-only over the procfs entry; a freezer pause keeps the mount, so the
+ * file on the writable tmpfs (outside the overlay's upper dir, so no snapshot carries it),
+ * binds it read-only over the procfs entry and unlinks the name; a freezer pause keeps the mount, so the
  * value, as a kernel's would. procfd is the attached procfs, stage the tmpfs root.
  */
 static void bind_boot_id(int procfd, int stage)
@@ -344,6 +344,9 @@ static void bind_boot_id(int procfd, int stage)
 	if (m < 0)
 		fail_errno("clone boot_id");
 	attach(m, t, "/proc/sys/kernel/random/boot_id");
+	/* The mount holds the file; the name goes, so the tmpfs root keeps only the layer. */
+	if (unlinkat(stage, "boot_id", 0) < 0)
+		fail_errno("unlink the staged boot_id");
 }
 
 /* E2B's default user, when the template lacks it (agent/userseed.c). A template whose /etc
