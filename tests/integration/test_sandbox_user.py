@@ -2,6 +2,7 @@
 """The agent's side of E2B parity (docs/e2b.md): the default user `user` created in a sandbox
 whose template lacks it, owner names from the sandbox's own /etc, and a boot_id of its own."""
 
+import io
 import tarfile
 import uuid
 
@@ -102,3 +103,51 @@ def test_boot_id_own_kept_across_pause_new_after_hibernate(api, make_sandbox):
     post(api, a, "resume")
     after = api.sh(a, f"cat {BOOT_ID}")
     assert len(after.strip()) == 36 and after not in (first, host), (first, after)
+
+
+def _layer(entries):
+    """A tar layer from (name, data|None, mode, type, linkname) entries."""
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w", format=tarfile.PAX_FORMAT) as t:
+        for name, data, mode, kind, link in entries:
+            ti = tarfile.TarInfo(name)
+            ti.mode, ti.type, ti.linkname, ti.mtime = mode, kind, link, 1700000000
+            if kind == tarfile.REGTYPE:
+                ti.size = len(data)
+                t.addfile(ti, io.BytesIO(data))
+            else:
+                t.addfile(ti)
+    return buf.getvalue()
+
+
+def test_user_seed_follows_no_symlink(api, make_sandbox, tmp_path):
+    """A template whose home/user, shadow and sudoers.d are symlinks: the user is still added
+    to passwd and group, but nothing is written or chowned through a link."""
+    hello = imagebuild.build_hello(tmp_path)
+    D, F, L = tarfile.DIRTYPE, tarfile.REGTYPE, tarfile.SYMTYPE
+    layer = _layer([
+        ("etc", None, 0o755, D, ""),
+        ("etc/passwd", b"root:x:0:0:root:/root:/bin/sh\n", 0o644, F, ""),
+        ("etc/group", b"root:x:0:\n", 0o644, F, ""),
+        ("etc/shadow", None, 0o777, L, "/tmp/shadow-target"),
+        ("etc/sudoers.d", None, 0o777, L, "/tmp"),
+        ("home", None, 0o755, D, ""),
+        ("home/user", None, 0o777, L, "/etc"),
+    ])
+    name = f"it-nouser-links-{uuid.uuid4().hex[:6]}"
+    status, events = import_template(api, name, imagebuild.docker_archive(hello, [layer]))
+    assert status == 200 and events[-1].get("type") == "done", events
+    try:
+        sid = make_sandbox(template=name)["id"]
+        assert api.read_file(sid, "/etc/passwd").decode().endswith(
+            "\nuser:x:1000:1000::/home/user:/bin/bash\n")
+        for p in ("/home/user", "/etc/shadow", "/etc/sudoers.d"):
+            st = api.get_json(f"/v1/sandboxes/{sid}/fs/stat", query={"path": p})
+            assert st["type"] == "symlink", st  # the template's links reached the sandbox
+        st = api.get_json(f"/v1/sandboxes/{sid}/fs/stat", query={"path": "/etc"})
+        assert st["uid"] == 0, f"/etc was chowned through the home/user symlink: {st}"
+        for p in ("/tmp/shadow-target", "/tmp/isola-user"):
+            r = api.request("GET", f"/v1/sandboxes/{sid}/fs/stat", query={"path": p})
+            assert r.status == 404, f"{p} was written through a symlink: {r}"
+    finally:
+        api.request("DELETE", f"/v1/templates/{name}")
