@@ -356,6 +356,20 @@ static void limits_apply(void)
 	}
 }
 
+/* E2B's default user where the image lacks it (agent/userseed.c); a failure is logged and
+ * the guest still boots (requests naming `user` then fail with "no such user"). */
+static void seed_default_user(void)
+{
+	struct users_seed us;
+	int root = open("/", O_PATH | O_DIRECTORY | O_CLOEXEC);
+	int r = root >= 0 ? users_seed_default(root, &us) : -errno;
+
+	if (r < 0)
+		fprintf(stderr, "isola-agent: guest init: add user `user`: %s\n", strerror(-r));
+	if (root >= 0)
+		close(root);
+}
+
 int guest_init(char *port, char *cport, size_t len)
 {
 	char host[80], val[32];
@@ -422,6 +436,7 @@ int guest_init(char *port, char *cport, size_t len)
 	    chdir("/") < 0)
 		die("switch to the root disk");
 	prefetch();
+	seed_default_user();
 	mount_or_die("devpts", "/dev/pts", "devpts", MS_NOSUID | MS_NOEXEC,
 		     "newinstance,ptmxmode=0666,mode=0620,gid=5");
 	mount_or_die("tmpfs", "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777");

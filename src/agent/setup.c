@@ -2,6 +2,9 @@
 /* setup: the agent's first stage in the process tier — builds the sandbox it will be PID 1 of. */
 #include "setup.h"
 
+#include "common/util.h"
+#include "users.h"
+
 #include <errno.h>
 #include <dirent.h>
 #include <fcntl.h>
@@ -308,6 +311,57 @@ static void mask_proc(struct masker *mk, int procfd)
 	}
 }
 
+/*
+ * /proc/sys/kernel/random/boot_id: the host's would tell every sandbox the host's boot and
+ * make a hibernated sandbox's restore look like no reboot. Each setup (a create, or the
+ * restore of a hibernated sandbox: both are a boot) writes a fresh random UUID v4 to a
+ * file on the writable tmpfs (outside the overlay's upper dir, so no snapshot carries it),
+ * binds it read-only over the procfs entry and unlinks the name; a freezer pause keeps the mount, so the
+ * value, as a kernel's would. procfd is the attached procfs, stage the tmpfs root.
+ */
+static void bind_boot_id(int procfd, int stage)
+{
+	unsigned char b[16];
+	char line[40];
+	int fd, t, m;
+
+	if (util_random(b, sizeof(b)) < 0)
+		fail("boot_id: no random bytes");
+	b[6] = (unsigned char)((b[6] & 0x0f) | 0x40); /* version 4 */
+	b[8] = (unsigned char)((b[8] & 0x3f) | 0x80); /* RFC 4122 variant */
+	snprintf(line, sizeof(line),
+		 "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x\n", b[0],
+		 b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13],
+		 b[14], b[15]);
+	fd = openat(stage, "boot_id", O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0444);
+	if (fd < 0 || util_write_all(fd, line, strlen(line)) < 0)
+		fail_errno("write boot_id");
+	close(fd);
+	t = openat(procfd, "sys/kernel/random/boot_id", O_PATH | O_NOFOLLOW | O_CLOEXEC);
+	if (t < 0)
+		return; /* a kernel without it: nothing to cover */
+	m = clone_at(stage, "boot_id", true);
+	if (m < 0)
+		fail_errno("clone boot_id");
+	attach(m, t, "/proc/sys/kernel/random/boot_id");
+	/* The mount holds the file; the name goes, so the tmpfs root keeps only the layer. */
+	if (unlinkat(stage, "boot_id", 0) < 0)
+		fail_errno("unlink the staged boot_id");
+}
+
+/* E2B's default user, when the template lacks it (agent/userseed.c). A template whose /etc
+ * cannot take it still starts: requests naming `user` then fail with "no such user". */
+static void seed_default_user(void)
+{
+	struct users_seed us;
+	int root = open("/", O_PATH | O_DIRECTORY | O_CLOEXEC);
+
+	if (root < 0)
+		return;
+	users_seed_default(root, &us);
+	close(root);
+}
+
 /* Docker's masked sysfs paths: firmware tables (ACPI, DMI, EFI variables), RAPL energy
  * counters (powercap: the Platypus power side channel, CVE-2020-8694/8695) and per-CPU
  * thermal_throttle counters (a covert channel between tenants). /sys itself is
@@ -588,6 +642,7 @@ int agent_setup_run(int setup_fd)
 	attach(fcntl(m, F_DUPFD_CLOEXEC, 3), open_target_dir(rootfd, "proc", p.no_openat2),
 	       "/proc");
 	mask_proc(&mk, m);
+	bind_boot_id(m, stage);
 	close(m);
 	make_dev(rootfd, shm ? shm : 64ull << 20, p.no_openat2);
 	mount_sys(&mk, rootfd, p.no_openat2);
@@ -601,6 +656,7 @@ int agent_setup_run(int setup_fd)
 	close(rootfd);
 	/* stage stays open: it becomes AGENT_UPPER_FD once the setup socket is closed. */
 
+	seed_default_user();
 	if (sethostname(hostname, strlen(hostname)) < 0)
 		fail_errno("sethostname");
 	loopback_up();
