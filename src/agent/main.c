@@ -119,7 +119,7 @@ int main(int argc, char **argv)
 #ifdef ISOLA_AGENT_HAVE_SETUP
 		standalone = false;
 		ignore_signals(standalone);
-		fd = agent_setup_run(3);
+		fd = agent_setup_run(3, &agent_root_caps);
 #else
 		fprintf(stderr, "isola-agent: built without the setup stage\n");
 		return 1;

@@ -26,7 +26,7 @@ DENIED_EPERM = [
     "unshare_cgroup", "unshare_time", "clone_newuser", "clone_newns", "clone_newnet",
     "clone_newpid", "clone_newipc", "clone_newuts", "clone_newcgroup", "setns",
     # every mount API
-    "mount", "umount2", "pivot_root", "chroot", "fsopen", "fsconfig", "fsmount", "fspick",
+    "mount", "umount2", "pivot_root", "fsopen", "fsconfig", "fsmount", "fspick",
     "open_tree", "move_mount", "mount_setattr",
     # io_uring, userfaultfd, bpf, perf, keys
     "io_uring_setup", "io_uring_enter", "io_uring_register", "userfaultfd", "bpf",

@@ -222,7 +222,6 @@ static const char *const must_deny[] = {
 	"open_tree",
 	"move_mount",
 	"mount_setattr",
-	"chroot",
 	"open_tree_attr",
 	/* io_uring, userfaultfd */
 	"io_uring_setup",

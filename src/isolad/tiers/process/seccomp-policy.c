@@ -126,6 +126,10 @@ const struct proc_sc_rule proc_sc_rules[] = {
 	A(futimesat),
 	A(mknod) /* FIFOs; device nodes fail anyway in a userns */,
 	A(mknodat),
+	/* root's CAP_SYS_CHROOT (default set): build tools and package scripts chroot into a
+	 * directory of the sandbox's own tree; the mount namespace's root (after pivot_root,
+	 * the old root detached) bounds it, so ".." never leaves the sandbox. */
+	A(chroot),
 	A(getxattr),
 	A(lgetxattr),
 	A(fgetxattr),
@@ -375,7 +379,6 @@ const struct proc_sc_rule proc_sc_rules[] = {
 	D(open_tree),
 	D(move_mount),
 	D(mount_setattr),
-	D(chroot),
 	DN(open_tree_attr, 467),
 	DN(statmount, 457),
 	DN(listmount, 458),
