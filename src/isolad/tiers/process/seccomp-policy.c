@@ -509,6 +509,14 @@ int proc_seccomp_add_arg_rules(void *vctx)
 			     SCMP_A0(SCMP_CMP_EQ, AF_NETLINK), SCMP_A2(SCMP_CMP_EQ, NETLINK_ROUTE));
 	if (r < 0)
 		return r;
+	/* The audit socket stays refused, but with the answer of a kernel built without audit:
+	 * libpam (runuser, su, sudo), shadow's tools and sshd treat EPROTONOSUPPORT as "no
+	 * audit here" and go on, where EPERM is fatal to them ("audit_open() failed"). A call
+	 * let through would return a socket, so this errno is the filter's alone. */
+	r = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPROTONOSUPPORT), SCMP_SYS(socket), 2,
+			     SCMP_A0(SCMP_CMP_EQ, AF_NETLINK), SCMP_A2(SCMP_CMP_EQ, NETLINK_AUDIT));
+	if (r < 0)
+		return r;
 
 	/* Everyone: ioctl, except terminal input injection (TIOCSTI, TIOCLINUX). */
 	r = add_ioctl_rules(ctx);
