@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 import isola_client as ic
-from seclib import parse_probe, run_probe
+from seclib import ROOT_CAPS, parse_probe, run_probe
 
 # Issue 3's list, each as the probe attempts it.
 DENIED_EPERM = [
@@ -51,19 +51,25 @@ def probe(api, sandbox):
     return run_probe(api, sandbox["id"])
 
 
-def test_status_no_privileges(probe):
+def test_status_root_holds_only_the_default_set(probe):
+    """Root holds the documented default set in its user namespace, nothing inheritable or
+    ambient; no_new_privs and the filter are on (docs/process-tier.md, "Capabilities")."""
     st = probe["status"]
     assert st["NoNewPrivs"] == ["1"], st
     assert st["Seccomp"] == ["2"], st
     assert st["Seccomp_filters"] == ["1"], st
-    for cap in ("CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb"):
+    for cap in ("CapPrm", "CapEff", "CapBnd"):
+        assert int(st[cap][0], 16) == ROOT_CAPS, f"{cap} = {st[cap]}"
+    for cap in ("CapInh", "CapAmb"):
         assert int(st[cap][0], 16) == 0, f"{cap} = {st[cap]}"
 
 
 @pytest.mark.parametrize("user", ["root", "user"])
 def test_every_exec_path_has_no_privileges(api, sandbox, user):
-    """Foreground exec, background process and PTY process, as root and as a user: all five
-    capability sets empty, no_new_privs, the filter, a session of its own."""
+    """Foreground exec, background process and PTY process, as root and as a user: root holds
+    the default set and nothing more, a user holds nothing (the bounding set is the default
+    set for both), nothing inheritable or ambient; no_new_privs, the filter, a session of its
+    own."""
     sid = sandbox["id"]
     run_probe(api, sid, "status")  # installs /tmp/isola-probe
     api.exec(sid, cmd=["chmod", "0755", "/tmp/isola-probe"], user="root")
@@ -81,8 +87,10 @@ def test_every_exec_path_has_no_privileges(api, sandbox, user):
         st = p["status"]
         where = ["exec", "process", "pty process"][i]
         assert st["NoNewPrivs"] == ["1"] and st["Seccomp"] == ["2"], (where, st)
-        for cap in ("CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb"):
-            assert int(st[cap][0], 16) == 0, f"{where} as {user}: {cap} = {st[cap]}"
+        held = ROOT_CAPS if user == "root" else 0
+        for cap, want_caps in (("CapInh", 0), ("CapPrm", held), ("CapEff", held),
+                               ("CapBnd", ROOT_CAPS), ("CapAmb", 0)):
+            assert int(st[cap][0], 16) == want_caps, f"{where} as {user}: {cap} = {st[cap]}"
         want = "0" if user == "root" else "1000"
         assert st["Uid"] == [want] * 4, (where, st["Uid"])
         s = p["session"]
