@@ -6,7 +6,6 @@
 #include <fcntl.h>
 #include <grp.h>
 #include <linux/capability.h>
-#include <linux/securebits.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -122,14 +121,12 @@ static __attribute__((noreturn)) void child(const struct spawn_req *r, int efd)
 			child_fail(efd, STEP_CAPS, errno);
 	}
 	prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0);
-	/* The kernel's default uid rules, locked so nobody changes them: root keeps its
-	 * capabilities across execve, a switch from uid 0 to another uid (setuid below, or
-	 * runuser/su inside) clears every set, and KEEP_CAPS cannot be turned on to keep
-	 * them past that switch. */
-	if (prctl(PR_SET_SECUREBITS,
-		  SECBIT_NOROOT_LOCKED | SECBIT_NO_SETUID_FIXUP_LOCKED | SECBIT_KEEP_CAPS_LOCKED,
-		  0, 0, 0) < 0 &&
-	    !may_skip(u, errno))
+	/* The kernel's default uid rules (no securebits), as under Docker: root keeps its
+	 * capabilities across execve, and a switch from uid 0 to another uid (setuid below, or
+	 * runuser/su inside) clears permitted and effective. Root may set securebits for its
+	 * own processes later (it holds SETPCAP); none of them adds anything beyond the
+	 * bounding set, and a non-root execve gains nothing whatever they say. */
+	if (prctl(PR_SET_SECUREBITS, 0, 0, 0, 0) < 0 && !may_skip(u, errno))
 		child_fail(efd, STEP_SECUREBITS, errno);
 	if (setgroups((size_t)u->ngroups, u->groups) < 0 && !may_skip(u, errno))
 		child_fail(efd, STEP_SETGROUPS, errno);

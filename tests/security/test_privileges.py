@@ -78,7 +78,7 @@ def test_host_setuid_binaries_gain_nothing(api, sandbox):
 
 def test_setuid_in_writable_layer_does_not_help_root_either(api, sandbox):
     """Sandbox root running a setuid-root binary holds the default set and nothing beyond
-    it: the bounding set is that set, and securebits are locked."""
+    it: the bounding set is that set, and no_new_privs forbids any gain at execve."""
     sid = sandbox["id"]
     install_probe(api, sid, "/tmp/p")
     api.sh(sid, "cp /tmp/p /tmp/suid2 && chmod 4755 /tmp/suid2")
