@@ -204,3 +204,16 @@ def test_caps_survive_hibernate_fork_and_restart(isolad, sdk):
         for f in forks:
             f.delete()
         sb.delete()
+
+
+@pytest.mark.tiers("process", "microvm")
+def test_create_options_apply_on_every_tier(sdk, tier):
+    """The microvm tier's guest agent gets the set on the kernel command line (isola.caps=)
+    and applies it as the process tier's agent does."""
+    with sdk.create_sandbox(tier=tier, cap_drop=["ALL"], cap_add=["CHOWN"]) as sb:
+        st = caps_of(sb)
+        assert st["CapEff"] == st["CapPrm"] == st["CapBnd"] == 1, {
+            k: hex(v) for k, v in st.items()}
+        assert caps_of(sb, user="user")["CapEff"] == 0
+        ok(sb, "touch /tmp/f && chown 42 /tmp/f")
+        assert sb.exec("chmod 600 /tmp/f && chmod 644 /tmp/f", user="user").exit_code != 0
