@@ -366,6 +366,7 @@ static void caps_apply(void)
 	unsigned long long mask;
 
 	cmdline_get("isola.caps", val, sizeof(val));
+	agent_root_caps = CAPS_DEFAULT_MASK;
 	if (!val[0])
 		return;
 	errno = 0;

@@ -21,7 +21,7 @@
 
 extern char **environ;
 
-uint64_t agent_root_caps = CAPS_DEFAULT_MASK;
+uint64_t agent_root_caps; /* none until a sandbox's boot says (main.c) */
 
 /* What the child reports through the cloexec pipe when a step fails. */
 struct spawn_fail {

@@ -6,16 +6,17 @@
 #include <strings.h>
 
 struct cap_info {
-	const char *name;     /* "CAP_CHOWN"...; NULL = no capability here */
-	enum caps_class cls;  /* default, opt-in or never */
-	const char *why;      /* never: what it would reach; others: NULL */
+	const char *name;    /* "CAP_CHOWN"...; NULL = no capability here */
+	enum caps_class cls; /* default, opt-in or never */
+	const char *why;     /* never: what it would reach; others: NULL */
 };
 
 /* Indexed by capability number. Why each class: docs/process-tier.md "Capabilities". */
 static const struct cap_info table[] = {
 	[0] = {"CAP_CHOWN", CAPS_DEFAULT, NULL},
 	[1] = {"CAP_DAC_OVERRIDE", CAPS_DEFAULT, NULL},
-	[2] = {"CAP_DAC_READ_SEARCH", CAPS_NEVER, "open_by_handle_at reaches files outside the root"},
+	[2] = {"CAP_DAC_READ_SEARCH", CAPS_NEVER,
+	       "open_by_handle_at reaches files outside the root"},
 	[3] = {"CAP_FOWNER", CAPS_DEFAULT, NULL},
 	[4] = {"CAP_FSETID", CAPS_DEFAULT, NULL},
 	[5] = {"CAP_KILL", CAPS_DEFAULT, NULL},
@@ -25,8 +26,10 @@ static const struct cap_info table[] = {
 	[9] = {"CAP_LINUX_IMMUTABLE", CAPS_NEVER, "immutable files isolad could not remove"},
 	[10] = {"CAP_NET_BIND_SERVICE", CAPS_DEFAULT, NULL},
 	[11] = {"CAP_NET_BROADCAST", CAPS_OPT_IN, NULL},
-	[12] = {"CAP_NET_ADMIN", CAPS_NEVER, "it reconfigures the sandbox's network and its policy"},
-	[13] = {"CAP_NET_RAW", CAPS_NEVER, "raw and packet sockets bypass the egress policy's model"},
+	[12] = {"CAP_NET_ADMIN", CAPS_NEVER,
+		"it reconfigures the sandbox's network and its policy"},
+	[13] = {"CAP_NET_RAW", CAPS_NEVER,
+		"raw and packet sockets bypass the egress policy's model"},
 	[14] = {"CAP_IPC_LOCK", CAPS_OPT_IN, NULL},
 	[15] = {"CAP_IPC_OWNER", CAPS_OPT_IN, NULL},
 	[16] = {"CAP_SYS_MODULE", CAPS_NEVER, "kernel modules"},

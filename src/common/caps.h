@@ -28,8 +28,8 @@ enum caps_class {
 
 /* CHOWN, DAC_OVERRIDE, FOWNER, FSETID, KILL, SETGID, SETUID, SETPCAP, NET_BIND_SERVICE,
  * SYS_CHROOT, AUDIT_WRITE, SETFCAP. */
-#define CAPS_DEFAULT_MASK                                                                        \
-	((1ull << 0) | (1ull << 1) | (1ull << 3) | (1ull << 4) | (1ull << 5) | (1ull << 6) |     \
+#define CAPS_DEFAULT_MASK                                                                          \
+	((1ull << 0) | (1ull << 1) | (1ull << 3) | (1ull << 4) | (1ull << 5) | (1ull << 6) |       \
 	 (1ull << 7) | (1ull << 8) | (1ull << 10) | (1ull << 18) | (1ull << 29) | (1ull << 31))
 
 #define CAPS_MAX 64 /* capability numbers are 0..63 in a mask */

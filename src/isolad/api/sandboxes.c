@@ -13,9 +13,9 @@
 #include "../core/core.h"
 
 static const char *const create_fields[] = {
-	"template",	"tier",	       "cpu",	   "memory",  "disk",	"pids",
-	"env",		"workdir",     "user",	   "ttl",     "labels", "on_timeout",
-	"idle_timeout", "auto_resume", "snapshot", "network", "cap_add", "cap_drop", NULL,
+	"template", "tier",    "cpu",	  "memory",   "disk",	    "pids",	    "env",
+	"workdir",  "user",    "ttl",	  "labels",   "on_timeout", "idle_timeout", "auto_resume",
+	"snapshot", "network", "cap_add", "cap_drop", NULL,
 };
 
 /* Applies one of cap_add/cap_drop to *mask. UNTRUSTED: the client's list, each entry a
@@ -39,8 +39,8 @@ static int apply_cap_list(const json_t *b, const char *field, bool add, uint64_t
 
 		if (!name || strlen(name) > 64)
 			return isola_err_set(err, EINVAL, "invalid",
-					     "field `%s`: entry %zu is not a capability name", field,
-					     i);
+					     "field `%s`: entry %zu is not a capability name",
+					     field, i);
 		if (!add && !strcasecmp(name, "ALL")) {
 			*mask = 0;
 			continue;

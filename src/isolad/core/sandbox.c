@@ -229,9 +229,10 @@ int sandbox_spec_load(struct sandbox *s, const char *text, struct isola_err **er
 	json_unpack(j, "{s?I}", "caps", &caps);
 	if (caps < 0 || !caps_mask_allowed((uint64_t)caps)) {
 		json_decref(j);
-		return isola_err_set(err, EINVAL, "internal",
-				     "sandbox `%s`: stored capabilities %#llx include a refused one",
-				     s->id, (unsigned long long)caps);
+		return isola_err_set(
+			err, EINVAL, "internal",
+			"sandbox `%s`: stored capabilities %#llx include a refused one", s->id,
+			(unsigned long long)caps);
 	}
 	s->spec.caps = (uint64_t)caps;
 	snprintf(s->template_name, sizeof(s->template_name), "%s", tname);
