@@ -31,6 +31,8 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "common/caps.h"
+
 /*
  * The plan (docs/process-tier.md): one SOCK_SEQPACKET message from isolad with a
  * JSON object and SCM_RIGHTS fds. isolad is trusted, but the plan is still checked
@@ -486,16 +488,18 @@ static void loopback_up(void)
 	close(s);
 }
 
-/* Drops to the capabilities setup.h lists (bounding set too), in the sandbox's
- * user namespace only. Without CAP_SYS_ADMIN the agent cannot remount, unshare
- * or undo any of the above even if a seccomp bug let the syscall through. */
-static void drop_caps(void)
+/* Drops to what the agent needs itself (switching to a sandbox user, signalling its
+ * processes, creating files for them) plus the sandbox root's set (root_caps, which
+ * spawn.c hands to uid-0 processes), bounding set too, in the sandbox's user namespace only.
+ * Without CAP_SYS_ADMIN the agent cannot remount, unshare or undo any of the above even if
+ * a seccomp bug let the syscall through. */
+static void drop_caps(uint64_t root_caps)
 {
 	static const int keep[] = {CAP_SETUID, CAP_SETGID,	 CAP_SETPCAP, CAP_KILL,
 				   CAP_CHOWN,  CAP_DAC_OVERRIDE, CAP_FOWNER};
 	struct __user_cap_header_struct h = {.version = _LINUX_CAPABILITY_VERSION_3};
 	struct __user_cap_data_struct d[2];
-	uint64_t mask = 0;
+	uint64_t mask = root_caps;
 	int last = CAP_LAST_CAP;
 	FILE *f = fopen("/proc/sys/kernel/cap_last_cap", "re");
 
@@ -540,11 +544,11 @@ static void install_seccomp(int memfd)
 	close(memfd);
 }
 
-int agent_setup_run(int setup_fd)
+int agent_setup_run(int setup_fd, uint64_t *root_caps)
 {
 	struct plan p = {.json = NULL};
 	struct masker mk = {.empty = -1};
-	json_t *fds, *binds, *b;
+	json_t *fds, *binds, *b, *caps;
 	const char *hostname;
 	int listen_fd, rootfs, upper, sc, stage, rootfd, t, m;
 	uint64_t shm;
@@ -567,6 +571,15 @@ int agent_setup_run(int setup_fd)
 	nofile = json_integer_value(json_object_get(p.json, "nofile"));
 	shm = (uint64_t)json_integer_value(json_object_get(p.json, "shm_bytes"));
 	p.no_openat2 = json_is_true(json_object_get(p.json, "no_openat2"));
+	/* The sandbox root's capabilities (absent: the default set). isolad validated them;
+	 * a mask with a never-listed bit is refused here too, so no plan can grant one. */
+	caps = json_object_get(p.json, "caps");
+	if (caps) {
+		if (!json_is_integer(caps) || json_integer_value(caps) < 0 ||
+		    !caps_mask_allowed((uint64_t)json_integer_value(caps)))
+			fail("plan: bad caps");
+		*root_caps = (uint64_t)json_integer_value(caps);
+	}
 	if (json_integer_value(json_object_get(p.json, "version")) != 1 || !json_is_object(fds) ||
 	    !hostname || strlen(hostname) > 63 || (binds && !json_is_array(binds)))
 		fail("plan: missing or bad fields");
@@ -664,7 +677,7 @@ int agent_setup_run(int setup_fd)
 	if (setrlimit(RLIMIT_NOFILE, &rl) < 0)
 		fail_errno("RLIMIT_NOFILE");
 
-	drop_caps();
+	drop_caps(*root_caps);
 	/* No setuid binary can ever raise privileges again (also required for an
 	 * unprivileged seccomp filter); not dumpable: no ptrace attach, /proc/1 is root's. */
 	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0 || prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) < 0)

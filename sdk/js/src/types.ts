@@ -30,6 +30,11 @@ export interface CreateSandboxOptions {
   /** seconds without API use, CPU use, streams or user processes; 0 = off */
   idle_timeout?: number;
   auto_resume?: boolean;
+  /** capabilities root gains beyond the default set ("NET_BROADCAST", "CAP_SYS_NICE", ...);
+   *  never-listed ones (SYS_ADMIN, NET_ADMIN, SYS_PTRACE, ...) are refused with 400 */
+  cap_add?: string[];
+  /** capabilities root gives up ("ALL" = every one); applied before cap_add */
+  cap_drop?: string[];
 }
 
 /** What survives each operation on this sandbox's tier. */
@@ -115,6 +120,8 @@ export interface SandboxInfo {
   env?: Record<string, string>;
   workdir?: string;
   user?: string;
+  /** what the sandbox's root holds ("CAP_CHOWN", ...); every process's bounding set */
+  capabilities?: string[];
   [key: string]: unknown;
 }
 

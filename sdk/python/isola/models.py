@@ -42,6 +42,7 @@ class SandboxInfo:
     env: Dict[str, str] = field(default_factory=dict)
     workdir: Optional[str] = None
     user: Optional[str] = None
+    capabilities: List[str] = field(default_factory=list)  # what the sandbox's root holds
     raw: Dict[str, Any] = field(default_factory=dict, repr=False)
 
     @classmethod
@@ -54,7 +55,8 @@ class SandboxInfo:
             persistence=dict(d.get("persistence") or {}), error=d.get("error"),
             cpu=d.get("cpu", limits.get("cpu")), memory=d.get("memory", limits.get("memory")),
             disk=d.get("disk", limits.get("disk")), pids=d.get("pids", limits.get("pids")),
-            env=dict(d.get("env") or {}), workdir=d.get("workdir"), user=d.get("user"), raw=d)
+            env=dict(d.get("env") or {}), workdir=d.get("workdir"), user=d.get("user"),
+            capabilities=list(d.get("capabilities") or []), raw=d)
 
 
 @dataclass
