@@ -24,7 +24,7 @@ d = pathlib.Path(sys.argv[1])
 export ISOLA_TEST_IMAGE=$IMG/img.tar
 
 isolad_start || exit 1
-timeout 300 node --test --test-concurrency=1 --test-timeout=120000 \
+timeout 900 node --test --test-concurrency=1 --test-timeout=120000 \
 	--test-reporter=spec --test-reporter-destination=stdout \
 	--test-reporter=junit --test-reporter-destination="$JUNIT" \
 	"$HERE"/*.test.mjs
