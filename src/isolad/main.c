@@ -14,6 +14,7 @@
 
 #include "../common/err.h"
 #include "../common/log.h"
+#include "../common/util.h"
 #include "api/api.h"
 #include "core/core.h"
 #include "core/pool.h"
@@ -32,7 +33,7 @@ static void usage(FILE *f)
 		   "              [--audit-segment-records N] [--audit-seal-interval SECONDS]\n"
 		   "              [--audit-retention SECONDS] [--cpu-overcommit X]\n"
 		   "              [--memory-overcommit X] [--accel auto|kvm|tcg]\n"
-		   "              [--snapshot-dir DIR]\n"
+		   "              [--snapshot-dir DIR] [--tombstone-ttl DURATION]\n"
 		   "              [--expose-listen HOST:PORT] [--expose-domain DOMAIN]\n"
 		   "              [--expose-max-conns N] [--pool TEMPLATE:TIER:N]...\n" NET_USAGE);
 }
@@ -98,6 +99,7 @@ int main(int argc, char **argv)
 		{"memory-overcommit", required_argument, NULL, 1005},
 		{"accel", required_argument, NULL, 1006},
 		{"snapshot-dir", required_argument, NULL, 1007},
+		{"tombstone-ttl", required_argument, NULL, 1008},
 		{"expose-listen", required_argument, NULL, 1101},
 		{"expose-domain", required_argument, NULL, 1102},
 		{"expose-max-conns", required_argument, NULL, 1103},
@@ -190,6 +192,19 @@ int main(int argc, char **argv)
 				cfg.cpu_overcommit = v;
 			else
 				cfg.memory_overcommit = v;
+			break;
+		}
+		case 1008: { /* records of ended sandboxes (docs/lifecycle-records.md) */
+			uint64_t v;
+
+			if (util_parse_duration(optarg, 366ull * 86400, &v) < 0) {
+				fprintf(stderr,
+					"isolad: --tombstone-ttl `%s`: expected a duration such as "
+					"24h, 90m or 0 (off), at most 366d\n",
+					optarg);
+				return 2;
+			}
+			cfg.tombstone_ttl_s = (uint32_t)v;
 			break;
 		}
 		case 1301: /* --pool TEMPLATE:TIER:N, repeatable (docs/persistence.md) */

@@ -48,9 +48,11 @@ static const struct api_route api_routes[] = {
 	ROUTE("GET", "/v1/doctor", api_doctor),
 	ROUTE_JSON("POST", "/v1/sandboxes", api_sandbox_create),
 	ROUTE("GET", "/v1/sandboxes", api_sandbox_list),
+	ROUTE_JSON("POST", "/v1/sandboxes/prune", api_sandbox_prune),
 	ROUTE("GET", "/v1/sandboxes/{id}", api_sandbox_get),
 	ROUTE("DELETE", "/v1/sandboxes/{id}", api_sandbox_delete),
 	ROUTE("GET", "/v1/sandboxes/{id}/console", api_sandbox_console),
+	ROUTE("GET", "/v1/sandboxes/{id}/wait", api_sandbox_wait),
 	ROUTE_JSON("POST", "/v1/sandboxes/{id}/timeout", api_sandbox_timeout),
 	ROUTE_JSON("POST", "/v1/sandboxes/{id}/exec", api_exec),
 	ROUTE_JSON("POST", "/v1/sandboxes/{id}/processes", api_proc_start),
@@ -114,6 +116,13 @@ static const struct api_route api_routes[] = {
 const char *api_query(struct api_req *r, const char *key)
 {
 	return MHD_lookup_connection_value(r->conn, MHD_GET_ARGUMENT_KIND, key);
+}
+
+bool api_query_true(struct api_req *r, const char *key)
+{
+	const char *v = api_query(r, key);
+
+	return v && (!strcmp(v, "true") || !strcmp(v, "1") || !strcmp(v, "yes"));
 }
 
 const char *api_header(struct api_req *r, const char *key)
@@ -349,11 +358,45 @@ static bool transfer_encoding_is_refused(struct api_req *r, unsigned *n)
 	return f.n_te > 1 || f.te_other;
 }
 
+/*
+ * {id} of a sandbox route names a sandbox by id or by name: a live one's name becomes its id
+ * here, once, for every handler; an ended one (a tombstone) answers 410 `sandbox_ended` with
+ * why and when (the wait route answers the tombstone itself). Anything else goes on to the
+ * handler, which answers 404 as before.
+ */
+static bool resolve_sandbox(struct api_req *r, unsigned i, enum MHD_Result *ret)
+{
+	char id[40];
+	char msg[512];
+	json_t *ended = NULL, *body;
+
+	if (core_sandbox_resolve_for(r->srv->core, api_tenant(r), r->match.values[i], id,
+				     sizeof(id), &ended) == 0) {
+		snprintf(r->match.values[i], sizeof(r->match.values[i]), "%s", id);
+		return false;
+	}
+	if (!ended || r->route->handle == api_sandbox_wait) {
+		json_decref(ended);
+		return false;
+	}
+	core_tombstone_message(ended, msg, sizeof(msg));
+	body = api_error_json("sandbox_ended", msg);
+	json_object_set(body, "end_reason", json_object_get(ended, "end_reason"));
+	json_object_set(body, "ended_at", json_object_get(ended, "ended_at"));
+	json_object_set(body, "detail", json_object_get(ended, "detail"));
+	json_object_set(body, "id", json_object_get(ended, "id"));
+	json_decref(ended);
+	snprintf(r->err_code, sizeof(r->err_code), "sandbox_ended");
+	*ret = api_respond_json(r, 410, body);
+	return true;
+}
+
 /* First call for a request: authenticate, route, check declared sizes, begin a stream. */
 static enum MHD_Result request_begin(struct api_listener *lst, struct api_req *r, const char *url,
 				     const char *method)
 {
 	cleanup_err struct isola_err *err = NULL;
+	enum MHD_Result ret410;
 	char allow[64];
 	bool known;
 	uint64_t cl;
@@ -416,6 +459,8 @@ static enum MHD_Result request_begin(struct api_listener *lst, struct api_req *r
 		name[nl] = '\0';
 		if (api_param_check(name, r->match.values[i], &err) < 0)
 			return api_respond_err(r, err);
+		if (!strcmp(name, "id") && resolve_sandbox(r, i, &ret410))
+			return ret410;
 	}
 	cl = content_length(r, &known);
 	if (r->route->body == API_BODY_JSON && known && cl > API_MAX_JSON_BODY)
