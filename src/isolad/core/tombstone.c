@@ -29,6 +29,13 @@ int core_name_check_locked(struct core *c, const struct sandbox *s, struct isola
 	return 0;
 }
 
+/* True while a tombstone ended at `ended_at` is within the TTL (the monitor trims the rest
+ * once a minute; until then they are not shown). */
+static bool tomb_current(const struct core *c, double ended_at)
+{
+	return c->cfg.tombstone_ttl_s && util_wall_time() - ended_at <= c->cfg.tombstone_ttl_s;
+}
+
 int core_sandbox_resolve_for(struct core *c, const char *tenant, const char *ref, char *id,
 			     size_t n, json_t **ended)
 {
@@ -57,7 +64,8 @@ int core_sandbox_resolve_for(struct core *c, const char *tenant, const char *ref
 		return 0;
 	if (ended && c->cfg.tombstone_ttl_s &&
 	    store_tombstone_find(c->store, tenant, ref, &t, NULL) == 0) {
-		*ended = json_loads(t.body ? t.body : "", 0, NULL);
+		if (tomb_current(c, t.ended_at))
+			*ended = json_loads(t.body ? t.body : "", 0, NULL);
 		store_tombstone_fini(&t);
 	}
 	return -ENOENT;
@@ -175,7 +183,9 @@ int core_tombstone_list_for(struct core *c, const char *tenant, const json_t *fi
 	if (r < 0)
 		return r;
 	for (size_t i = 0; i < n; i++) {
-		json_t *j = json_loads(rows[i].body ? rows[i].body : "", 0, NULL);
+		json_t *j = tomb_current(c, rows[i].ended_at)
+				    ? json_loads(rows[i].body ? rows[i].body : "", 0, NULL)
+				    : NULL;
 
 		if (j && tomb_labels_match(json_object_get(j, "labels"), filter))
 			json_array_append(arr, j);
