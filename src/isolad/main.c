@@ -2,6 +2,7 @@
 /* isolad: the daemon — parse flags, start the core and the API, wait for a stop signal. */
 #include <errno.h>
 #include <getopt.h>
+#include <grp.h>
 #include <libgen.h>
 #include <limits.h>
 #include <signal.h>
@@ -34,6 +35,7 @@ static void usage(FILE *f)
 		   "              [--audit-retention SECONDS] [--cpu-overcommit X]\n"
 		   "              [--memory-overcommit X] [--accel auto|kvm|tcg]\n"
 		   "              [--snapshot-dir DIR] [--tombstone-ttl DURATION]\n"
+		   "              [--socket-group GROUP]\n"
 		   "              [--expose-listen HOST:PORT] [--expose-domain DOMAIN]\n"
 		   "              [--expose-max-conns N] [--pool TEMPLATE:TIER:N]...\n" NET_USAGE);
 }
@@ -100,6 +102,7 @@ int main(int argc, char **argv)
 		{"accel", required_argument, NULL, 1006},
 		{"snapshot-dir", required_argument, NULL, 1007},
 		{"tombstone-ttl", required_argument, NULL, 1008},
+		{"socket-group", required_argument, NULL, 1009},
 		{"expose-listen", required_argument, NULL, 1101},
 		{"expose-domain", required_argument, NULL, 1102},
 		{"expose-max-conns", required_argument, NULL, 1103},
@@ -109,7 +112,8 @@ int main(int argc, char **argv)
 	};
 	cleanup_err struct isola_err *err = NULL;
 	struct core_config cfg;
-	struct api_config api = {.socket_path = DEFAULT_SOCKET, .max_upload_bytes = 8ull << 30};
+	struct api_config api = {.socket_path = DEFAULT_SOCKET, .max_upload_bytes = 8ull << 30,
+				 .socket_gid = -1};
 	const char *agent_flag = NULL;
 	char agent[PATH_MAX], spool[PATH_MAX];
 	struct core *core = NULL;
@@ -205,6 +209,19 @@ int main(int argc, char **argv)
 				return 2;
 			}
 			cfg.tombstone_ttl_s = (uint32_t)v;
+			break;
+		}
+		case 1009: { /* the socket's group (scripts/install.sh: `isola`) */
+			struct group *g = getgrnam(optarg);
+
+			if (!g) {
+				fprintf(stderr,
+					"isolad: --socket-group `%s`: no such group (create it: "
+					"groupadd --system %s)\n",
+					optarg, optarg);
+				return 2;
+			}
+			api.socket_gid = (long)g->gr_gid;
 			break;
 		}
 		case 1301: /* --pool TEMPLATE:TIER:N, repeatable (docs/persistence.md) */

@@ -584,7 +584,24 @@ static void on_log(void *cls, const char *fmt, va_list ap)
 	log_warn("http: %s", buf);
 }
 
-static int unix_listen(const char *path, struct isola_err **err)
+/* Lets group `gid` through the socket's directory: when isolad owns it and it is not
+ * world-writable (never /tmp), its group becomes gid with g+x. */
+static int socket_dir_share(const char *dir, gid_t gid, struct isola_err **err)
+{
+	struct stat st;
+
+	if (stat(dir, &st) < 0)
+		return isola_err_sys(err, errno, NULL, "stat `%s`", dir);
+	if (st.st_uid != geteuid() || (st.st_mode & S_IWOTH))
+		return 0;
+	if ((st.st_gid != gid && chown(dir, (uid_t)-1, gid) < 0) ||
+	    chmod(dir, (st.st_mode & 07777) | S_IXGRP) < 0)
+		return isola_err_sys(err, errno, NULL, "give group %u access to `%s`",
+				     (unsigned)gid, dir);
+	return 0;
+}
+
+static int unix_listen(const char *path, long gid, struct isola_err **err)
 {
 	struct sockaddr_un sa = {.sun_family = AF_UNIX};
 	cleanup_fd int fd = -1;
@@ -605,6 +622,8 @@ static int unix_listen(const char *path, struct isola_err **err)
 		r = util_mkdir_p(dir, 0700);
 		if (r < 0)
 			return isola_err_sys(err, -r, NULL, "create directory `%s`", dir);
+		if (gid >= 0 && socket_dir_share(dir, (gid_t)gid, err) < 0)
+			return -EPERM;
 	}
 	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	if (fd < 0)
@@ -624,8 +643,10 @@ static int unix_listen(const char *path, struct isola_err **err)
 	}
 	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0)
 		return isola_err_sys(err, errno, NULL, "bind `%s`", path);
-	/* 0600 before listen: the mode is the unix socket's only authentication. */
-	if (chmod(path, 0600) < 0) {
+	/* 0600 (or 0660 to the socket group) before listen: the mode is the unix socket's only
+	 * authentication; a member of that group is the operator, as root is. */
+	if ((gid >= 0 && chown(path, (uid_t)-1, (gid_t)gid) < 0) ||
+	    chmod(path, gid >= 0 ? 0660 : 0600) < 0) {
 		r = errno;
 		unlink(path);
 		return isola_err_sys(err, r, NULL, "chmod `%s`", path);
@@ -742,7 +763,7 @@ int api_server_start(struct core *c, const struct api_config *cfg, struct api_se
 		 cfg->spool_dir ? cfg->spool_dir : "/var/lib/isola/tmp");
 	pthread_mutex_init(&s->lock, NULL);
 	pthread_cond_init(&s->cond, NULL);
-	ufd = unix_listen(cfg->socket_path, err);
+	ufd = unix_listen(cfg->socket_path, cfg->socket_gid, err);
 	if (ufd < 0) {
 		r = ufd;
 		goto err_free;
