@@ -143,7 +143,7 @@ int core_snapshot_delete_for(struct core *c, const char *tenant, const char *nam
 json_t *core_persistence_json(const struct tier_ops *t);
 
 /*
- * Names and tombstones (docs/lifecycle-records.md). A name is [a-z0-9][a-z0-9_.-]{0,62},
+ * Names and tombstones (docs/tombstones.md). A name is [a-z0-9][a-z0-9_.-]{0,62},
  * unique per tenant among live sandboxes (create answers 409 `name_taken` naming the holder).
  * An ended sandbox (destroyed, expired, idle, failed) leaves a tombstone, a small record kept
  * core_config.tombstone_ttl_s (at most CORE_MAX_TOMBSTONES of them) in the store.
