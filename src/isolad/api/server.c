@@ -213,7 +213,8 @@ static bool token_equal(const char *a, size_t alen, const char *b)
 }
 
 /* The unix socket's caller: the built-in admin of `default` (the socket is 0600, so only
- * root or isolad's uid get here); the peer uid goes into the audit trail. */
+ * root or isolad's uid get here — or 0660 with --socket-group, and then that group's members,
+ * whom the operator chose to trust alike); the peer uid goes into the audit trail. */
 static void unix_principal(struct api_req *r)
 {
 	const union MHD_ConnectionInfo *ci =
