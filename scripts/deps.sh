@@ -9,6 +9,7 @@ PKGS=(
 	libjansson-dev libmicrohttpd-dev libsqlite3-dev libseccomp-dev libarchive-dev
 	libsodium-dev nettle-dev libcurl4-openssl-dev
 	libnl-route-3-dev libnftables-dev libldns-dev # sandbox network (docs/network.md)
+	zlib1g-dev # gzip-encoded E2B /files (src/isolad/e2b/gzip.c)
 	# run
 	iproute2 uidmap qemu-system-x86 qemu-utils e2fsprogs
 	# test and bench

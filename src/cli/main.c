@@ -46,7 +46,7 @@ static const struct cli_cmd commands[] = {
 	{"snapshot", cmd_snapshot, "create|ls|delete ...", "named snapshots of sandboxes"},
 	{"bench", cmd_bench, "[-n N] [-c K] [--no-peers]",
 	 "time the create-write-exec-destroy loop beside bwrap and runc"},
-	{"mcp", cmd_mcp, "", "serve sandbox tools over the Model Context Protocol (stdio)"},
+	{"mcp", cmd_mcp, "[--allow-host-path DIR]... [--keep]", "serve sandbox tools over the Model Context Protocol (stdio)"},
 	{"token", cmd_token, "create|ls|revoke ...", "manage API tokens (admin)"},
 	{"tenant", cmd_tenant, "create|ls|rm ...", "manage tenants and quotas (operator)"},
 	{"audit", cmd_audit, "verify|export ...", "check and export the audit trail (operator)"},

@@ -78,6 +78,7 @@ static const struct api_route api_routes[] = {
 	ROUTE_STREAM("POST", "/v1/templates", api_template_import_begin, api_template_import_data, api_template_import_end),
 	ROUTE("DELETE", "/v1/templates/{name}", api_template_delete),
 	ROUTE("GET", "/v1/sandboxes/{id}/stats", api_sandbox_stats),
+	ROUTE("GET", "/v1/sandboxes/{id}/metrics", api_sandbox_metrics),
 	ROUTE("GET", "/metrics", api_metrics),
 	ROUTE("GET", "/v1/whoami", api_whoami),
 	ROUTE_JSON("POST", "/v1/tokens", api_token_create),
