@@ -20,6 +20,7 @@ PKGS=(
 	nftables # nft: tests/security/test_network_boundary.py reads and deletes isolad's table
 	zstd git procps curl # test_persist_process.py, test_allowed.py, pgrep/free, bench and quickstart
 	systemd # systemctl: scripts/install.sh enables isolad.service where systemd runs
+	debootstrap # a Debian minbase template for package installs (test_root_caps.py)
 )
 
 missing=()

@@ -171,6 +171,11 @@ struct spawn_req {
 /* Forks and execs r. Returns 0 with *pid set once execve succeeded, or -errno with
  * *what naming the failed step ("execve", "chdir", "setuid", ...). */
 int spawn_process(const struct spawn_req *r, pid_t *pid, const char **what);
+/* The capabilities uid 0 holds in this sandbox (mask, common/caps.h): every spawned process's
+ * bounding set; root's permitted and effective sets, nobody else's. Set once at boot (setup's
+ * plan, or the guest's isola.caps, default CAPS_DEFAULT_MASK) before the first spawn; 0 (none)
+ * in standalone `--listen` mode, where uid 0 would be the host's root. */
+extern uint64_t agent_root_caps;
 /* Opens a pty pair: *master (non-blocking, cloexec) and the slave's path. 0 or -errno. */
 int pty_open(int *master, char *slave, size_t slave_len, unsigned cols, unsigned rows);
 /* Sets the window size. 0 or -errno. */

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/xattr.h>
 #include <unistd.h>
 
 #include "common/util.h"
@@ -22,6 +23,8 @@
 json_t *entry_json(const char *name, const char *path, const struct stat *st, const char *target)
 {
 	const char *type = "other";
+	char owner[64], group[64];
+	json_t *e;
 
 	if (S_ISREG(st->st_mode))
 		type = "file";
@@ -29,11 +32,75 @@ json_t *entry_json(const char *name, const char *path, const struct stat *st, co
 		type = "dir";
 	else if (S_ISLNK(st->st_mode))
 		type = "symlink";
-	return json_pack("{s:s,s:s,s:s,s:I,s:i,s:I,s:I,s:I,s:s?}", "name", name, "path", path,
-			 "type", type, "size", (json_int_t)st->st_size, "mode",
-			 (int)(st->st_mode & 07777), "uid", (json_int_t)st->st_uid, "gid",
-			 (json_int_t)st->st_gid, "mtime", (json_int_t)st->st_mtim.tv_sec, "target",
-			 target);
+	/* Owner and group names come from the sandbox's own /etc (never the host's); an id
+	 * without an entry has no name and clients show the number. */
+	if (users_id_name(ident_etc, false, (unsigned)st->st_uid, owner, sizeof(owner)) < 0)
+		owner[0] = '\0';
+	if (users_id_name(ident_etc, true, (unsigned)st->st_gid, group, sizeof(group)) < 0)
+		group[0] = '\0';
+	e = json_pack("{s:s,s:s,s:s,s:I,s:i,s:I,s:I,s:I,s:s?}", "name", name, "path", path, "type",
+		      type, "size", (json_int_t)st->st_size, "mode", (int)(st->st_mode & 07777),
+		      "uid", (json_int_t)st->st_uid, "gid", (json_int_t)st->st_gid, "mtime",
+		      (json_int_t)st->st_mtim.tv_sec, "target", target);
+	if (e && owner[0])
+		json_object_set_new(e, "owner", json_string(owner));
+	if (e && group[0])
+		json_object_set_new(e, "group", json_string(group));
+	return e;
+}
+
+/*
+ * File metadata (E2B's `files.write(..., {metadata})`): kept as user.e2b.<key> xattrs on the
+ * file itself, so it moves with a rename, goes with the file, and is carried by snapshots
+ * (which keep user.* xattrs). Limits: META_MAX entries, keys of META_KEY_MAX bytes, values
+ * of META_VALUE_MAX; isolad enforces the same ones before the request gets here.
+ */
+#define META_PREFIX	"user.e2b."
+#define META_MAX	32
+#define META_KEY_MAX	128
+#define META_VALUE_MAX	1024
+#define META_LIST_BYTES 8192
+
+/* Adds "metadata" to entry e from path's user.e2b.* xattrs (regular files and directories
+ * only: user xattrs do not exist on symlinks). Missing or unreadable xattrs add nothing. */
+static void entry_add_metadata(json_t *e, const char *path, const struct stat *st)
+{
+	char names[META_LIST_BYTES], val[META_VALUE_MAX + 1];
+	json_t *m;
+	ssize_t n;
+
+	if (!e || !(S_ISREG(st->st_mode) || S_ISDIR(st->st_mode)))
+		return;
+	n = llistxattr(path, names, sizeof(names));
+	if (n <= 0)
+		return;
+	m = json_object();
+	/* UNTRUSTED: xattrs inside the sandbox, which user code may set: bounded, and only
+	 * printable ASCII keys and values are reported. */
+	for (char *k = names; k < names + n && m && json_object_size(m) < META_MAX;
+	     k += strlen(k) + 1) {
+		const char *key = k + strlen(META_PREFIX);
+		ssize_t vl;
+		bool clean = true;
+
+		if (strncmp(k, META_PREFIX, strlen(META_PREFIX)) || !*key ||
+		    strlen(key) > META_KEY_MAX)
+			continue;
+		vl = lgetxattr(path, k, val, META_VALUE_MAX);
+		if (vl < 0)
+			continue;
+		val[vl] = '\0';
+		for (ssize_t i = 0; clean && i < vl; i++)
+			clean = val[i] >= 0x20 && val[i] <= 0x7e;
+		for (const char *c = key; clean && *c; c++)
+			clean = *c > 0x20 && *c < 0x7f;
+		if (clean)
+			json_object_set_new(m, key, json_string(val));
+	}
+	if (m && json_object_size(m))
+		json_object_set_new(e, "metadata", m);
+	else
+		json_decref(m);
 }
 
 /* Stats path (not following a final symlink) into an entry; -errno. */
@@ -54,6 +121,7 @@ static int stat_entry(const char *path, json_t **out)
 			target[n] = '\0';
 	}
 	*out = entry_json(basename(copy), path, &st, n >= 0 ? target : NULL);
+	entry_add_metadata(*out, path, &st);
 	return *out ? 0 : -ENOMEM;
 }
 
@@ -120,6 +188,7 @@ static int list_dir(struct lister *l, int dfd, const char *path, const char *rel
 				target[n] = '\0';
 		}
 		e = entry_json(r, p, &st, n >= 0 ? target : NULL);
+		entry_add_metadata(e, p, &st);
 		s = e ? json_dumps(e, JSON_COMPACT) : NULL;
 		if (!s || l->used + strlen(s) + 1 > PROTO_MAX_JSON - 128 ||
 		    json_array_size(l->entries) >= LIST_MAX_ENTRIES) {
@@ -396,6 +465,7 @@ struct writer {
 	uint64_t size;		       /* bytes written */
 	char path[AGENT_MAX_PATH + 1]; /* target */
 	char tmp[AGENT_MAX_PATH + 32]; /* temp name, "" once renamed */
+	json_t *metadata;	       /* {key: value} to store as xattrs, or NULL */
 };
 
 static void write_release(struct chan *ch)
@@ -411,8 +481,53 @@ static void write_release(struct chan *ch)
 		unlink(w->tmp);
 		ident_leave();
 	}
+	json_decref(w->metadata);
 	free(w);
 	ch->state = NULL;
+}
+
+/* Checks the request's "metadata" ({key: value}, strings) into w->metadata. 0 or -1 after
+ * answering. */
+static int write_metadata_req(struct chan *ch, json_t *req, struct writer *w)
+{
+	json_t *m = json_object_get(req, "metadata"), *v;
+	const char *k;
+
+	if (!m || json_is_null(m))
+		return 0;
+	/* UNTRUSTED: checked like every request field (isolad checked it too). */
+	if (!json_is_object(m) || json_object_size(m) > META_MAX) {
+		chan_fail(ch, EINVAL, "field `metadata` must be an object of at most %d strings",
+			  META_MAX);
+		return -1;
+	}
+	json_object_foreach(m, k, v) {
+		size_t vl = json_string_length(v);
+
+		if (!json_is_string(v) || !*k || strlen(k) > META_KEY_MAX || strchr(k, '/') ||
+		    vl > META_VALUE_MAX || memchr(json_string_value(v), '\0', vl)) {
+			chan_fail(ch, EINVAL, "metadata `%.64s`: key of 1-%d bytes and a string "
+				  "value of at most %d bytes", k, META_KEY_MAX, META_VALUE_MAX);
+			return -1;
+		}
+	}
+	w->metadata = json_incref(m);
+	return 0;
+}
+
+/* Stores w->metadata on the written file as user.e2b.<key> xattrs. -errno. */
+static int write_metadata(struct writer *w)
+{
+	char name[sizeof(META_PREFIX) + META_KEY_MAX];
+	const char *k;
+	json_t *v;
+
+	json_object_foreach(w->metadata, k, v) {
+		snprintf(name, sizeof(name), META_PREFIX "%s", k);
+		if (fsetxattr(w->fd, name, json_string_value(v), json_string_length(v), 0) < 0)
+			return -errno;
+	}
+	return 0;
 }
 
 static int write_data(struct chan *ch, const uint8_t *buf, size_t len)
@@ -438,6 +553,10 @@ static int write_eof(struct chan *ch)
 		r = -errno;
 	if (!r && !w->append && fchmod(w->fd, w->mode) < 0)
 		r = -errno;
+	if (!r && w->metadata && (r = write_metadata(w)) < 0) {
+		chan_fail(ch, -r, "write `%s`: store metadata as xattrs: %s", w->path, strerror(-r));
+		return 0;
+	}
 	if (!r && !w->append) {
 		ident_enter(&ch->user);
 		if (rename(w->tmp, w->path) < 0)
@@ -481,7 +600,7 @@ int op_write(struct chan *ch, json_t *req)
 	ch->ops = &write_ops; /* release frees w on every path below */
 	if (ident_from_req(ch, req) < 0 || req_path(ch, req, "path", w->path) < 0 ||
 	    req_int(ch, req, "mode", 0644, 0, 0777, &mode) < 0 ||
-	    req_bool(ch, req, "append", false, &append) < 0)
+	    req_bool(ch, req, "append", false, &append) < 0 || write_metadata_req(ch, req, w) < 0)
 		return 0;
 	w->mode = (mode_t)mode;
 	w->append = append;

@@ -25,6 +25,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/caps.h"
 #include "common/util.h"
 
 #ifndef EXT4_IOC_RESIZE_FS
@@ -356,6 +357,41 @@ static void limits_apply(void)
 	}
 }
 
+/* E2B's default user where the image lacks it (agent/userseed.c); a failure is logged and
+ * the guest still boots (requests naming `user` then fail with "no such user"). */
+static void seed_default_user(void)
+{
+	struct users_seed us;
+	int root = open("/", O_PATH | O_DIRECTORY | O_CLOEXEC);
+	int r = root >= 0 ? users_seed_default(root, &us) : -errno;
+
+	if (r < 0)
+		fprintf(stderr, "isola-agent: guest init: add user `user`: %s\n", strerror(-r));
+	if (root >= 0)
+		close(root);
+}
+
+/* isola.caps=HEX: the capabilities uid-0 processes hold (spawn.c). The guest agent is the
+ * VM's real root, so the set only bounds what sandbox processes get; absent (an older isolad)
+ * keeps the default set, a malformed or never-listed value stops boot. */
+static void caps_apply(void)
+{
+	char val[32], *end = NULL;
+	unsigned long long mask;
+
+	cmdline_get("isola.caps", val, sizeof(val));
+	agent_root_caps = CAPS_DEFAULT_MASK;
+	if (!val[0])
+		return;
+	errno = 0;
+	mask = strtoull(val, &end, 16);
+	if (errno || !end || *end || !caps_mask_allowed(mask)) {
+		errno = EINVAL;
+		die("isola.caps=%s", val);
+	}
+	agent_root_caps = mask;
+}
+
 int guest_init(char *port, char *cport, size_t len)
 {
 	char host[80], val[32];
@@ -422,11 +458,13 @@ int guest_init(char *port, char *cport, size_t len)
 	    chdir("/") < 0)
 		die("switch to the root disk");
 	prefetch();
+	seed_default_user();
 	mount_or_die("devpts", "/dev/pts", "devpts", MS_NOSUID | MS_NOEXEC,
 		     "newinstance,ptmxmode=0666,mode=0620,gid=5");
 	mount_or_die("tmpfs", "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777");
 	mount_or_die("tmpfs", "/run", "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755");
 	limits_apply();
+	caps_apply();
 	symlink("/proc/self/fd", "/dev/fd");
 	symlink("/proc/self/fd/0", "/dev/stdin");
 	symlink("/proc/self/fd/1", "/dev/stdout");

@@ -14,6 +14,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "common/caps.h"
 #include "common/util.h"
 
 #include "guest.h"
@@ -111,6 +112,7 @@ int main(int argc, char **argv)
 		/* a virtio-serial port in a guest whose init is something else */
 		ignore_signals(true);
 		prctl(PR_SET_CHILD_SUBREAPER, 1);
+		agent_root_caps = CAPS_DEFAULT_MASK; /* a guest's root, as with /init */
 		r = guest_serial_run(argv[2], NULL);
 		fprintf(stderr, "isola-agent: serial %s: %s\n", argv[2], strerror(-r));
 		return 1;
@@ -119,7 +121,8 @@ int main(int argc, char **argv)
 #ifdef ISOLA_AGENT_HAVE_SETUP
 		standalone = false;
 		ignore_signals(standalone);
-		fd = agent_setup_run(3);
+		agent_root_caps = CAPS_DEFAULT_MASK; /* unless the plan says otherwise */
+		fd = agent_setup_run(3, &agent_root_caps);
 #else
 		fprintf(stderr, "isola-agent: built without the setup stage\n");
 		return 1;
@@ -127,7 +130,8 @@ int main(int argc, char **argv)
 	} else if (!strcmp(argv[1], "--listen") && argc == 3) {
 		standalone = true;
 		ignore_signals(standalone);
-		/* orphans of our children come to us, as they would to PID 1 */
+		/* agent_root_caps stays 0: no sandbox user namespace here, so uid 0 would be
+		 * the host's root. Orphans of our children come to us, as they would to PID 1. */
 		prctl(PR_SET_CHILD_SUBREAPER, 1);
 		fd = listen_unix(argv[2]);
 	} else {

@@ -2,6 +2,9 @@
 /* setup: the agent's first stage in the process tier — builds the sandbox it will be PID 1 of. */
 #include "setup.h"
 
+#include "common/util.h"
+#include "users.h"
+
 #include <errno.h>
 #include <dirent.h>
 #include <fcntl.h>
@@ -27,6 +30,8 @@
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
+
+#include "common/caps.h"
 
 /*
  * The plan (docs/process-tier.md): one SOCK_SEQPACKET message from isolad with a
@@ -308,6 +313,57 @@ static void mask_proc(struct masker *mk, int procfd)
 	}
 }
 
+/*
+ * /proc/sys/kernel/random/boot_id: the host's would tell every sandbox the host's boot and
+ * make a hibernated sandbox's restore look like no reboot. Each setup (a create, or the
+ * restore of a hibernated sandbox: both are a boot) writes a fresh random UUID v4 to a
+ * file on the writable tmpfs (outside the overlay's upper dir, so no snapshot carries it),
+ * binds it read-only over the procfs entry and unlinks the name; a freezer pause keeps the mount, so the
+ * value, as a kernel's would. procfd is the attached procfs, stage the tmpfs root.
+ */
+static void bind_boot_id(int procfd, int stage)
+{
+	unsigned char b[16];
+	char line[40];
+	int fd, t, m;
+
+	if (util_random(b, sizeof(b)) < 0)
+		fail("boot_id: no random bytes");
+	b[6] = (unsigned char)((b[6] & 0x0f) | 0x40); /* version 4 */
+	b[8] = (unsigned char)((b[8] & 0x3f) | 0x80); /* RFC 4122 variant */
+	snprintf(line, sizeof(line),
+		 "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x\n", b[0],
+		 b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13],
+		 b[14], b[15]);
+	fd = openat(stage, "boot_id", O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0444);
+	if (fd < 0 || util_write_all(fd, line, strlen(line)) < 0)
+		fail_errno("write boot_id");
+	close(fd);
+	t = openat(procfd, "sys/kernel/random/boot_id", O_PATH | O_NOFOLLOW | O_CLOEXEC);
+	if (t < 0)
+		return; /* a kernel without it: nothing to cover */
+	m = clone_at(stage, "boot_id", true);
+	if (m < 0)
+		fail_errno("clone boot_id");
+	attach(m, t, "/proc/sys/kernel/random/boot_id");
+	/* The mount holds the file; the name goes, so the tmpfs root keeps only the layer. */
+	if (unlinkat(stage, "boot_id", 0) < 0)
+		fail_errno("unlink the staged boot_id");
+}
+
+/* E2B's default user, when the template lacks it (agent/userseed.c). A template whose /etc
+ * cannot take it still starts: requests naming `user` then fail with "no such user". */
+static void seed_default_user(void)
+{
+	struct users_seed us;
+	int root = open("/", O_PATH | O_DIRECTORY | O_CLOEXEC);
+
+	if (root < 0)
+		return;
+	users_seed_default(root, &us);
+	close(root);
+}
+
 /* Docker's masked sysfs paths: firmware tables (ACPI, DMI, EFI variables), RAPL energy
  * counters (powercap: the Platypus power side channel, CVE-2020-8694/8695) and per-CPU
  * thermal_throttle counters (a covert channel between tenants). /sys itself is
@@ -432,16 +488,18 @@ static void loopback_up(void)
 	close(s);
 }
 
-/* Drops to the capabilities setup.h lists (bounding set too), in the sandbox's
- * user namespace only. Without CAP_SYS_ADMIN the agent cannot remount, unshare
- * or undo any of the above even if a seccomp bug let the syscall through. */
-static void drop_caps(void)
+/* Drops to what the agent needs itself (switching to a sandbox user, signalling its
+ * processes, creating files for them) plus the sandbox root's set (root_caps, which
+ * spawn.c hands to uid-0 processes), bounding set too, in the sandbox's user namespace only.
+ * Without CAP_SYS_ADMIN the agent cannot remount, unshare or undo any of the above even if
+ * a seccomp bug let the syscall through. */
+static void drop_caps(uint64_t root_caps)
 {
 	static const int keep[] = {CAP_SETUID, CAP_SETGID,	 CAP_SETPCAP, CAP_KILL,
 				   CAP_CHOWN,  CAP_DAC_OVERRIDE, CAP_FOWNER};
 	struct __user_cap_header_struct h = {.version = _LINUX_CAPABILITY_VERSION_3};
 	struct __user_cap_data_struct d[2];
-	uint64_t mask = 0;
+	uint64_t mask = root_caps;
 	int last = CAP_LAST_CAP;
 	FILE *f = fopen("/proc/sys/kernel/cap_last_cap", "re");
 
@@ -486,11 +544,11 @@ static void install_seccomp(int memfd)
 	close(memfd);
 }
 
-int agent_setup_run(int setup_fd)
+int agent_setup_run(int setup_fd, uint64_t *root_caps)
 {
 	struct plan p = {.json = NULL};
 	struct masker mk = {.empty = -1};
-	json_t *fds, *binds, *b;
+	json_t *fds, *binds, *b, *caps;
 	const char *hostname;
 	int listen_fd, rootfs, upper, sc, stage, rootfd, t, m;
 	uint64_t shm;
@@ -513,6 +571,15 @@ int agent_setup_run(int setup_fd)
 	nofile = json_integer_value(json_object_get(p.json, "nofile"));
 	shm = (uint64_t)json_integer_value(json_object_get(p.json, "shm_bytes"));
 	p.no_openat2 = json_is_true(json_object_get(p.json, "no_openat2"));
+	/* The sandbox root's capabilities (absent: the default set). isolad validated them;
+	 * a mask with a never-listed bit is refused here too, so no plan can grant one. */
+	caps = json_object_get(p.json, "caps");
+	if (caps) {
+		if (!json_is_integer(caps) || json_integer_value(caps) < 0 ||
+		    !caps_mask_allowed((uint64_t)json_integer_value(caps)))
+			fail("plan: bad caps");
+		*root_caps = (uint64_t)json_integer_value(caps);
+	}
 	if (json_integer_value(json_object_get(p.json, "version")) != 1 || !json_is_object(fds) ||
 	    !hostname || strlen(hostname) > 63 || (binds && !json_is_array(binds)))
 		fail("plan: missing or bad fields");
@@ -588,6 +655,7 @@ int agent_setup_run(int setup_fd)
 	attach(fcntl(m, F_DUPFD_CLOEXEC, 3), open_target_dir(rootfd, "proc", p.no_openat2),
 	       "/proc");
 	mask_proc(&mk, m);
+	bind_boot_id(m, stage);
 	close(m);
 	make_dev(rootfd, shm ? shm : 64ull << 20, p.no_openat2);
 	mount_sys(&mk, rootfd, p.no_openat2);
@@ -601,6 +669,7 @@ int agent_setup_run(int setup_fd)
 	close(rootfd);
 	/* stage stays open: it becomes AGENT_UPPER_FD once the setup socket is closed. */
 
+	seed_default_user();
 	if (sethostname(hostname, strlen(hostname)) < 0)
 		fail_errno("sethostname");
 	loopback_up();
@@ -608,7 +677,7 @@ int agent_setup_run(int setup_fd)
 	if (setrlimit(RLIMIT_NOFILE, &rl) < 0)
 		fail_errno("RLIMIT_NOFILE");
 
-	drop_caps();
+	drop_caps(*root_caps);
 	/* No setuid binary can ever raise privileges again (also required for an
 	 * unprivileged seccomp filter); not dumpable: no ptrace attach, /proc/1 is root's. */
 	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0 || prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) < 0)

@@ -6,7 +6,6 @@
 #include <fcntl.h>
 #include <grp.h>
 #include <linux/capability.h>
-#include <linux/securebits.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,9 +16,12 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "common/caps.h"
 #include "common/util.h"
 
 extern char **environ;
+
+uint64_t agent_root_caps; /* none until a sandbox's boot says (main.c) */
 
 /* What the child reports through the cloexec pipe when a step fails. */
 struct spawn_fail {
@@ -106,21 +108,25 @@ static __attribute__((noreturn)) void child(const struct spawn_req *r, int efd)
 		syscall(SYS_close_range, 3, efd - 1, 0);
 	syscall(SYS_close_range, efd + 1, ~0U, 0);
 
-	/* capabilities: the bounding set goes first (needs CAP_SETPCAP, still effective) */
+	/* capabilities: the bounding set goes first (needs CAP_SETPCAP, still effective) and
+	 * becomes the sandbox's set for every process, as in Docker: uid 0 gains exactly that
+	 * at execve (file capabilities of uid 0 are "all", clipped by the bounding set), any
+	 * other uid gains nothing, and no setuid or file-capability binary can go beyond it
+	 * (no_new_privs below forbids even that, and the layers are nosuid). */
 	for (i = 0; i <= 63; i++) {
+		if (agent_root_caps & (1ull << i))
+			continue;
 		if (prctl(PR_CAPBSET_DROP, i, 0, 0, 0) < 0 && errno != EINVAL &&
 		    !may_skip(u, errno))
 			child_fail(efd, STEP_CAPS, errno);
 	}
 	prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0);
-	/* uid 0 inside the sandbox must gain nothing from execve (SECBIT_NOROOT), and
-	 * nobody may undo that (the _LOCKED bits). NO_SETUID_FIXUP keeps capset below the
-	 * one place capabilities are cleared. */
-	if (prctl(PR_SET_SECUREBITS,
-		  SECBIT_NOROOT | SECBIT_NOROOT_LOCKED | SECBIT_NO_SETUID_FIXUP |
-			  SECBIT_NO_SETUID_FIXUP_LOCKED | SECBIT_KEEP_CAPS_LOCKED,
-		  0, 0, 0) < 0 &&
-	    !may_skip(u, errno))
+	/* The kernel's default uid rules (no securebits), as under Docker: root keeps its
+	 * capabilities across execve, and a switch from uid 0 to another uid (setuid below, or
+	 * runuser/su inside) clears permitted and effective. Root may set securebits for its
+	 * own processes later (it holds SETPCAP); none of them adds anything beyond the
+	 * bounding set, and a non-root execve gains nothing whatever they say. */
+	if (prctl(PR_SET_SECUREBITS, 0, 0, 0, 0) < 0 && !may_skip(u, errno))
 		child_fail(efd, STEP_SECUREBITS, errno);
 	if (setgroups((size_t)u->ngroups, u->groups) < 0 && !may_skip(u, errno))
 		child_fail(efd, STEP_SETGROUPS, errno);
@@ -128,7 +134,13 @@ static __attribute__((noreturn)) void child(const struct spawn_req *r, int efd)
 		child_fail(efd, STEP_SETGID, errno);
 	if (setresuid(u->uid, u->uid, u->uid) < 0 && !may_skip(u, errno))
 		child_fail(efd, STEP_SETUID, errno);
-	/* every set to zero: with NO_SETUID_FIXUP the uid change above cleared nothing */
+	/* root: permitted and effective = the sandbox's set (what execve will give it anyway,
+	 * so no_new_privs sees no gain); everyone else: every set empty. Inheritable stays
+	 * empty, so no file's inheritable bits add anything. */
+	if (u->uid == 0) {
+		data[0].permitted = data[0].effective = (uint32_t)agent_root_caps;
+		data[1].permitted = data[1].effective = (uint32_t)(agent_root_caps >> 32);
+	}
 	if (syscall(SYS_capset, &hdr, data) < 0 && !may_skip(u, errno))
 		child_fail(efd, STEP_CAPSET, errno);
 	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)

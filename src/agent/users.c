@@ -155,23 +155,34 @@ void users_parse_groups(const char *text, size_t len, struct agent_user *u)
 	}
 }
 
-/*
- * Reads a sandbox-controlled file: must be a regular file (a FIFO would block PID 1
- * forever), bounded in size. Symlinks are followed: they stay inside the sandbox's root.
- */
-static int read_small(const char *path, char **out, size_t *len)
+int users_open_regular(int dfd, const char *path, int flags, mode_t mode)
 {
-	cleanup_fd int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+	int fd = openat(dfd, path, flags | O_CLOEXEC | O_NONBLOCK | O_NOCTTY, mode);
+	struct stat st;
+
+	if (fd < 0)
+		return -errno;
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+		int e = fstat(fd, &st) < 0 ? errno : EINVAL;
+
+		close(fd);
+		return -e;
+	}
+	return fd;
+}
+
+int users_read_file(int dfd, const char *path, bool nofollow, char **out, size_t *len)
+{
+	cleanup_fd int fd =
+		users_open_regular(dfd, path, O_RDONLY | (nofollow ? O_NOFOLLOW : 0), 0);
 	struct stat st;
 	size_t used = 0;
 	char *buf;
 
 	if (fd < 0)
-		return -errno;
+		return fd;
 	if (fstat(fd, &st) < 0)
 		return -errno;
-	if (!S_ISREG(st.st_mode))
-		return -EINVAL;
 	if (st.st_size < 0 || (uint64_t)st.st_size > USERS_MAX_FILE)
 		return -EFBIG;
 	buf = malloc((size_t)st.st_size + 1);
@@ -190,6 +201,12 @@ static int read_small(const char *path, char **out, size_t *len)
 	*out = buf;
 	*len = used;
 	return 0;
+}
+
+/* Symlinks are followed: after setup they stay inside the sandbox's root. */
+static int read_small(const char *path, char **out, size_t *len)
+{
+	return users_read_file(AT_FDCWD, path, false, out, len);
 }
 
 int users_lookup(const char *etc, const char *spec, struct agent_user *u)
@@ -215,4 +232,70 @@ int users_lookup(const char *etc, const char *spec, struct agent_user *u)
 		users_parse_groups(text, len, u);
 	free(text);
 	return 0;
+}
+
+int users_name_of(const char *text, size_t len, unsigned int id, char *out, size_t n)
+{
+	const char *p = text, *end = text + len;
+
+	/* UNTRUSTED: passwd or group text of the sandbox; names are kept only when they are
+	 * short and printable without ':' (they go into JSON and into E2B's owner field). */
+	while (p < end) {
+		const char *nl = memchr(p, '\n', (size_t)(end - p));
+		const char *le = nl ? nl : end;
+		const char *f[MAX_FIELDS];
+		size_t fl[MAX_FIELDS];
+		unsigned int v;
+		int n_ = split_fields(p, le, f, fl, MAX_FIELDS);
+		bool clean = fl[0] > 0 && fl[0] < n;
+
+		p = nl ? nl + 1 : end;
+		if (n_ < 3 || parse_id(f[2], fl[2], &v) < 0 || v != id)
+			continue;
+		for (size_t i = 0; clean && i < fl[0]; i++)
+			clean = f[0][i] > ' ' && f[0][i] < 0x7f;
+		if (!clean)
+			continue;
+		memcpy(out, f[0], fl[0]);
+		out[fl[0]] = '\0';
+		return 0;
+	}
+	return -ENOENT;
+}
+
+/* One cached file of users_id_name: re-read when its identity or mtime changes. */
+struct name_cache {
+	char *text;		    /* contents, NUL-terminated, or NULL */
+	size_t len;		    /* bytes in text */
+	dev_t dev;		    /* identity of the file read */
+	ino_t ino;		    /* ditto */
+	off_t size;		    /* ditto */
+	struct timespec mtime;	    /* ditto */
+};
+
+int users_id_name(const char *etc, bool group, unsigned int id, char *out, size_t n)
+{
+	static struct name_cache cache[2];
+	struct name_cache *c = &cache[group];
+	char path[256];
+	struct stat st;
+
+	snprintf(path, sizeof(path), "%s/%s", etc, group ? "group" : "passwd");
+	if (stat(path, &st) < 0) {
+		free(c->text);
+		memset(c, 0, sizeof(*c));
+		return -ENOENT;
+	}
+	if (!c->text || c->dev != st.st_dev || c->ino != st.st_ino || c->size != st.st_size ||
+	    c->mtime.tv_sec != st.st_mtim.tv_sec || c->mtime.tv_nsec != st.st_mtim.tv_nsec) {
+		free(c->text);
+		memset(c, 0, sizeof(*c));
+		if (read_small(path, &c->text, &c->len) < 0)
+			return -ENOENT;
+		c->dev = st.st_dev;
+		c->ino = st.st_ino;
+		c->size = st.st_size;
+		c->mtime = st.st_mtim;
+	}
+	return users_name_of(c->text, c->len, id, out, n);
 }

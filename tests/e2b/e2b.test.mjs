@@ -107,13 +107,13 @@ describe('sandbox lifecycle (control plane)', () => {
     // keepMemory: false hibernates (files only): E2B sees it as paused, listed by default.
     const cold = await Sandbox.create()
     try {
-      await cold.files.write('/home/cold.txt', 'on disk')
+      await cold.files.write('/home/user/cold.txt', 'on disk')
       assert.equal(await cold.pause({ keepMemory: false }), true)
       assert.equal((await Sandbox.getInfo(cold.sandboxId)).state, 'paused')
       const listed = await Sandbox.list().nextItems()
       assert.ok(listed.some((s) => s.sandboxId === cold.sandboxId && s.state === 'paused'))
       const woke = await Sandbox.connect(cold.sandboxId)
-      assert.equal((await woke.commands.run('cat /home/cold.txt')).stdout, 'on disk')
+      assert.equal((await woke.commands.run('cat /home/user/cold.txt')).stdout, 'on disk')
     } finally {
       await cold.kill()
     }
@@ -212,7 +212,7 @@ describe('commands (process.Process)', () => {
 
   test('envs, cwd and user', async () => {
     const r = await sbx.commands.run('echo "$FOO"; pwd; id -u', { envs: { FOO: 'bar baz' }, cwd: '/tmp' })
-    assert.equal(r.stdout, 'bar baz\n/tmp\n0\n')
+    assert.equal(r.stdout, 'bar baz\n/tmp\n1000\n') // E2B's default user, `user`
     const u = await sbx.commands.run('id -un', { user: 'root' })
     assert.equal(u.stdout.trim(), 'root')
   })

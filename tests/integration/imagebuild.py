@@ -104,9 +104,9 @@ def image_config(layers, env=("PATH=/bin", "GREETING=from-image"), workdir="/wor
     }).encode()
 
 
-def docker_archive(hello):
-    """A `docker save`-style tarball with two layers."""
-    layers = [base_layer(hello), second_layer()]
+def docker_archive(hello, extra_layers=()):
+    """A `docker save`-style tarball with two layers (and extra_layers on top)."""
+    layers = [base_layer(hello), second_layer(), *extra_layers]
     cfg = image_config(layers)
     cfg_name = sha(cfg) + ".json"
     entries = []

@@ -273,7 +273,9 @@ def world(isolad):
     assert op.request("DELETE", f"/v1/tokens/{revoked_id}").status == 204
     for role in ROLES:
         r = (op if role == "operator" else t.tcp(keys["admin"])).exec(
-            subject[role], cmd=["/bin/sh", "-c", SETUP.format(role=role)])
+            # as `user`: envd calls act as E2B's default user, who may move and remove
+            # only its own files in the sticky /tmp
+            subject[role], cmd=["/bin/sh", "-c", SETUP.format(role=role)], user="user")
         assert r.get("exit_code") == 0, r
     w = dict(t=t, keys=keys, envd=envd, subject=subject, h=h, op=op, revoked_id=revoked_id,
              admin=t.tcp(keys["admin"]))

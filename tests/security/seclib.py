@@ -38,6 +38,25 @@ if not PROBE.exists():
     PROBE = REPO / "build" / "tests" / "security" / "isola-probe"
 
 
+# What a sandbox's root holds by default (docs/process-tier.md, "Capabilities"): CHOWN,
+# DAC_OVERRIDE, FOWNER, FSETID, KILL, SETGID, SETUID, SETPCAP, NET_BIND_SERVICE, SYS_CHROOT,
+# AUDIT_WRITE, SETFCAP; every process's bounding set.
+ROOT_CAPS = sum(1 << c for c in (0, 1, 3, 4, 5, 6, 7, 8, 10, 18, 29, 31))
+# Never held, whatever cap_add asks: DAC_READ_SEARCH, LINUX_IMMUTABLE, NET_ADMIN, NET_RAW,
+# SYS_MODULE, SYS_RAWIO, SYS_PTRACE, SYS_PACCT, SYS_ADMIN, SYS_BOOT, SYS_TIME, SYS_TTY_CONFIG,
+# MKNOD, AUDIT_CONTROL, MAC_OVERRIDE, MAC_ADMIN, SYSLOG, WAKE_ALARM, BLOCK_SUSPEND, AUDIT_READ,
+# PERFMON, BPF, CHECKPOINT_RESTORE.
+NEVER_CAPS = {2: "DAC_READ_SEARCH", 9: "LINUX_IMMUTABLE", 12: "NET_ADMIN", 13: "NET_RAW",
+              16: "SYS_MODULE", 17: "SYS_RAWIO", 19: "SYS_PTRACE", 20: "SYS_PACCT",
+              21: "SYS_ADMIN", 22: "SYS_BOOT", 25: "SYS_TIME", 26: "SYS_TTY_CONFIG",
+              27: "MKNOD", 30: "AUDIT_CONTROL", 32: "MAC_OVERRIDE", 33: "MAC_ADMIN",
+              34: "SYSLOG", 35: "WAKE_ALARM", 36: "BLOCK_SUSPEND", 37: "AUDIT_READ",
+              38: "PERFMON", 39: "BPF", 40: "CHECKPOINT_RESTORE"}
+# What cap_add may grant beyond the default set.
+OPT_IN_CAPS = {11: "NET_BROADCAST", 14: "IPC_LOCK", 15: "IPC_OWNER", 23: "SYS_NICE",
+               24: "SYS_RESOURCE", 28: "LEASE"}
+
+
 # ---- the probe ------------------------------------------------------------------------
 
 def install_probe(api, sid, path="/tmp/isola-probe"):

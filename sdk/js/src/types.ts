@@ -32,6 +32,11 @@ export interface CreateSandboxOptions {
   auto_resume?: boolean;
   /** unique among the tenant's live sandboxes (NameTakenError otherwise); usable wherever an id is */
   name?: string;
+  /** capabilities root gains beyond the default set ("NET_BROADCAST", "CAP_SYS_NICE", ...);
+   *  never-listed ones (SYS_ADMIN, NET_ADMIN, SYS_PTRACE, ...) are refused with 400 */
+  cap_add?: string[];
+  /** capabilities root gives up ("ALL" = every one); applied before cap_add */
+  cap_drop?: string[];
 }
 
 /** What survives each operation on this sandbox's tier. */
@@ -123,6 +128,8 @@ export interface SandboxInfo {
   ended_at?: number;
   /** e.g. "ttl 3s", or the error */
   detail?: string | null;
+  /** what the sandbox's root holds ("CAP_CHOWN", ...); every process's bounding set */
+  capabilities?: string[];
   [key: string]: unknown;
 }
 

@@ -143,8 +143,13 @@ class Client:
                        network: Optional[Mapping[str, Any]] = None,
                        on_timeout: Optional[str] = None, idle_timeout: Optional[int] = None,
                        auto_resume: Optional[bool] = None,
-                       name: Optional[str] = None) -> "Sandbox":
+                       name: Optional[str] = None,
+                       cap_add: Optional[Sequence[str]] = None,
+                       cap_drop: Optional[Sequence[str]] = None) -> "Sandbox":
         """Creates and starts a sandbox (POST /v1/sandboxes). memory/disk: bytes or "512M".
+        cap_add/cap_drop: capability names ("CHOWN" or "CAP_CHOWN"; cap_drop also "ALL")
+        changing what the sandbox's root holds (docs/process-tier.md); a never-listed one
+        in cap_add is refused with InvalidError.
         snapshot: start from that named snapshot instead of a template. network: the egress
         policy ({"default", "allow", "deny"}, docs/network.md). on_timeout: "kill", "pause"
         or "hibernate" when the TTL or idle_timeout (seconds) runs out. name: unique among
@@ -154,7 +159,9 @@ class Client:
                     user=user, ttl=ttl, labels=dict(labels) if labels is not None else None,
                     snapshot=snapshot, network=dict(network) if network is not None else None,
                     on_timeout=on_timeout, idle_timeout=idle_timeout, auto_resume=auto_resume,
-                    name=name)
+                    name=name,
+                    cap_add=list(cap_add) if cap_add is not None else None,
+                    cap_drop=list(cap_drop) if cap_drop is not None else None)
         info = SandboxInfo.from_json(self.transport.json("POST", "/v1/sandboxes",
                                                          json_body=body))
         return Sandbox(self, info.id, info)

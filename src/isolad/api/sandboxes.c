@@ -6,15 +6,77 @@
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
+#include <strings.h>
 
+#include "../../common/caps.h"
 #include "../../common/util.h"
 #include "../core/core.h"
 
 static const char *const create_fields[] = {
-	"template",	"tier",	       "cpu",	   "memory",  "disk",	"pids",
-	"env",		"workdir",     "user",	   "ttl",     "labels", "on_timeout",
-	"idle_timeout", "auto_resume", "snapshot", "network", "name",	NULL,
+	"template", "tier",    "cpu",	  "memory",   "disk",	    "pids",	    "env",
+	"workdir",  "user",    "ttl",	  "labels",   "on_timeout", "idle_timeout", "auto_resume",
+	"snapshot", "network", "cap_add", "cap_drop", "name",	    NULL,
 };
+
+/* Applies one of cap_add/cap_drop to *mask. UNTRUSTED: the client's list, each entry a
+ * capability name (caps_parse's forms) or, for cap_drop, ALL. */
+static int apply_cap_list(const json_t *b, const char *field, bool add, uint64_t *mask,
+			  struct isola_err **err)
+{
+	const json_t *list = json_object_get(b, field), *v;
+	size_t i;
+
+	if (!list || json_is_null(list))
+		return 0;
+	if (!json_is_array(list) || json_array_size(list) > 64)
+		return isola_err_set(err, EINVAL, "invalid",
+				     "field `%s` must be an array of at most 64 capability names",
+				     field);
+	json_array_foreach(list, i, v)
+	{
+		const char *name = json_string_value(v);
+		int cap;
+
+		if (!name || strlen(name) > 64)
+			return isola_err_set(err, EINVAL, "invalid",
+					     "field `%s`: entry %zu is not a capability name",
+					     field, i);
+		if (!add && !strcasecmp(name, "ALL")) {
+			*mask = 0;
+			continue;
+		}
+		cap = caps_parse(name);
+		if (cap < 0)
+			return isola_err_set(err, EINVAL, "invalid",
+					     "field `%s`: unknown capability `%s`", field, name);
+		if (add && caps_class_of(cap) == CAPS_NEVER)
+			return isola_err_set(err, EINVAL, "invalid",
+					     "field `cap_add`: capability `%s` is never granted "
+					     "in a sandbox (%s)",
+					     caps_name(cap), caps_never_reason(cap));
+		if (add)
+			*mask |= 1ull << cap;
+		else
+			*mask &= ~(1ull << cap);
+	}
+	return 0;
+}
+
+/* The sandbox root's capabilities: the default set, less cap_drop (ALL = every one), plus
+ * cap_add (as Docker: drops apply first). Neither field: req->caps_set stays false. */
+static int parse_caps(const json_t *b, struct sandbox_request *req, struct isola_err **err)
+{
+	uint64_t mask = CAPS_DEFAULT_MASK;
+
+	if (!json_object_get(b, "cap_add") && !json_object_get(b, "cap_drop"))
+		return 0;
+	if (apply_cap_list(b, "cap_drop", false, &mask, err) < 0 ||
+	    apply_cap_list(b, "cap_add", true, &mask, err) < 0)
+		return -EINVAL;
+	req->caps_set = true;
+	req->caps = mask;
+	return 0;
+}
 
 /* Fills req from the body. UNTRUSTED: the client's JSON, validated field by field. */
 static int parse_create(const json_t *b, struct sandbox_request *req, struct isola_err **err)
@@ -37,7 +99,8 @@ static int parse_create(const json_t *b, struct sandbox_request *req, struct iso
 	    api_json_str(b, "user", 64, &req->user, err) < 0 ||
 	    api_json_str(b, "snapshot", 63, &snap, err) < 0 ||
 	    api_json_str(b, "name", 63, &name, err) < 0 ||
-	    api_lifecycle_parse(b, req, err) < 0) /* on_timeout, idle_timeout, auto_resume */
+	    api_lifecycle_parse(b, req, err) < 0 || /* on_timeout, idle_timeout, auto_resume */
+	    parse_caps(b, req, err) < 0)
 		return -EINVAL;
 	if (name) {
 		if (!core_sandbox_name_valid(name))

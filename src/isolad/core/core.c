@@ -13,6 +13,7 @@
 #include <sys/sysinfo.h>
 #include <unistd.h>
 
+#include "../../common/caps.h"
 #include "../../common/log.h"
 #include "../../common/util.h"
 #include "../audit/audit.h"
@@ -395,6 +396,7 @@ static int core_prepare(struct core *c, struct sandbox *s, const struct sandbox_
 	s->spec.inodes = c->cfg.default_inodes;
 	s->spec.pids = req->pids ? req->pids : c->cfg.default_pids;
 	s->spec.nofile = 1024;
+	s->spec.caps = req->caps_set ? req->caps : CAPS_DEFAULT_MASK;
 	return 0;
 }
 

@@ -56,6 +56,8 @@ struct sandbox_request {
 	int auto_resume;	 /* 0 = resume what policy paused, 1 = always, -1 = never */
 	bool pooled;		 /* pool.c only: a warm-pool sandbox, no tenant until claimed */
 	const char *name;	 /* unique per tenant among live sandboxes, or NULL */
+	bool caps_set;		 /* cap_add/cap_drop given: caps replaces the default set */
+	uint64_t caps;		 /* root's capabilities when caps_set (common/caps.h mask) */
 };
 
 /* Opens the store, initialises templates, reconciles sandboxes left by an earlier isolad

@@ -440,7 +440,8 @@ static bool pool_matches(const struct sandbox *p, const struct sandbox *want)
 	       p->spec.cpu_millis == want->spec.cpu_millis &&
 	       p->spec.memory_bytes == want->spec.memory_bytes &&
 	       p->spec.disk_bytes == want->spec.disk_bytes && p->spec.pids == want->spec.pids &&
-	       p->spec.inodes == want->spec.inodes && p->spec.nofile == want->spec.nofile;
+	       p->spec.inodes == want->spec.inodes && p->spec.nofile == want->spec.nofile &&
+	       p->spec.caps == want->spec.caps;
 }
 
 /* Takes a ready pooled sandbox matching s (reference, marked taken) or NULL. */

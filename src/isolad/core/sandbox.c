@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../../common/caps.h"
 #include "../../common/log.h"
 #include "../../common/util.h"
 #include "agentconn.h"
@@ -123,6 +124,17 @@ json_t *core_persistence_json(const struct tier_ops *t)
 			 level_name(snap));
 }
 
+/* ["CAP_CHOWN", ...]: the names of a capability mask, in number order. */
+static json_t *caps_json(uint64_t mask)
+{
+	json_t *a = json_array();
+
+	for (int c = 0; c < CAPS_MAX && a; c++)
+		if ((mask & (1ull << c)) && caps_name(c))
+			json_array_append_new(a, json_string(caps_name(c)));
+	return a;
+}
+
 json_t *sandbox_to_json(struct sandbox *s)
 {
 	json_t *j;
@@ -145,6 +157,8 @@ json_t *sandbox_to_json(struct sandbox *s)
 		 * (inodes) apart from faults (tests/security/test_limits.py). */
 		json_object_set_new(j, "nofile", json_integer((json_int_t)s->spec.nofile));
 		json_object_set_new(j, "inodes", json_integer((json_int_t)s->spec.inodes));
+		/* What the sandbox's root holds (every process's bounding set). */
+		json_object_set_new(j, "capabilities", caps_json(s->spec.caps));
 		/* What each operation keeps on this tier (docs/persistence.md). */
 		json_object_set_new(j, "persistence",
 				    core_persistence_json(s->tier ? s->tier : &tier_process_ops));
@@ -175,6 +189,7 @@ char *sandbox_spec_dump(struct sandbox *s)
 						       "dst", s->spec.binds[i].dst));
 	json_object_set_new(j, "binds", binds);
 	json_object_set_new(j, "origin", json_string(s->origin));
+	json_object_set_new(j, "caps", json_integer((json_int_t)s->spec.caps));
 	json_object_set_new(j, "origin_name", json_string(s->origin_name));
 	json_object_set_new(j, "forked_from", json_string(s->forked_from));
 	json_object_set_new(j, "name", json_string(s->name));
@@ -190,7 +205,7 @@ int sandbox_spec_load(struct sandbox *s, const char *text, struct isola_err **er
 	       *labels = NULL;
 	const char *tname = "", *workdir = "", *user = "root", *rootfs = "", *origin = "",
 		   *origin_name = "", *forked_from = "", *name = "";
-	json_int_t mem = 0, disk = 0, inodes = 0;
+	json_int_t mem = 0, disk = 0, inodes = 0, caps = (json_int_t)CAPS_DEFAULT_MASK;
 	int cpu = 0, pids = 0, nofile = 0;
 	size_t i;
 	json_t *b;
@@ -213,6 +228,17 @@ int sandbox_spec_load(struct sandbox *s, const char *text, struct isola_err **er
 	snprintf(s->origin_name, sizeof(s->origin_name), "%s", origin_name);
 	snprintf(s->forked_from, sizeof(s->forked_from), "%s", forked_from);
 	lifecycle_load(s, j);
+	/* Rows from before capabilities had none stored: they get the default set. A stored
+	 * mask is isolad's own, but a never-listed bit is still refused (a hand-edited row). */
+	json_unpack(j, "{s?I}", "caps", &caps);
+	if (caps < 0 || !caps_mask_allowed((uint64_t)caps)) {
+		json_decref(j);
+		return isola_err_set(
+			err, EINVAL, "internal",
+			"sandbox `%s`: stored capabilities %#llx include a refused one", s->id,
+			(unsigned long long)caps);
+	}
+	s->spec.caps = (uint64_t)caps;
 	snprintf(s->template_name, sizeof(s->template_name), "%s", tname);
 	snprintf(s->workdir, sizeof(s->workdir), "%s", workdir);
 	snprintf(s->user, sizeof(s->user), "%s", user);

@@ -387,6 +387,8 @@ static int restore_one(struct core *c, const struct store_snapshot *row, const c
 			snprintf(s->workdir, sizeof(s->workdir), "%s", req->workdir);
 		if (req->user)
 			snprintf(s->user, sizeof(s->user), "%s", req->user);
+		if (req->caps_set)
+			s->spec.caps = req->caps;
 	}
 	r = lifecycle_restored(c, s, req, err); /* the request's policy, or the source's */
 	if (r < 0)

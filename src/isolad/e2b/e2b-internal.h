@@ -201,6 +201,15 @@ int e2b_signed_auth(struct api_req *r, const char *op, char *sandbox, size_t n);
 /* The user named by `Authorization: Basic base64(user:)`, "" when absent. -EINVAL when
  * present but malformed. UNTRUSTED input, validated: [A-Za-z0-9._-], 1..63 bytes. */
 int e2b_basic_user(const char *hdr, char *out, size_t n);
+
+/* The user an envd request without one runs as, as on E2B (uid 1000, home /home/user). */
+#define E2B_DEFAULT_USER "user"
+
+/* File metadata (`files.write(..., {metadata})`, X-Metadata-* headers): stored by the agent
+ * as user.e2b.<key> xattrs; the limits keep every name under XATTR_NAME_MAX. */
+#define E2B_META_MAX	   32	/* entries per file */
+#define E2B_META_KEY_MAX   128	/* key bytes */
+#define E2B_META_VALUE_MAX 1024 /* value bytes */
 /* The sandbox id an envd request addresses: E2b-Sandbox-Id, else a Host of the form
  * "49983-<id>.<domain>". -EINVAL when neither names a valid id. */
 int e2b_envd_sandbox(struct api_req *r, char *out, size_t n);

@@ -260,6 +260,10 @@ int e2b_request_begin(struct api_req *r, const char *url, const char *method, bo
 						      er->user, sizeof(er->user)) < 0)
 			return envd_refuse(r, 400, "invalid_argument",
 					   "Authorization must be `Basic base64(user:)`");
+		/* E2B's default user (the SDK names none since envd 0.4.0): `user`, which the
+		 * agent creates in every sandbox whose template lacks it (agent/userseed.c). */
+		if (!er->user[0])
+			snprintf(er->user, sizeof(er->user), "%s", E2B_DEFAULT_USER);
 	}
 	r->route = &rt->api;
 	if (rt->api.begin)

@@ -2,6 +2,7 @@
 /* envd_files: envd's plain HTTP — GET /health, GET /files, POST /files (multipart, octet-stream). */
 #include "e2b-internal.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -202,6 +203,7 @@ struct upload {
 	struct sandbox *s;		  /* reference */
 	struct agent_conn *conn;	  /* borrowed while s is held */
 	char user[64];			  /* identity for the writes */
+	json_t *metadata;		  /* X-Metadata-* headers as {key: value}, or NULL */
 	char *qpath;			  /* ?path=, owned, or NULL */
 	struct MHD_PostProcessor *pp;	  /* multipart parser, or NULL (octet-stream) */
 	struct agent_chan *ch;		  /* write channel of the current file */
@@ -230,6 +232,7 @@ static void upload_free(void *p)
 		sandbox_unref(u->s);
 	free(u->qpath);
 	json_decref(u->results);
+	json_decref(u->metadata);
 	isola_err_free(u->err);
 	free(u);
 }
@@ -272,6 +275,8 @@ static int file_open(struct upload *u, const char *path)
 			0);
 	if (req && u->user[0])
 		json_object_set_new(req, "user", json_string(u->user));
+	if (req && u->metadata)
+		json_object_set(req, "metadata", u->metadata);
 	if (!req) {
 		isola_err_set(&err, ENOMEM, "internal", "out of memory");
 		return upload_fail(u, err);
@@ -374,6 +379,77 @@ static enum MHD_Result part_cb(void *cls, enum MHD_ValueKind kind, const char *k
 	return file_write(u, data, size) < 0 ? MHD_NO : MHD_YES;
 }
 
+/* Header iterator state for upload_metadata. */
+struct meta_scan {
+	json_t *meta;		/* collected {key: value} */
+	struct isola_err **err; /* the first bad header */
+};
+
+static enum MHD_Result meta_header(void *cls, enum MHD_ValueKind kind, const char *key,
+				   const char *value)
+{
+	static const char prefix[] = "X-Metadata-";
+	static const char token[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+				    "0123456789!#$%&'*+-.^_`|~";
+	struct meta_scan *m = cls;
+	char k[E2B_META_KEY_MAX + 1];
+	size_t kl, vl;
+
+	(void)kind;
+	if (!key || strncasecmp(key, prefix, sizeof(prefix) - 1))
+		return MHD_YES;
+	/* UNTRUSTED: client headers. Keys are HTTP tokens (what the SDK allows), stored
+	 * lower-case (header names are case-insensitive, fetch sends them lower-case);
+	 * values printable ASCII; both bounded, and so is their number. */
+	key += sizeof(prefix) - 1;
+	kl = strlen(key);
+	vl = value ? strlen(value) : 0;
+	if (kl == 0 || kl > E2B_META_KEY_MAX || strspn(key, token) != kl) {
+		isola_err_set(m->err, EINVAL, "invalid",
+			      "metadata header `X-Metadata-%.64s`: the key must be 1-%d token "
+			      "characters",
+			      key, E2B_META_KEY_MAX);
+		return MHD_NO;
+	}
+	for (size_t i = 0; i < vl; i++)
+		if (value[i] < 0x20 || value[i] > 0x7e) {
+			isola_err_set(m->err, EINVAL, "invalid",
+				      "metadata `%s`: the value must be printable ASCII", key);
+			return MHD_NO;
+		}
+	if (vl > E2B_META_VALUE_MAX || json_object_size(m->meta) >= E2B_META_MAX) {
+		isola_err_set(m->err, EINVAL, "invalid",
+			      "metadata `%s`: at most %d entries of %d bytes", key, E2B_META_MAX,
+			      E2B_META_VALUE_MAX);
+		return MHD_NO;
+	}
+	for (size_t i = 0; i <= kl; i++)
+		k[i] = (char)tolower((unsigned char)key[i]);
+	json_object_set_new(m->meta, k, json_string(value ? value : ""));
+	return MHD_YES;
+}
+
+/* Collects the upload's X-Metadata-<key> headers (E2B's file metadata) into *out (NULL
+ * when there are none). 0, or -EINVAL with *err naming the bad header. */
+static int upload_metadata(struct api_req *r, json_t **out, struct isola_err **err)
+{
+	struct meta_scan m = {.meta = json_object(), .err = err};
+
+	*out = NULL;
+	if (!m.meta)
+		return isola_err_set(err, ENOMEM, "internal", "out of memory");
+	MHD_get_connection_values(r->conn, MHD_HEADER_KIND, meta_header, &m);
+	if (*err) {
+		json_decref(m.meta);
+		return -EINVAL;
+	}
+	if (json_object_size(m.meta))
+		*out = m.meta;
+	else
+		json_decref(m.meta);
+	return 0;
+}
+
 static bool header_is(struct api_req *r, const char *hdr, const char *want)
 {
 	const char *v = api_header(r, hdr);
@@ -400,6 +476,8 @@ int e2b_files_post_begin(struct api_req *r)
 		u->responded = true;
 		return -EINVAL;
 	}
+	if (upload_metadata(r, &u->metadata, &err) < 0)
+		return upload_fail(u, err);
 	if (path && !(u->qpath = strdup(path)))
 		return upload_fail(u,
 				   (isola_err_set(&err, ENOMEM, "internal", "out of memory"), err));

@@ -32,16 +32,70 @@ static void perm_string(const char *type, unsigned mode, char out[11])
 	out[10] = '\0';
 }
 
-static void owner_string(const json_t *v, char *out, size_t n)
+/* The owner (or group) of an agent entry: the name the agent resolved in the sandbox's own
+ * /etc/passwd (/etc/group), else the number. */
+static void owner_string(const json_t *name, const json_t *id, char *out, size_t n)
 {
-	json_int_t id = json_integer_value(v);
+	const char *s = json_string_value(name);
+	bool clean = s && *s && strlen(s) < n;
 
-	/* Names live in the sandbox's /etc/passwd, which the host never reads; uid 0 is
-	 * always root inside. */
-	if (id == 0)
-		snprintf(out, n, "root");
+	/* UNTRUSTED: the name comes from the sandbox; only short printable names are used. */
+	for (const char *p = s; clean && *p; p++)
+		clean = *p > ' ' && *p < 0x7f;
+	if (clean)
+		snprintf(out, n, "%s", s);
 	else
-		snprintf(out, n, "%lld", (long long)id);
+		snprintf(out, n, "%lld", (long long)json_integer_value(id));
+}
+
+/*
+ * E2B reports a symlink's target as an absolute path: a relative target is taken from the
+ * link's directory, and "." and ".." are resolved lexically (the chain is not followed:
+ * the host never resolves a sandbox path). Writes at most n bytes; false when it does not fit.
+ */
+static bool symlink_abs(const char *link, const char *target, char *out, size_t n)
+{
+	char buf[2 * API_MAX_PATH + 2];
+	size_t used = 0, dl;
+	const char *p;
+
+	if (target[0] == '/') {
+		snprintf(buf, sizeof(buf), "%s", target);
+	} else {
+		p = strrchr(link, '/');
+		dl = p ? (size_t)(p - link) : 0;
+		if (dl + strlen(target) + 2 > sizeof(buf))
+			return false;
+		snprintf(buf, sizeof(buf), "%.*s/%s", (int)dl, link, target);
+	}
+	/* Lexical clean into out: components pushed, ".." pops one, "." and "" skipped. */
+	for (p = buf; *p;) {
+		const char *e = strchr(p, '/');
+		size_t cl = e ? (size_t)(e - p) : strlen(p);
+
+		if (cl == 2 && !strncmp(p, "..", 2)) {
+			while (used > 0 && out[used - 1] != '/')
+				used--;
+			if (used > 0)
+				used--;
+		} else if (cl > 0 && !(cl == 1 && p[0] == '.')) {
+			if (used + 1 + cl + 1 > n)
+				return false;
+			out[used++] = '/';
+			memcpy(out + used, p, cl);
+			used += cl;
+		}
+		p += cl;
+		if (*p == '/')
+			p++;
+	}
+	if (used == 0) {
+		if (n < 2)
+			return false;
+		out[used++] = '/';
+	}
+	out[used] = '\0';
+	return true;
 }
 
 json_t *e2b_entry_info(const json_t *e)
@@ -52,8 +106,8 @@ json_t *e2b_entry_info(const json_t *e)
 	const char *target = json_string_value(json_object_get(e, "target"));
 	const char *ftype = "FILE_TYPE_UNSPECIFIED", *base;
 	unsigned mode = (unsigned)json_integer_value(json_object_get(e, "mode")) & 07777;
-	char perms[11], owner[24], group[24], mtime[40], size[24];
-	json_t *o;
+	char perms[11], owner[64], group[64], mtime[40], size[24];
+	json_t *o, *meta;
 
 	if (!type)
 		type = "other";
@@ -68,16 +122,34 @@ json_t *e2b_entry_info(const json_t *e)
 	base = strrchr(path, '/');
 	base = base && base[1] ? base + 1 : (base ? "/" : path);
 	perm_string(type, mode, perms);
-	owner_string(json_object_get(e, "uid"), owner, sizeof(owner));
-	owner_string(json_object_get(e, "gid"), group, sizeof(group));
+	owner_string(json_object_get(e, "owner"), json_object_get(e, "uid"), owner, sizeof(owner));
+	owner_string(json_object_get(e, "group"), json_object_get(e, "gid"), group, sizeof(group));
 	e2b_rfc3339((double)json_integer_value(json_object_get(e, "mtime")), mtime, sizeof(mtime));
 	snprintf(size, sizeof(size), "%lld",
 		 (long long)json_integer_value(json_object_get(e, "size")));
 	o = json_pack("{s:s, s:s, s:s, s:s, s:i, s:s, s:s, s:s, s:s}", "name", base, "type", ftype,
 		      "path", path, "size", size, "mode", (int)mode, "permissions", perms, "owner",
 		      owner, "group", group, "modifiedTime", mtime);
-	if (o && target)
-		json_object_set_new(o, "symlinkTarget", json_string(target));
+	meta = json_object_get(e, "metadata");
+	if (o && json_is_object(meta) && json_object_size(meta) > 0) {
+		/* UNTRUSTED: xattr values from the sandbox; only string values are copied and
+		 * the agent already bounded their size and number. */
+		json_t *m = json_object();
+		const char *k;
+		json_t *v;
+
+		json_object_foreach(meta, k, v)
+			if (json_is_string(v) && json_object_size(m) < E2B_META_MAX)
+				json_object_set(m, k, v);
+		json_object_set_new(o, "metadata", m);
+	}
+	if (o && target) {
+		char abs[API_MAX_PATH + 1];
+
+		json_object_set_new(o, "symlinkTarget",
+				    json_string(symlink_abs(path, target, abs, sizeof(abs)) ? abs
+											  : target));
+	}
 	return o;
 }
 
@@ -279,6 +351,12 @@ enum MHD_Result e2b_fs_remove(struct api_req *r)
 			c.conn, c.user,
 			json_pack("{s:s, s:s, s:b}", "op", "remove", "path", path, "recursive", 1),
 			NULL, &err);
+	/* E2B: removing what is not there succeeds (envd ignores os.IsNotExist). */
+	if (ret == -ENOENT) {
+		isola_err_free(err);
+		err = NULL;
+		ret = 0;
+	}
 	return fs_end(r, &c, ret, err, NULL);
 }
 

@@ -35,6 +35,7 @@ struct sandbox_spec {
 	uint64_t inodes;       /* writable-layer inode limit */
 	uint32_t pids;	       /* max processes, 0 = unlimited */
 	uint32_t nofile;       /* RLIMIT_NOFILE for sandbox processes */
+	uint64_t caps;	       /* capabilities of the sandbox's root (common/caps.h mask) */
 };
 
 /* Resource counters of a running sandbox. */

@@ -158,8 +158,51 @@ static void test_safeopen(bool fallback)
 	safeopen_force_fallback = false;
 }
 
+static void test_seed_plan(void)
+{
+	static const char has[] = "root:x:0:0::/root:/bin/sh\nuser:x:1000:1000::/home/user:/bin/sh\n";
+	static const char taken[] = "root:x:0:0::/root:/bin/sh\nubuntu:x:1000:1000::/home/u:/bin/sh\n"
+				    "svc:x:1001:1001::/:/bin/sh";
+	static const char grp_taken[] = "root:x:0:\nubuntu:x:1000:\nsvc:x:1001:\nx:x:1002:\n";
+	struct users_seed s;
+
+	ok(users_seed_plan(has, strlen(has), "", 0, &s) == 0 && !s.add_passwd && !s.add_group &&
+		   s.uid == 1000,
+	   "seed: `user` present: nothing to add");
+	ok(users_seed_plan("", 0, "", 0, &s) == 0 && s.add_passwd && s.add_group && s.uid == 1000 &&
+		   s.gid == 1000,
+	   "seed: empty files: uid and gid 1000");
+	ok(users_seed_plan(taken, strlen(taken), grp_taken, strlen(grp_taken), &s) == 0 &&
+		   s.add_passwd && s.add_group && s.uid == 1002 && s.gid == 1003,
+	   "seed: 1000 and 1001 taken: next free uid, next free gid (uid's is taken too)");
+	ok(users_seed_plan(taken, strlen(taken), "user:x:777:\n", 12, &s) == 0 && s.add_passwd &&
+		   !s.add_group && s.uid == 1002 && s.gid == 777,
+	   "seed: an existing `user` group is reused");
+	ok(users_seed_plan("userx:x:1000:1000::/:/bin/sh\n", 29, "", 0, &s) == 0 && s.add_passwd &&
+		   s.uid == 1001,
+	   "seed: a longer name is not `user`; its uid is taken");
+}
+
+static void test_name_of(void)
+{
+	static const char pw[] = "root:x:0:0::/root:/bin/sh\nb\x01d:x:5:5::/:/bin/sh\nuser:x:1000:1000::/:/x\n";
+	char n[16];
+
+	ok(users_name_of(pw, strlen(pw), 1000, n, sizeof(n)) == 0 && !strcmp(n, "user"),
+	   "name_of: uid 1000 is user");
+	ok(users_name_of(pw, strlen(pw), 0, n, sizeof(n)) == 0 && !strcmp(n, "root"),
+	   "name_of: uid 0 is root");
+	ok(users_name_of(pw, strlen(pw), 5, n, sizeof(n)) == -ENOENT,
+	   "name_of: a name with control characters is not reported");
+	ok(users_name_of(pw, strlen(pw), 4242, n, sizeof(n)) == -ENOENT, "name_of: unknown id");
+	ok(users_name_of("averyveryverylongname:x:7:7::/:/x\n", 35, 7, n, sizeof(n)) == -ENOENT,
+	   "name_of: a name longer than the buffer is not truncated");
+}
+
 int main(void)
 {
+	test_seed_plan();
+	test_name_of();
 	test_ring();
 	test_users();
 	test_names();

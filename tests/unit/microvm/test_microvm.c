@@ -92,6 +92,13 @@ static void test_argv(void)
 	ok(mvm_build_argv(&c, argv, buf, sizeof(buf)) == 0 && argv_has(argv, " isola.pids=32") &&
 		   argv_has(argv, " isola.disk=134217728"),
 	   "argv: pids limit and disk allowance go to the guest on the kernel command line");
+	ok(argv_has(argv, " isola.caps=0 "),
+	   "argv: a mask of no capabilities still goes to the guest");
+	c.caps = 0xa00405fbull;
+	ok(mvm_build_argv(&c, argv, buf, sizeof(buf)) == 0 &&
+		   argv_has(argv, " isola.caps=a00405fb "),
+	   "argv: the guest root's capabilities go on the kernel command line (hex mask)");
+	c.caps = 0;
 	c.pids = 0;
 	c.disk_bytes = 0;
 	c.accel = "kvm";

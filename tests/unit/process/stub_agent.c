@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "setup.h"
+#include "common/caps.h"
 
 /* Bytes readable from path, or -errno. */
 static long bytes_of(const char *path)
@@ -182,11 +183,12 @@ static void big(FILE *out)
 
 int main(int argc, char **argv)
 {
+	uint64_t root_caps = CAPS_DEFAULT_MASK;
 	int lfd;
 
 	if (argc != 2 || strcmp(argv[1], "--setup"))
 		return 2;
-	lfd = agent_setup_run(3);
+	lfd = agent_setup_run(3, &root_caps);
 	for (;;) {
 		int c = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
 		char cmd[64] = "";

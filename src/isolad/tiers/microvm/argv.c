@@ -113,8 +113,12 @@ int mvm_build_argv(const struct mvm_vm_config *c, char **argv, char *buf, size_t
 	snprintf(pids, sizeof(pids), c->pids ? " isola.pids=%" PRIu32 : "", c->pids);
 	/* isola.disk: the guest grows its root only until this much is free (guestinit.c). */
 	snprintf(disk, sizeof(disk), c->disk_bytes ? " isola.disk=%" PRIu64 : "", c->disk_bytes);
-	add(&b, "console=ttyS0 quiet panic=-1 oops=panic reboot=t isola.hostname=%s%s%s%s%s%s",
-	    c->id, tsc, pids, disk, c->net_addr ? " isola.net=" : "",
+	/* isola.caps: what uid 0 in the guest holds for sandbox processes (the guest agent's
+	 * spawn.c, as in the process tier); always present, a mask of 0 is meaningful. */
+	add(&b,
+	    "console=ttyS0 quiet panic=-1 oops=panic reboot=t isola.hostname=%s isola.caps=%" PRIx64
+	    "%s%s%s%s%s",
+	    c->id, c->caps, tsc, pids, disk, c->net_addr ? " isola.net=" : "",
 	    c->net_addr ? c->net_addr : "");
 	/* The NIC: the persistent tap isolad made in QEMU's namespace (docs/network.md). */
 	if (c->net_addr) {

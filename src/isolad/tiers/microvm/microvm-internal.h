@@ -196,6 +196,7 @@ struct mvm_vm_config {
 	const char *net_addr; /* guest eth0 address (isola.net=) on tap0, NULL = no NIC */
 	uint32_t pids;	      /* the guest cgroup's pids.max (isola.pids=), 0 = none */
 	uint64_t disk_bytes;  /* what the guest grows its root to have free (isola.disk=) */
+	uint64_t caps;	      /* the guest root's capabilities (isola.caps=, hex mask) */
 	bool incoming;	      /* restore: wait for the device state (-incoming defer) */
 };
 

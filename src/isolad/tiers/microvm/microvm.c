@@ -310,6 +310,7 @@ int mvm_launch(const struct sandbox_spec *spec, const struct mvm_restore_src *fr
 	vc.net_addr = net_current() ? NET_GUEST_ADDR : NULL; /* a NIC only with a network */
 	vc.pids = spec->pids;
 	vc.disk_bytes = spec->disk_bytes;
+	vc.caps = spec->caps;
 	r = mvm_build_argv(&vc, argv, argbuf, sizeof(argbuf));
 	if (r < 0) {
 		r = isola_err_set(err, -r, "invalid", "sandbox `%s`: QEMU command line: %s",

@@ -230,6 +230,8 @@ static char *plan_json(const struct sandbox_spec *spec, bool idmapped, unsigned 
 		      "rootfs", 1, "upper", 2, "seccomp", 3, "binds", binds);
 	if (!j)
 		return NULL;
+	/* What the sandbox's root holds (agent spawn.c); validated by core at create. */
+	json_object_set_new(j, "caps", json_integer((json_int_t)spec->caps));
 	out = json_dumps(j, JSON_COMPACT);
 	json_decref(j);
 	return out;

@@ -126,6 +126,10 @@ const struct proc_sc_rule proc_sc_rules[] = {
 	A(futimesat),
 	A(mknod) /* FIFOs; device nodes fail anyway in a userns */,
 	A(mknodat),
+	/* root's CAP_SYS_CHROOT (default set): build tools and package scripts chroot into a
+	 * directory of the sandbox's own tree; the mount namespace's root (after pivot_root,
+	 * the old root detached) bounds it, so ".." never leaves the sandbox. */
+	A(chroot),
 	A(getxattr),
 	A(lgetxattr),
 	A(fgetxattr),
@@ -375,7 +379,6 @@ const struct proc_sc_rule proc_sc_rules[] = {
 	D(open_tree),
 	D(move_mount),
 	D(mount_setattr),
-	D(chroot),
 	DN(open_tree_attr, 467),
 	DN(statmount, 457),
 	DN(listmount, 458),
@@ -504,6 +507,14 @@ int proc_seccomp_add_arg_rules(void *vctx)
 	/* ip(8), getifaddrs(): netlink, NETLINK_ROUTE only (own netns). */
 	r = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(socket), 2,
 			     SCMP_A0(SCMP_CMP_EQ, AF_NETLINK), SCMP_A2(SCMP_CMP_EQ, NETLINK_ROUTE));
+	if (r < 0)
+		return r;
+	/* The audit socket stays refused, but with the answer of a kernel built without audit:
+	 * libpam (runuser, su, sudo), shadow's tools and sshd treat EPROTONOSUPPORT as "no
+	 * audit here" and go on, where EPERM is fatal to them ("audit_open() failed"). A call
+	 * let through would return a socket, so this errno is the filter's alone. */
+	r = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPROTONOSUPPORT), SCMP_SYS(socket), 2,
+			     SCMP_A0(SCMP_CMP_EQ, AF_NETLINK), SCMP_A2(SCMP_CMP_EQ, NETLINK_AUDIT));
 	if (r < 0)
 		return r;
 
