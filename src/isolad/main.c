@@ -112,8 +112,8 @@ int main(int argc, char **argv)
 	};
 	cleanup_err struct isola_err *err = NULL;
 	struct core_config cfg;
-	struct api_config api = {.socket_path = DEFAULT_SOCKET, .max_upload_bytes = 8ull << 30,
-				 .socket_gid = -1};
+	struct api_config api = {
+		.socket_path = DEFAULT_SOCKET, .max_upload_bytes = 8ull << 30, .socket_gid = -1};
 	const char *agent_flag = NULL;
 	char agent[PATH_MAX], spool[PATH_MAX];
 	struct core *core = NULL;

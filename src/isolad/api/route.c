@@ -109,10 +109,11 @@ int api_param_check(const char *name, const char *value, struct isola_err **err)
 
 	/* {id} is a sandbox id or its name (core resolves it; server.c). */
 	if (!strcmp(name, "id") && !api_valid_sandbox_id(value) && !core_sandbox_name_valid(value))
-		return isola_err_set(err, EINVAL, "invalid",
-				     "invalid sandbox id `%s`: expected an id (1-39 of [a-z0-9-]) or "
-				     "a name (1-63 of [a-z0-9_.-])",
-				     value);
+		return isola_err_set(
+			err, EINVAL, "invalid",
+			"invalid sandbox id `%s`: expected an id (1-39 of [a-z0-9-]) or "
+			"a name (1-63 of [a-z0-9_.-])",
+			value);
 	if (!strcmp(name, "pid") && api_parse_pid(value, &pid) < 0)
 		return isola_err_set(err, EINVAL, "invalid",
 				     "invalid pid `%s`: expected a positive integer", value);

@@ -253,16 +253,15 @@ enum MHD_Result api_sandbox_wait(struct api_req *r)
 			return MHD_NO;
 		if (util_now_ms() - start >= timeout_ms) {
 			api_req_keepalive(r);
-			return api_respond_error(r, "timeout",
-						 "sandbox `%s` still running after the timeout",
-						 ref);
+			return api_respond_error(
+				r, "timeout", "sandbox `%s` still running after the timeout", ref);
 		}
 	}
 	api_req_keepalive(r);
 	if (ret < 0)
 		return api_respond_err(r, err);
-	if (!json_object_get(out, "message") && !strcmp(json_string_value(json_object_get(
-								  out, "state")) ?: "", "ended")) {
+	if (!json_object_get(out, "message") &&
+	    !strcmp(json_string_value(json_object_get(out, "state")) ?: "", "ended")) {
 		char msg[512];
 
 		core_tombstone_message(out, msg, sizeof(msg));

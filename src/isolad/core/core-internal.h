@@ -10,9 +10,9 @@
 #include "core.h"
 #include "lifecycle.h"
 
-#define CORE_MAX_SANDBOXES 4096	    /* uid slots; also the hard cap on live sandboxes */
-#define CORE_UID_BASE	   1048576u /* first host uid handed to sandboxes (above subuid ranges) */
-#define CORE_MAX_TOMBSTONES 10000   /* records of ended sandboxes kept (newest first) */
+#define CORE_MAX_SANDBOXES  4096     /* uid slots; also the hard cap on live sandboxes */
+#define CORE_UID_BASE	    1048576u /* first host uid handed to sandboxes (above subuid ranges) */
+#define CORE_MAX_TOMBSTONES 10000    /* records of ended sandboxes kept (newest first) */
 
 /*
  * Lifecycle states (docs/persistence.md). The -ING states after DESTROYING are transient:
@@ -65,8 +65,8 @@ struct sandbox {
 	struct sandbox_history *hist;  /* last hour of samples (history.c), owned, or NULL */
 	double hist_last;	       /* wall time of the last sampling attempt */
 	char name[64];		       /* unique per tenant among live sandboxes, "" = none */
-	char end_reason[16];	       /* set before a policy destroy: expired|idle, "" = destroyed */
-	char end_detail[64];	       /* e.g. "ttl 3s", with end_reason */
+	char end_reason[16]; /* set before a policy destroy: expired|idle, "" = destroyed */
+	char end_detail[64]; /* e.g. "ttl 3s", with end_reason */
 };
 
 /* history.c: samples s's counters when one is due (monitor thread; takes s->lock). */

@@ -29,7 +29,7 @@ struct core_config {
 	uint32_t audit_segment_records; /* audit: records per sealed segment (0 = 10000) */
 	uint32_t audit_seal_interval_s; /* audit: seal at least this often (0 = 3600) */
 	uint64_t audit_retention_s;	/* audit: drop sealed segments older (0 = keep) */
-	char snapshot_dir[512]; /* snapshots and hibernation images, "" = <state>/snapshots */
+	char snapshot_dir[512];	  /* snapshots and hibernation images, "" = <state>/snapshots */
 	uint32_t tombstone_ttl_s; /* keep records of ended sandboxes this long (0 = none) */
 };
 

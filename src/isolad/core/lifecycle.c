@@ -225,7 +225,8 @@ static void life_apply(struct core *c, struct sandbox *s, const char *why)
 
 		snprintf(s->end_reason, sizeof(s->end_reason), "%s", ttl ? "expired" : "idle");
 		snprintf(s->end_detail, sizeof(s->end_detail), "%s %us",
-			 ttl ? "ttl" : "idle_timeout", ttl ? s->life.ttl_s : s->life.idle_timeout_s);
+			 ttl ? "ttl" : "idle_timeout",
+			 ttl ? s->life.ttl_s : s->life.idle_timeout_s);
 	}
 	pthread_mutex_unlock(&s->lock);
 	log_info("sandbox %s: %s, applying on_timeout=%s", s->id,

@@ -148,8 +148,8 @@ void core_tombstone_record(struct core *c, struct sandbox *s, enum sandbox_state
 void core_tombstone_trim(struct core *c)
 {
 	cleanup_err struct isola_err *e = NULL;
-	double before = c->cfg.tombstone_ttl_s ? util_wall_time() - c->cfg.tombstone_ttl_s
-					       : INFINITY;
+	double before =
+		c->cfg.tombstone_ttl_s ? util_wall_time() - c->cfg.tombstone_ttl_s : INFINITY;
 	int r = store_tombstone_trim(c->store, before, CORE_MAX_TOMBSTONES, &e);
 
 	if (r < 0)
@@ -253,7 +253,8 @@ int core_sandbox_wait_for(struct core *c, const char *tenant, const char *ref, i
 			return -ETIMEDOUT;
 		clock_gettime(CLOCK_REALTIME, &ts);
 		{
-			uint64_t left = deadline - now, ns = (uint64_t)ts.tv_nsec + left % 1000000000ull;
+			uint64_t left = deadline - now,
+				 ns = (uint64_t)ts.tv_nsec + left % 1000000000ull;
 
 			ts.tv_sec += (time_t)(left / 1000000000ull + ns / 1000000000ull);
 			ts.tv_nsec = (long)(ns % 1000000000ull);
@@ -300,7 +301,8 @@ int core_prune_for(struct core *c, const char *tenant, bool ended, bool errored,
 		{
 			const char *id = json_string_value(json_object_get(s, "id"));
 
-			if (r < 0 || strcmp(json_string_value(json_object_get(s, "state")), "error") ||
+			if (r < 0 ||
+			    strcmp(json_string_value(json_object_get(s, "state")), "error") ||
 			    json_number_value(json_object_get(s, "created_at")) > cutoff)
 				continue;
 			r = core_sandbox_destroy_for(c, tenant, id, err);

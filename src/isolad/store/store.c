@@ -15,7 +15,6 @@
 
 #define STORE_SCHEMA_VERSION "3"
 
-
 static const char schema_sql[] =
 	"CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);"
 	"CREATE TABLE IF NOT EXISTS sandboxes("

@@ -116,8 +116,8 @@ int store_tombstone_list(struct store *st, const char *tenant, struct store_tomb
 int store_tombstone_delete(struct store *st, const char *id, struct isola_err **err)
 {
 	const char *txt[] = {id};
-	int r = store_write(st, "delete tombstone", "DELETE FROM tombstones WHERE id=?1", txt, 1,
-			    0, 0, err);
+	int r = store_write(st, "delete tombstone", "DELETE FROM tombstones WHERE id=?1", txt, 1, 0,
+			    0, err);
 
 	return r < 0 ? r : 0;
 }
@@ -129,8 +129,8 @@ int store_tombstone_trim(struct store *st, double before, unsigned keep, struct 
 	int a, b;
 
 	snprintf(keep_s, sizeof(keep_s), "%u", keep);
-	a = store_write(st, "expire tombstones", "DELETE FROM tombstones WHERE ended_at < ?1",
-			NULL, 0, 1, before, err);
+	a = store_write(st, "expire tombstones", "DELETE FROM tombstones WHERE ended_at < ?1", NULL,
+			0, 1, before, err);
 	if (a < 0)
 		return a;
 	b = store_write(st, "trim tombstones",

@@ -73,7 +73,8 @@ int main(void)
 		n63[63] = '\0';
 		memset(n64, 'a', 64);
 		n64[64] = '\0';
-		ok(core_sandbox_name_valid(n63) && !core_sandbox_name_valid(n64), "63 bytes at most");
+		ok(core_sandbox_name_valid(n63) && !core_sandbox_name_valid(n64),
+		   "63 bytes at most");
 		ok(api_param_check("id", n64, &err) < 0, "a 64-byte {id} refused");
 		isola_err_free(err);
 		err = NULL;
