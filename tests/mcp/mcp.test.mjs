@@ -175,7 +175,8 @@ describe("isola mcp with the official SDK client", () => {
     assert.equal(text(res), `Destroyed sandbox ${sid}.`);
     res = await call("sandbox_run_command", { sandbox_id: sid, command: "true" });
     assert.equal(res.isError, true);
-    assert.match(text(res), /not_found/);
+    assert.match(text(res), /sandbox_ended/); // its tombstone says why (docs/tombstones.md)
+    assert.match(text(res), /was destroyed at/);
     assert.ok(!text(await call("sandbox_list", {})).includes(sid));
   });
 });

@@ -30,6 +30,8 @@ export interface CreateSandboxOptions {
   /** seconds without API use, CPU use, streams or user processes; 0 = off */
   idle_timeout?: number;
   auto_resume?: boolean;
+  /** unique among the tenant's live sandboxes (NameTakenError otherwise); usable wherever an id is */
+  name?: string;
   /** capabilities root gains beyond the default set ("NET_BROADCAST", "CAP_SYS_NICE", ...);
    *  never-listed ones (SYS_ADMIN, NET_ADMIN, SYS_PTRACE, ...) are refused with 400 */
   cap_add?: string[];
@@ -120,6 +122,12 @@ export interface SandboxInfo {
   env?: Record<string, string>;
   workdir?: string;
   user?: string;
+  name?: string | null;
+  /** a tombstone (state "ended") or an errored sandbox: expired | idle | destroyed | error */
+  end_reason?: string;
+  ended_at?: number;
+  /** e.g. "ttl 3s", or the error */
+  detail?: string | null;
   /** what the sandbox's root holds ("CAP_CHOWN", ...); every process's bounding set */
   capabilities?: string[];
   [key: string]: unknown;

@@ -10,8 +10,9 @@
 #include "core.h"
 #include "lifecycle.h"
 
-#define CORE_MAX_SANDBOXES 4096	    /* uid slots; also the hard cap on live sandboxes */
-#define CORE_UID_BASE	   1048576u /* first host uid handed to sandboxes (above subuid ranges) */
+#define CORE_MAX_SANDBOXES  4096     /* uid slots; also the hard cap on live sandboxes */
+#define CORE_UID_BASE	    1048576u /* first host uid handed to sandboxes (above subuid ranges) */
+#define CORE_MAX_TOMBSTONES 10000    /* records of ended sandboxes kept (newest first) */
 
 /*
  * Lifecycle states (docs/persistence.md). The -ING states after DESTROYING are transient:
@@ -63,6 +64,9 @@ struct sandbox {
 	struct sandbox_life life;      /* timeout policy, idle state, pool flags (lifecycle.h) */
 	struct sandbox_history *hist;  /* last hour of samples (history.c), owned, or NULL */
 	double hist_last;	       /* wall time of the last sampling attempt */
+	char name[64];		       /* unique per tenant among live sandboxes, "" = none */
+	char end_reason[16]; /* set before a policy destroy: expired|idle, "" = destroyed */
+	char end_detail[64]; /* e.g. "ttl 3s", with end_reason */
 };
 
 /* history.c: samples s's counters when one is due (monitor thread; takes s->lock). */
@@ -100,6 +104,9 @@ struct core {
 	char snapshot_root[512];	  /* snapshots and hibernation images */
 	pthread_mutex_t snap_lock;	  /* serialises snapshot row changes and ref checks */
 	struct pool_set *pools;		  /* warm pools (pool.c), NULL when not running */
+	pthread_mutex_t end_lock;	  /* with end_cond: waiters for a sandbox to end */
+	pthread_cond_t end_cond;	  /* broadcast when a sandbox ends or fails */
+	uint64_t end_gen;		  /* bumped under end_lock at each broadcast */
 };
 
 /* Allocates a sandbox object (one reference) with state CREATING. */
@@ -209,6 +216,21 @@ int core_sandbox_restore_named(struct core *c, const struct sandbox_request *req
 void core_snapshot_release(struct core *c, const char *snap_id);
 /* Startup: finishes or rolls back snapshot rows and removes temp and stray directories. */
 void core_snapshot_reconcile(struct core *c);
+
+/* --- tombstone.c ------------------------------------------------------------------------ */
+
+/* Records s's end (destroy_obj calls it once the sandbox is gone, before it leaves the list,
+ * then wakes the waiters): its tombstone in the store unless tombstones are off or s is a
+ * warm-pool sandbox. prev is the state it ended from. Any thread, no lock held. */
+void core_tombstone_record(struct core *c, struct sandbox *s, enum sandbox_state prev,
+			   const char *prev_error);
+/* Wakes core_sandbox_wait_for callers (a sandbox ended or failed). Any thread. */
+void core_sandbox_end_notify(struct core *c);
+/* Drops tombstones past the TTL and the cap (the monitor, now and then). */
+void core_tombstone_trim(struct core *c);
+/* 409 `name_taken` when a live sandbox of s's tenant other than s holds s->name. Lock:
+ * c->lock held. */
+int core_name_check_locked(struct core *c, const struct sandbox *s, struct isola_err **err);
 
 /* The TTL and liveness thread. */
 int core_monitor_start(struct core *c, struct isola_err **err);
