@@ -130,6 +130,12 @@ int cli_stream_finish(struct cli_stream *s)
 		status = cli_exit_status(s->exit);
 		if (!s->json)
 			cli_report_oom(s->c, s->sandbox, s->exit);
+		if (!s->json && json_is_true(json_object_get(s->exit, "timed_out")))
+			fprintf(stderr, "timed out after %lds\n",
+				s->timeout_s ? s->timeout_s
+					     : (long)(json_integer_value(json_object_get(
+							      s->exit, "duration_ms")) /
+						      1000));
 	} else {
 		fprintf(stderr, "isola: output stream ended without an exit status\n");
 		status = CLI_EXIT_ISOLA;
@@ -156,7 +162,12 @@ static int exec_streamed(struct cli *cli, struct client *c, const char *id, json
 {
 	cleanup_err struct isola_err *err = NULL;
 	cleanup_free char *path = cli_pathf("/v1/sandboxes/%s/exec", id);
-	struct cli_stream s = {.json = cli->json, .c = c, .sandbox = id};
+	struct cli_stream s = {
+		.json = cli->json,
+		.c = c,
+		.sandbox = id,
+		.timeout_s = (long)json_integer_value(json_object_get(body, "timeout")),
+	};
 	struct client_req r = {
 		.method = "POST",
 		.path = path,
@@ -224,18 +235,18 @@ static int exec_process(struct cli *cli, struct client *c, const char *id, json_
 	return cli_attach(client_conf(c), id, pid, o->interactive, o->tty);
 }
 
-enum { OPT_ENV = 256, OPT_WORKDIR, OPT_USER, OPT_TIMEOUT };
+enum { OPT_TIMEOUT = 256, OPT_ENV_FILE };
 
-static const struct option exec_longopts[] = {
-	{"interactive", no_argument, NULL, 'i'},
-	{"tty", no_argument, NULL, 't'},
-	{"detach", no_argument, NULL, 'd'},
-	{"env", required_argument, NULL, 'e'},
-	{"workdir", required_argument, NULL, 'w'},
-	{"user", required_argument, NULL, 'u'},
-	{"timeout", required_argument, NULL, OPT_TIMEOUT},
-	{"help", no_argument, NULL, 'h'},
-	{NULL, 0, NULL, 0},
+const struct cli_opt cli_exec_opts[] = {
+	{"interactive", 'i', NULL, "attach stdin", 0},
+	{"tty", 't', NULL, "allocate a terminal", 0},
+	{"detach", 'd', NULL, "start in the background and print the pid", 0},
+	{"env", 'e', "KEY=VALUE", "set an environment variable (repeatable)", 0},
+	{"env-file", OPT_ENV_FILE, "FILE", "read KEY=VALUE lines from FILE", 0},
+	{"workdir", 'w', "DIR", "working directory", 0},
+	{"user", 'u', "USER", "user to run as", 0},
+	{"timeout", OPT_TIMEOUT, "SECONDS", "kill the command after SECONDS (exit 124)", 0},
+	{NULL, 0, NULL, NULL, 0},
 };
 
 static int parse_exec_opt(struct cli *cli, int argc, char **argv, int c, struct exec_opts *o)
@@ -254,6 +265,10 @@ static int parse_exec_opt(struct cli *cli, int argc, char **argv, int c, struct 
 		return 0;
 	case 'e':
 		if (cli_parse_kv(o->env, optarg, "--env", &err) < 0)
+			return cli_fail(err, CLI_EXIT_USAGE);
+		return 0;
+	case OPT_ENV_FILE:
+		if (cli_parse_env_file(o->env, optarg, &err) < 0)
 			return cli_fail(err, CLI_EXIT_USAGE);
 		return 0;
 	case 'w':
@@ -279,7 +294,7 @@ int cmd_exec(struct cli *cli, int argc, char **argv)
 	const char *id;
 	int opt, r = CLI_EXIT_USAGE;
 
-	while ((opt = cli_getopt(argc, argv, "itde:w:u:h", exec_longopts)) != -1) {
+	while ((opt = cli_nextopt(cli, argc, argv)) != -1) {
 		r = parse_exec_opt(cli, argc, argv, opt, &o);
 		if (r) {
 			r = r < 0 ? CLI_EXIT_OK : r;
@@ -291,8 +306,6 @@ int cmd_exec(struct cli *cli, int argc, char **argv)
 		goto out;
 	}
 	id = argv[optind++];
-	if (optind < argc && !strcmp(argv[optind], "--"))
-		optind++;
 	if (optind >= argc) {
 		r = cli_usage_err(cli, "missing command");
 		goto out;

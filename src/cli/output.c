@@ -202,6 +202,33 @@ void out_fmt_age(const json_t *t, double now, char *buf, size_t len)
 	}
 }
 
+void out_fmt_time(double t, double now, char *buf, size_t len)
+{
+	time_t secs = (time_t)t;
+	struct tm tm;
+	char date[40], rel[64];
+	json_t *j;
+
+	if (!gmtime_r(&secs, &tm) || !strftime(date, sizeof(date), "%Y-%m-%d %H:%M:%S UTC", &tm)) {
+		snprintf(buf, len, "%.0f", t);
+		return;
+	}
+	if (t > now + 1) {
+		j = json_real(2 * now - t); /* as far ahead as that is behind */
+		out_fmt_age(j, now, rel, sizeof(rel));
+		json_decref(j);
+		if (strlen(rel) > 4 && !strcmp(rel + strlen(rel) - 4, " ago")) {
+			rel[strlen(rel) - 4] = '\0';
+			snprintf(buf, len, "%s (in %s)", date, rel);
+			return;
+		}
+	}
+	j = json_real(t);
+	out_fmt_age(j, now, rel, sizeof(rel));
+	json_decref(j);
+	snprintf(buf, len, "%s (%s)", date, rel);
+}
+
 static int cmp_str(const void *a, const void *b)
 {
 	return strcmp(*(const char *const *)a, *(const char *const *)b);

@@ -37,6 +37,9 @@ void out_fmt_size(uint64_t bytes, char *buf, size_t len);
  * "12 seconds ago", "3 hours ago"; anything else is printed as-is ("" for null). */
 void out_fmt_age(const json_t *t, double now, char *buf, size_t len);
 
+/* Formats unix time t as "2026-12-01 14:03:05 UTC (3 minutes ago)" (or "in 5 minutes"). */
+void out_fmt_time(double t, double now, char *buf, size_t len);
+
 /* Formats a scalar for `key: value` output: strings raw, numbers, true/false, "-" for null,
  * objects {k:v} as "k=v,k2=v2" (keys sorted), arrays as space-joined. Heap string; NULL: ENOMEM. */
 char *out_fmt_value(const json_t *v);

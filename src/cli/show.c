@@ -14,7 +14,7 @@ int cli_show(struct cli *cli, int argc, char **argv, const struct cli_show *s)
 	struct client *c;
 	int opt;
 
-	while ((opt = cli_getopt(argc, argv, "h", NULL)) != -1)
+	while ((opt = cli_nextopt(cli, argc, argv)) != -1)
 		return cli_bad_opt(cli, argc, argv, opt);
 	if (s->id && argc - optind != 1)
 		return cli_usage_err(cli,

@@ -140,7 +140,7 @@ static int parse(enum cli_sandbox_mode mode, char **argv, struct cli_sandbox_arg
 
 	while (argv[argc])
 		argc++;
-	return cli_parse_sandbox_args(argc, argv, mode, a, err);
+	return cli_parse_sandbox_args(argc, argv, mode, NULL, a, err);
 }
 
 static void test_sandbox_args(void)
