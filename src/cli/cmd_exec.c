@@ -3,6 +3,10 @@
 #include "cli.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
@@ -158,6 +162,77 @@ struct exec_opts {
 	long timeout_s;	  /* --timeout, 0 = none */
 };
 
+/*
+ * Ctrl-C on a streamed exec, as docker does it: the first SIGINT is sent to the process inside
+ * (POST .../processes/PID/signal), a second one sends SIGKILL; the stream goes on and ends with
+ * the process's own exit. The handler only writes a byte to a pipe; a thread with its own
+ * client makes the requests, so the streaming transfer is never interrupted.
+ */
+struct interrupt_fwd {
+	int pipe[2];		   /* handler -> thread; write end closed to stop the thread */
+	_Atomic long pid;	   /* the process, once the start event named it */
+	const struct client_conf *conf; /* where isolad is (borrowed) */
+	const char *sandbox;	   /* the sandbox id (borrowed) */
+	pthread_t thread;
+	struct cli_stream *s;	   /* the stream the events go to */
+};
+
+static int interrupt_pipe = -1; /* write end for the SIGINT handler, -1 when not forwarding */
+
+static void on_interrupt(int sig)
+{
+	int saved = errno;
+	char b = 1;
+
+	(void)sig;
+	if (interrupt_pipe >= 0 && write(interrupt_pipe, &b, 1) < 0) {
+		/* nothing to do in a handler */
+	}
+	errno = saved;
+}
+
+static void *interrupt_thread(void *arg)
+{
+	struct interrupt_fwd *f = arg;
+	struct client *c = NULL;
+	int n = 0;
+	char b;
+
+	while (read(f->pipe[0], &b, 1) == 1) {
+		cleanup_err struct isola_err *err = NULL;
+		cleanup_free char *path = NULL;
+		long pid = atomic_load(&f->pid);
+		json_t *body, *reply = NULL;
+
+		if (!pid)
+			continue; /* not started yet: nothing to signal */
+		n++;
+		path = cli_pathf("/v1/sandboxes/%s/processes/%ld/signal", f->sandbox, pid);
+		body = json_pack("{s:i}", "signal", n == 1 ? SIGINT : SIGKILL);
+		if (!c && client_new(f->conf, &c, &err) < 0) {
+			json_decref(body);
+			continue;
+		}
+		if (client_json(c, "POST", path, body, &reply, &err) < 0)
+			fprintf(stderr, "isola: signal process %ld: %s\n", pid, err->message);
+		json_decref(body);
+		json_decref(reply);
+	}
+	client_free(c);
+	return NULL;
+}
+
+/* cli_stream_event that also tells the interrupt thread the pid. */
+static int fwd_event(void *ud, json_t *ev, struct isola_err **err)
+{
+	struct interrupt_fwd *f = ud;
+	int r = cli_stream_event(f->s, ev, err);
+
+	if (f->s->pid)
+		atomic_store(&f->pid, f->s->pid);
+	return r;
+}
+
 static int exec_streamed(struct cli *cli, struct client *c, const char *id, json_t *body)
 {
 	cleanup_err struct isola_err *err = NULL;
@@ -174,11 +249,35 @@ static int exec_streamed(struct cli *cli, struct client *c, const char *id, json
 		.body = body,
 		.body_fd = -1,
 		.accept = "application/x-ndjson",
-		.on_event = cli_stream_event,
-		.ud = &s,
+		.on_event = fwd_event,
 	};
+	struct interrupt_fwd f = {.conf = client_conf(c), .sandbox = id, .s = &s};
+	struct sigaction sa = {.sa_handler = on_interrupt}, old;
+	bool fwd;
+	int rc;
 
-	if (client_do(c, &r, &err) < 0) {
+	r.ud = &f;
+	fwd = pipe2(f.pipe, O_CLOEXEC) == 0;
+	if (fwd && pthread_create(&f.thread, NULL, interrupt_thread, &f) != 0) {
+		close(f.pipe[0]);
+		close(f.pipe[1]);
+		fwd = false;
+	}
+	if (fwd) {
+		interrupt_pipe = f.pipe[1];
+		sigemptyset(&sa.sa_mask);
+		sa.sa_flags = SA_RESTART;
+		sigaction(SIGINT, &sa, &old);
+	}
+	rc = client_do(c, &r, &err);
+	if (fwd) {
+		sigaction(SIGINT, &old, NULL);
+		interrupt_pipe = -1;
+		close(f.pipe[1]);
+		pthread_join(f.thread, NULL);
+		close(f.pipe[0]);
+	}
+	if (rc < 0) {
 		json_decref(s.exit);
 		free(s.error);
 		return cli_fail(err, CLI_EXIT_ISOLA);
