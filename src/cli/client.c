@@ -296,6 +296,21 @@ static void setup(struct client *c, const struct client_req *r, struct xfer *x,
 	curl_easy_setopt(h, CURLOPT_HTTPHEADER, *hdrs);
 }
 
+/* Why a unix socket refused us, as advice (static text; "" when nothing is known). */
+static const char *connect_hint(const struct client *c)
+{
+	if (c->conf.url || !c->conf.socket)
+		return "";
+	if (access(c->conf.socket, R_OK | W_OK) == 0)
+		return "; is isolad running? (systemctl status isolad)";
+	if (errno == EACCES)
+		return "; permission denied: add yourself to group isola "
+		       "(sudo usermod -aG isola $USER, then log in again)";
+	if (errno == ENOENT)
+		return "; no socket there: is isolad running? (systemctl status isolad)";
+	return "";
+}
+
 int client_do(struct client *c, const struct client_req *r, struct isola_err **err)
 {
 	struct xfer x = {.req = r, .curl = c->curl};
@@ -326,8 +341,9 @@ int client_do(struct client *c, const struct client_req *r, struct isola_err **e
 				    r->method, r->path, (long long)got, curl_easy_strerror(cr));
 	} else if (cr != CURLE_OK) {
 		ret = isola_err_set(
-			err, ECONNREFUSED, "unavailable", "cannot reach isolad at %s: %s",
-			c->conf.url ? c->conf.url : c->conf.socket, curl_easy_strerror(cr));
+			err, ECONNREFUSED, "unavailable", "cannot reach isolad at %s: %s%s",
+			c->conf.url ? c->conf.url : c->conf.socket, curl_easy_strerror(cr),
+			cr == CURLE_COULDNT_CONNECT ? connect_hint(c) : "");
 	} else if (status < 200 || status >= 300) {
 		ret = reply_error(&x, status, err);
 	} else if (r->on_event && x.len) {

@@ -343,3 +343,39 @@ int util_unix_connect(const char *path, int sock_flags)
 	}
 	return fd;
 }
+
+int util_parse_duration(const char *s, uint64_t max, uint64_t *out)
+{
+	uint64_t v = 0, mult = 1;
+	const char *p = s;
+
+	if (!s || *s < '0' || *s > '9')
+		return -EINVAL;
+	for (; *p >= '0' && *p <= '9'; p++) {
+		if (v > (UINT64_MAX - 9) / 10)
+			return -ERANGE;
+		v = v * 10 + (uint64_t)(*p - '0');
+	}
+	switch (*p) {
+	case '\0':
+	case 's':
+		break;
+	case 'm':
+		mult = 60;
+		break;
+	case 'h':
+		mult = 3600;
+		break;
+	case 'd':
+		mult = 86400;
+		break;
+	default:
+		return -EINVAL;
+	}
+	if (*p && p[1])
+		return -EINVAL;
+	if (v > max / mult)
+		return -ERANGE;
+	*out = v * mult;
+	return 0;
+}

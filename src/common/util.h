@@ -77,6 +77,10 @@ double util_wall_time(void);
 /* Fills buf with n random bytes from getrandom(). 0 or -errno. */
 int util_random(void *buf, size_t n);
 
+/* Parses a duration "90", "90s", "15m", "24h", "7d" into seconds (at most max). 0 or
+ * -EINVAL (not a duration) / -ERANGE (past max). */
+int util_parse_duration(const char *s, uint64_t max, uint64_t *out);
+
 /* Parses "512M", "2G", "1024", "64k" into bytes. 0 or -EINVAL/-ERANGE. */
 int util_parse_size(const char *s, uint64_t *out);
 

@@ -2,6 +2,7 @@
 /* isolad: the daemon — parse flags, start the core and the API, wait for a stop signal. */
 #include <errno.h>
 #include <getopt.h>
+#include <grp.h>
 #include <libgen.h>
 #include <limits.h>
 #include <signal.h>
@@ -14,6 +15,7 @@
 
 #include "../common/err.h"
 #include "../common/log.h"
+#include "../common/util.h"
 #include "api/api.h"
 #include "core/core.h"
 #include "core/pool.h"
@@ -32,7 +34,8 @@ static void usage(FILE *f)
 		   "              [--audit-segment-records N] [--audit-seal-interval SECONDS]\n"
 		   "              [--audit-retention SECONDS] [--cpu-overcommit X]\n"
 		   "              [--memory-overcommit X] [--accel auto|kvm|tcg]\n"
-		   "              [--snapshot-dir DIR]\n"
+		   "              [--snapshot-dir DIR] [--tombstone-ttl DURATION]\n"
+		   "              [--socket-group GROUP]\n"
 		   "              [--expose-listen HOST:PORT] [--expose-domain DOMAIN]\n"
 		   "              [--expose-max-conns N] [--pool TEMPLATE:TIER:N]...\n" NET_USAGE);
 }
@@ -98,6 +101,8 @@ int main(int argc, char **argv)
 		{"memory-overcommit", required_argument, NULL, 1005},
 		{"accel", required_argument, NULL, 1006},
 		{"snapshot-dir", required_argument, NULL, 1007},
+		{"tombstone-ttl", required_argument, NULL, 1008},
+		{"socket-group", required_argument, NULL, 1009},
 		{"expose-listen", required_argument, NULL, 1101},
 		{"expose-domain", required_argument, NULL, 1102},
 		{"expose-max-conns", required_argument, NULL, 1103},
@@ -107,7 +112,8 @@ int main(int argc, char **argv)
 	};
 	cleanup_err struct isola_err *err = NULL;
 	struct core_config cfg;
-	struct api_config api = {.socket_path = DEFAULT_SOCKET, .max_upload_bytes = 8ull << 30};
+	struct api_config api = {.socket_path = DEFAULT_SOCKET, .max_upload_bytes = 8ull << 30,
+				 .socket_gid = -1};
 	const char *agent_flag = NULL;
 	char agent[PATH_MAX], spool[PATH_MAX];
 	struct core *core = NULL;
@@ -190,6 +196,32 @@ int main(int argc, char **argv)
 				cfg.cpu_overcommit = v;
 			else
 				cfg.memory_overcommit = v;
+			break;
+		}
+		case 1008: { /* records of ended sandboxes (docs/lifecycle-records.md) */
+			uint64_t v;
+
+			if (util_parse_duration(optarg, 366ull * 86400, &v) < 0) {
+				fprintf(stderr,
+					"isolad: --tombstone-ttl `%s`: expected a duration such as "
+					"24h, 90m or 0 (off), at most 366d\n",
+					optarg);
+				return 2;
+			}
+			cfg.tombstone_ttl_s = (uint32_t)v;
+			break;
+		}
+		case 1009: { /* the socket's group (scripts/install.sh: `isola`) */
+			struct group *g = getgrnam(optarg);
+
+			if (!g) {
+				fprintf(stderr,
+					"isolad: --socket-group `%s`: no such group (create it: "
+					"groupadd --system %s)\n",
+					optarg, optarg);
+				return 2;
+			}
+			api.socket_gid = (long)g->gr_gid;
 			break;
 		}
 		case 1301: /* --pool TEMPLATE:TIER:N, repeatable (docs/persistence.md) */

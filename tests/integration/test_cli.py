@@ -187,7 +187,7 @@ def test_create_ls_inspect_rm(cli, api):
     finally:
         for x in (sid,):
             api.delete_sandbox(x)
-    assert api.request("GET", f"/v1/sandboxes/{sid}").status == 404
+    assert api.request("GET", f"/v1/sandboxes/{sid}").status == 410  # ended (tombstone)
 
 
 def test_exec(cli, sandbox):

@@ -255,7 +255,7 @@ def test_destroy_removes_exposures(xd):
     assert xd.api.delete_sandbox(sid).status == 204
     assert not os.path.exists(ports_file)
     assert status_of(xd.get(sid, 8000, "/hello.txt", e["token"])) == 404
-    assert xd.api.request("GET", f"/v1/sandboxes/{sid}/ports").status == 404
+    assert xd.api.request("GET", f"/v1/sandboxes/{sid}/ports").status == 410  # ended
 
 
 def test_exposures_survive_isolad_restart(xd, web):

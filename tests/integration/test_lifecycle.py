@@ -62,7 +62,7 @@ def test_ttl_expiry_destroys(api, isolad, make_sandbox, tier):
     assert sb["expires_at"] is not None
     assert ttl - 1 <= sb["expires_at"] - sb["created_at"] <= ttl + 1, sb
     fp = host_footprint(isolad, sid, tier)
-    ic.wait_for(lambda: api.request("GET", f"/v1/sandboxes/{sid}").status == 404, ttl + 13,
+    ic.wait_for(lambda: api.request("GET", f"/v1/sandboxes/{sid}").status == 410, ttl + 13,
                 interval=0.25, what=f"the sandbox to expire (ttl={ttl})")
     assert sid not in [s["id"] for s in api.list_sandboxes()]
     assert_nothing_left(isolad, sid, fp, 10**9)
@@ -127,7 +127,7 @@ def test_ttl_survives_restart(api, isolad, make_sandbox, tier):
     got = api.get_json(f"/v1/sandboxes/{sid}")
     assert got["state"] == "running", got
     assert abs(got["expires_at"] - sb["expires_at"]) < 1, (got, sb)
-    ic.wait_for(lambda: api.request("GET", f"/v1/sandboxes/{sid}").status == 404, 20,
+    ic.wait_for(lambda: api.request("GET", f"/v1/sandboxes/{sid}").status == 410, 20,
                 interval=0.25, what="the TTL set before the restart to fire after it")
 
 
@@ -153,7 +153,7 @@ def test_sandbox_lost_while_isolad_down(api, isolad, make_sandbox, tier):
     assert r.error_code == "conflict" and "error" in r.error_message
     r = api.delete_sandbox(sid)
     assert r.status == 204, r
-    assert api.request("GET", f"/v1/sandboxes/{sid}").status == 404
+    assert api.request("GET", f"/v1/sandboxes/{sid}").status == 410
     assert_nothing_left(isolad, sid, fp, mounts_before)
 
 

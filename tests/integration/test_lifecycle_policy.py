@@ -70,7 +70,7 @@ def test_ttl_kill_is_the_default(api, make_sandbox):
     sb = make_sandbox(ttl=2)
     sid = sb["id"]
     assert ic.sandbox_host_pids(sid)
-    ic.wait_for(lambda: api.request("GET", f"/v1/sandboxes/{sid}").status == 404, SETTLE,
+    ic.wait_for(lambda: api.request("GET", f"/v1/sandboxes/{sid}").status == 410, SETTLE,
                 what="TTL kill")
     ic.wait_for(lambda: not ic.sandbox_host_pids(sid), 10, what="processes gone")
 
@@ -182,7 +182,7 @@ def test_idle_quiet_sandbox_is_hibernated(api, make_sandbox):
 
 def test_idle_quiet_sandbox_is_killed_by_default(api, make_sandbox):
     sid = make_sandbox(idle_timeout=2)["id"]
-    ic.wait_for(lambda: api.request("GET", f"/v1/sandboxes/{sid}").status == 404, SETTLE,
+    ic.wait_for(lambda: api.request("GET", f"/v1/sandboxes/{sid}").status == 410, SETTLE,
                 what="idle kill")
     ic.wait_for(lambda: not ic.sandbox_host_pids(sid), 10, what="processes gone")
 

@@ -164,7 +164,7 @@ def test_state_rules(api, make_sandbox):
     sid2 = make_sandbox()["id"]
     post(api, sid2, "pause")
     assert api.request("DELETE", f"/v1/sandboxes/{sid2}").status == 204
-    assert api.request("GET", f"/v1/sandboxes/{sid2}").status == 404
+    assert api.request("GET", f"/v1/sandboxes/{sid2}").status == 410  # ended (tombstone)
 
 
 @pytest.mark.process_only("no sandbox involved")

@@ -47,6 +47,11 @@ NATIVE = {
     "GET /v1/sandboxes/{id}": ("read", "GET", "/v1/sandboxes/{id}", None, None),
     "DELETE /v1/sandboxes/{id}": ("write", "DELETE", "/v1/sandboxes/{fake}", None, None),
     "GET /v1/sandboxes/{id}/console": ("read", "GET", "/v1/sandboxes/{id}/console", None, None),
+    # A wait on a sandbox that exists nowhere answers at once (404); a read-only token may wait.
+    "GET /v1/sandboxes/{id}/wait": ("read", "GET", "/v1/sandboxes/{fake}/wait", None, None),
+    # Older than 30 years: removes nothing, whoever may call it.
+    "POST /v1/sandboxes/prune": ("write", "POST", "/v1/sandboxes/prune",
+                                 {"states": ["ended"], "older_than": 1e9}, None),
     "POST /v1/sandboxes/{id}/timeout": ("write", "POST", "/v1/sandboxes/{fake}/timeout", {"ttl": 600}, None),
     "POST /v1/sandboxes/{id}/exec": ("write", "POST", "/v1/sandboxes/{id}/exec",
                                      {"cmd": ["touch", "/tmp/n-exec-{role}"]}, "test -e /tmp/n-exec-{role}"),

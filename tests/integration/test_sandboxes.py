@@ -108,11 +108,12 @@ def test_delete(api, make_sandbox, isolad):
     assert r.status == 204, r
     assert r.body == b""
     r = api.request("GET", f"/v1/sandboxes/{sid}")
-    assert r.status == 404, r
-    assert r.error_code == "not_found" and sid in r.error_message
+    assert r.status == 410, r  # its tombstone says it was destroyed (test_tombstones.py)
+    assert r.error_code == "sandbox_ended" and sid in r.error_message
     assert sid not in ids(api.list_sandboxes())
     assert sid not in state_entries(isolad)
-    assert api.delete_sandbox(sid).status == 404
+    assert api.delete_sandbox(sid).status == 410
+    assert api.request("GET", "/v1/sandboxes/nosuchsandbox000").status == 404
 
 
 BAD_CREATES = [
@@ -217,11 +218,11 @@ PER_SANDBOX_ROUTES = [
 
 @pytest.mark.parametrize("method,suffix,body,query", PER_SANDBOX_ROUTES,
                          ids=[f"{m} {s or '/'}" for m, s, _, _ in PER_SANDBOX_ROUTES])
-def test_unknown_sandbox_is_404_everywhere(api, gone_id, method, suffix, body, query):
+def test_ended_sandbox_is_410_everywhere(api, gone_id, method, suffix, body, query):
     if suffix.endswith("/ws"):
         with pytest.raises(ic.WebSocketError) as e:
             ic.WebSocket.connect(api, f"/v1/sandboxes/{gone_id}{suffix}")
-        assert getattr(e.value, "status", None) == 404, e.value
+        assert getattr(e.value, "status", None) == 410, e.value
         assert gone_id.encode() in e.value.body
         return
     kw = {"query": query}
@@ -230,9 +231,9 @@ def test_unknown_sandbox_is_404_everywhere(api, gone_id, method, suffix, body, q
     elif body is not None:
         kw["body"] = body
     r = api.request(method, f"/v1/sandboxes/{gone_id}{suffix}", **kw)
-    assert r.status == 404, f"{method} {suffix}: {r}"
-    assert r.error_code == "not_found", r
-    assert gone_id in r.error_message, r
+    assert r.status == 410, f"{method} {suffix}: {r}"
+    assert r.error_code == "sandbox_ended", r
+    assert gone_id in r.error_message and "was destroyed at" in r.error_message, r
 
 
 def test_unknown_route_is_404_json(api):

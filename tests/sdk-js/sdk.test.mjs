@@ -47,7 +47,13 @@ describe("host and sandboxes", () => {
     } finally {
       await sb.delete();
     }
-    await rejects(client.getSandbox(sb.id), isola.NotFoundError, (e) => {
+    await rejects(client.getSandbox(sb.id), isola.SandboxEndedError, (e) => {
+      assert.ok(e instanceof isola.NotFoundError);
+      assert.equal(e.status, 410);
+      assert.equal(e.code, "sandbox_ended");
+      assert.equal(e.endReason, "destroyed");
+    });
+    await rejects(client.getSandbox("nosuchsandbox000"), isola.NotFoundError, (e) => {
       assert.equal(e.status, 404);
       assert.equal(e.code, "not_found");
     });

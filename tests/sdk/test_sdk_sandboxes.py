@@ -33,8 +33,12 @@ def test_create_get_list_delete(client):
         assert sb.exec("echo $FOO", timeout=20).stdout == "bar\n"
     finally:
         sb.delete()
-    with pytest.raises(isola.NotFoundError) as ei:
+    with pytest.raises(isola.SandboxEndedError) as ei:  # a NotFoundError that says why
         client.get_sandbox(sb.id)
+    assert ei.value.status == 410 and ei.value.code == "sandbox_ended" and ei.value.message
+    assert ei.value.end_reason == "destroyed" and ei.value.ended_at
+    with pytest.raises(isola.NotFoundError) as ei:
+        client.get_sandbox("nosuchsandbox000")
     assert ei.value.status == 404 and ei.value.code == "not_found" and ei.value.message
     with pytest.raises(isola.NotFoundError):
         sb.delete()

@@ -147,11 +147,12 @@ export class Client {
     return new Sandbox(this, info.id, info);
   }
 
-  /** Fetches a sandbox; NotFoundError when it does not exist. */
+  /** Fetches a sandbox by id or name; NotFoundError when it does not exist, SandboxEndedError
+   * (a NotFoundError) when it ended (why and when). */
   async getSandbox(id: string): Promise<Sandbox> {
     const sb = new Sandbox(this, id);
-    await sb.refresh();
-    return sb;
+    const info = await sb.refresh();
+    return info.id === id ? sb : new Sandbox(this, info.id, info); // by name: keep the id
   }
 
   /** A handle on a sandbox by id, without a request. */
@@ -159,15 +160,36 @@ export class Client {
     return new Sandbox(this, id);
   }
 
-  /** Sandboxes carrying every given label. */
-  async listSandboxes(labels: Record<string, string> = {}): Promise<Sandbox[]> {
+  /** Sandboxes carrying every given label. all: also the ended ones isolad still has
+   * tombstones of (info.state "ended", end_reason, ended_at, detail). */
+  async listSandboxes(labels: Record<string, string> = {}, opts: { all?: boolean } = {}): Promise<Sandbox[]> {
     const query = Object.entries(labels).map(([k, v]) => ["label", `${k}=${v}`] as [string, string]);
+    if (opts.all) query.push(["all", "true"]);
     const d = await this.transport.json<{ sandboxes: SandboxInfo[] }>("GET", "/v1/sandboxes", { query });
     return (d?.sandboxes ?? []).map((s) => new Sandbox(this, s.id, s));
   }
 
   async deleteSandbox(id: string): Promise<void> {
     await this.transport.json("DELETE", `/v1/sandboxes/${seg(id)}`);
+  }
+
+  /** Blocks until the sandbox (id or name) ends; resolves to its tombstone (state "ended",
+   * end_reason, ended_at, detail) or, for a sandbox in state error, its info. timeout:
+   * seconds, then TimeoutError (undefined = as long as it takes). */
+  async waitSandbox(id: string, timeout?: number): Promise<SandboxInfo> {
+    return this.transport.json<SandboxInfo>("GET", `/v1/sandboxes/${seg(id)}/wait`, {
+      query: timeout === undefined ? undefined : { timeout },
+      timeout: 0,
+    });
+  }
+
+  /** Removes tombstones ("ended") and destroys errored sandboxes ("error"), both by default,
+   * that ended / were created at least olderThan seconds ago. Resolves to the ids removed. */
+  async prune(opts: { states?: ("ended" | "error")[]; olderThan?: number } = {}): Promise<string[]> {
+    const d = await this.transport.json<{ removed: string[] }>("POST", "/v1/sandboxes/prune", {
+      json: defined({ states: opts.states, older_than: opts.olderThan }),
+    });
+    return d?.removed ?? [];
   }
 
   /** The caller's named snapshots. */
@@ -267,6 +289,12 @@ export class Sandbox {
   /** Destroys the sandbox (any state); the id is gone afterwards. */
   async delete(): Promise<void> {
     await this.t.json("DELETE", this.base);
+  }
+
+  /** Blocks until the sandbox ends (Client.waitSandbox); info becomes its tombstone. */
+  async wait(timeout?: number): Promise<SandboxInfo> {
+    this.info = await this.client.waitSandbox(this.id, timeout);
+    return this.info;
   }
 
   private async stateChange(op: string): Promise<SandboxInfo> {

@@ -29,10 +29,20 @@ export class RateLimitedError extends IsolaError {
 }
 /** 404: unknown sandbox, process, file, template or program. */
 export class NotFoundError extends IsolaError {}
+/** 410 sandbox_ended: the sandbox existed and ended (isolad keeps a tombstone, 24 h by
+ * default). endReason: expired, idle, destroyed or error; endedAt: unix time; detail: e.g.
+ * "ttl 3s". A NotFoundError, so code that catches a missing sandbox still does. */
+export class SandboxEndedError extends NotFoundError {
+  endReason?: string;
+  endedAt?: number;
+  detail?: string | null;
+}
 /** 405. */
 export class MethodNotAllowedError extends IsolaError {}
 /** 409: conflict, exists, busy. */
 export class ConflictError extends IsolaError {}
+/** 409 name_taken: another live sandbox of the tenant holds the name (the message names it). */
+export class NameTakenError extends ConflictError {}
 /** 413. */
 export class TooLargeError extends IsolaError {}
 /** 416. */
@@ -61,6 +71,8 @@ const BY_CODE: Record<string, ErrorClass> = {
   quota_exceeded: QuotaExceededError,
   rate_limited: RateLimitedError,
   not_found: NotFoundError,
+  sandbox_ended: SandboxEndedError,
+  name_taken: NameTakenError,
   method_not_allowed: MethodNotAllowedError,
   conflict: ConflictError,
   exists: ConflictError,
@@ -79,6 +91,7 @@ const BY_STATUS: Record<number, ErrorClass> = {
   401: UnauthorizedError,
   403: ForbiddenError,
   404: NotFoundError,
+  410: SandboxEndedError,
   405: MethodNotAllowedError,
   409: ConflictError,
   429: RateLimitedError,
@@ -91,8 +104,20 @@ const BY_STATUS: Record<number, ErrorClass> = {
   507: NoSpaceError,
 };
 
-/** The error for an API error: chosen by code, else by status. */
-export function errorFor(code: string | undefined | null, message: string, status?: number): IsolaError {
+/** The error for an API error: chosen by code, else by status. body: the whole error object
+ * (a 410 carries end_reason, ended_at, detail). */
+export function errorFor(
+  code: string | undefined | null,
+  message: string,
+  status?: number,
+  body?: Record<string, any>,
+): IsolaError {
   const cls = (code && BY_CODE[code]) || (status && BY_STATUS[status]) || IsolaError;
-  return new cls(message, code || "internal", status);
+  const e = new cls(message, code || "internal", status);
+  if (e instanceof SandboxEndedError && body) {
+    e.endReason = body.end_reason;
+    e.endedAt = body.ended_at;
+    e.detail = body.detail;
+  }
+  return e;
 }

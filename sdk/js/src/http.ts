@@ -185,15 +185,17 @@ export class Transport {
 export function errorFromBody(status: number, body: Buffer, method: string, path: string): IsolaError {
   let code: string | undefined;
   let message: string | undefined;
+  let obj: Record<string, any> | undefined;
   try {
     let d = JSON.parse(body.toString("utf8"));
     if (d && typeof d.error === "object") d = d.error;
     code = typeof d?.code === "string" ? d.code : undefined;
     message = typeof d?.message === "string" ? d.message : undefined;
+    obj = d && typeof d === "object" ? d : undefined;
   } catch {
     /* not JSON */
   }
-  return errorFor(code, message || `isolad replied HTTP ${status} to ${method} ${path}`, status);
+  return errorFor(code, message || `isolad replied HTTP ${status} to ${method} ${path}`, status, obj);
 }
 
 function wrapStreamError(e: unknown): Error {

@@ -30,6 +30,8 @@ export interface CreateSandboxOptions {
   /** seconds without API use, CPU use, streams or user processes; 0 = off */
   idle_timeout?: number;
   auto_resume?: boolean;
+  /** unique among the tenant's live sandboxes (NameTakenError otherwise); usable wherever an id is */
+  name?: string;
 }
 
 /** What survives each operation on this sandbox's tier. */
@@ -115,6 +117,12 @@ export interface SandboxInfo {
   env?: Record<string, string>;
   workdir?: string;
   user?: string;
+  name?: string | null;
+  /** a tombstone (state "ended") or an errored sandbox: expired | idle | destroyed | error */
+  end_reason?: string;
+  ended_at?: number;
+  /** e.g. "ttl 3s", or the error */
+  detail?: string | null;
   [key: string]: unknown;
 }
 

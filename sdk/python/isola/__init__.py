@@ -13,7 +13,8 @@ from .client import Client, EventStream, Files, Processes, Sandbox
 from .errors import (ConflictError, ForbiddenError, InternalError, InvalidError, IsolaError,
                      MethodNotAllowedError, NoSpaceError, NotFoundError, NotSupportedError,
                      ProtocolError, QuotaExceededError, RangeNotSatisfiableError,
-                     RateLimitedError, TimeoutError, TooLargeError,
+                     RateLimitedError, TimeoutError, TooLargeError, SandboxEndedError,
+                     NameTakenError,
                      UnauthorizedError, UnavailableError, error_for)
 from .models import (ArchiveResult, Entry, Event, ExecResult, ExitStatus, Exposure, Health,
                      ImportProgress, Listing, OutputResult, Process, SandboxInfo, Snapshot,
@@ -30,4 +31,5 @@ __all__ = [
     "MethodNotAllowedError", "ConflictError", "TooLargeError", "RangeNotSatisfiableError",
     "InternalError", "NotSupportedError", "UnavailableError", "TimeoutError", "NoSpaceError",
     "ProtocolError", "QuotaExceededError", "RateLimitedError", "WebSocketError", "error_for", "__version__",
+    "SandboxEndedError", "NameTakenError",
 ]

@@ -184,18 +184,18 @@ def _chunks(f, size: int = 65536) -> Iterator[bytes]:
 
 
 def _error_from(status: int, data: bytes, method: str, path: str) -> errors.IsolaError:
-    code = message = None
+    code = message = body = None
     try:
         d = json.loads(data)
         if isinstance(d, dict) and isinstance(d.get("error"), dict):
             d = d["error"]
         if isinstance(d, dict):
-            code, message = d.get("code"), d.get("message")
+            code, message, body = d.get("code"), d.get("message"), d
     except ValueError:
         pass
     if not message:
         message = f"isolad replied HTTP {status} to {method} {path}"
-    return errors.error_for(code, message, status)
+    return errors.error_for(code, message, status, body)
 
 
 class Reply:

@@ -142,39 +142,66 @@ class Client:
                        snapshot: Optional[str] = None,
                        network: Optional[Mapping[str, Any]] = None,
                        on_timeout: Optional[str] = None, idle_timeout: Optional[int] = None,
-                       auto_resume: Optional[bool] = None) -> "Sandbox":
+                       auto_resume: Optional[bool] = None,
+                       name: Optional[str] = None) -> "Sandbox":
         """Creates and starts a sandbox (POST /v1/sandboxes). memory/disk: bytes or "512M".
         snapshot: start from that named snapshot instead of a template. network: the egress
         policy ({"default", "allow", "deny"}, docs/network.md). on_timeout: "kill", "pause"
-        or "hibernate" when the TTL or idle_timeout (seconds) runs out."""
+        or "hibernate" when the TTL or idle_timeout (seconds) runs out. name: unique among
+        the tenant's live sandboxes (NameTakenError otherwise), usable wherever an id is."""
         body = _put({}, template=template, tier=tier, cpu=cpu, memory=memory, disk=disk,
                     pids=pids, env=dict(env) if env is not None else None, workdir=workdir,
                     user=user, ttl=ttl, labels=dict(labels) if labels is not None else None,
                     snapshot=snapshot, network=dict(network) if network is not None else None,
-                    on_timeout=on_timeout, idle_timeout=idle_timeout, auto_resume=auto_resume)
+                    on_timeout=on_timeout, idle_timeout=idle_timeout, auto_resume=auto_resume,
+                    name=name)
         info = SandboxInfo.from_json(self.transport.json("POST", "/v1/sandboxes",
                                                          json_body=body))
         return Sandbox(self, info.id, info)
 
     def get_sandbox(self, sandbox_id: str) -> "Sandbox":
-        """Fetches a sandbox; NotFoundError when it does not exist."""
+        """Fetches a sandbox by id or name; NotFoundError when it does not exist,
+        SandboxEndedError (a NotFoundError) when it ended (why and when)."""
         sb = Sandbox(self, sandbox_id)
         sb.refresh()
+        if sb.info.id != sandbox_id:  # asked by name: the handle keeps the id
+            sb = Sandbox(self, sb.info.id, sb.info)
         return sb
 
     def sandbox(self, sandbox_id: str) -> "Sandbox":
         """A handle on a sandbox by id, without a request."""
         return Sandbox(self, sandbox_id)
 
-    def list_sandboxes(self, labels: Optional[Mapping[str, str]] = None) -> List["Sandbox"]:
-        """Sandboxes carrying every given label (all when labels is empty)."""
+    def list_sandboxes(self, labels: Optional[Mapping[str, str]] = None,
+                       all: bool = False) -> List["Sandbox"]:  # noqa: A002 - as docker ps -a
+        """Sandboxes carrying every given label (all when labels is empty). all: also the
+        ended ones isolad still has tombstones of (info.state "ended", end_reason, ...)."""
         q = [("label", f"{k}={v}") for k, v in (labels or {}).items()]
+        if all:
+            q.append(("all", "true"))
         d = self.transport.json("GET", "/v1/sandboxes", query=q)
         items = d.get("sandboxes", []) if isinstance(d, dict) else d
         return [Sandbox(self, x["id"], SandboxInfo.from_json(x)) for x in items]
 
     def delete_sandbox(self, sandbox_id: str) -> None:
         self.transport.json("DELETE", f"/v1/sandboxes/{seg(sandbox_id)}")
+
+    def wait_sandbox(self, sandbox_id: str, timeout: Optional[float] = None) -> SandboxInfo:
+        """Blocks until the sandbox (id or name) ends; returns its tombstone (state "ended",
+        end_reason, ended_at, detail) or, for a sandbox in state error, its info. timeout:
+        seconds, then TimeoutError (None = wait as long as it takes)."""
+        q = {"timeout": timeout} if timeout is not None else None
+        d = self.transport.json("GET", f"/v1/sandboxes/{seg(sandbox_id)}/wait", query=q,
+                                timeout=FOREVER if timeout is None else timeout + 30)
+        return SandboxInfo.from_json(d)
+
+    def prune(self, states: Optional[List[str]] = None,
+              older_than: Optional[float] = None) -> List[str]:
+        """Removes tombstones ("ended") and destroys errored sandboxes ("error"), both by
+        default, that ended / were created at least older_than seconds ago. Returns the ids."""
+        d = self.transport.json("POST", "/v1/sandboxes/prune",
+                                json_body=_put({}, states=states, older_than=older_than))
+        return list((d or {}).get("removed", []))
 
     # -- snapshots and pools -------------------------------------------------------------
     def list_snapshots(self) -> List[Snapshot]:
@@ -268,6 +295,11 @@ class Sandbox:
     def delete(self) -> None:
         """Destroys the sandbox (any state); the id is gone afterwards."""
         self._t.json("DELETE", self._base)
+
+    def wait(self, timeout: Optional[float] = None) -> SandboxInfo:
+        """Blocks until the sandbox ends (Client.wait_sandbox); info becomes its tombstone."""
+        self.info = self.client.wait_sandbox(self.id, timeout)
+        return self.info
 
     kill = delete
 

@@ -51,12 +51,31 @@ class NotFoundError(IsolaError):
     """404: unknown sandbox, process, file, template or program."""
 
 
+class SandboxEndedError(NotFoundError):
+    """410 sandbox_ended: the sandbox existed and ended (isolad keeps a tombstone, 24 h by
+    default). end_reason: expired, idle, destroyed or error; ended_at: unix time; detail:
+    e.g. "ttl 3s". A NotFoundError, so code that catches a missing sandbox still does."""
+
+    def __init__(self, message: str, code: str = "sandbox_ended", status: Optional[int] = None,
+                 end_reason: Optional[str] = None, ended_at: Optional[float] = None,
+                 detail: Optional[str] = None):
+        super().__init__(message, code, status)
+        self.end_reason = end_reason
+        self.ended_at = ended_at
+        self.detail = detail
+
+
 class MethodNotAllowedError(IsolaError):
     """405."""
 
 
 class ConflictError(IsolaError):
     """409: conflict, exists, busy (e.g. sandbox not running, template in use)."""
+
+
+class NameTakenError(ConflictError):
+    """409 name_taken: another live sandbox of the tenant holds the name (the message names
+    it)."""
 
 
 class TooLargeError(IsolaError):
@@ -102,6 +121,8 @@ _BY_CODE = {
     "quota_exceeded": QuotaExceededError,
     "rate_limited": RateLimitedError,
     "not_found": NotFoundError,
+    "sandbox_ended": SandboxEndedError,
+    "name_taken": NameTakenError,
     "method_not_allowed": MethodNotAllowedError,
     "conflict": ConflictError,
     "exists": ConflictError,
@@ -120,6 +141,7 @@ _BY_STATUS = {
     401: UnauthorizedError,
     403: ForbiddenError,
     404: NotFoundError,
+    410: SandboxEndedError,
     405: MethodNotAllowedError,
     409: ConflictError,
     429: RateLimitedError,
@@ -133,7 +155,14 @@ _BY_STATUS = {
 }
 
 
-def error_for(code: Optional[str], message: str, status: Optional[int] = None) -> IsolaError:
-    """The exception for an API error: chosen by code, else by status."""
+def error_for(code: Optional[str], message: str, status: Optional[int] = None,
+              body: Optional[dict] = None) -> IsolaError:
+    """The exception for an API error: chosen by code, else by status. body: the whole error
+    object (a 410 carries end_reason, ended_at, detail)."""
     cls = _BY_CODE.get(code or "") or _BY_STATUS.get(status or 0) or IsolaError
+    if cls is SandboxEndedError:
+        b = body or {}
+        return SandboxEndedError(message, code or "sandbox_ended", status,
+                                 end_reason=b.get("end_reason"), ended_at=b.get("ended_at"),
+                                 detail=b.get("detail"))
     return cls(message, code or "internal", status)

@@ -42,6 +42,10 @@ class SandboxInfo:
     env: Dict[str, str] = field(default_factory=dict)
     workdir: Optional[str] = None
     user: Optional[str] = None
+    name: Optional[str] = None
+    end_reason: Optional[str] = None  # ended (a tombstone) or error: expired|idle|destroyed|error
+    ended_at: Optional[float] = None
+    detail: Optional[str] = None  # e.g. "ttl 3s", or the error
     raw: Dict[str, Any] = field(default_factory=dict, repr=False)
 
     @classmethod
@@ -54,7 +58,9 @@ class SandboxInfo:
             persistence=dict(d.get("persistence") or {}), error=d.get("error"),
             cpu=d.get("cpu", limits.get("cpu")), memory=d.get("memory", limits.get("memory")),
             disk=d.get("disk", limits.get("disk")), pids=d.get("pids", limits.get("pids")),
-            env=dict(d.get("env") or {}), workdir=d.get("workdir"), user=d.get("user"), raw=d)
+            env=dict(d.get("env") or {}), workdir=d.get("workdir"), user=d.get("user"),
+            name=d.get("name") or None, end_reason=d.get("end_reason"),
+            ended_at=d.get("ended_at"), detail=d.get("detail"), raw=d)
 
 
 @dataclass

@@ -133,6 +133,8 @@ const char *api_match_get(const struct api_match *m, const char *name);
 
 /* Validates a captured parameter by its name (id, pid, name); other names pass. */
 int api_param_check(const char *name, const char *value, struct isola_err **err);
+/* True for ?key=true|1|yes. */
+bool api_query_true(struct api_req *r, const char *key);
 
 bool api_valid_sandbox_id(const char *s);
 bool api_valid_template_name(const char *s);
@@ -392,6 +394,8 @@ enum MHD_Result api_sandbox_get(struct api_req *r);
 enum MHD_Result api_sandbox_delete(struct api_req *r);
 enum MHD_Result api_sandbox_console(struct api_req *r);
 enum MHD_Result api_sandbox_timeout(struct api_req *r);
+enum MHD_Result api_sandbox_wait(struct api_req *r);
+enum MHD_Result api_sandbox_prune(struct api_req *r);
 /* persist.c: pause, resume, hibernate, fork, named snapshots */
 enum MHD_Result api_sandbox_pause(struct api_req *r);
 enum MHD_Result api_sandbox_resume(struct api_req *r);

@@ -19,11 +19,14 @@ struct api_config {
 				      NULL = "/var/lib/isola/tmp" */
 	unsigned idle_timeout_s;   /* a connection that sends nothing this long is closed
 				      (slow or stalled clients); 0 = 120 s */
+	long socket_gid;	   /* >= 0: the socket is 0660 with this group (its members
+				      are the operator, like root), and its directory g+x;
+				      -1 = 0600 */
 };
 
 /*
  * Creates the unix socket (parent directory 0700 created if missing, a stale socket
- * replaced, the socket chmod 0600 before listen) and, if listen_addr is set, a TCP
+ * replaced, the socket chmod 0600 — or 0660 to socket_gid — before listen) and, if listen_addr is set, a TCP
  * listener that requires `Authorization: Bearer <core_api_token(c)>`. Starts the
  * libmicrohttpd daemons (one thread per connection). `c` is borrowed and must outlive
  * the server. Returns 0 with *out set, or -errno with *err naming what failed; nothing is

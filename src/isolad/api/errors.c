@@ -26,6 +26,8 @@ static const struct {
 	{"method_not_allowed", 405},
 	{"conflict", 409},
 	{"exists", 409},
+	{"name_taken", 409},
+	{"sandbox_ended", 410},
 	{"busy", 409},
 	{"too_large", 413},
 	{"range_not_satisfiable", 416},

@@ -7,6 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../core/core.h"
+
 /* Length of the segment starting at s (up to '/' or the end). */
 static size_t seg_len(const char *s)
 {
@@ -105,9 +107,12 @@ int api_param_check(const char *name, const char *value, struct isola_err **err)
 {
 	int pid;
 
-	if (!strcmp(name, "id") && !api_valid_sandbox_id(value))
+	/* {id} is a sandbox id or its name (core resolves it; server.c). */
+	if (!strcmp(name, "id") && !api_valid_sandbox_id(value) && !core_sandbox_name_valid(value))
 		return isola_err_set(err, EINVAL, "invalid",
-				     "invalid sandbox id `%s`: expected 1-39 of [a-z0-9-]", value);
+				     "invalid sandbox id `%s`: expected an id (1-39 of [a-z0-9-]) or "
+				     "a name (1-63 of [a-z0-9_.-])",
+				     value);
 	if (!strcmp(name, "pid") && api_parse_pid(value, &pid) < 0)
 		return isola_err_set(err, EINVAL, "invalid",
 				     "invalid pid `%s`: expected a positive integer", value);

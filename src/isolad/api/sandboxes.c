@@ -13,13 +13,13 @@
 static const char *const create_fields[] = {
 	"template",	"tier",	       "cpu",	   "memory",  "disk",	"pids",
 	"env",		"workdir",     "user",	   "ttl",     "labels", "on_timeout",
-	"idle_timeout", "auto_resume", "snapshot", "network", NULL,
+	"idle_timeout", "auto_resume", "snapshot", "network", "name",	NULL,
 };
 
 /* Fills req from the body. UNTRUSTED: the client's JSON, validated field by field. */
 static int parse_create(const json_t *b, struct sandbox_request *req, struct isola_err **err)
 {
-	const char *tmpl = NULL, *tier = NULL, *snap = NULL;
+	const char *tmpl = NULL, *tier = NULL, *snap = NULL, *name = NULL;
 	double cpu = 0;
 	uint64_t pids = 0, ttl = 0;
 
@@ -36,8 +36,17 @@ static int parse_create(const json_t *b, struct sandbox_request *req, struct iso
 	    api_json_str(b, "workdir", API_MAX_PATH, &req->workdir, err) < 0 ||
 	    api_json_str(b, "user", 64, &req->user, err) < 0 ||
 	    api_json_str(b, "snapshot", 63, &snap, err) < 0 ||
+	    api_json_str(b, "name", 63, &name, err) < 0 ||
 	    api_lifecycle_parse(b, req, err) < 0) /* on_timeout, idle_timeout, auto_resume */
 		return -EINVAL;
+	if (name) {
+		if (!core_sandbox_name_valid(name))
+			return isola_err_set(err, EINVAL, "invalid",
+					     "invalid sandbox name `%s`: expected 1-63 of "
+					     "[a-z0-9_.-], starting with a letter or digit",
+					     name);
+		req->name = name;
+	}
 	if (snap) { /* restore from the tenant's named snapshot (core/snapshots.c) */
 		if (!api_valid_template_name(snap))
 			return isola_err_set(err, EINVAL, "invalid", "invalid snapshot name `%s`",
@@ -146,8 +155,97 @@ enum MHD_Result api_sandbox_list(struct api_req *r)
 		json_decref(lc.filter);
 		return api_respond_err(r, err);
 	}
+	/* ?all=true: the tombstones of ended sandboxes too, after the live ones. */
+	if (api_query_true(r, "all") &&
+	    core_tombstone_list_for(r->srv->core, api_tenant(r),
+				    json_object_size(lc.filter) ? lc.filter : NULL, list,
+				    &err) < 0) {
+		json_decref(lc.filter);
+		json_decref(list);
+		return api_respond_err(r, err);
+	}
 	json_decref(lc.filter);
 	return api_respond_json(r, 200, json_pack("{s:o}", "sandboxes", list));
+}
+
+enum MHD_Result api_sandbox_wait(struct api_req *r)
+{
+	cleanup_err struct isola_err *err = NULL;
+	const char *tq = api_query(r, "timeout");
+	const char *ref = api_match_get(&r->match, "id");
+	uint64_t timeout_ms = UINT64_MAX, start = util_now_ms();
+	json_t *out = NULL;
+	int ret;
+
+	if (tq && api_parse_seconds_ms(tq, 366ull * 86400 * 1000, &timeout_ms) < 0)
+		return api_respond_error(r, "invalid", "query `timeout` must be seconds (>= 0)");
+	/* Long poll: the core blocks on its end condition; the slices only let a hang-up or
+	 * a stopping server end the wait. */
+	for (;;) {
+		ret = core_sandbox_wait_for(r->srv->core, api_tenant(r), ref, API_POLL_MS, &out,
+					    &err);
+		if (ret != -ETIMEDOUT)
+			break;
+		if (api_fd_peer_gone(api_req_fd(r)) || api_server_is_stopping(r->srv))
+			return MHD_NO;
+		if (util_now_ms() - start >= timeout_ms) {
+			api_req_keepalive(r);
+			return api_respond_error(r, "timeout",
+						 "sandbox `%s` still running after the timeout",
+						 ref);
+		}
+	}
+	api_req_keepalive(r);
+	if (ret < 0)
+		return api_respond_err(r, err);
+	if (!json_object_get(out, "message") && !strcmp(json_string_value(json_object_get(
+								  out, "state")) ?: "", "ended")) {
+		char msg[512];
+
+		core_tombstone_message(out, msg, sizeof(msg));
+		json_object_set_new(out, "message", json_string(msg));
+	}
+	return api_respond_json(r, 200, out);
+}
+
+enum MHD_Result api_sandbox_prune(struct api_req *r)
+{
+	static const char *const fields[] = {"states", "older_than", NULL};
+	cleanup_err struct isola_err *err = NULL;
+	json_t *states = r->json ? json_object_get(r->json, "states") : NULL, *v, *out = NULL;
+	bool ended = true, errored = true;
+	double older = 0;
+	size_t i;
+
+	if (r->json && (api_json_only(r->json, fields, &err) < 0 ||
+			api_json_num(r->json, "older_than", 0, 1e10, &older, &err) < 0))
+		return api_respond_err(r, err);
+	/* UNTRUSTED: states, each checked against the two known names. */
+	if (states) {
+		if (!json_is_array(states) || !json_array_size(states))
+			return api_respond_error(r, "invalid",
+						 "field `states` must be a non-empty array of "
+						 "\"ended\" and \"error\"");
+		ended = errored = false;
+		json_array_foreach(states, i, v)
+		{
+			const char *st = json_string_value(v);
+
+			if (st && !strcmp(st, "ended"))
+				ended = true;
+			else if (st && !strcmp(st, "error"))
+				errored = true;
+			else
+				return api_respond_error(r, "invalid",
+							 "field `states`: unknown state `%.32s`: "
+							 "expected ended or error",
+							 st ? st : "(not a string)");
+		}
+	}
+	if (core_prune_for(r->srv->core, api_tenant(r), ended, errored, older, &out, &err) < 0)
+		return api_respond_err(r, err);
+	api_req_keepalive(r);
+	return api_respond_json(r, 200, json_pack("{s:o}", "removed", out));
 }
 
 enum MHD_Result api_sandbox_get(struct api_req *r)

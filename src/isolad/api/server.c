@@ -48,9 +48,11 @@ static const struct api_route api_routes[] = {
 	ROUTE("GET", "/v1/doctor", api_doctor),
 	ROUTE_JSON("POST", "/v1/sandboxes", api_sandbox_create),
 	ROUTE("GET", "/v1/sandboxes", api_sandbox_list),
+	ROUTE_JSON("POST", "/v1/sandboxes/prune", api_sandbox_prune),
 	ROUTE("GET", "/v1/sandboxes/{id}", api_sandbox_get),
 	ROUTE("DELETE", "/v1/sandboxes/{id}", api_sandbox_delete),
 	ROUTE("GET", "/v1/sandboxes/{id}/console", api_sandbox_console),
+	ROUTE("GET", "/v1/sandboxes/{id}/wait", api_sandbox_wait),
 	ROUTE_JSON("POST", "/v1/sandboxes/{id}/timeout", api_sandbox_timeout),
 	ROUTE_JSON("POST", "/v1/sandboxes/{id}/exec", api_exec),
 	ROUTE_JSON("POST", "/v1/sandboxes/{id}/processes", api_proc_start),
@@ -114,6 +116,13 @@ static const struct api_route api_routes[] = {
 const char *api_query(struct api_req *r, const char *key)
 {
 	return MHD_lookup_connection_value(r->conn, MHD_GET_ARGUMENT_KIND, key);
+}
+
+bool api_query_true(struct api_req *r, const char *key)
+{
+	const char *v = api_query(r, key);
+
+	return v && (!strcmp(v, "true") || !strcmp(v, "1") || !strcmp(v, "yes"));
 }
 
 const char *api_header(struct api_req *r, const char *key)
@@ -349,11 +358,45 @@ static bool transfer_encoding_is_refused(struct api_req *r, unsigned *n)
 	return f.n_te > 1 || f.te_other;
 }
 
+/*
+ * {id} of a sandbox route names a sandbox by id or by name: a live one's name becomes its id
+ * here, once, for every handler; an ended one (a tombstone) answers 410 `sandbox_ended` with
+ * why and when (the wait route answers the tombstone itself). Anything else goes on to the
+ * handler, which answers 404 as before.
+ */
+static bool resolve_sandbox(struct api_req *r, unsigned i, enum MHD_Result *ret)
+{
+	char id[40];
+	char msg[512];
+	json_t *ended = NULL, *body;
+
+	if (core_sandbox_resolve_for(r->srv->core, api_tenant(r), r->match.values[i], id,
+				     sizeof(id), &ended) == 0) {
+		snprintf(r->match.values[i], sizeof(r->match.values[i]), "%s", id);
+		return false;
+	}
+	if (!ended || r->route->handle == api_sandbox_wait) {
+		json_decref(ended);
+		return false;
+	}
+	core_tombstone_message(ended, msg, sizeof(msg));
+	body = api_error_json("sandbox_ended", msg);
+	json_object_set(body, "end_reason", json_object_get(ended, "end_reason"));
+	json_object_set(body, "ended_at", json_object_get(ended, "ended_at"));
+	json_object_set(body, "detail", json_object_get(ended, "detail"));
+	json_object_set(body, "id", json_object_get(ended, "id"));
+	json_decref(ended);
+	snprintf(r->err_code, sizeof(r->err_code), "sandbox_ended");
+	*ret = api_respond_json(r, 410, body);
+	return true;
+}
+
 /* First call for a request: authenticate, route, check declared sizes, begin a stream. */
 static enum MHD_Result request_begin(struct api_listener *lst, struct api_req *r, const char *url,
 				     const char *method)
 {
 	cleanup_err struct isola_err *err = NULL;
+	enum MHD_Result ret410;
 	char allow[64];
 	bool known;
 	uint64_t cl;
@@ -416,6 +459,8 @@ static enum MHD_Result request_begin(struct api_listener *lst, struct api_req *r
 		name[nl] = '\0';
 		if (api_param_check(name, r->match.values[i], &err) < 0)
 			return api_respond_err(r, err);
+		if (!strcmp(name, "id") && resolve_sandbox(r, i, &ret410))
+			return ret410;
 	}
 	cl = content_length(r, &known);
 	if (r->route->body == API_BODY_JSON && known && cl > API_MAX_JSON_BODY)
@@ -539,7 +584,24 @@ static void on_log(void *cls, const char *fmt, va_list ap)
 	log_warn("http: %s", buf);
 }
 
-static int unix_listen(const char *path, struct isola_err **err)
+/* Lets group `gid` through the socket's directory: when isolad owns it and it is not
+ * world-writable (never /tmp), its group becomes gid with g+x. */
+static int socket_dir_share(const char *dir, gid_t gid, struct isola_err **err)
+{
+	struct stat st;
+
+	if (stat(dir, &st) < 0)
+		return isola_err_sys(err, errno, NULL, "stat `%s`", dir);
+	if (st.st_uid != geteuid() || (st.st_mode & S_IWOTH))
+		return 0;
+	if ((st.st_gid != gid && chown(dir, (uid_t)-1, gid) < 0) ||
+	    chmod(dir, (st.st_mode & 07777) | S_IXGRP) < 0)
+		return isola_err_sys(err, errno, NULL, "give group %u access to `%s`",
+				     (unsigned)gid, dir);
+	return 0;
+}
+
+static int unix_listen(const char *path, long gid, struct isola_err **err)
 {
 	struct sockaddr_un sa = {.sun_family = AF_UNIX};
 	cleanup_fd int fd = -1;
@@ -560,6 +622,8 @@ static int unix_listen(const char *path, struct isola_err **err)
 		r = util_mkdir_p(dir, 0700);
 		if (r < 0)
 			return isola_err_sys(err, -r, NULL, "create directory `%s`", dir);
+		if (gid >= 0 && socket_dir_share(dir, (gid_t)gid, err) < 0)
+			return -EPERM;
 	}
 	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	if (fd < 0)
@@ -579,8 +643,10 @@ static int unix_listen(const char *path, struct isola_err **err)
 	}
 	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0)
 		return isola_err_sys(err, errno, NULL, "bind `%s`", path);
-	/* 0600 before listen: the mode is the unix socket's only authentication. */
-	if (chmod(path, 0600) < 0) {
+	/* 0600 (or 0660 to the socket group) before listen: the mode is the unix socket's only
+	 * authentication; a member of that group is the operator, as root is. */
+	if ((gid >= 0 && chown(path, (uid_t)-1, (gid_t)gid) < 0) ||
+	    chmod(path, gid >= 0 ? 0660 : 0600) < 0) {
 		r = errno;
 		unlink(path);
 		return isola_err_sys(err, r, NULL, "chmod `%s`", path);
@@ -697,7 +763,7 @@ int api_server_start(struct core *c, const struct api_config *cfg, struct api_se
 		 cfg->spool_dir ? cfg->spool_dir : "/var/lib/isola/tmp");
 	pthread_mutex_init(&s->lock, NULL);
 	pthread_cond_init(&s->cond, NULL);
-	ufd = unix_listen(cfg->socket_path, err);
+	ufd = unix_listen(cfg->socket_path, cfg->socket_gid, err);
 	if (ufd < 0) {
 		r = ufd;
 		goto err_free;

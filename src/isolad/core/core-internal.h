@@ -12,6 +12,7 @@
 
 #define CORE_MAX_SANDBOXES 4096	    /* uid slots; also the hard cap on live sandboxes */
 #define CORE_UID_BASE	   1048576u /* first host uid handed to sandboxes (above subuid ranges) */
+#define CORE_MAX_TOMBSTONES 10000   /* records of ended sandboxes kept (newest first) */
 
 /*
  * Lifecycle states (docs/persistence.md). The -ING states after DESTROYING are transient:
@@ -61,6 +62,9 @@ struct sandbox {
 	char origin_name[64];	       /* that snapshot's name ("" = internal or none) */
 	char forked_from[40];	       /* source sandbox of a fork, "" = not a fork child */
 	struct sandbox_life life;      /* timeout policy, idle state, pool flags (lifecycle.h) */
+	char name[64];		       /* unique per tenant among live sandboxes, "" = none */
+	char end_reason[16];	       /* set before a policy destroy: expired|idle, "" = destroyed */
+	char end_detail[64];	       /* e.g. "ttl 3s", with end_reason */
 };
 
 /* Resources a create in flight was admitted for (core.c's admission). */
@@ -93,6 +97,9 @@ struct core {
 	char snapshot_root[512];	  /* snapshots and hibernation images */
 	pthread_mutex_t snap_lock;	  /* serialises snapshot row changes and ref checks */
 	struct pool_set *pools;		  /* warm pools (pool.c), NULL when not running */
+	pthread_mutex_t end_lock;	  /* with end_cond: waiters for a sandbox to end */
+	pthread_cond_t end_cond;	  /* broadcast when a sandbox ends or fails */
+	uint64_t end_gen;		  /* bumped under end_lock at each broadcast */
 };
 
 /* Allocates a sandbox object (one reference) with state CREATING. */
@@ -202,6 +209,21 @@ int core_sandbox_restore_named(struct core *c, const struct sandbox_request *req
 void core_snapshot_release(struct core *c, const char *snap_id);
 /* Startup: finishes or rolls back snapshot rows and removes temp and stray directories. */
 void core_snapshot_reconcile(struct core *c);
+
+/* --- tombstone.c ------------------------------------------------------------------------ */
+
+/* Records s's end (destroy_obj calls it once the sandbox is gone, before it leaves the list,
+ * then wakes the waiters): its tombstone in the store unless tombstones are off or s is a
+ * warm-pool sandbox. prev is the state it ended from. Any thread, no lock held. */
+void core_tombstone_record(struct core *c, struct sandbox *s, enum sandbox_state prev,
+			   const char *prev_error);
+/* Wakes core_sandbox_wait_for callers (a sandbox ended or failed). Any thread. */
+void core_sandbox_end_notify(struct core *c);
+/* Drops tombstones past the TTL and the cap (the monitor, now and then). */
+void core_tombstone_trim(struct core *c);
+/* 409 `name_taken` when a live sandbox of s's tenant other than s holds s->name. Lock:
+ * c->lock held. */
+int core_name_check_locked(struct core *c, const struct sandbox *s, struct isola_err **err);
 
 /* The TTL and liveness thread. */
 int core_monitor_start(struct core *c, struct isola_err **err);

@@ -35,6 +35,7 @@ void core_config_defaults(struct core_config *cfg)
 	cfg->default_pids = 512;
 	cfg->default_ttl_s = 0;
 	cfg->max_ttl_s = 7 * 24 * 3600;
+	cfg->tombstone_ttl_s = 24 * 3600;
 	/* CPU is time-shared, so limits may add up past the host; memory is not: a sandbox
 	 * admitted past RAM would be OOM-killed later instead of refused now. */
 	cfg->cpu_overcommit = 32.0; /* CPU limits are caps, not reservations */
@@ -128,6 +129,8 @@ int core_new(const struct core_config *cfg, struct core **out, struct isola_err 
 	c->lock_fd = -1;
 	pthread_mutex_init(&c->lock, NULL);
 	pthread_mutex_init(&c->snap_lock, NULL);
+	pthread_mutex_init(&c->end_lock, NULL);
+	pthread_cond_init(&c->end_cond, NULL);
 	r = util_mkdir_p(cfg->state_dir, 0700);
 	if (r < 0) {
 		isola_err_sys(err, -r, NULL, "create state dir `%s`", cfg->state_dir);
@@ -188,6 +191,7 @@ int core_new(const struct core_config *cfg, struct core **out, struct isola_err 
 	if (r < 0)
 		goto fail;
 	core_snapshot_reconcile(c);
+	core_tombstone_trim(c);
 	r = core_monitor_start(c, err);
 	if (r == 0)
 		r = pool_start(c, err); /* warm pools; re-counts pooled sandboxes (pool.c) */
@@ -224,6 +228,8 @@ void core_free(struct core *c)
 		close(c->lock_fd);
 	pthread_mutex_destroy(&c->lock);
 	pthread_mutex_destroy(&c->snap_lock);
+	pthread_mutex_destroy(&c->end_lock);
+	pthread_cond_destroy(&c->end_cond);
 	free(c);
 }
 
@@ -232,6 +238,9 @@ int core_list_add(struct core *c, struct sandbox *s, struct isola_err **err)
 	int r = 0;
 
 	pthread_mutex_lock(&c->lock);
+	r = core_name_check_locked(c, s, err); /* the authoritative check, under the list lock */
+	if (r < 0)
+		goto out;
 	if (c->n_sandboxes == c->cap_sandboxes) {
 		size_t cap = c->cap_sandboxes ? c->cap_sandboxes * 2 : 64;
 		struct sandbox **n = realloc(c->sandboxes, cap * sizeof(*n));
@@ -416,6 +425,11 @@ static int core_validate(struct core *c, const struct sandbox_request *req, stru
 			req->workdir);
 	if (req->user && (!*req->user || strlen(req->user) > 63))
 		return isola_err_set(err, EINVAL, "invalid", "user must be 1-63 characters");
+	if (req->name && !core_sandbox_name_valid(req->name))
+		return isola_err_set(err, EINVAL, "invalid",
+				     "invalid sandbox name `%.64s`: expected 1-63 of [a-z0-9_.-], "
+				     "starting with a letter or digit",
+				     req->name);
 	r = check_string_map(req->env, "env", 1024, err);
 	if (r < 0)
 		return r;
@@ -742,7 +756,13 @@ int core_sandbox_create(struct core *c, const struct sandbox_request *req, struc
 		return isola_err_set(err, ENOMEM, NULL, "create sandbox: out of memory");
 	s->tier = core_tier_by_name(req->tier);
 	snprintf(s->tenant, sizeof(s->tenant), "%s", tenant);
-	r = core_prepare(c, s, req, err);
+	snprintf(s->name, sizeof(s->name), "%s", req->name ? req->name : "");
+	/* Early, so a taken name fails before anything is built (core_list_add checks again). */
+	pthread_mutex_lock(&c->lock);
+	r = core_name_check_locked(c, s, err);
+	pthread_mutex_unlock(&c->lock);
+	if (r == 0)
+		r = core_prepare(c, s, req, err);
 	if (r == 0)
 		r = lifecycle_init(c, s, req, err);
 	if (r == 0)
@@ -875,11 +895,14 @@ int core_sandbox_list_for(struct core *c, const char *tenant, const json_t *filt
 
 int core_sandbox_destroy_obj(struct core *c, struct sandbox *s, struct isola_err **err)
 {
+	enum sandbox_state prev;
+	char *prev_error = NULL;
 	int r = 0;
 
 	char hib[PATH_MAX];
 
 	pthread_mutex_lock(&s->lock);
+	prev = s->state;
 	if (s->state == SANDBOX_DESTROYING) {
 		pthread_mutex_unlock(&s->lock);
 		return isola_err_set(err, EBUSY, "conflict",
@@ -914,6 +937,7 @@ int core_sandbox_destroy_obj(struct core *c, struct sandbox *s, struct isola_err
 	/* A frozen sandbox is thawed first: a frozen task does not act on SIGKILL (v1). */
 	if (s->state == SANDBOX_PAUSED && s->ts && s->tier->resume)
 		s->tier->resume(s->ts, NULL);
+	prev_error = s->error ? strdup(s->error) : NULL;
 	s->state = SANDBOX_DESTROYING;
 	if (s->ts) {
 		r = s->tier->destroy(s->ts, err);
@@ -926,6 +950,7 @@ int core_sandbox_destroy_obj(struct core *c, struct sandbox *s, struct isola_err
 	if (r < 0) {
 		/* Keep the record so the operator sees what could not be cleaned. */
 		core_sandbox_fail(c, s, (*err) ? (*err)->message : "destroy failed");
+		free(prev_error);
 		return isola_err_wrap(err, "destroy sandbox `%s`", s->id);
 	}
 	util_rm_rf(s->spec.dir);
@@ -946,13 +971,18 @@ int core_sandbox_destroy_obj(struct core *c, struct sandbox *s, struct isola_err
 		s->error =
 			strdup("destroyed, but its record could not be removed: destroy it again");
 		pthread_mutex_unlock(&s->lock);
+		free(prev_error);
 		return isola_err_wrap(err,
 				      "destroy sandbox `%s`: its processes and files are gone, "
 				      "but its record could not be removed",
 				      s->id);
 	}
 	log_info("sandbox %s destroyed", s->id);
+	/* The record before the removal: a lookup in between finds one or the other. */
+	core_tombstone_record(c, s, prev, prev_error);
+	free(prev_error);
 	core_list_remove(c, s);
+	core_sandbox_end_notify(c);
 	if (s->origin[0])
 		core_snapshot_release(c, s->origin);
 	return 0;
@@ -993,6 +1023,7 @@ void core_sandbox_fail(struct core *c, struct sandbox *s, const char *reason)
 	store_sandbox_set_tier_state(c->store, s->id, NULL, NULL);
 	pthread_mutex_unlock(&s->lock);
 	log_warn("sandbox %s failed: %s", s->id, reason);
+	core_sandbox_end_notify(c); /* an errored sandbox has ended for its waiters */
 }
 
 int core_sandbox_set_ttl(struct core *c, const char *id, uint32_t ttl_s, struct isola_err **err)

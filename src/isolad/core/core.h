@@ -30,6 +30,7 @@ struct core_config {
 	uint32_t audit_seal_interval_s; /* audit: seal at least this often (0 = 3600) */
 	uint64_t audit_retention_s;	/* audit: drop sealed segments older (0 = keep) */
 	char snapshot_dir[512]; /* snapshots and hibernation images, "" = <state>/snapshots */
+	uint32_t tombstone_ttl_s; /* keep records of ended sandboxes this long (0 = none) */
 };
 
 void core_config_defaults(struct core_config *cfg);
@@ -54,6 +55,7 @@ struct sandbox_request {
 	uint32_t idle_timeout_s; /* idle this long -> on_timeout, 0 = never (lifecycle.h) */
 	int auto_resume;	 /* 0 = resume what policy paused, 1 = always, -1 = never */
 	bool pooled;		 /* pool.c only: a warm-pool sandbox, no tenant until claimed */
+	const char *name;	 /* unique per tenant among live sandboxes, or NULL */
 };
 
 /* Opens the store, initialises templates, reconciles sandboxes left by an earlier isolad
@@ -139,6 +141,61 @@ int core_snapshot_delete_for(struct core *c, const char *tenant, const char *nam
 /* {stop, pause, hibernate, snapshot, fork} -> none|files|files+memory for a tier, from its
  * ops and declarations (new reference). */
 json_t *core_persistence_json(const struct tier_ops *t);
+
+/*
+ * Names and tombstones (docs/lifecycle-records.md). A name is [a-z0-9][a-z0-9_.-]{0,62},
+ * unique per tenant among live sandboxes (create answers 409 `name_taken` naming the holder).
+ * An ended sandbox (destroyed, expired, idle, failed) leaves a tombstone, a small record kept
+ * core_config.tombstone_ttl_s (at most CORE_MAX_TOMBSTONES of them) in the store.
+ */
+static inline bool core_sandbox_name_valid(const char *name)
+{
+	size_t i = 0;
+
+	/* [a-z0-9][a-z0-9_.-]{0,62}: usable in a URL path segment and a shell word as is. */
+	for (; name && name[i]; i++) {
+		char ch = name[i];
+		bool alnum = (ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9');
+
+		if (i >= 63 || (!alnum && (i == 0 || (ch != '_' && ch != '.' && ch != '-'))))
+			return false;
+	}
+	return i > 0;
+}
+
+/*
+ * Resolves `ref` (an id or a name) for tenant (NULL = any): 0 with the live sandbox's id in
+ * id (size n); else -ENOENT, with *ended (new reference, may be NULL to not ask) the newest
+ * tombstone of that id or name when there is one, NULL otherwise. No error is set.
+ */
+int core_sandbox_resolve_for(struct core *c, const char *tenant, const char *ref, char *id,
+			     size_t n, json_t **ended);
+
+/* The message an API answers for a tombstone ("sandbox `ab12` expired at 14:03:05 UTC (ttl
+ * 3s) and was destroyed") into buf. */
+void core_tombstone_message(const json_t *t, char *buf, size_t n);
+
+/* Appends tenant's tombstones (NULL = all) whose labels contain filter to arr, newest first. */
+int core_tombstone_list_for(struct core *c, const char *tenant, const json_t *filter, json_t *arr,
+			    struct isola_err **err);
+
+/*
+ * Waits until the sandbox `ref` of tenant ends (gone, or in state error) or timeout_ms
+ * passes: 0 with *out its tombstone (or, for an errored sandbox, its object with
+ * state `error`); -ETIMEDOUT (no error set) when still running; -ENOENT `not_found` when
+ * neither a live sandbox nor a tombstone has that id or name. Blocks on a condition
+ * variable (no polling of state); any thread.
+ */
+int core_sandbox_wait_for(struct core *c, const char *tenant, const char *ref, int timeout_ms,
+			  json_t **out, struct isola_err **err);
+
+/*
+ * Removes tenant's tombstones (states has "ended") and destroys its errored sandboxes (states
+ * has "error") that ended / were created at least older_than_s ago. *out: array of the ids
+ * removed (new reference). Stops at the first destroy that fails (its error).
+ */
+int core_prune_for(struct core *c, const char *tenant, bool ended, bool errored,
+		   double older_than_s, json_t **out, struct isola_err **err);
 
 /* Tenant that owns s (borrowed, lives as long as s). */
 const char *sandbox_tenant(const struct sandbox *s);

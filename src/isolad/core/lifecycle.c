@@ -220,6 +220,13 @@ static void life_apply(struct core *c, struct sandbox *s, const char *why)
 
 	pthread_mutex_lock(&s->lock);
 	p = s->life.on_timeout;
+	if (p == LIFE_KILL) { /* what its tombstone says (tombstone.c) */
+		bool ttl = !strcmp(why, "ttl");
+
+		snprintf(s->end_reason, sizeof(s->end_reason), "%s", ttl ? "expired" : "idle");
+		snprintf(s->end_detail, sizeof(s->end_detail), "%s %us",
+			 ttl ? "ttl" : "idle_timeout", ttl ? s->life.ttl_s : s->life.idle_timeout_s);
+	}
 	pthread_mutex_unlock(&s->lock);
 	log_info("sandbox %s: %s, applying on_timeout=%s", s->id,
 		 strcmp(why, "ttl") ? "idle" : "TTL expired", life_policy_name(p));

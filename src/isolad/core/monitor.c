@@ -66,6 +66,7 @@ static void monitor_check(struct core *c, struct sandbox *s, double now)
 static void *monitor_main(void *arg)
 {
 	struct core *c = arg;
+	double trimmed = util_wall_time();
 
 	for (;;) {
 		struct pollfd p = {.fd = c->stop_fd, .events = POLLIN};
@@ -82,6 +83,10 @@ static void *monitor_main(void *arg)
 			sandbox_unref(snap[i]);
 		}
 		free(snap);
+		if (now - trimmed >= 60) { /* tombstones past their TTL (tombstone.c) */
+			core_tombstone_trim(c);
+			trimmed = now;
+		}
 	}
 	return NULL;
 }

@@ -483,6 +483,7 @@ static int pool_hand_over(struct core *c, struct sandbox *p, struct sandbox *s,
 	pthread_mutex_lock(&c->lock);
 	pthread_mutex_lock(&p->lock);
 	snprintf(p->tenant, sizeof(p->tenant), "%s", s->tenant);
+	snprintf(p->name, sizeof(p->name), "%s", s->name); /* checked by the create */
 	p->life.pooled = false;
 	p->life.taken = false;
 	pthread_mutex_unlock(&c->lock);

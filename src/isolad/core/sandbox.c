@@ -139,6 +139,7 @@ json_t *sandbox_to_json(struct sandbox *s)
 				    s->expires_at > 0 ? json_real(s->expires_at) : json_null());
 		json_object_set_new(j, "error", s->error ? json_string(s->error) : json_null());
 		json_object_set_new(j, "tenant", json_string(s->tenant));
+		json_object_set_new(j, "name", s->name[0] ? json_string(s->name) : json_null());
 		/* The other limits the tier enforces, so a client can tell EMFILE and ENOSPC
 		 * (inodes) apart from faults (tests/security/test_limits.py). */
 		json_object_set_new(j, "nofile", json_integer((json_int_t)s->spec.nofile));
@@ -175,6 +176,7 @@ char *sandbox_spec_dump(struct sandbox *s)
 	json_object_set_new(j, "origin", json_string(s->origin));
 	json_object_set_new(j, "origin_name", json_string(s->origin_name));
 	json_object_set_new(j, "forked_from", json_string(s->forked_from));
+	json_object_set_new(j, "name", json_string(s->name));
 	lifecycle_dump(s, j);
 	out = json_dumps(j, JSON_COMPACT);
 	json_decref(j);
@@ -186,7 +188,7 @@ int sandbox_spec_load(struct sandbox *s, const char *text, struct isola_err **er
 	json_t *j = json_loads(text ? text : "", 0, NULL), *binds = NULL, *env = NULL,
 	       *labels = NULL;
 	const char *tname = "", *workdir = "", *user = "root", *rootfs = "", *origin = "",
-		   *origin_name = "", *forked_from = "";
+		   *origin_name = "", *forked_from = "", *name = "";
 	json_int_t mem = 0, disk = 0, inodes = 0;
 	int cpu = 0, pids = 0, nofile = 0;
 	size_t i;
@@ -203,8 +205,9 @@ int sandbox_spec_load(struct sandbox *s, const char *text, struct isola_err **er
 				     s->id);
 	}
 	/* Persistence links (absent in rows from before snapshots). */
-	json_unpack(j, "{s?s, s?s, s?s}", "origin", &origin, "origin_name", &origin_name,
-		    "forked_from", &forked_from);
+	json_unpack(j, "{s?s, s?s, s?s, s?s}", "origin", &origin, "origin_name", &origin_name,
+		    "forked_from", &forked_from, "name", &name);
+	snprintf(s->name, sizeof(s->name), "%s", name);
 	snprintf(s->origin, sizeof(s->origin), "%s", origin);
 	snprintf(s->origin_name, sizeof(s->origin_name), "%s", origin_name);
 	snprintf(s->forked_from, sizeof(s->forked_from), "%s", forked_from);

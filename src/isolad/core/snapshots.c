@@ -381,6 +381,8 @@ static int restore_one(struct core *c, const struct store_snapshot *row, const c
 			json_object_update(s->env, (json_t *)req->env);
 		if (req->labels)
 			json_object_update(s->labels, (json_t *)req->labels);
+		if (req->name) /* unique: core_list_add refuses a taken one */
+			snprintf(s->name, sizeof(s->name), "%s", req->name);
 		if (req->workdir)
 			snprintf(s->workdir, sizeof(s->workdir), "%s", req->workdir);
 		if (req->user)

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* store: isolad's durable state in SQLite (WAL) — the source of truth for intent. */
 #include "store.h"
+#include "store-internal.h"
 
 #include <errno.h>
 #include <stdbool.h>
@@ -14,11 +15,6 @@
 
 #define STORE_SCHEMA_VERSION "3"
 
-struct store {
-	sqlite3 *db;	      /* the connection, used under lock */
-	pthread_mutex_t lock; /* serialises every statement */
-	char path[512];	      /* for error messages */
-};
 
 static const char schema_sql[] =
 	"CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);"
@@ -66,7 +62,15 @@ static const char schema_sql[] =
 	" spec TEXT NOT NULL,"
 	" created_at REAL NOT NULL);"
 	"CREATE UNIQUE INDEX IF NOT EXISTS snapshots_name ON snapshots(tenant, name)"
-	" WHERE kind = 'named';";
+	" WHERE kind = 'named';"
+	/* Records of ended sandboxes (core/tombstone.c). */
+	"CREATE TABLE IF NOT EXISTS tombstones("
+	" id TEXT PRIMARY KEY,"
+	" tenant TEXT NOT NULL,"
+	" name TEXT NOT NULL DEFAULT '',"
+	" ended_at REAL NOT NULL,"
+	" body TEXT NOT NULL);"
+	"CREATE INDEX IF NOT EXISTS tombstones_ended ON tombstones(ended_at);";
 
 /* Schema 1 -> 2: sandboxes gained their tenant; older rows belong to `default`. */
 static const char migrate_tenant_sql[] =
@@ -118,7 +122,7 @@ static int store_probe_unwritable(const char *path, int fallback)
  * database it may not write as SQLITE_READONLY or an I/O error with EROFS/EPERM/EACCES (a
  * read-only mount, an immutable file).
  */
-static int store_fail(struct store *st, struct isola_err **err, const char *what)
+int store_fail(struct store *st, struct isola_err **err, const char *what)
 {
 	int code = sqlite3_extended_errcode(st->db);
 	int sys = sqlite3_system_errno(st->db);
@@ -221,7 +225,7 @@ void store_sandbox_fini(struct store_sandbox *r)
 }
 
 /* Binds text or NULL. */
-static void bind_text(sqlite3_stmt *s, int i, const char *v)
+void store_bind_text(sqlite3_stmt *s, int i, const char *v)
 {
 	if (v)
 		sqlite3_bind_text(s, i, v, -1, SQLITE_TRANSIENT);
@@ -229,11 +233,9 @@ static void bind_text(sqlite3_stmt *s, int i, const char *v)
 		sqlite3_bind_null(s, i);
 }
 
-/* Prepares sql, binds text parameters (NULL allowed) and an optional real at index
- * real_idx (0 = none), runs it; returns rows changed or -errno. */
-static int store_write(struct store *st, const char *what, const char *sql,
-		       const char *const *texts, int n_texts, int real_idx, double real_val,
-		       struct isola_err **err)
+/* Contract in store-internal.h. */
+int store_write(struct store *st, const char *what, const char *sql, const char *const *texts,
+		int n_texts, int real_idx, double real_val, struct isola_err **err)
 {
 	sqlite3_stmt *s = NULL;
 	int r;
@@ -244,7 +246,7 @@ static int store_write(struct store *st, const char *what, const char *sql,
 		goto out;
 	}
 	for (int i = 0; i < n_texts; i++)
-		bind_text(s, i + 1, texts[i]);
+		store_bind_text(s, i + 1, texts[i]);
 	if (real_idx)
 		sqlite3_bind_double(s, real_idx, real_val);
 	if (sqlite3_step(s) != SQLITE_DONE) {
@@ -273,17 +275,17 @@ int store_sandbox_put(struct store *st, const struct store_sandbox *r, struct is
 		ret = store_fail(st, err, "put sandbox");
 		goto out;
 	}
-	bind_text(s, 1, r->id);
-	bind_text(s, 2, r->state);
-	bind_text(s, 3, r->tier);
-	bind_text(s, 4, r->template);
-	bind_text(s, 5, r->spec ? r->spec : "{}");
-	bind_text(s, 6, r->tier_state);
-	bind_text(s, 7, r->error);
+	store_bind_text(s, 1, r->id);
+	store_bind_text(s, 2, r->state);
+	store_bind_text(s, 3, r->tier);
+	store_bind_text(s, 4, r->template);
+	store_bind_text(s, 5, r->spec ? r->spec : "{}");
+	store_bind_text(s, 6, r->tier_state);
+	store_bind_text(s, 7, r->error);
 	sqlite3_bind_int(s, 8, r->uid_slot);
 	sqlite3_bind_double(s, 9, r->created_at);
 	sqlite3_bind_double(s, 10, r->expires_at);
-	bind_text(s, 11, r->tenant[0] ? r->tenant : "default");
+	store_bind_text(s, 11, r->tenant[0] ? r->tenant : "default");
 	if (sqlite3_step(s) != SQLITE_DONE)
 		ret = store_fail(st, err, "put sandbox");
 out:
@@ -347,14 +349,14 @@ int store_sandbox_delete(struct store *st, const char *id, struct isola_err **er
 }
 
 /* Copies a nullable text column into a fixed buffer / a heap string. */
-static void col_copy(sqlite3_stmt *s, int i, char *buf, size_t n)
+void store_col_copy(sqlite3_stmt *s, int i, char *buf, size_t n)
 {
 	const unsigned char *v = sqlite3_column_text(s, i);
 
 	snprintf(buf, n, "%s", v ? (const char *)v : "");
 }
 
-static char *col_dup(sqlite3_stmt *s, int i)
+char *store_col_dup(sqlite3_stmt *s, int i)
 {
 	const unsigned char *v = sqlite3_column_text(s, i);
 
@@ -393,17 +395,17 @@ int store_sandbox_list(struct store *st, struct store_sandbox **out, size_t *n,
 		}
 		r = &rows[used++];
 		memset(r, 0, sizeof(*r));
-		col_copy(s, 0, r->id, sizeof(r->id));
-		col_copy(s, 1, r->state, sizeof(r->state));
-		col_copy(s, 2, r->tier, sizeof(r->tier));
-		col_copy(s, 3, r->template, sizeof(r->template));
-		r->spec = col_dup(s, 4);
-		r->tier_state = col_dup(s, 5);
-		r->error = col_dup(s, 6);
+		store_col_copy(s, 0, r->id, sizeof(r->id));
+		store_col_copy(s, 1, r->state, sizeof(r->state));
+		store_col_copy(s, 2, r->tier, sizeof(r->tier));
+		store_col_copy(s, 3, r->template, sizeof(r->template));
+		r->spec = store_col_dup(s, 4);
+		r->tier_state = store_col_dup(s, 5);
+		r->error = store_col_dup(s, 6);
 		r->uid_slot = sqlite3_column_int(s, 7);
 		r->created_at = sqlite3_column_double(s, 8);
 		r->expires_at = sqlite3_column_double(s, 9);
-		col_copy(s, 10, r->tenant, sizeof(r->tenant));
+		store_col_copy(s, 10, r->tenant, sizeof(r->tenant));
 	}
 	if (rc != SQLITE_DONE && ret == 0)
 		ret = store_fail(st, err, "list sandboxes");
@@ -433,10 +435,10 @@ int store_meta_get(struct store *st, const char *key, char **val, struct isola_e
 		ret = store_fail(st, err, "get meta");
 		goto out;
 	}
-	bind_text(s, 1, key);
+	store_bind_text(s, 1, key);
 	rc = sqlite3_step(s);
 	if (rc == SQLITE_ROW)
-		*val = col_dup(s, 0);
+		*val = store_col_dup(s, 0);
 	else if (rc != SQLITE_DONE)
 		ret = store_fail(st, err, "get meta");
 out:
@@ -474,8 +476,8 @@ int store_tenant_add(struct store *st, const struct store_tenant *t, struct isol
 		ret = store_fail(st, err, "add tenant");
 		goto out;
 	}
-	bind_text(s, 1, t->name);
-	bind_text(s, 2, t->quota ? t->quota : "{}");
+	store_bind_text(s, 1, t->name);
+	store_bind_text(s, 2, t->quota ? t->quota : "{}");
 	sqlite3_bind_double(s, 3, t->created_at);
 	rc = sqlite3_step(s);
 	if (rc == SQLITE_CONSTRAINT)
@@ -503,8 +505,8 @@ int store_tenant_set_quota(struct store *st, const char *name, const char *quota
 static void tenant_from_row(sqlite3_stmt *s, struct store_tenant *t)
 {
 	memset(t, 0, sizeof(*t));
-	col_copy(s, 0, t->name, sizeof(t->name));
-	t->quota = col_dup(s, 1);
+	store_col_copy(s, 0, t->name, sizeof(t->name));
+	t->quota = store_col_dup(s, 1);
 	t->created_at = sqlite3_column_double(s, 2);
 }
 
@@ -520,7 +522,7 @@ int store_tenant_get(struct store *st, const char *name, struct store_tenant *ou
 		ret = store_fail(st, err, "get tenant");
 		goto out;
 	}
-	bind_text(s, 1, name);
+	store_bind_text(s, 1, name);
 	rc = sqlite3_step(s);
 	if (rc == SQLITE_ROW)
 		tenant_from_row(s, out);
@@ -611,12 +613,12 @@ int store_token_add(struct store *st, const struct store_token *t, struct isola_
 		ret = store_fail(st, err, "add token");
 		goto out;
 	}
-	bind_text(s, 1, t->id);
-	bind_text(s, 2, t->tenant);
-	bind_text(s, 3, t->role);
-	bind_text(s, 4, t->name);
-	bind_text(s, 5, t->salt);
-	bind_text(s, 6, t->hash);
+	store_bind_text(s, 1, t->id);
+	store_bind_text(s, 2, t->tenant);
+	store_bind_text(s, 3, t->role);
+	store_bind_text(s, 4, t->name);
+	store_bind_text(s, 5, t->salt);
+	store_bind_text(s, 6, t->hash);
 	sqlite3_bind_double(s, 7, t->created_at);
 	if (sqlite3_step(s) != SQLITE_DONE)
 		ret = store_fail(st, err, "add token");
@@ -631,12 +633,12 @@ out:
 static void token_from_row(sqlite3_stmt *s, struct store_token *t)
 {
 	memset(t, 0, sizeof(*t));
-	col_copy(s, 0, t->id, sizeof(t->id));
-	col_copy(s, 1, t->tenant, sizeof(t->tenant));
-	col_copy(s, 2, t->role, sizeof(t->role));
-	col_copy(s, 3, t->name, sizeof(t->name));
-	col_copy(s, 4, t->salt, sizeof(t->salt));
-	col_copy(s, 5, t->hash, sizeof(t->hash));
+	store_col_copy(s, 0, t->id, sizeof(t->id));
+	store_col_copy(s, 1, t->tenant, sizeof(t->tenant));
+	store_col_copy(s, 2, t->role, sizeof(t->role));
+	store_col_copy(s, 3, t->name, sizeof(t->name));
+	store_col_copy(s, 4, t->salt, sizeof(t->salt));
+	store_col_copy(s, 5, t->hash, sizeof(t->hash));
 	t->created_at = sqlite3_column_double(s, 6);
 	t->last_used = sqlite3_column_double(s, 7);
 	t->revoked_at = sqlite3_column_double(s, 8);
@@ -654,7 +656,7 @@ int store_token_get(struct store *st, const char *id, struct store_token *out,
 		ret = store_fail(st, err, "get token");
 		goto out;
 	}
-	bind_text(s, 1, id);
+	store_bind_text(s, 1, id);
 	rc = sqlite3_step(s);
 	if (rc == SQLITE_ROW)
 		token_from_row(s, out);
@@ -684,7 +686,7 @@ int store_token_list(struct store *st, const char *tenant, struct store_token **
 		ret = store_fail(st, err, "list tokens");
 		goto out;
 	}
-	bind_text(s, 1, tenant);
+	store_bind_text(s, 1, tenant);
 	while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
 		if (used == cap) {
 			struct store_token *nr;
@@ -759,10 +761,10 @@ int store_template_owner_get(struct store *st, const char *template, char *tenan
 		ret = store_fail(st, err, "get template owner");
 		goto out;
 	}
-	bind_text(s, 1, template);
+	store_bind_text(s, 1, template);
 	rc = sqlite3_step(s);
 	if (rc == SQLITE_ROW)
-		col_copy(s, 0, tenant, n);
+		store_col_copy(s, 0, tenant, n);
 	else if (rc != SQLITE_DONE)
 		ret = store_fail(st, err, "get template owner");
 out:
@@ -801,18 +803,18 @@ int store_snapshot_add(struct store *st, const struct store_snapshot *r, struct 
 		ret = store_fail(st, err, "add snapshot");
 		goto out;
 	}
-	bind_text(s, 1, r->id);
-	bind_text(s, 2, r->name);
-	bind_text(s, 3, r->tenant);
-	bind_text(s, 4, r->kind);
-	bind_text(s, 5, r->state);
-	bind_text(s, 6, r->tier);
-	bind_text(s, 7, r->template);
-	bind_text(s, 8, r->source);
-	bind_text(s, 9, r->parent);
+	store_bind_text(s, 1, r->id);
+	store_bind_text(s, 2, r->name);
+	store_bind_text(s, 3, r->tenant);
+	store_bind_text(s, 4, r->kind);
+	store_bind_text(s, 5, r->state);
+	store_bind_text(s, 6, r->tier);
+	store_bind_text(s, 7, r->template);
+	store_bind_text(s, 8, r->source);
+	store_bind_text(s, 9, r->parent);
 	sqlite3_bind_int(s, 10, r->level);
 	sqlite3_bind_int64(s, 11, (sqlite3_int64)r->size);
-	bind_text(s, 12, r->spec ? r->spec : "{}");
+	store_bind_text(s, 12, r->spec ? r->spec : "{}");
 	sqlite3_bind_double(s, 13, r->created_at);
 	rc = sqlite3_step(s);
 	if (rc == SQLITE_CONSTRAINT)
@@ -894,18 +896,18 @@ int store_snapshot_list(struct store *st, struct store_snapshot **out, size_t *n
 		}
 		r = &rows[used++];
 		memset(r, 0, sizeof(*r));
-		col_copy(s, 0, r->id, sizeof(r->id));
-		col_copy(s, 1, r->name, sizeof(r->name));
-		col_copy(s, 2, r->tenant, sizeof(r->tenant));
-		col_copy(s, 3, r->kind, sizeof(r->kind));
-		col_copy(s, 4, r->state, sizeof(r->state));
-		col_copy(s, 5, r->tier, sizeof(r->tier));
-		col_copy(s, 6, r->template, sizeof(r->template));
-		col_copy(s, 7, r->source, sizeof(r->source));
-		col_copy(s, 8, r->parent, sizeof(r->parent));
+		store_col_copy(s, 0, r->id, sizeof(r->id));
+		store_col_copy(s, 1, r->name, sizeof(r->name));
+		store_col_copy(s, 2, r->tenant, sizeof(r->tenant));
+		store_col_copy(s, 3, r->kind, sizeof(r->kind));
+		store_col_copy(s, 4, r->state, sizeof(r->state));
+		store_col_copy(s, 5, r->tier, sizeof(r->tier));
+		store_col_copy(s, 6, r->template, sizeof(r->template));
+		store_col_copy(s, 7, r->source, sizeof(r->source));
+		store_col_copy(s, 8, r->parent, sizeof(r->parent));
 		r->level = sqlite3_column_int(s, 9);
 		r->size = (uint64_t)sqlite3_column_int64(s, 10);
-		r->spec = col_dup(s, 11);
+		r->spec = store_col_dup(s, 11);
 		r->created_at = sqlite3_column_double(s, 12);
 	}
 	if (rc != SQLITE_DONE && ret == 0)

@@ -159,4 +159,31 @@ int store_snapshot_delete(struct store *st, const char *id, struct isola_err **e
 int store_snapshot_list(struct store *st, struct store_snapshot **out, size_t *n,
 			struct isola_err **err);
 
+/* --- tombstones (core/tombstone.c): records of ended sandboxes ------------------------- */
+
+/* A tombstone row; body is heap-owned JSON (core's format), free with store_tombstone_fini. */
+struct store_tombstone {
+	char id[40];	 /* the ended sandbox's id, primary key */
+	char tenant[64]; /* its tenant */
+	char name[64];	 /* its name, "" = none */
+	double ended_at; /* unix time */
+	char *body;	 /* JSON object, owned */
+};
+void store_tombstone_fini(struct store_tombstone *t);
+
+/* Inserts or replaces the row of t->id. */
+int store_tombstone_put(struct store *st, const struct store_tombstone *t, struct isola_err **err);
+/* The newest row whose id or name is `ref`, of `tenant` (NULL = any) into *out (caller finis
+ * it); -ENOENT (no error set) when there is none. */
+int store_tombstone_find(struct store *st, const char *tenant, const char *ref,
+			 struct store_tombstone *out, struct isola_err **err);
+/* Rows of `tenant` (NULL = all), newest first; heap array of *n rows (fini each, free it). */
+int store_tombstone_list(struct store *st, const char *tenant, struct store_tombstone **out,
+			 size_t *n, struct isola_err **err);
+/* Deletes one row (a missing row is not an error). */
+int store_tombstone_delete(struct store *st, const char *id, struct isola_err **err);
+/* Deletes rows that ended before `before` and all but the newest `keep` rows; returns the
+ * number of rows deleted or -errno. */
+int store_tombstone_trim(struct store *st, double before, unsigned keep, struct isola_err **err);
+
 #endif

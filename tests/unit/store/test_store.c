@@ -136,6 +136,44 @@ int main(void)
 		free(srows);
 		store_close(st);
 	}
+	{ /* tombstones: find by id or name (newest), list per tenant, trim by age and count */
+		struct store_tombstone t = {0}, got = {0}, *trows = NULL;
+		size_t tn = 0;
+		int r;
+
+		ok(store_open(path, &st, &e) == 0, "reopen for tombstones");
+		for (int i = 0; i < 4; i++) {
+			snprintf(t.id, sizeof(t.id), "t%d", i);
+			snprintf(t.tenant, sizeof(t.tenant), "%s", i == 3 ? "other" : "default");
+			snprintf(t.name, sizeof(t.name), "%s", i < 2 ? "web" : "");
+			t.ended_at = 1000 + i;
+			t.body = i == 1 ? "{\"n\":1}" : "{}";
+			ok(store_tombstone_put(st, &t, &e) == 0, "put tombstone t%d", i);
+		}
+		ok(store_tombstone_find(st, "default", "web", &got, &e) == 0 &&
+			   !strcmp(got.id, "t1") && !strcmp(got.body, "{\"n\":1}"),
+		   "a name finds the newest tombstone holding it");
+		store_tombstone_fini(&got);
+		ok(store_tombstone_find(st, "default", "t3", &got, &e) == -ENOENT && !e,
+		   "another tenant's tombstone is not found");
+		ok(store_tombstone_find(st, NULL, "t3", &got, &e) == 0, "the operator finds it");
+		store_tombstone_fini(&got);
+		ok(store_tombstone_list(st, "default", &trows, &tn, &e) == 0 && tn == 3 &&
+			   !strcmp(trows[0].id, "t2"),
+		   "list: one tenant's, newest first");
+		for (size_t i = 0; i < tn; i++)
+			store_tombstone_fini(&trows[i]);
+		free(trows);
+		r = store_tombstone_trim(st, 1001, 10, &e);
+		ok(r == 1, "trim by age drops the one older (%d)", r);
+		r = store_tombstone_trim(st, 0, 1, &e);
+		ok(r == 2, "trim by count keeps the newest (%d)", r);
+		ok(store_tombstone_delete(st, "t3", &e) == 0 &&
+			   store_tombstone_list(st, NULL, &trows, &tn, &e) == 0 && tn == 0,
+		   "delete empties it");
+		free(trows);
+		store_close(st);
+	}
 	util_rm_rf(dir);
 	return tap_done();
 }
