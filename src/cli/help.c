@@ -29,8 +29,8 @@ void cli_print_main_help(FILE *f)
 	cli_print_table_usage(f, NULL, cli_commands, cli_ncommands);
 	fputs("\nGlobal options (anywhere before `--`):\n", f);
 	cli_opt_print(f, cli_global_opts, 0);
-	fputs("  --version                  print the CLI version\n"
-	      "  --man [COMMAND]            print a man page (roff)\n\n"
+	fputs("  --version                     print the CLI version\n"
+	      "  --man [COMMAND]               print a man page (roff)\n\n"
 	      "Run `isola help COMMAND` or `isola COMMAND --help` for a command's options.\n"
 	      "Exit status: 0 ok, 1 failed, 2 usage; run/exec: the command's own, 124 timed out,\n"
 	      "125 isola failed, 126/127 cannot run, 128+N killed by signal N (137: SIGKILL, e.g.\n"
@@ -50,7 +50,7 @@ void cli_print_cmd_help(FILE *f, const char *group, const struct cli_cmd *cmd)
 		fprintf(f, "%c%s.\n\nOptions:\n", toupper((unsigned char)cmd->summary[0]),
 			cmd->summary + 1);
 		cli_opt_print(f, cmd->opts, cmd->optmask);
-		fputs("  -h, --help                 show this help\n", f);
+		fputs("  -h, --help                    show this help\n", f);
 	}
 	fputs("\nGlobal options: --json, -q/--quiet, --socket PATH, --url URL, --token TOKEN "
 	      "(see `isola help`).\n",
@@ -220,7 +220,7 @@ static void bash_arm(FILE *f, const char *pat, const char *group, const struct c
 {
 	fprintf(f, "\t%s) opts='", pat);
 	words_opts(f, c->opts, c->optmask, false);
-	fputs(" --help'; vopts='", f);
+	fputs("'; vopts='", f);
 	words_opts(f, c->opts, c->optmask, true);
 	fprintf(f, "'; kind=%s;;\n", operand_kind(group, c));
 }

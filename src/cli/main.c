@@ -23,6 +23,10 @@ static int cmd_help(struct cli *cli, int argc, char **argv);
 /* The invocation, for error output (JSON or text) from helpers that have no cli at hand. */
 static const struct cli *current;
 
+/* --json appears on the line (before any `--`): errors met before the parser reaches it, such
+ * as an unknown option in front of it, are JSON too. */
+static bool json_errors;
+
 const struct cli_cmd cli_commands[] = {
 	{"run", cmd_run, "[OPTIONS] [--] CMD [ARG...]",
 	 "create a sandbox, run a command in it, destroy it", .opts = cli_sandbox_opts,
@@ -114,7 +118,7 @@ void cli_errorf(const char *code, const char *fmt, ...)
 	if (vasprintf(&msg, fmt, ap) < 0)
 		msg = NULL;
 	va_end(ap);
-	if (current && current->json) {
+	if (json_errors || (current && current->json)) {
 		json_t *e = json_pack("{s:s,s:s}", "code", code ? code : "internal", "message",
 				      msg ? msg : "out of memory");
 
@@ -145,7 +149,7 @@ int cli_usage_err(struct cli *cli, const char *fmt, ...)
 	va_end(ap);
 	cli_errorf(CLI_ERR_USAGE, "%s", msg ? msg : "bad usage");
 	free(msg);
-	if (!cli->json) {
+	if (!cli->json && !json_errors) {
 		print_cmd_usage(stderr, cli);
 		if (cli->cmd)
 			fprintf(stderr, "Run `isola help %s%s%s` for its options.\n",
@@ -165,7 +169,7 @@ int cli_fail(struct isola_err *err, int status)
 {
 	cli_errorf(err ? err->code : NULL, "%s",
 		   err && err->message ? err->message : "unknown error");
-	if (err && err->code && !strcmp(err->code, CLI_ERR_USAGE))
+	if (err && !strcmp(err->code, CLI_ERR_USAGE))
 		return CLI_EXIT_USAGE;
 	return status;
 }
@@ -245,7 +249,7 @@ int cli_dispatch(struct cli *cli, const struct cli_cmd *table, size_t n, int arg
 {
 	if (argc < 1) {
 		cli_errorf(CLI_ERR_USAGE, "missing command");
-		if (cli->json)
+		if (cli->json || json_errors)
 			return CLI_EXIT_USAGE;
 		if (cli->group)
 			print_group_usage(stderr, cli->group, table, n);
@@ -267,7 +271,7 @@ int cli_dispatch(struct cli *cli, const struct cli_cmd *table, size_t n, int arg
 	}
 	cli_errorf(CLI_ERR_USAGE, "unknown command `%s%s%s`", cli->group ? cli->group : "",
 		   cli->group ? " " : "", argv[0]);
-	if (cli->json)
+	if (cli->json || json_errors)
 		return CLI_EXIT_USAGE;
 	if (cli->group)
 		print_group_usage(stderr, cli->group, table, n);
@@ -371,6 +375,8 @@ int main(int argc, char **argv)
 	cli.conf.url = (env = getenv("ISOLA_URL")) && *env ? env : NULL;
 	cli.conf.token = (env = getenv("ISOLA_TOKEN")) && *env ? env : NULL;
 	cli.cmd = &main_cmd;
+	for (int i = 1; i < argc && strcmp(argv[i], "--"); i++)
+		json_errors |= !strcmp(argv[i], "--json");
 	while ((c = cli_nextopt(&cli, argc, argv)) != -1) {
 		switch (c) {
 		case OPT_VERSION:
@@ -388,7 +394,7 @@ int main(int argc, char **argv)
 
 			cli_opt_error(argv, c, &err);
 			cli_errorf(CLI_ERR_USAGE, "%s", err->message);
-			if (!cli.json)
+			if (!json_errors)
 				cli_print_main_help(stderr);
 			return CLI_EXIT_USAGE;
 		}

@@ -141,6 +141,6 @@ void cli_opt_print(FILE *f, const struct cli_opt *opts, unsigned mask)
 		else
 			snprintf(head, sizeof(head), "    --%s%s%s", o->name, o->arg ? " " : "",
 				 o->arg ? o->arg : "");
-		fprintf(f, "  %-26s %s\n", head, o->help);
+		fprintf(f, "  %-28s  %s\n", head, o->help);
 	}
 }
