@@ -195,6 +195,11 @@ int cli_stream_event(void *ud, json_t *ev, struct isola_err **err);
  * the error event's message. Frees the stream's owned fields. */
 int cli_stream_finish(struct cli_stream *s);
 
+/* Runs body in sandbox id as a process attached to this terminal (exec -i/-t; run -it);
+ * returns its exit status. */
+int cli_exec_attached(struct cli *cli, struct client *c, const char *id, json_t *body,
+		      bool interactive, bool tty);
+
 /* Builds an exec body {cmd:[argv...], env, cwd, user, timeout} (new ref; NULL: ENOMEM). */
 json_t *cli_exec_body(char **argv, int argc, const json_t *env, const char *cwd, const char *user,
 		      long timeout_s);

@@ -385,6 +385,14 @@ static int parse_exec_opt(struct cli *cli, int argc, char **argv, int c, struct 
 	}
 }
 
+int cli_exec_attached(struct cli *cli, struct client *c, const char *id, json_t *body,
+		      bool interactive, bool tty)
+{
+	struct exec_opts o = {.interactive = interactive, .tty = tty};
+
+	return exec_process(cli, c, id, body, &o);
+}
+
 int cmd_exec(struct cli *cli, int argc, char **argv)
 {
 	struct exec_opts o = {.env = json_object()};

@@ -76,15 +76,57 @@ static void print_procs(const json_t *list)
 	table_free(t);
 }
 
+/* The process list does not say why a process got SIGKILL; its exit record does (oom_killed).
+ * Copies it into each killed process of list so that ps can say "out of memory". */
+static void add_oom(struct client *c, const char *id, json_t *list)
+{
+	size_t i;
+	json_t *p;
+
+	json_array_foreach(list, i, p)
+	{
+		cleanup_err struct isola_err *err = NULL;
+		cleanup_free char *path = NULL;
+		json_t *ex = NULL;
+
+		if (json_is_true(json_object_get(p, "running")) ||
+		    json_integer_value(json_object_get(p, "signal")) != SIGKILL)
+			continue;
+		path = cli_pathf("/v1/sandboxes/%s/processes/%ld/wait?timeout=0", id,
+				 (long)json_integer_value(json_object_get(p, "pid")));
+		if (path && client_json(c, "POST", path, NULL, &ex, &err) == 0 &&
+		    json_is_true(json_object_get(ex, "oom_killed")))
+			json_object_set_new(p, "oom_killed", json_true());
+		json_decref(ex);
+	}
+}
+
 int cmd_ps(struct cli *cli, int argc, char **argv)
 {
-	static const struct cli_show show = {.path = "/v1/sandboxes/%s/processes",
-					     .id = true,
-					     .list = "processes",
-					     .json_list = true,
-					     .print = print_procs};
+	cleanup_err struct isola_err *err = NULL;
+	cleanup_free char *path = NULL;
+	json_t *reply = NULL, *list;
+	struct client *c;
+	int opt;
 
-	return cli_show(cli, argc, argv, &show);
+	while ((opt = cli_nextopt(cli, argc, argv)) != -1)
+		return cli_bad_opt(cli, argc, argv, opt);
+	if (argc - optind != 1)
+		return cli_usage_err(cli, argc - optind ? "too many arguments" : "missing sandbox ID");
+	c = cli_client(cli);
+	path = cli_pathf("/v1/sandboxes/%s/processes", argv[optind]);
+	if (!c || !path)
+		return CLI_EXIT_FAIL;
+	if (client_json(c, "GET", path, NULL, &reply, &err) < 0)
+		return cli_fail(err, CLI_EXIT_FAIL);
+	list = json_is_array(reply) ? reply : json_object_get(reply, "processes");
+	add_oom(c, argv[optind], list);
+	if (cli->json)
+		out_json(stdout, list);
+	else
+		print_procs(list);
+	json_decref(reply);
+	return CLI_EXIT_OK;
 }
 
 int cmd_top(struct cli *cli, int argc, char **argv)
@@ -111,6 +153,7 @@ int cmd_top(struct cli *cli, int argc, char **argv)
 		return cli_fail(err, CLI_EXIT_FAIL);
 	}
 	list = json_is_array(procs) ? procs : json_object_get(procs, "processes");
+	add_oom(c, argv[optind], list);
 	if (cli->json) {
 		json_t *o = json_pack("{s:O,s:O}", "stats", st, "processes", list);
 

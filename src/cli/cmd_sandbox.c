@@ -102,6 +102,11 @@ int cmd_run(struct cli *cli, int argc, char **argv)
 	s.c = c;
 	s.sandbox = id;
 	s.timeout_s = a.timeout_s;
+	if (a.interactive || a.tty) {
+		/* The terminal carries Ctrl-C to the process; the session ends with it. */
+		status = cli_exec_attached(cli, c, id, body, a.interactive, a.tty);
+		goto destroy;
+	}
 	if (!run_signal) {
 		client_set_cancel_flag(&run_signal);
 		r = client_do(c, &req, &err);
@@ -115,6 +120,7 @@ int cmd_run(struct cli *cli, int argc, char **argv)
 		status = cli_stream_finish(&s);
 	json_decref(s.exit);
 	free(s.error);
+destroy:
 	isola_err_free(steal_ptr(&err));
 	if (destroy_sandbox(c, id, &err) < 0) {
 		fprintf(stderr, "isola: destroy sandbox %s: %s\n", id, err->message);
