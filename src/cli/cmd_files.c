@@ -311,8 +311,8 @@ static void print_entries(const json_t *list, bool lng, bool full_path)
 			continue;
 		}
 		fmt_mode(e, mode);
-		snprintf(size, sizeof(size), "%lld",
-			 (long long)json_integer_value(json_object_get(e, "size")));
+		out_fmt_size((uint64_t)json_integer_value(json_object_get(e, "size")), size,
+			     sizeof(size));
 		fmt_mtime(e, mtime, sizeof(mtime));
 		snprintf(shown, sizeof(shown), "%s%s%s", name ? name : "", target ? " -> " : "",
 			 target ? target : "");

@@ -395,7 +395,8 @@ static void print_object(const json_t *o)
 			printf("%s: %s\n", key, size);
 			continue;
 		}
-		if (json_is_number(v) && strlen(key) > 3 && !strcmp(key + strlen(key) - 3, "_at")) {
+		if (json_is_number(v) && (!strcmp(key, "last_active") || !strcmp(key, "idle_since") ||
+					   (strlen(key) > 3 && !strcmp(key + strlen(key) - 3, "_at")))) {
 			char when[96];
 
 			out_fmt_time(json_number_value(v), util_wall_time(), when, sizeof(when));

@@ -145,7 +145,7 @@ static void print_templates(const json_t *list)
 
 	json_array_foreach(list, i, t)
 	{
-		const json_t *sz = json_object_get(t, "size");
+		const json_t *sz = json_object_get(t, "size_bytes") ?: json_object_get(t, "size");
 		const char *name = json_string_value(json_object_get(t, "name"));
 		char size[32] = "-", age[64];
 		const char *row[3] = {name ? name : "", size, age};

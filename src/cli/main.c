@@ -125,7 +125,10 @@ void cli_errorf(const char *code, const char *fmt, ...)
 		out_json_line(stderr, e);
 		json_decref(e);
 	} else {
-		fprintf(stderr, "isola: %s\n", msg ? msg : "out of memory");
+		bool c = out_color(stderr);
+
+		fprintf(stderr, "%sisola:%s %s\n", c ? "\033[1;31m" : "", c ? "\033[0m" : "",
+			msg ? msg : "out of memory");
 	}
 	free(msg);
 }

@@ -4,10 +4,14 @@
 #define ISOLA_CLI_OUTPUT_H
 
 #include <jansson.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 
 struct table;
+
+/* Whether to colour output to f: a terminal, NO_COLOR unset or empty, TERM not "dumb". */
+bool out_color(FILE *f);
 
 /* A table with ncols columns titled by headers (borrowed, must outlive the table). NULL: ENOMEM. */
 struct table *table_new(const char *const *headers, size_t ncols);

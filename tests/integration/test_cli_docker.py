@@ -159,3 +159,34 @@ def test_ps_says_out_of_memory(cli):
         assert "out of memory" in out and "killed (KILL)" not in out, out
     finally:
         cli("rm", sid)
+
+
+def test_human_sizes_and_times(cli, sandbox):
+    sid = sandbox["id"]
+    out = ok(cli("inspect", sid))
+    assert re.search(r"^created_at: \d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC \(.*\)$", out, re.M), out
+    assert re.search(r"^memory: \d+(\.\d)?[KMGT]$", out, re.M), out
+    assert "e+09" not in out, out
+    ok(cli("exec", sid, "--", "sh", "-c", "head -c 3000 /dev/zero > /tmp/f3k"))
+    out = ok(cli("fs", "ls", "-l", sid, "/tmp"))
+    assert re.search(r"^-rw\S+\s+2\.9K\s.*f3k$", out, re.M), out
+    tl = ok(cli("template", "ls")).splitlines()
+    assert tl[0].split()[:2] == ["NAME", "SIZE"]
+    assert all(re.match(r"\S+\s+\d+(\.\d)?[BKMGTP]\s", ln) for ln in tl[1:]), tl
+    cp = cli("run", "--memory", "1T", "--", "true")
+    assert cp.returncode == 125 and b"1.0T requested" in cp.stderr, cp
+    assert not re.search(rb"\d{7,}", cp.stderr), cp
+
+
+def test_colour_only_on_a_terminal(isolad, cli):
+    argv = [str(CLI), "--socket", isolad.socket, "inspect", "nosuchsandbox0000"]
+    env = dict(os.environ, TERM="xterm")
+    env.pop("NO_COLOR", None)
+    _, out = run_in_pty(argv, env=env)
+    assert b"\x1b[1;31misola:\x1b[0m" in out, out
+    _, out = run_in_pty(argv, env=dict(env, NO_COLOR="1"))
+    assert b"\x1b[" not in out and b"isola: " in out, out
+    cp = cli("inspect", "nosuchsandbox0000", env={"TERM": "xterm"})
+    assert b"\x1b[" not in cp.stderr, cp
+    _, out = run_in_pty([str(CLI), "--socket", isolad.socket, "ls"], env=env)
+    assert out.startswith(b"\x1b[1mID"), out
