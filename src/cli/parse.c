@@ -500,7 +500,7 @@ const struct cli_opt cli_sandbox_opts[] = {
 	{"interactive", 'i', NULL, "keep stdin attached", RUN},
 	{"tty", 't', NULL, "allocate a terminal", RUN},
 	{"rm", OPT_RM, NULL, "accepted for docker habits: run always destroys the sandbox", RUN},
-	{"timeout", OPT_TIMEOUT, "SECONDS", "kill the command after SECONDS (exit 124)", 0},
+	{"timeout", OPT_TIMEOUT, "SECONDS", "kill the command after SECONDS (exit 124)", RUN},
 	{"ttl", OPT_TTL, "SECONDS", "destroy the sandbox after SECONDS", CREATE},
 	{"label", 'l', "KEY=VALUE", "attach a label (repeatable)", CREATE},
 	{"from-snapshot", OPT_FROM_SNAPSHOT, "SNAPSHOT", "start from a named snapshot", 0},
@@ -682,6 +682,9 @@ int cli_parse_sandbox_args(int argc, char **argv, enum cli_sandbox_mode mode,
 	if (!out->req)
 		return isola_err_set(err, ENOMEM, NULL, "out of memory");
 	while ((c = cli_opt_next(&st, argc, argv)) != -1) {
+		if (c == '?' && mode == CLI_SB_CREATE && optind > 0 &&
+		    !strncmp(argv[optind - 1], "--timeout", 9))
+			c = OPT_TIMEOUT; /* say what to use instead */
 		r = sandbox_opt(argv, c, mode, out, err);
 		if (r < 0) {
 			json_decref(out->req);
