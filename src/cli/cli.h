@@ -131,6 +131,8 @@ struct cli_show {
 			     the list itself); NULL: the whole reply */
 	bool json_list;	  /* --json prints the list (the whole reply when it is no array) */
 	void (*print)(const json_t *v); /* the human view of the list, or of the whole reply */
+	/* adds what the reply lacks before it is printed (ps: oom_killed), or NULL */
+	void (*complete)(struct client *c, const char *id, json_t *list);
 };
 
 /*

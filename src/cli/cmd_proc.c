@@ -103,30 +103,14 @@ static void add_oom(struct client *c, const char *id, json_t *list)
 
 int cmd_ps(struct cli *cli, int argc, char **argv)
 {
-	cleanup_err struct isola_err *err = NULL;
-	cleanup_free char *path = NULL;
-	json_t *reply = NULL, *list;
-	struct client *c;
-	int opt;
+	static const struct cli_show show = {.path = "/v1/sandboxes/%s/processes",
+					     .id = true,
+					     .list = "processes",
+					     .json_list = true,
+					     .print = print_procs,
+					     .complete = add_oom};
 
-	while ((opt = cli_nextopt(cli, argc, argv)) != -1)
-		return cli_bad_opt(cli, argc, argv, opt);
-	if (argc - optind != 1)
-		return cli_usage_err(cli, argc - optind ? "too many arguments" : "missing sandbox ID");
-	c = cli_client(cli);
-	path = cli_pathf("/v1/sandboxes/%s/processes", argv[optind]);
-	if (!c || !path)
-		return CLI_EXIT_FAIL;
-	if (client_json(c, "GET", path, NULL, &reply, &err) < 0)
-		return cli_fail(err, CLI_EXIT_FAIL);
-	list = json_is_array(reply) ? reply : json_object_get(reply, "processes");
-	add_oom(c, argv[optind], list);
-	if (cli->json)
-		out_json(stdout, list);
-	else
-		print_procs(list);
-	json_decref(reply);
-	return CLI_EXIT_OK;
+	return cli_show(cli, argc, argv, &show);
 }
 
 int cmd_top(struct cli *cli, int argc, char **argv)

@@ -109,15 +109,13 @@ const size_t cli_ncommands = ARRAY_SIZE(cli_commands);
 static const struct cli_cmd hidden_complete = {"__complete", cmd_complete_hidden,
 					       "sandboxes|templates|snapshots", "", .opts = NULL};
 
-void cli_errorf(const char *code, const char *fmt, ...)
+/* Prints one error line: JSON {"code","message"} with --json, else "isola: message". */
+static void print_error(const char *code, const char *fmt, va_list ap)
 {
 	char *msg = NULL;
-	va_list ap;
 
-	va_start(ap, fmt);
 	if (vasprintf(&msg, fmt, ap) < 0)
 		msg = NULL;
-	va_end(ap);
 	if (json_errors || (current && current->json)) {
 		json_t *e = json_pack("{s:s,s:s}", "code", code ? code : "internal", "message",
 				      msg ? msg : "out of memory");
@@ -133,6 +131,15 @@ void cli_errorf(const char *code, const char *fmt, ...)
 	free(msg);
 }
 
+void cli_errorf(const char *code, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	print_error(code, fmt, ap);
+	va_end(ap);
+}
+
 static void print_cmd_usage(FILE *f, struct cli *cli)
 {
 	if (!cli->cmd)
@@ -143,15 +150,11 @@ static void print_cmd_usage(FILE *f, struct cli *cli)
 
 int cli_usage_err(struct cli *cli, const char *fmt, ...)
 {
-	char *msg = NULL;
 	va_list ap;
 
 	va_start(ap, fmt);
-	if (vasprintf(&msg, fmt, ap) < 0)
-		msg = NULL;
+	print_error(CLI_ERR_USAGE, fmt, ap);
 	va_end(ap);
-	cli_errorf(CLI_ERR_USAGE, "%s", msg ? msg : "bad usage");
-	free(msg);
 	if (!cli->json && !json_errors) {
 		print_cmd_usage(stderr, cli);
 		if (cli->cmd)

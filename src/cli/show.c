@@ -28,6 +28,8 @@ int cli_show(struct cli *cli, int argc, char **argv, const struct cli_show *s)
 	if (client_json(c, "GET", path, NULL, &reply, &err) < 0)
 		return cli_fail(err, CLI_EXIT_FAIL);
 	list = !s->list || json_is_array(reply) ? reply : json_object_get(reply, s->list);
+	if (s->complete && s->id)
+		s->complete(c, argv[optind], list);
 	if (!cli->json)
 		s->print(list);
 	else if (s->json_list && json_is_array(list))
