@@ -55,7 +55,7 @@ const struct cli_cmd cli_commands[] = {
 	{"logs", cmd_logs, "[-f] ID PID", "print a process's output", .opts = cli_logs_opts,
 	 .example = "isola logs -f web 42"},
 	{"kill", cmd_kill, "ID PID [SIGNAL]", "signal a process (default TERM)",
-	 .free_tail = 1, .example = "isola kill web 42 KILL"},
+	 .example = "isola kill web 42 KILL"},
 	{"cp", cmd_cp, "SRC DST", "copy files between a sandbox (ID:PATH) and the host",
 	 .example = "isola cp ./src web:/work"},
 	{"fs", NULL, "SUBCOMMAND ...", "file operations in a sandbox", .group = &cli_fs_group,

@@ -94,6 +94,8 @@ def test_top_and_stats(cli, sandbox):
     assert sample[0]["id"] == sid and "cpu_percent" in sample[0] and sample[0]["pids"] >= 1
     # Without ids: every running sandbox, this one among them.
     assert sid in ok(cli("stats", "--no-stream"))
+    # Global options after the operands, here after kill's SIGNAL.
+    assert isinstance(jout(cli("kill", sid, pid, "KILL", "--json")), dict)
 
 
 def test_stats_streams_until_interrupted(isolad, sandbox):
