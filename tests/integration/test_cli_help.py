@@ -159,6 +159,9 @@ def test_zsh_and_fish_scripts():
     f = run("completion", "fish").stdout.decode()
     assert "complete -c isola -n __fish_use_subcommand -a exec" in f
     assert "-l workdir -s w -r" in f and "isola __complete sandboxes" in f
+    # fish single quotes: an apostrophe in a description ("sandbox's") must be escaped.
+    for ln in f.splitlines():
+        assert ln.replace("\\'", "").count("'") % 2 == 0, ln
     cp = run("completion", "tcsh")
     assert cp.returncode == 2 and b"tcsh" in cp.stderr
 
