@@ -1,6 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* fuzz_connect: libFuzzer target for the E2B adapter's Connect envelope parser, proto3 JSON
- * getters, base64 decoder (src/isolad/e2b/connect.c) and access-token shape (access.c). */
+ * getters, base64 decoder (src/isolad/e2b/connect.c), access-token shape (access.c), gzip decoder
+ * (gzip.c) and signed-URL query (signed.c). */
+#include <errno.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -42,6 +44,20 @@ static void getters(const json_t *msg, unsigned depth)
 		if (json_is_object(v))
 			getters(v, depth + 1);
 	}
+}
+
+/* Counts decoded bytes down from *ud; refuses past it (a sandbox's disk, in miniature). */
+static int gz_sink(void *ud, const void *buf, size_t len)
+{
+	size_t *room = ud;
+
+	(void)buf;
+	if (len > E2B_GZ_CHUNK)
+		abort(); /* the decoder's promise: bounded chunks */
+	if (len > *room)
+		return -ENOSPC;
+	*room -= len;
+	return 0;
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -99,6 +115,57 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			     strcmp(again, tok) != 0))
 				abort();
 			free(tok);
+		}
+	}
+	/* 3b. RFC 3339 times (list filters): what parses formats back to the same second. */
+	{
+		char *t = malloc(size + 1), again[40];
+		double v;
+
+		if (t) {
+			memcpy(t, data, size);
+			t[size] = '\0';
+			if (e2b_parse_rfc3339(t, &v) == 0 && v > 0 && v < 253402300800.0) {
+				double w;
+
+				e2b_rfc3339(v, again, sizeof(again));
+				if (e2b_parse_rfc3339(again, &w) != 0 ||
+				    (long long)w != (long long)v)
+					abort();
+			}
+			free(t);
+		}
+	}
+	/* 5. A gzip upload body (gzip.c): decoded in two pieces into a bounded sink; Accept-
+	 * Encoding; a signed URL's query (signed.c). */
+	{
+		struct e2b_gz g;
+		const char *why = NULL;
+		size_t half = size / 2, room = 1 << 20;
+		char *s = malloc(size + 1), again[E2B_SIG_LEN + 1];
+		struct e2b_sig q;
+
+		if (e2b_gunzip_init(&g) == 0) {
+			if (e2b_gunzip_feed(&g, data, half, gz_sink, &room, &why) == 0 &&
+			    e2b_gunzip_feed(&g, data + half, size - half, gz_sink, &room, &why) ==
+				    0)
+				e2b_gunzip_finish(&g, &why);
+			e2b_gz_fini(&g);
+		}
+		if (s) {
+			char *exp;
+
+			memcpy(s, data, size);
+			s[size] = '\0';
+			(void)e2b_accepts_gzip(s);
+			exp = strchr(s, '&');
+			if (exp)
+				*exp++ = '\0';
+			if (e2b_sig_parse(s, exp, &q) == 0 &&
+			    (strlen(q.sig) != E2B_SIG_LEN ||
+			     e2b_sig_compute(s, "read", "", "t", &q, again) != 0))
+				abort();
+			free(s);
 		}
 	}
 	/* 4. base64 (bytes fields, Basic auth) with a tight output bound. */

@@ -9,6 +9,7 @@ PKGS=(
 	libjansson-dev libmicrohttpd-dev libsqlite3-dev libseccomp-dev libarchive-dev
 	libsodium-dev nettle-dev libcurl4-openssl-dev
 	libnl-route-3-dev libnftables-dev libldns-dev # sandbox network (docs/network.md)
+	zlib1g-dev # gzip-encoded E2B /files (src/isolad/e2b/gzip.c)
 	# run
 	iproute2 uidmap qemu-system-x86 qemu-utils e2fsprogs
 	# test and bench
@@ -19,6 +20,7 @@ PKGS=(
 	nftables # nft: tests/security/test_network_boundary.py reads and deletes isolad's table
 	zstd git procps curl # test_persist_process.py, test_allowed.py, pgrep/free, bench and quickstart
 	man-db # man -l: tests/integration/test_cli_help.py renders the man pages the build makes
+	systemd # systemctl: scripts/install.sh enables isolad.service where systemd runs
 )
 
 missing=()

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
-# quickstart: README command 1 — install, build, start isolad, run a first sandbox step by step.
+# quickstart: README command 1 — deps, build, install (scripts/install.sh), start isolad, run a
+# first sandbox step by step with the installed `isola`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -10,19 +11,11 @@ scripts/deps.sh
 echo "==> building"
 scripts/build.sh
 
+echo "==> installing into /usr/local (scripts/install.sh) and starting isolad"
+scripts/install.sh --start
+
 export ISOLA_SOCKET=${ISOLA_SOCKET:-/run/isola/isolad.sock}
-ISOLA=build/src/cli/isola
-if ! $ISOLA --socket "$ISOLA_SOCKET" version >/dev/null 2>&1 ||
-	! curl -s --unix-socket "$ISOLA_SOCKET" http://x/v1/health >/dev/null 2>&1; then
-	echo "==> starting isolad (state /var/lib/isola, socket $ISOLA_SOCKET, log /var/log/isolad.log)"
-	mkdir -p /run/isola
-	nohup build/src/isolad/isolad --state-dir /var/lib/isola --socket "$ISOLA_SOCKET" \
-		>>/var/log/isolad.log 2>&1 &
-	for _ in $(seq 1 100); do
-		[ -S "$ISOLA_SOCKET" ] && break
-		sleep 0.05
-	done
-fi
+ISOLA=/usr/local/bin/isola
 
 echo "==> isola doctor"
 $ISOLA doctor
@@ -36,4 +29,5 @@ echo "hello from the host" | $ISOLA fs write "$ID" /root/hello.txt
 $ISOLA fs cat "$ID" /root/hello.txt
 echo "==> destroy the sandbox"
 $ISOLA rm "$ID"
-echo "==> done: isolad keeps running (socket $ISOLA_SOCKET); try: $ISOLA run -- uname -a"
+echo "==> done: isolad keeps running (socket $ISOLA_SOCKET); try: isola run -- uname -a"
+echo "    (non-root users: sudo usermod -aG isola USER; remove everything: scripts/install.sh --uninstall)"

@@ -27,6 +27,15 @@ static const struct cli *current;
  * as an unknown option in front of it, are JSON too. */
 static bool json_errors;
 
+/* `isola mcp`'s options; cmd_mcp.c reads them through cli_getopt() as 'A' and 'k'. */
+static const struct cli_opt mcp_opts[] = {
+	{"allow-host-path", CLI_LONG('A'), "DIR",
+	 "let sandbox_upload/sandbox_download use host files under DIR (repeatable)", 0},
+	{"keep", CLI_LONG('k'), NULL,
+	 "keep the session's default sandbox when the client disconnects", 0},
+	{NULL, 0, NULL, NULL, 0},
+};
+
 const struct cli_cmd cli_commands[] = {
 	{"run", cmd_run, "[OPTIONS] [--] CMD [ARG...]",
 	 "create a sandbox, run a command in it, destroy it", .opts = cli_sandbox_opts,
@@ -88,8 +97,9 @@ const struct cli_cmd cli_commands[] = {
 	{"bench", cmd_bench, "[OPTIONS]",
 	 "time the create-write-exec-destroy loop beside bwrap and runc", .opts = cli_bench_opts,
 	 .example = "isola bench -n 30 -c 50"},
-	{"mcp", cmd_mcp, "", "serve sandbox tools over the Model Context Protocol (stdio)",
-	 .example = "isola mcp"},
+	{"mcp", cmd_mcp, "[--allow-host-path DIR]... [--keep]",
+	 "serve sandbox tools over the Model Context Protocol (stdio)", .opts = mcp_opts,
+	 .example = "isola mcp --allow-host-path ~/project"},
 	{"token", NULL, "SUBCOMMAND ...", "manage API tokens (admin)", .group = &cli_token_group,
 	 .example = "isola token create --tenant acme --role user"},
 	{"tenant", NULL, "SUBCOMMAND ...", "manage tenants and quotas (operator)",
@@ -212,9 +222,12 @@ int cli_nextopt(struct cli *cli, int argc, char **argv)
 
 int cli_getopt(int argc, char **argv, const char *shortopts, const struct option *longopts)
 {
+	int c = cli_nextopt((struct cli *)current, argc, argv);
+
 	(void)shortopts;
 	(void)longopts;
-	return cli_nextopt((struct cli *)current, argc, argv);
+	/* The table's long-only keys, as the letters the caller's own table uses. */
+	return c >= CLI_LONG(0) && c < CLI_LONG(128) ? c - CLI_LONG(0) : c;
 }
 
 int cli_bad_opt(struct cli *cli, int argc, char **argv, int c)
@@ -273,6 +286,11 @@ int cli_dispatch(struct cli *cli, const struct cli_cmd *table, size_t n, int arg
 						  cmd->group->n, argc, argv);
 		cli->cmd = cmd;
 		cli->ost.ready = false;
+		/* Options are parsed anywhere up to `--` here, so -h anywhere asks for help; the
+		 * commands with a free tail (run, exec) leave theirs to their own parser. */
+		for (int a = 1; !cmd->free_tail && a < argc && strcmp(argv[a], "--"); a++)
+			if (!strcmp(argv[a], "-h") || !strcmp(argv[a], "--help"))
+				return cli_help(cli);
 		return cmd->fn(cli, argc, argv);
 	}
 	cli_errorf(CLI_ERR_USAGE, "unknown command `%s%s%s`", cli->group ? cli->group : "",

@@ -198,7 +198,7 @@ int main(int argc, char **argv)
 				cfg.memory_overcommit = v;
 			break;
 		}
-		case 1008: { /* records of ended sandboxes (docs/lifecycle-records.md) */
+		case 1008: { /* records of ended sandboxes (docs/tombstones.md) */
 			uint64_t v;
 
 			if (util_parse_duration(optarg, 366ull * 86400, &v) < 0) {

@@ -39,7 +39,8 @@ LOG="$STATE/isolad.log"
 ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0}" \
 UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1}" \
 	setsid "$ISOLAD" --state-dir "$STATE" --socket "$STATE/isolad.sock" \
-	--listen "127.0.0.1:$PORT" --agent "$AGENT" --log-level info >"$LOG" 2>&1 </dev/null &
+	--listen "127.0.0.1:$PORT" --expose-listen 127.0.0.1:0 \
+	--agent "$AGENT" --log-level info >"$LOG" 2>&1 </dev/null &
 PID=$!
 
 URL="http://127.0.0.1:$PORT"

@@ -86,6 +86,7 @@ NATIVE = {
     "POST /v1/templates": ("write", "POST", "/v1/templates?name=rr-{role}", b"not a tar", None),
     "DELETE /v1/templates/{name}": ("write", "DELETE", "/v1/templates/no-such-template", None, None),
     "GET /v1/sandboxes/{id}/stats": ("read", "GET", "/v1/sandboxes/{id}/stats", None, None),
+    "GET /v1/sandboxes/{id}/metrics": ("read", "GET", "/v1/sandboxes/{id}/metrics", None, None),
     "GET /metrics": ("read", "GET", "/metrics", None, None),
     "GET /v1/whoami": ("read", "GET", "/v1/whoami", None, None),
     "POST /v1/tokens": ("admin", "POST", "/v1/tokens", {"role": "read-only", "name": "rr"}, None),
@@ -135,8 +136,10 @@ CONTROL = {
     "POST /v2/sandboxes/{id}/connect": ("write", "POST", "/v2/sandboxes/{id}/connect", {"timeout": 900}, None),
     "GET /sandboxes/{id}/metrics": ("read", "GET", "/sandboxes/{id}/metrics", None, None),
     "PUT /sandboxes/{id}/network": ("write", "PUT", "/sandboxes/{fake}/network", {}, None),
-    "POST /sandboxes/{id}/snapshots": ("write", "POST", "/sandboxes/{id}/snapshots", {}, None),
-    "POST /sandboxes/{id}/fork": ("write", "POST", "/sandboxes/{id}/fork", {}, None),
+    "POST /sandboxes/{id}/snapshots": ("write", "POST", "/sandboxes/{fake}/snapshots", {}, None),
+    "POST /sandboxes/{id}/fork": ("write", "POST", "/sandboxes/{fake}/fork", {}, None),
+    "GET /snapshots": ("read", "GET", "/snapshots", None, None),
+    "DELETE /templates/{id}": ("write", "DELETE", "/templates/no-such-snapshot", None, None),
 }
 
 # envd, called with the envdAccessToken the role got from GET /sandboxes/{id}. Bodies are

@@ -2,7 +2,7 @@
 // `isola mcp` (src/cli/cmd_mcp.c) driven by the official MCP TypeScript SDK client over stdio,
 // against a real isolad started by run.sh; plus raw JSON-RPC checks of the protocol edges.
 import assert from "node:assert/strict";
-import { spawn } from "node:child_process";
+import { spawn, spawnSync } from "node:child_process";
 import { createInterface } from "node:readline";
 import { after, before, describe, test } from "node:test";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
@@ -15,12 +15,22 @@ assert.ok(CLI && SOCKET, "run through tests/mcp/run.sh");
 const TOOLS = [
   "sandbox_create",
   "sandbox_destroy",
+  "sandbox_download",
+  "sandbox_edit_file",
+  "sandbox_expose_port",
   "sandbox_fork",
   "sandbox_list",
   "sandbox_list_files",
+  "sandbox_mkdir",
+  "sandbox_process_kill",
+  "sandbox_process_list",
+  "sandbox_process_logs",
   "sandbox_read_file",
+  "sandbox_remove",
   "sandbox_run_command",
+  "sandbox_search",
   "sandbox_snapshot",
+  "sandbox_upload",
   "sandbox_write_file",
 ];
 
@@ -62,7 +72,7 @@ describe("isola mcp with the official SDK client", () => {
       assert.ok(t.description.length > 20, t.name);
     }
     const run = tools.find((t) => t.name === "sandbox_run_command");
-    assert.deepEqual(run.inputSchema.required, ["sandbox_id"]);
+    assert.equal(run.inputSchema.required, undefined, "sandbox_id is optional: the default sandbox");
     assert.ok(run.inputSchema.properties.command && run.inputSchema.properties.timeout);
   });
 
@@ -83,7 +93,11 @@ describe("isola mcp with the official SDK client", () => {
   test("sandbox_run_command: output, exit code, isError, timeout, argv, stdin", async () => {
     let res = await call("sandbox_run_command", { sandbox_id: sid, command: "echo hi; echo oops >&2" });
     assert.equal(res.isError, false);
-    assert.equal(text(res), "exit_code: 0\n--- stdout ---\nhi\n--- stderr ---\noops\n");
+    assert.equal(text(res), "exit_code: 0\n--- stdout (3 bytes) ---\nhi\n--- stderr (5 bytes) ---\noops\n");
+    assert.deepEqual(
+      [res.structuredContent.exit_code, res.structuredContent.stdout_bytes, res.structuredContent.sandbox_id],
+      [0, 3, sid],
+    );
     res = await call("sandbox_run_command", { sandbox_id: sid, command: "exit 7" });
     assert.equal(res.isError, true);
     assert.match(text(res), /^exit_code: 7\n/);
@@ -91,23 +105,23 @@ describe("isola mcp with the official SDK client", () => {
     assert.equal(res.isError, true);
     assert.match(text(res), /timed out after 1 s/);
     res = await call("sandbox_run_command", { sandbox_id: sid, argv: ["cat"], stdin: "piped", cwd: "/tmp", env: { A: "b" } });
-    assert.match(text(res), /--- stdout ---\npiped\n/);
+    assert.match(text(res), /--- stdout \(5 bytes\) ---\npiped\n/);
   });
 
   test("sandbox_write_file, sandbox_read_file (text, base64, max_bytes)", async () => {
-    let res = await call("sandbox_write_file", { sandbox_id: sid, path: "/tmp/m/hello.txt", content: "x" });
-    assert.equal(res.isError, true, "parent missing is a tool error");
-    assert.match(text(res), /not_found/);
-    await call("sandbox_run_command", { sandbox_id: sid, command: "mkdir -p /tmp/m" });
+    let res = await call("sandbox_write_file", { sandbox_id: sid, path: "/tmp/m/deep/er/x.txt", content: "x" });
+    assert.equal(res.isError, false, "missing parents are made");
+    assert.equal(text(await call("sandbox_read_file", { sandbox_id: sid, path: "/tmp/m/deep/er/x.txt" })), "x");
+    await call("sandbox_remove", { sandbox_id: sid, path: "/tmp/m/deep", recursive: true });
     res = await call("sandbox_write_file", { sandbox_id: sid, path: "/tmp/m/hello.txt", content: "héllo\nworld\n" });
     assert.equal(res.isError, false);
     assert.match(text(res), /^Wrote 13 bytes to \/tmp\/m\/hello.txt/);
     assert.equal(text(await call("sandbox_read_file", { sandbox_id: sid, path: "/tmp/m/hello.txt" })), "héllo\nworld\n");
     res = await call("sandbox_write_file", { sandbox_id: sid, path: "/tmp/m/bin", content: Buffer.from([0, 255, 1]).toString("base64"), encoding: "base64" });
     assert.match(text(res), /^Wrote 3 bytes/);
-    assert.equal(text(await call("sandbox_read_file", { sandbox_id: sid, path: "/tmp/m/bin" })), "[binary file, 3 bytes, base64]\nAP8B");
+    assert.equal(text(await call("sandbox_read_file", { sandbox_id: sid, path: "/tmp/m/bin" })), "[binary, 3 bytes, base64]\nAP8B");
     res = await call("sandbox_read_file", { sandbox_id: sid, path: "/tmp/m/hello.txt", max_bytes: 3 });
-    assert.match(text(res), /^hé\n\[truncated: only the first 3 bytes/);
+    assert.match(text(res), /^hé\n\[bytes 0-3 shown; the file goes on: read on with offset 3/);
     res = await call("sandbox_read_file", { sandbox_id: sid, path: "/tmp/m/none" });
     assert.equal(res.isError, true);
     assert.match(text(res), /not_found/);
@@ -161,7 +175,8 @@ describe("isola mcp with the official SDK client", () => {
     assert.equal(text(res), `Destroyed sandbox ${sid}.`);
     res = await call("sandbox_run_command", { sandbox_id: sid, command: "true" });
     assert.equal(res.isError, true);
-    assert.match(text(res), /not_found/);
+    assert.match(text(res), /sandbox_ended/); // its tombstone says why (docs/tombstones.md)
+    assert.match(text(res), /was destroyed at/);
     assert.ok(!text(await call("sandbox_list", {})).includes(sid));
   });
 });
@@ -203,7 +218,7 @@ describe("isola mcp raw JSON-RPC", () => {
         "{not json",
         [{ jsonrpc: "2.0", id: 1, method: "ping" }],
         { jsonrpc: "2.0", method: "notifications/initialized" },
-        { jsonrpc: "2.0", id: "a", method: "resources/list" },
+        { jsonrpc: "2.0", id: "a", method: "prompts/list" },
         { jsonrpc: "1.0", id: 5, method: "ping" },
         { jsonrpc: "2.0", id: 6, method: "ping" },
       ],
@@ -215,5 +230,14 @@ describe("isola mcp raw JSON-RPC", () => {
     assert.deepEqual([r[2].id, r[2].error.code], ["a", -32601]);
     assert.deepEqual([r[3].id, r[3].error.code], [5, -32600]);
     assert.deepEqual(r[4], { jsonrpc: "2.0", id: 6, result: {} });
+  });
+
+  test("EOF right after a request: the call in flight is still answered", () => {
+    const req = { jsonrpc: "2.0", id: 9, method: "tools/call", params: { name: "sandbox_run_command", arguments: { command: "sleep 1; echo late" } } };
+    const p = spawnSync(CLI, ["--socket", SOCKET, "mcp"], { input: JSON.stringify(req) + "\n", encoding: "utf8", timeout: 60000 });
+    assert.equal(p.status, 0, p.stderr);
+    const answer = JSON.parse(p.stdout.trim());
+    assert.equal(answer.id, 9);
+    assert.match(answer.result.content[0].text, /late/);
   });
 });

@@ -10,7 +10,10 @@ mkdir -p "$(dirname "$JUNIT")"
 rm -f "$JUNIT"
 
 npm_ci "$HERE" || exit 1
-isolad_start || exit 1
+# An exposure listener, so sandbox_expose_port's URL can be fetched (agent.test.mjs).
+ISOLA_TEST_EXPOSE_PORT=$(/usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+export ISOLA_TEST_EXPOSE_PORT
+ISOLAD_EXTRA_ARGS="--expose-listen 127.0.0.1:$ISOLA_TEST_EXPOSE_PORT" isolad_start || exit 1
 timeout 240 node --test --test-concurrency=1 --test-timeout=120000 \
 	--test-reporter=spec --test-reporter-destination=stdout \
 	--test-reporter=junit --test-reporter-destination="$JUNIT" \

@@ -2,7 +2,8 @@
 # SPDX-License-Identifier: Apache-2.0
 # isolad.sh: sourced by the node suites (tests/sdk-js, tests/mcp) — starts a private isolad on a
 # temp state dir like tests/conftest.py does, and stops it (bounded) on exit.
-# Sets ISOLA_TEST_SOCKET, ISOLA_TEST_URL, ISOLA_TEST_TOKEN, ISOLA_TEST_STATE.
+# Sets ISOLA_TEST_SOCKET, ISOLA_TEST_URL, ISOLA_TEST_TOKEN, ISOLA_TEST_STATE. ISOLAD_EXTRA_ARGS (words)
+# are added to isolad's command line.
 
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 BUILD=${ISOLA_BUILD:-$REPO/build}
@@ -22,7 +23,7 @@ isolad_start() {
 	port=$(/usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
 	ISOLA_TEST_URL=http://127.0.0.1:$port
 	setsid "$ISOLAD_BIN" --state-dir "$ISOLA_TEST_STATE" --socket "$ISOLA_TEST_SOCKET" \
-		--listen "127.0.0.1:$port" --agent "$AGENT_BIN" >"$ISOLA_TEST_STATE/isolad.log" 2>&1 </dev/null &
+		--listen "127.0.0.1:$port" --agent "$AGENT_BIN" ${ISOLAD_EXTRA_ARGS:-} >"$ISOLA_TEST_STATE/isolad.log" 2>&1 </dev/null &
 	ISOLAD_PID=$!
 	trap isolad_stop EXIT
 	local i

@@ -307,6 +307,13 @@ class Sandbox:
         """One resource sample: cpu_seconds, memory_bytes, disk_bytes, pids, limits, ..."""
         return self._t.json("GET", f"{self._base}/stats")
 
+    def metrics(self, start: Optional[float] = None, end: Optional[float] = None) -> Dict[str, Any]:
+        """The kept samples (the last hour, one per period_s) taken in [start, end] (unix
+        seconds): {period_s, max_samples, samples: [{time, cpu_seconds, memory_bytes,
+        disk_bytes}]}, oldest first."""
+        q = "&".join(f"{k}={v}" for k, v in (("start", start), ("end", end)) if v is not None)
+        return self._t.json("GET", f"{self._base}/metrics" + (f"?{q}" if q else ""))
+
     # -- persistence -------------------------------------------------------------------
     def _state_change(self, op: str) -> SandboxInfo:
         self.info = SandboxInfo.from_json(self._t.json("POST", f"{self._base}/{op}"))

@@ -354,6 +354,11 @@ struct api_download {
 	struct sandbox *s;	/* reference (may be NULL) */
 	struct agent_chan *ch;	/* read channel, owned */
 	uint64_t remaining;	/* bytes still promised in Content-Length */
+	/* Transforms the bytes on their way out (the E2B gzip encoding), or NULL: called with
+	 * each chunk, then once with last set when the file is complete. <0 cuts the
+	 * response. The response then has no Content-Length (remaining still counts the file). */
+	int (*filter)(struct api_download *d, struct api_stream *st, const void *buf, size_t n,
+		      bool last);
 };
 /* Before each chunk of an upload: 0 while the write channel is still open (nothing has
  * arrived), else -errno with *err: the agent's refusal (an ERROR ends the channel), `internal`
@@ -438,6 +443,8 @@ enum MHD_Result api_template_import_end(struct api_req *r);
 enum MHD_Result api_template_delete(struct api_req *r);
 enum MHD_Result api_metrics(struct api_req *r);
 enum MHD_Result api_sandbox_stats(struct api_req *r);
+/* GET /v1/sandboxes/{id}/metrics?start=&end=: the kept samples (core/history.c) in range. */
+enum MHD_Result api_sandbox_metrics(struct api_req *r);
 enum MHD_Result api_whoami(struct api_req *r);
 enum MHD_Result api_token_create(struct api_req *r);
 enum MHD_Result api_token_list(struct api_req *r);

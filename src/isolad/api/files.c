@@ -82,7 +82,7 @@ int api_download_produce(struct api_stream *st, void *ud)
 	int r;
 
 	if (d->remaining == 0)
-		return 1;
+		return d->filter && d->filter(d, st, NULL, 0, true) < 0 ? -1 : 1;
 	r = agent_chan_recv(d->ch, &m, API_POLL_MS, &err);
 	if (r == -ETIMEDOUT) {
 		if (api_server_is_stopping(d->srv))
@@ -96,7 +96,8 @@ int api_download_produce(struct api_stream *st, void *ud)
 		/* UNTRUSTED: the agent's data; never more than the length we announced. */
 		size_t n = m.len < d->remaining ? m.len : (size_t)d->remaining;
 
-		r = api_stream_write(st, m.data, n);
+		r = d->filter ? d->filter(d, st, m.data, n, false)
+			      : api_stream_write(st, m.data, n);
 		d->remaining -= n;
 		agent_msg_fini(&m);
 		return r < 0 ? api_stream_abort(st, "file", "internal", "sandbox %s: %s", sid,

@@ -2,6 +2,7 @@
 /* metrics: GET /metrics (Prometheus text format 0.0.4) and GET /v1/sandboxes/{id}/stats. */
 #include "api-internal.h"
 
+#include <errno.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -298,4 +299,54 @@ enum MHD_Result api_sandbox_stats(struct api_req *r)
 	json_decref(sb);
 	sandbox_unref(s);
 	return api_respond_json(r, 200, j);
+}
+
+/* The optional unix-time query `key` (decimal seconds) into *out; -EINVAL when malformed. */
+static int query_unix(struct api_req *r, const char *key, double *out)
+{
+	const char *v = api_query(r, key);
+	char *end;
+	double t;
+
+	if (!v)
+		return 0;
+	/* UNTRUSTED: a query value; finite, 0..year 9999 */
+	t = strtod(v, &end);
+	if (!*v || *end || !(t >= 0 && t < 253402300800.0))
+		return -EINVAL;
+	*out = t;
+	return 0;
+}
+
+enum MHD_Result api_sandbox_metrics(struct api_req *r)
+{
+	cleanup_err struct isola_err *err = NULL;
+	struct sandbox_sample *v;
+	struct sandbox *s;
+	double start = 0, end = 253402300800.0;
+	bool with_prev;
+	json_t *arr;
+	size_t n;
+
+	if (query_unix(r, "start", &start) < 0 || query_unix(r, "end", &end) < 0)
+		return api_respond_error(r, "invalid",
+					 "query `start` and `end` must be unix seconds");
+	if (core_sandbox_get_for(r->srv->core, api_tenant(r), api_match_get(&r->match, "id"), &s,
+				 &err) < 0)
+		return api_respond_err(r, err);
+	v = calloc(SANDBOX_HISTORY_LEN, sizeof(*v));
+	arr = json_array();
+	n = v ? sandbox_history(s, start, end, v, SANDBOX_HISTORY_LEN, &with_prev) : 0;
+	for (size_t i = with_prev ? 1 : 0; arr && i < n; i++)
+		json_array_append_new(arr, json_pack("{s:f, s:f, s:I, s:I}", "time", v[i].at,
+						     "cpu_seconds", v[i].cpu_usec / 1e6,
+						     "memory_bytes", (json_int_t)v[i].memory_bytes,
+						     "disk_bytes", (json_int_t)v[i].disk_bytes));
+	free(v);
+	sandbox_unref(s);
+	return api_respond_json(r, 200,
+				arr ? json_pack("{s:i, s:i, s:o}", "period_s",
+						SANDBOX_HISTORY_PERIOD_S, "max_samples",
+						SANDBOX_HISTORY_LEN, "samples", arr)
+				    : NULL);
 }

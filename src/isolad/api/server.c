@@ -78,6 +78,7 @@ static const struct api_route api_routes[] = {
 	ROUTE_STREAM("POST", "/v1/templates", api_template_import_begin, api_template_import_data, api_template_import_end),
 	ROUTE("DELETE", "/v1/templates/{name}", api_template_delete),
 	ROUTE("GET", "/v1/sandboxes/{id}/stats", api_sandbox_stats),
+	ROUTE("GET", "/v1/sandboxes/{id}/metrics", api_sandbox_metrics),
 	ROUTE("GET", "/metrics", api_metrics),
 	ROUTE("GET", "/v1/whoami", api_whoami),
 	ROUTE_JSON("POST", "/v1/tokens", api_token_create),
@@ -213,7 +214,8 @@ static bool token_equal(const char *a, size_t alen, const char *b)
 }
 
 /* The unix socket's caller: the built-in admin of `default` (the socket is 0600, so only
- * root or isolad's uid get here); the peer uid goes into the audit trail. */
+ * root or isolad's uid get here — or 0660 with --socket-group, and then that group's members,
+ * whom the operator chose to trust alike); the peer uid goes into the audit trail. */
 static void unix_principal(struct api_req *r)
 {
 	const union MHD_ConnectionInfo *ci =

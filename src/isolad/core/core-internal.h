@@ -62,10 +62,17 @@ struct sandbox {
 	char origin_name[64];	       /* that snapshot's name ("" = internal or none) */
 	char forked_from[40];	       /* source sandbox of a fork, "" = not a fork child */
 	struct sandbox_life life;      /* timeout policy, idle state, pool flags (lifecycle.h) */
+	struct sandbox_history *hist;  /* last hour of samples (history.c), owned, or NULL */
+	double hist_last;	       /* wall time of the last sampling attempt */
 	char name[64];		       /* unique per tenant among live sandboxes, "" = none */
 	char end_reason[16];	       /* set before a policy destroy: expired|idle, "" = destroyed */
 	char end_detail[64];	       /* e.g. "ttl 3s", with end_reason */
 };
+
+/* history.c: samples s's counters when one is due (monitor thread; takes s->lock). */
+void history_tick(struct sandbox *s, double now);
+/* Frees s's history (sandbox_unref). */
+void history_free(struct sandbox *s);
 
 /* Resources a create in flight was admitted for (core.c's admission). */
 struct core_reservation {

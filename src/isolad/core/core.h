@@ -143,7 +143,7 @@ int core_snapshot_delete_for(struct core *c, const char *tenant, const char *nam
 json_t *core_persistence_json(const struct tier_ops *t);
 
 /*
- * Names and tombstones (docs/lifecycle-records.md). A name is [a-z0-9][a-z0-9_.-]{0,62},
+ * Names and tombstones (docs/tombstones.md). A name is [a-z0-9][a-z0-9_.-]{0,62},
  * unique per tenant among live sandboxes (create answers 409 `name_taken` naming the holder).
  * An ended sandbox (destroyed, expired, idle, failed) leaves a tombstone, a small record kept
  * core_config.tombstone_ttl_s (at most CORE_MAX_TOMBSTONES of them) in the store.
@@ -254,6 +254,25 @@ int sandbox_console(struct sandbox *s, size_t max, char **out, size_t *len, stru
 
 /* Resource counters from the tier. */
 int sandbox_stats(struct sandbox *s, struct tier_stats *out, struct isola_err **err);
+
+#define SANDBOX_HISTORY_PERIOD_S 5   /* one sample per running sandbox this often */
+#define SANDBOX_HISTORY_LEN	 720 /* samples kept: an hour at the period above */
+
+/* One sample of a sandbox's counters (32 bytes). */
+struct sandbox_sample {
+	double at;	       /* wall time it was taken */
+	uint64_t cpu_usec;     /* CPU time consumed so far */
+	uint64_t memory_bytes; /* memory in use */
+	uint64_t disk_bytes;   /* writable-layer bytes used */
+};
+
+/*
+ * Copies s's kept samples taken in [start, end] into out (cap entries), oldest first.
+ * When a sample older than `start` is kept, the newest such comes first and *with_prev is
+ * set (the base for the first CPU percentage). Returns the entries written. Any thread.
+ */
+size_t sandbox_history(struct sandbox *s, double start, double end, struct sandbox_sample *out,
+		       size_t cap, bool *with_prev);
 
 /* Marks activity (API use) for idle tracking. */
 void sandbox_touch(struct sandbox *s);

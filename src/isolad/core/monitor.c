@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* monitor: one thread that notices dead sandboxes and expired TTLs. */
+/* monitor: one thread that notices dead sandboxes and expired TTLs and samples metrics. */
 #include "core-internal.h"
 
 #include <errno.h>
@@ -60,6 +60,7 @@ static void monitor_check(struct core *c, struct sandbox *s, double now)
 		lifecycle_expire(c, s); /* on_timeout: kill, pause or hibernate (lifecycle.c) */
 	} else {
 		lifecycle_tick(c, s, now); /* idle detection */
+		history_tick(s, now);	   /* the metrics history (history.c) */
 	}
 }
 

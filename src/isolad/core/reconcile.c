@@ -169,6 +169,15 @@ static void reconcile_one(struct core *c, const struct store_sandbox *row)
 		s->state = SANDBOX_ERROR;
 		s->error = strdup(row->error ? row->error : "unknown error");
 	}
+	/* Names were unique when stored; should two rows still share one, the later keeps
+	 * running unnamed rather than untracked. */
+	pthread_mutex_lock(&c->lock);
+	if (core_name_check_locked(c, s, NULL) < 0) {
+		log_warn("sandbox %s: name `%s` is taken, the sandbox goes on without it", row->id,
+			 s->name);
+		s->name[0] = '\0';
+	}
+	pthread_mutex_unlock(&c->lock);
 	if (core_list_add(c, s, NULL) < 0)
 		log_error("sandbox %s: cannot track it (out of memory)", row->id);
 	sandbox_unref(s);

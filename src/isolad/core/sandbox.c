@@ -52,6 +52,7 @@ void sandbox_unref(struct sandbox *s)
 	json_decref(s->env);
 	json_decref(s->labels);
 	free(s->error);
+	history_free(s);
 	pthread_mutex_destroy(&s->lock);
 	free(s);
 }

@@ -9,6 +9,7 @@
 
 #include <sodium.h>
 
+#include "../../common/util.h"
 #include "../core/core.h"
 #include "../tenancy/tenancy.h"
 
@@ -175,5 +176,159 @@ int e2b_envd_sandbox(struct api_req *r, char *out, size_t n)
 	if (!id || !api_valid_sandbox_id(id) || strlen(id) >= n)
 		return -EINVAL;
 	snprintf(out, n, "%s", id);
+	return 0;
+}
+
+/* --- signed URLs ---------------------------------------------------------------------------- */
+
+/* One candidate issuer of a sandbox's access token. */
+struct sig_try {
+	struct api_req *r;	 /* the request (for the MAC key) */
+	const char *path, *op;	 /* what the URL names */
+	const char *user;	 /* its username, "" when absent */
+	const struct e2b_sig *q; /* the parsed signature */
+	json_t *tokens;		 /* tenant -> its token list, read once per request */
+};
+
+/* Does the access token that (sandbox, role, who) would get sign t's URL? */
+static bool sig_matches(const struct sig_try *t, const char *sandbox_id, enum tenancy_role role,
+			const char *who)
+{
+	char mac[E2B_TOKEN_HEX + 1], tok[E2B_TOKEN_MAX], want[E2B_SIG_LEN + 1];
+	bool ok;
+
+	if (!e2b_access_who_ok(who) ||
+	    envd_mac(t->r, sandbox_id, e2b_access_role_char(role), who, mac, sizeof(mac)) < 0)
+		return false;
+	ok = e2b_access_format(mac, role, who, tok, sizeof(tok)) == 0 &&
+	     e2b_sig_compute(t->path, t->op, t->user, tok, t->q, want) == 0 &&
+	     e2b_sig_equal(t->q->sig, want);
+	sodium_memzero(mac, sizeof(mac));
+	sodium_memzero(tok, sizeof(tok));
+	return ok;
+}
+
+/* The issuer (in *who, *role) of a token of sandbox_id (of tenant) that signs t's URL. The
+ * operator's issuers hold `default`'s sandboxes; each active token of the sandbox's tenant is
+ * tried with its own role (the role an access token is issued with). */
+static bool sig_find_issuer(const struct sig_try *t, const char *sandbox_id, const char *tenant,
+			    char *who, size_t wn, enum tenancy_role *role)
+{
+	static const char *const operator_issuers[] = {"e2b:api.token", "e2b:unix"};
+	json_t *tokens, *tk;
+	size_t i;
+
+	if (!strcmp(tenant, TENANCY_DEFAULT))
+		for (i = 0; i < ARRAY_SIZE(operator_issuers); i++)
+			if (sig_matches(t, sandbox_id, TENANCY_ADMIN, operator_issuers[i])) {
+				snprintf(who, wn, "%s", operator_issuers[i]);
+				*role = TENANCY_ADMIN;
+				return true;
+			}
+	tokens = json_object_get(t->tokens, tenant);
+	if (!tokens) {
+		if (tenancy_token_list(core_tenancy(t->r->srv->core), tenant, &tokens, NULL) < 0)
+			return false;
+		json_object_set_new(t->tokens, tenant, tokens);
+	}
+	json_array_foreach(tokens, i, tk)
+	{
+		const char *id = json_string_value(json_object_get(tk, "id"));
+		const char *rs = json_string_value(json_object_get(tk, "role"));
+		enum tenancy_role tr;
+		char name[E2B_WHO_MAX];
+
+		if (!id || !rs || !json_is_true(json_object_get(tk, "active")) ||
+		    tenancy_role_parse(rs, &tr) < 0 ||
+		    (size_t)snprintf(name, sizeof(name), "token:%s", id) >= sizeof(name))
+			continue;
+		if (sig_matches(t, sandbox_id, tr, name)) {
+			snprintf(who, wn, "%s", name);
+			*role = tr;
+			return true;
+		}
+	}
+	return false;
+}
+
+int e2b_signed_auth(struct api_req *r, const char *op, char *sandbox, size_t n)
+{
+	const char *sig = api_query(r, "signature"), *exp = api_query(r, "signature_expiration");
+	const char *path = api_query(r, "path"), *user = api_query(r, "username");
+	struct sig_try t = {.r = r, .op = op};
+	struct tenancy_principal p = {0};
+	char who[E2B_WHO_MAX], id[64];
+	enum tenancy_role role = TENANCY_READONLY;
+	struct e2b_sig q;
+	json_t *list = NULL, *s, *detail;
+	bool found = false;
+	size_t i;
+
+	/* UNTRUSTED: the URL's query. Its shape is checked first; the signature is compared in
+	 * constant time against the one each candidate access token makes. */
+	if (e2b_sig_parse(sig, exp, &q) < 0)
+		return -EACCES;
+	/* envd refuses an expired signature before anything else (the SDK's own check too). */
+	if (q.has_exp && q.exp < (int64_t)util_wall_time())
+		return -EKEYEXPIRED;
+	t.path = path ? path : "";
+	t.user = user ? user : "";
+	t.q = &q;
+	/* Cost: (sandboxes) x (2 + tokens of their tenants) HMAC and SHA-256 computations, one
+	 * token list read per tenant; nothing else before the signature is known good. */
+	t.tokens = json_object();
+	if (!t.tokens)
+		return -ENOMEM;
+	/* The URL names its sandbox when the SDK built it from a sandbox domain (Host
+	 * 49983-<id>.<domain>) or a client adds E2b-Sandbox-Id; with only E2B_SANDBOX_URL it
+	 * names none, and the signature itself says which sandbox it is for. */
+	if (e2b_envd_sandbox(r, id, sizeof(id)) == 0)
+		list = json_pack("[{s:s}]", "id", id);
+	else if (core_sandbox_list(r->srv->core, NULL, &list, NULL) < 0)
+		list = NULL;
+	json_array_foreach(list, i, s)
+	{
+		const char *sid = json_string_value(json_object_get(s, "id"));
+		const char *tenant = json_string_value(json_object_get(s, "tenant"));
+		struct sandbox *sb = NULL;
+
+		if (!sid || !api_valid_sandbox_id(sid))
+			continue;
+		if (!tenant) {
+			/* the named sandbox: its tenant from core */
+			if (core_sandbox_get(r->srv->core, sid, &sb, NULL) < 0)
+				continue;
+			tenant = sandbox_tenant(sb);
+		}
+		found = sig_find_issuer(&t, sid, tenant ? tenant : TENANCY_DEFAULT, who,
+					sizeof(who), &role);
+		if (sb)
+			sandbox_unref(sb);
+		if (found) {
+			snprintf(sandbox, n, "%s", sid);
+			break;
+		}
+	}
+	json_decref(list);
+	json_decref(t.tokens);
+	if (!found)
+		return -EACCES;
+	/* The issuer as it is now, exactly as for X-Access-Token (e2b_envd_auth). */
+	if (!strcmp(who, "e2b:api.token") || !strcmp(who, "e2b:unix")) {
+		snprintf(p.who, sizeof(p.who), "%s", who);
+		snprintf(p.tenant, sizeof(p.tenant), "%s", TENANCY_DEFAULT);
+		p.role = TENANCY_ADMIN;
+	} else if (tenancy_principal_check(core_tenancy(r->srv->core), who, &p) < 0) {
+		return -EACCES;
+	}
+	if (role < p.role)
+		p.role = role;
+	r->who = p;
+	/* Who used a signed URL, for what: the request's own record says the outcome. */
+	detail = json_pack("{s:s, s:s, s:s}", "path", t.path, "operation", op, "user", t.user);
+	if (detail && q.has_exp)
+		json_object_set_new(detail, "expires", json_integer((json_int_t)q.exp));
+	api_audit(r, "e2b signed url", sandbox, "ok", detail);
+	json_decref(detail);
 	return 0;
 }

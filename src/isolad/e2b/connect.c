@@ -283,8 +283,74 @@ json_t *e2b_connect_error_json(const char *code, const char *message)
 void e2b_rfc3339(double t, char *out, size_t n)
 {
 	time_t s = (time_t)t;
+	int ms = (int)((t - (double)s) * 1000.0); /* truncated: never later than t */
+	char sec[32];
 	struct tm tm;
 
-	if (t <= 0 || !gmtime_r(&s, &tm) || !strftime(out, n, "%Y-%m-%dT%H:%M:%SZ", &tm))
-		snprintf(out, n, "1970-01-01T00:00:00Z");
+	/* milliseconds, as E2B's startedAt: list filters compare at that precision */
+	if (t <= 0 || !gmtime_r(&s, &tm) || !strftime(sec, sizeof(sec), "%Y-%m-%dT%H:%M:%S", &tm))
+		snprintf(out, n, "1970-01-01T00:00:00.000Z");
+	else
+		snprintf(out, n, "%s.%03dZ", sec, ms < 0 ? 0 : (ms > 999 ? 999 : ms));
+}
+
+/* Reads exactly `n` decimal digits at *p into *v and advances *p. */
+static int digits(const char **p, int n, int *v)
+{
+	*v = 0;
+	for (int i = 0; i < n; i++, (*p)++) {
+		if (**p < '0' || **p > '9')
+			return -EINVAL;
+		*v = *v * 10 + (**p - '0');
+	}
+	return 0;
+}
+
+int e2b_parse_rfc3339(const char *s, double *out)
+{
+	int y, mo, d, h, mi, sec, oh = 0, om = 0;
+	double frac = 0, scale = 0.1;
+	const char *p = s;
+	struct tm tm = {0};
+	time_t t;
+
+	/* UNTRUSTED: a query value; every byte is checked against the grammar below. */
+	if (!s || digits(&p, 4, &y) < 0 || *p++ != '-' || digits(&p, 2, &mo) < 0 || *p++ != '-' ||
+	    digits(&p, 2, &d) < 0 || (*p != 'T' && *p != 't' && *p != ' ') || !*p++ ||
+	    digits(&p, 2, &h) < 0 || *p++ != ':' || digits(&p, 2, &mi) < 0 || *p++ != ':' ||
+	    digits(&p, 2, &sec) < 0)
+		return -EINVAL;
+	if (*p == '.') {
+		p++;
+		if (*p < '0' || *p > '9')
+			return -EINVAL;
+		for (; *p >= '0' && *p <= '9'; p++, scale /= 10)
+			frac += (*p - '0') * scale;
+	}
+	if (*p == 'Z' || *p == 'z') {
+		p++;
+	} else if (*p == '+' || *p == '-') {
+		int sign = *p++ == '-' ? -1 : 1;
+
+		if (digits(&p, 2, &oh) < 0 || *p++ != ':' || digits(&p, 2, &om) < 0 || oh > 23 ||
+		    om > 59)
+			return -EINVAL;
+		oh *= sign;
+		om *= sign;
+	} else {
+		return -EINVAL;
+	}
+	if (*p || mo < 1 || mo > 12 || d < 1 || d > 31 || h > 23 || mi > 59 || sec > 60)
+		return -EINVAL;
+	tm.tm_year = y - 1900;
+	tm.tm_mon = mo - 1;
+	tm.tm_mday = d;
+	tm.tm_hour = h;
+	tm.tm_min = mi;
+	tm.tm_sec = sec;
+	t = timegm(&tm);
+	if (t == (time_t)-1 && y != 1969)
+		return -EINVAL;
+	*out = (double)t + frac - (double)(oh * 3600 + om * 60);
+	return 0;
 }

@@ -4,14 +4,15 @@
 
 #include <errno.h>
 #include <math.h>
-#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "../../common/util.h"
+#include "../../common/log.h"
 #include "../core/core.h"
+#include "../expose/expose.h"
 #include "../net/net.h"
 
 #define LIST_DEFAULT_LIMIT 100
@@ -83,8 +84,7 @@ enum MHD_Result e2b_ctl_not_supported(struct api_req *r)
 			     e2b_req_of(r)->route->api.method, e2b_req_of(r)->route->api.pattern);
 }
 
-/* The buffered JSON body (an object; {} when empty). Responds and returns -1 on error. */
-static int ctl_body(struct api_req *r, json_t **out)
+int e2b_ctl_body(struct api_req *r, json_t **out)
 {
 	struct e2b_req *er = e2b_req_of(r);
 	cleanup_err struct isola_err *err = NULL;
@@ -119,7 +119,7 @@ static const char *state_to_e2b(const char *state)
 	return state;
 }
 
-static json_t *sandbox_obj(struct api_req *r, const json_t *sj, bool detail)
+json_t *e2b_sandbox_obj(struct api_req *r, const json_t *sj, bool detail)
 {
 	const char *id = json_string_value(json_object_get(sj, "id"));
 	const char *tmpl = json_string_value(json_object_get(sj, "template"));
@@ -127,13 +127,18 @@ static json_t *sandbox_obj(struct api_req *r, const json_t *sj, bool detail)
 	double created = json_real_value(json_object_get(sj, "created_at"));
 	json_t *exp = json_object_get(sj, "expires_at");
 	double cpu = json_number_value(json_object_get(sj, "cpu"));
-	char token[E2B_TOKEN_MAX], started[40], end[40];
+	char token[E2B_TOKEN_MAX], started[40], end[40], domain[160];
 	json_t *o;
 
 	e2b_envd_token(r, id, token, sizeof(token));
-	o = json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:n}", "templateID", template_to_e2b(tmpl),
+	/* getHost(port) is `<port>-<id>.<domain>`: the exposure listener's routing domain and
+	 * port, which it serves by Host header (null when the listener is off). */
+	o = json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:s?}", "templateID", template_to_e2b(tmpl),
 		      "sandboxID", id, "clientID", E2B_CLIENT_ID, "alias", tmpl ? tmpl : "",
-		      "envdVersion", E2B_ENVD_VERSION, "envdAccessToken", token, "domain");
+		      "envdVersion", E2B_ENVD_VERSION, "envdAccessToken", token, "domain",
+		      expose_host_suffix(domain, sizeof(domain)) == 0 ? domain : NULL);
+	if (o && !json_object_get(o, "domain"))
+		json_object_set_new(o, "domain", json_null());
 	if (!o || !detail)
 		return o;
 	e2b_rfc3339(created, started, sizeof(started));
@@ -155,8 +160,7 @@ static json_t *sandbox_obj(struct api_req *r, const json_t *sj, bool detail)
 	return o;
 }
 
-/* The sandbox of {id} as JSON (sandbox_to_json); responds 404 and returns -1 if unknown. */
-static int ctl_sandbox(struct api_req *r, struct sandbox **s, json_t **sj)
+int e2b_ctl_sandbox(struct api_req *r, struct sandbox **s, json_t **sj)
 {
 	cleanup_err struct isola_err *err = NULL;
 
@@ -176,6 +180,28 @@ static int ctl_sandbox(struct api_req *r, struct sandbox **s, json_t **sj)
 
 /* --- create ---------------------------------------------------------------------------------- */
 
+void e2b_ctl_expose_all(struct sandbox *s)
+{
+	cleanup_err struct isola_err *err = NULL;
+
+	/* E2B's sandboxes answer on every port at <port>-<id>.<domain> (its default public
+	 * traffic); isola's exposure listener does the same for a sandbox made through the E2B
+	 * API. Off when isolad runs without --expose-listen. */
+	if (expose_listen_addr() && expose_port_all_public(s, &err) < 0)
+		log_warn("e2b: sandbox `%s`: expose its ports: %s", sandbox_id(s),
+			 err ? err->message : "error");
+}
+
+bool e2b_is_snapshot(struct api_req *r, const char *name)
+{
+	cleanup_err struct isola_err *err = NULL;
+	json_t *snap = NULL;
+	bool found = core_snapshot_get_for(r->srv->core, api_tenant(r), name, &snap, &err) == 0;
+
+	json_decref(snap);
+	return found;
+}
+
 enum MHD_Result e2b_ctl_create(struct api_req *r)
 {
 	cleanup_err struct isola_err *err = NULL;
@@ -189,7 +215,7 @@ enum MHD_Result e2b_ctl_create(struct api_req *r)
 	json_t *b = NULL, *sj, *out;
 	enum MHD_Result ret;
 
-	if (ctl_body(r, &b) < 0)
+	if (e2b_ctl_body(r, &b) < 0)
 		return MHD_YES;
 	/* UNTRUSTED: the client's body. Unknown members are ignored (E2B adds fields often);
 	 * those isola cannot honour are refused rather than silently dropped. */
@@ -221,7 +247,12 @@ enum MHD_Result e2b_ctl_create(struct api_req *r)
 			ret = e2b_ctl_error(r, 400, "invalid templateID `%.64s`", tmpl);
 			goto out;
 		}
-		snprintf(req.template_name, sizeof(req.template_name), "%s", tmpl);
+		/* A snapshot of the tenant's is a template to E2B (Sandbox.create(snapshotId)):
+		 * a name that names one restores it, any other names an isola template. */
+		if (e2b_is_snapshot(r, tmpl))
+			req.snapshot = tmpl;
+		else
+			snprintf(req.template_name, sizeof(req.template_name), "%s", tmpl);
 	}
 	req.ttl_s = timeout ? (uint32_t)timeout : E2B_DEFAULT_TTL_S;
 	req.tenant = api_tenant(r);
@@ -237,9 +268,10 @@ enum MHD_Result e2b_ctl_create(struct api_req *r)
 		ret = e2b_ctl_err(r, err);
 		goto out;
 	}
+	e2b_ctl_expose_all(s);
 	api_req_keepalive(r);
 	sj = sandbox_to_json(s);
-	out = sj ? sandbox_obj(r, sj, false) : NULL;
+	out = sj ? e2b_sandbox_obj(r, sj, false) : NULL;
 	/* Report the template id as the client named it. */
 	if (out && tmpl && *tmpl)
 		json_object_set_new(out, "templateID", json_string(tmpl));
@@ -260,9 +292,9 @@ enum MHD_Result e2b_ctl_get(struct api_req *r)
 	json_t *sj;
 	enum MHD_Result ret;
 
-	if (ctl_sandbox(r, &s, &sj) < 0)
+	if (e2b_ctl_sandbox(r, &s, &sj) < 0)
 		return MHD_YES;
-	ret = api_respond_json(r, 200, sandbox_obj(r, sj, true));
+	ret = api_respond_json(r, 200, e2b_sandbox_obj(r, sj, true));
 	json_decref(sj);
 	sandbox_unref(s);
 	return ret;
@@ -286,7 +318,7 @@ static enum MHD_Result set_ttl(struct api_req *r, const char *camel)
 	json_t *b = NULL;
 	int rc;
 
-	if (ctl_body(r, &b) < 0)
+	if (e2b_ctl_body(r, &b) < 0)
 		return MHD_YES;
 	rc = e2b_juint(b, camel, NULL, UINT32_MAX, &secs, &err);
 	json_decref(b);
@@ -314,7 +346,7 @@ enum MHD_Result e2b_ctl_refresh(struct api_req *r)
 		struct sandbox *s;
 		json_t *sj;
 
-		if (ctl_sandbox(r, &s, &sj) < 0)
+		if (e2b_ctl_sandbox(r, &s, &sj) < 0)
 			return MHD_YES;
 		json_decref(sj);
 		sandbox_unref(s);
@@ -334,13 +366,13 @@ enum MHD_Result e2b_ctl_pause(struct api_req *r)
 	int rc;
 
 	/* {memory: false} (the SDK's keepMemory) keeps only the files: hibernate. */
-	if (ctl_body(r, &b) < 0)
+	if (e2b_ctl_body(r, &b) < 0)
 		return MHD_YES;
 	rc = e2b_jbool(b, "memory", NULL, &memory, &err);
 	json_decref(b);
 	if (rc < 0)
 		return e2b_ctl_error(r, 400, "%s", err->message);
-	if (ctl_sandbox(r, &s, &sj) < 0)
+	if (e2b_ctl_sandbox(r, &s, &sj) < 0)
 		return MHD_YES;
 	state = json_string_value(json_object_get(sj, "state"));
 	/* E2B answers 409 for a sandbox that is not running (its SDK: "already paused"). The
@@ -376,7 +408,7 @@ static enum MHD_Result ctl_wake(struct api_req *r, struct sandbox *s, uint64_t t
 		return e2b_ctl_err(r, err);
 	api_req_keepalive(r);
 	sj = sandbox_to_json(s);
-	ret = api_respond_json(r, status, sj ? sandbox_obj(r, sj, false) : NULL);
+	ret = api_respond_json(r, status, sj ? e2b_sandbox_obj(r, sj, false) : NULL);
 	json_decref(sj);
 	return ret;
 }
@@ -396,14 +428,14 @@ enum MHD_Result e2b_ctl_resume(struct api_req *r)
 	json_t *b = NULL, *sj;
 	enum MHD_Result ret;
 
-	if (ctl_body(r, &b) < 0)
+	if (e2b_ctl_body(r, &b) < 0)
 		return MHD_YES;
 	if (e2b_juint(b, "timeout", NULL, UINT32_MAX, &timeout, &err) < 0) {
 		json_decref(b);
 		return e2b_ctl_error(r, 400, "%s", err->message);
 	}
 	json_decref(b);
-	if (ctl_sandbox(r, &s, &sj) < 0)
+	if (e2b_ctl_sandbox(r, &s, &sj) < 0)
 		return MHD_YES;
 	state = json_string_value(json_object_get(sj, "state"));
 	if (ctl_is_stopped(state))
@@ -425,14 +457,14 @@ enum MHD_Result e2b_ctl_connect(struct api_req *r)
 	json_t *b = NULL, *sj, *exp;
 	enum MHD_Result ret;
 
-	if (ctl_body(r, &b) < 0)
+	if (e2b_ctl_body(r, &b) < 0)
 		return MHD_YES;
 	if (e2b_juint(b, "timeout", NULL, UINT32_MAX, &timeout, &err) < 0) {
 		json_decref(b);
 		return e2b_ctl_error(r, 400, "%s", err->message);
 	}
 	json_decref(b);
-	if (ctl_sandbox(r, &s, &sj) < 0)
+	if (e2b_ctl_sandbox(r, &s, &sj) < 0)
 		return MHD_YES;
 	state = json_string_value(json_object_get(sj, "state"));
 	/* Connecting to a paused sandbox resumes it (E2B's semantics: 201). */
@@ -458,7 +490,7 @@ enum MHD_Result e2b_ctl_connect(struct api_req *r)
 		ret = e2b_ctl_err(r, err);
 		goto out;
 	}
-	ret = api_respond_json(r, 200, sandbox_obj(r, sj, false));
+	ret = api_respond_json(r, 200, e2b_sandbox_obj(r, sj, false));
 out:
 	json_decref(sj);
 	sandbox_unref(s);
@@ -551,6 +583,12 @@ static int item_cmp(const void *a, const void *b)
 	return strcmp(x->id, y->id);
 }
 
+/* Newest first (E2B's default order). */
+static int item_cmp_desc(const void *a, const void *b)
+{
+	return item_cmp(b, a);
+}
+
 /* nextToken: hex of "<created_us>.<id>" — opaque to clients, stable across kills. */
 static void token_make(const struct list_item *it, char *out, size_t n)
 {
@@ -610,22 +648,73 @@ static bool state_wanted(const char *states, const char *state)
 	return false;
 }
 
+/* The filters and order of a list request (E2B's GET /v2/sandboxes query). */
+struct list_query {
+	const char *states;   /* comma-separated E2B states, NULL = running,paused */
+	const char *tmpl;     /* template id or alias, NULL = any */
+	double after, before; /* startedAfter / startedBefore (unix s), 0 = unbounded */
+	bool asc;	      /* order=asc; E2B's default is desc, newest first */
+};
+
+/* Parses order, startedAfter, startedBefore and template. Responds 400 and returns -1. */
+static int list_query_parse(struct api_req *r, struct list_query *q)
+{
+	const char *o = api_query(r, "order"), *a = api_query(r, "startedAfter");
+	const char *b = api_query(r, "startedBefore");
+
+	*q = (struct list_query){.states = api_query(r, "state"), .tmpl = api_query(r, "template")};
+	if (o && strcmp(o, "asc") && strcmp(o, "desc")) {
+		e2b_ctl_error(r, 400, "query `order` must be asc or desc, not `%.32s`", o);
+		return -1;
+	}
+	q->asc = o && !strcmp(o, "asc");
+	if ((a && e2b_parse_rfc3339(a, &q->after) < 0) ||
+	    (b && e2b_parse_rfc3339(b, &q->before) < 0)) {
+		e2b_ctl_error(r, 400, "query `%s` must be an RFC 3339 time",
+			      a && e2b_parse_rfc3339(a, &q->after) < 0 ? "startedAfter"
+								       : "startedBefore");
+		return -1;
+	}
+	if (q->tmpl && !*q->tmpl)
+		q->tmpl = NULL;
+	return 0;
+}
+
+/* True when sandbox sj passes q's state, template and start-time filters. */
+static bool list_wanted(const struct list_query *q, const json_t *sj)
+{
+	const char *st = json_string_value(json_object_get(sj, "state"));
+	const char *tmpl = json_string_value(json_object_get(sj, "template"));
+	/* at the precision of the startedAt the client saw (milliseconds, truncated) */
+	double created = floor(json_number_value(json_object_get(sj, "created_at")) * 1e3) / 1e3;
+
+	if (!st || !state_wanted(q->states, st))
+		return false;
+	if (q->tmpl && strcmp(q->tmpl, template_to_e2b(tmpl)) && (!tmpl || strcmp(q->tmpl, tmpl)))
+		return false;
+	return !(q->after > 0 && created < q->after) && !(q->before > 0 && created > q->before);
+}
+
 static enum MHD_Result list_common(struct api_req *r, bool paginate)
 {
 	cleanup_err struct isola_err *err = NULL;
 	const char *mq = api_query(r, "metadata"), *lq = api_query(r, "limit");
-	const char *tq = api_query(r, "nextToken"), *sq = api_query(r, "state");
+	const char *tq = api_query(r, "nextToken");
+	struct list_query q;
 	uint64_t limit = LIST_DEFAULT_LIMIT;
 	long long after_us = 0;
 	char after_id[40] = "", next[160] = "";
 	json_t *filter = json_object(), *list = NULL, *out = NULL, *sj;
 	struct list_item *items = NULL;
 	size_t n = 0, i, start = 0, emitted = 0;
-	struct MHD_Response *resp;
 	enum MHD_Result ret;
 
 	if (!filter)
 		return MHD_NO;
+	if (list_query_parse(r, &q) < 0) {
+		ret = MHD_YES;
+		goto out;
+	}
 	if (mq && parse_metadata(mq, filter) < 0) {
 		ret = e2b_ctl_error(r, 400, "query `metadata` must be key=value pairs joined by &");
 		goto out;
@@ -651,9 +740,7 @@ static enum MHD_Result list_common(struct api_req *r, bool paginate)
 	}
 	json_array_foreach(list, i, sj)
 	{
-		const char *st = json_string_value(json_object_get(sj, "state"));
-
-		if (!st || !state_wanted(sq, st))
+		if (!list_wanted(&q, sj))
 			continue;
 		items[n].created_us =
 			(long long)(json_number_value(json_object_get(sj, "created_at")) * 1e6);
@@ -662,31 +749,36 @@ static enum MHD_Result list_common(struct api_req *r, bool paginate)
 		if (items[n].id)
 			n++;
 	}
-	qsort(items, n, sizeof(*items), item_cmp);
+	qsort(items, n, sizeof(*items), q.asc ? item_cmp : item_cmp_desc);
 	if (after_id[0]) {
 		struct list_item key = {.created_us = after_us, .id = after_id};
 
-		while (start < n && item_cmp(&items[start], &key) <= 0)
+		/* the page after the token's item, in the order asked for */
+		while (start < n && (q.asc ? item_cmp : item_cmp_desc)(&items[start], &key) <= 0)
 			start++;
 	}
 	for (i = start; i < n && (!paginate || emitted < limit); i++, emitted++)
-		json_array_append_new(out, sandbox_obj(r, items[i].j, true));
+		json_array_append_new(out, e2b_sandbox_obj(r, items[i].j, true));
 	if (paginate && i < n && emitted > 0)
 		token_make(&items[i - 1], next, sizeof(next));
-	resp = api_json_response(json_incref(out));
-	if (!resp) {
-		ret = MHD_NO;
-		goto out;
-	}
-	if (next[0])
-		MHD_add_response_header(resp, "X-Next-Token", next);
-	ret = api_respond_response(r, 200, resp);
+	ret = e2b_ctl_page(r, out, next);
 out:
 	free(items);
 	json_decref(out);
 	json_decref(list);
 	json_decref(filter);
 	return ret;
+}
+
+enum MHD_Result e2b_ctl_page(struct api_req *r, json_t *items, const char *next)
+{
+	struct MHD_Response *resp = api_json_response(json_incref(items));
+
+	if (!resp)
+		return MHD_NO;
+	if (next && next[0])
+		MHD_add_response_header(resp, "X-Next-Token", next);
+	return api_respond_response(r, 200, resp);
 }
 
 enum MHD_Result e2b_ctl_list(struct api_req *r)
@@ -697,83 +789,4 @@ enum MHD_Result e2b_ctl_list(struct api_req *r)
 enum MHD_Result e2b_ctl_list_v1(struct api_req *r)
 {
 	return list_common(r, false);
-}
-
-/* --- metrics --------------------------------------------------------------------------------- */
-
-/* Last CPU sample per sandbox, to turn the cumulative counter into a percentage. */
-struct cpu_sample {
-	char id[40];	   /* sandbox id */
-	uint64_t cpu_usec; /* cumulative CPU time at `at` */
-	double at;	   /* wall time of the sample */
-};
-
-#define CPU_SAMPLES 256
-static struct cpu_sample cpu_samples[CPU_SAMPLES]; /* small cache, oldest overwritten */
-static unsigned cpu_next;
-static pthread_mutex_t cpu_lock = PTHREAD_MUTEX_INITIALIZER;
-
-/* CPU use since the previous sample of this sandbox (since creation for the first). */
-static double cpu_pct(const char *id, uint64_t cpu_usec, double created, double now, double cpus)
-{
-	struct cpu_sample *found = NULL;
-	double prev_t = created, pct;
-	uint64_t prev_cpu = 0;
-
-	pthread_mutex_lock(&cpu_lock);
-	for (unsigned i = 0; i < CPU_SAMPLES; i++)
-		if (!strcmp(cpu_samples[i].id, id))
-			found = &cpu_samples[i];
-	if (found && found->at < now && found->cpu_usec <= cpu_usec) {
-		prev_t = found->at;
-		prev_cpu = found->cpu_usec;
-	}
-	if (!found) {
-		found = &cpu_samples[cpu_next];
-		cpu_next = (cpu_next + 1) % CPU_SAMPLES;
-		snprintf(found->id, sizeof(found->id), "%s", id);
-	}
-	found->cpu_usec = cpu_usec;
-	found->at = now;
-	pthread_mutex_unlock(&cpu_lock);
-	if (now - prev_t <= 0 || cpus <= 0)
-		return 0;
-	pct = (double)(cpu_usec - prev_cpu) / 1e6 / (now - prev_t) / cpus * 100.0;
-	return pct < 0 ? 0 : (pct > 100 ? 100 : pct);
-}
-
-enum MHD_Result e2b_ctl_metrics(struct api_req *r)
-{
-	cleanup_err struct isola_err *err = NULL;
-	struct tier_stats st;
-	struct sandbox *s;
-	double now = util_wall_time(), cpus;
-	char ts[40];
-	json_t *sj, *m;
-	enum MHD_Result ret;
-
-	if (ctl_sandbox(r, &s, &sj) < 0)
-		return MHD_YES;
-	if (sandbox_stats(s, &st, &err) < 0) {
-		ret = e2b_ctl_err(r, err);
-		goto out;
-	}
-	cpus = ceil(json_number_value(json_object_get(sj, "cpu")));
-	if (cpus < 1)
-		cpus = 1;
-	e2b_rfc3339(now, ts, sizeof(ts));
-	/* One sample, taken now: isola keeps no metrics history (docs/e2b.md). */
-	m = json_pack("{s:s, s:I, s:i, s:f, s:I, s:I, s:I, s:I, s:I}", "timestamp", ts,
-		      "timestampUnix", (json_int_t)now, "cpuCount", (int)cpus, "cpuUsedPct",
-		      cpu_pct(sandbox_id(s), st.cpu_usec,
-			      json_number_value(json_object_get(sj, "created_at")), now, cpus),
-		      "memUsed", (json_int_t)st.memory_bytes, "memTotal",
-		      json_integer_value(json_object_get(sj, "memory")), "memCache", (json_int_t)0,
-		      "diskUsed", (json_int_t)st.disk_bytes, "diskTotal",
-		      json_integer_value(json_object_get(sj, "disk")));
-	ret = api_respond_json(r, 200, m ? json_pack("[o]", m) : NULL);
-out:
-	json_decref(sj);
-	sandbox_unref(s);
-	return ret;
 }

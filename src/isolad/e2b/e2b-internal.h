@@ -7,6 +7,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <zlib.h>
 
 #include "../api/api-internal.h"
 #include "e2b.h"
@@ -40,6 +41,7 @@ struct e2b_req {
 	const struct e2b_route *route; /* matched route */
 	bool need_auth;		       /* TCP listener: X-API-KEY / X-Access-Token required */
 	bool too_large;		       /* buffered body passed E2B_MAX_BODY (rest swallowed) */
+	bool signed_url;	       /* envd: authorised by a signed /files URL */
 	struct api_buf body;	       /* buffered request body */
 	char sandbox[40];	       /* envd: sandbox id from E2b-Sandbox-Id (validated) */
 	char user[64];		       /* envd: user from Authorization: Basic, "" = default */
@@ -93,8 +95,11 @@ const char *e2b_connect_code(const char *isola_code);
 unsigned e2b_connect_status(const char *connect_code);
 /* {"code": connect code, "message"} (new reference). */
 json_t *e2b_connect_error_json(const char *connect_code, const char *message);
-/* RFC 3339 UTC with seconds ("2026-01-02T03:04:05Z") into out (>= 32 bytes). */
+/* RFC 3339 UTC with milliseconds ("2026-01-02T03:04:05.678Z") into out (>= 32 bytes). */
 void e2b_rfc3339(double unix_time, char *out, size_t n);
+/* Parses an RFC 3339 time ("2026-01-02T03:04:05.678Z", "...+01:00"; UNTRUSTED, NUL-terminated)
+ * into unix seconds. 0, or -EINVAL for anything else. */
+int e2b_parse_rfc3339(const char *s, double *out);
 
 /* --- access.c: the envd access token's shape (pure; fuzzed by fuzz/fuzz_connect.c) -------- */
 
@@ -119,6 +124,60 @@ int e2b_access_parse(const char *tok, struct e2b_access *out);
 int e2b_access_format(const char *mac, enum tenancy_role role, const char *who, char *out,
 		      size_t n);
 
+/* --- signed.c: signed file URLs (pure; fuzzed by fuzz/fuzz_connect.c) ------------------------ */
+
+#define E2B_SIG_LEN 46 /* "v1_" + 43 base64 characters of a SHA-256, padding removed */
+
+/* A signed URL's query: `signature` and the optional `signature_expiration`. */
+struct e2b_sig {
+	char sig[E2B_SIG_LEN + 1]; /* "v1_...", as sent (not yet verified) */
+	bool has_exp;		   /* signature_expiration was given */
+	int64_t exp;		   /* its unix seconds */
+};
+
+/* Checks the shape of sig and exp (UNTRUSTED, NUL-terminated; exp may be NULL) into *out.
+ * 0, or -EINVAL for anything that is not "v1_" + 43 base64 characters / 1-12 digits. */
+int e2b_sig_parse(const char *sig, const char *exp, struct e2b_sig *out);
+/* The SDK's signature of (path, op, user, token[, q's expiration]) into out. 0 or -EINVAL. */
+int e2b_sig_compute(const char *path, const char *op, const char *user, const char *token,
+		    const struct e2b_sig *q, char out[E2B_SIG_LEN + 1]);
+/* Compares two E2B_SIG_LEN signatures in constant time. */
+bool e2b_sig_equal(const char *a, const char *b);
+
+/* --- gzip.c: streaming gzip for /files (pure; fuzzed by fuzz/fuzz_connect.c) ------------------ */
+
+#define E2B_GZ_CHUNK (32u * 1024) /* output handed to the callback at a time */
+
+/* A zlib stream in one direction. Embedded: e2b_gunzip_init/e2b_gzip_init, then e2b_gz_fini. */
+struct e2b_gz {
+	z_stream z;	    /* zlib state */
+	bool ready;	    /* initialised (fini releases) */
+	bool inflating;	    /* decoder (else encoder) */
+	bool member_end;    /* decoder: the last member ended (a next one may follow) */
+	unsigned members;   /* decoder: complete members seen */
+	uint64_t total_out; /* bytes handed to the callback */
+};
+
+/* Receives output; a negative return stops the feed and is returned by it. */
+typedef int (*e2b_gz_out_fn)(void *ud, const void *buf, size_t len);
+
+/* A gzip decoder (gzip wrapper only). 0 or -ENOMEM. */
+int e2b_gunzip_init(struct e2b_gz *g);
+/* Decodes in (UNTRUSTED), calling out for every E2B_GZ_CHUNK or less. 0; -EINVAL for
+ * corrupt data with *why (static) saying what; -ENOMEM; or out's negative return. */
+int e2b_gunzip_feed(struct e2b_gz *g, const void *in, size_t n, e2b_gz_out_fn out, void *ud,
+		    const char **why);
+/* At the end of input: 0 when every member was complete, else -EINVAL with *why. */
+int e2b_gunzip_finish(const struct e2b_gz *g, const char **why);
+/* A gzip encoder (level 6). 0 or -ENOMEM. */
+int e2b_gzip_init(struct e2b_gz *g);
+/* Encodes in; with finish, also flushes and writes the trailer. 0 or out's negative return. */
+int e2b_gzip_feed(struct e2b_gz *g, const void *in, size_t n, bool finish, e2b_gz_out_fn out,
+		  void *ud);
+void e2b_gz_fini(struct e2b_gz *g);
+/* Does an Accept-Encoding value (may be NULL) accept gzip? */
+bool e2b_accepts_gzip(const char *accept_encoding);
+
 /* --- auth.c ------------------------------------------------------------------------------- */
 
 /* Resolves X-API-KEY (or Authorization: Bearer) to r->who: the operator's API token is the
@@ -133,6 +192,12 @@ void e2b_envd_token(struct api_req *r, const char *sandbox_id, char *out, size_t
  * (a tenant token must exist and not be revoked). 0 with r->who set to the issuer with the
  * smaller of the issued and the current role; -EACCES otherwise. */
 int e2b_envd_auth(struct api_req *r, const char *sandbox_id);
+/* A signed /files URL (no X-Access-Token): finds the sandbox (the request's E2b-Sandbox-Id or
+ * Host if it names one, else every sandbox) and the issuer whose envdAccessToken signs
+ * (path, op, username[, expiration]); then acts as that issuer, like e2b_envd_auth(), and
+ * writes the sandbox id to sandbox (n bytes). -EKEYEXPIRED past the expiration, -EACCES
+ * when nothing signs it. Audited either way. */
+int e2b_signed_auth(struct api_req *r, const char *op, char *sandbox, size_t n);
 /* The user named by `Authorization: Basic base64(user:)`, "" when absent. -EINVAL when
  * present but malformed. UNTRUSTED input, validated: [A-Za-z0-9._-], 1..63 bytes. */
 int e2b_basic_user(const char *hdr, char *out, size_t n);
@@ -166,6 +231,33 @@ enum MHD_Result e2b_ctl_error(struct api_req *r, unsigned status, const char *fm
 	__attribute__((format(printf, 3, 4)));
 /* Maps an isola error to the control plane's shape (429 + Retry-After for a full host). */
 enum MHD_Result e2b_ctl_err(struct api_req *r, const struct isola_err *e);
+/* The sandbox of {id} (reference in *s) as JSON (sandbox_to_json, new reference in *sj);
+ * responds 404 and returns -1 if unknown. */
+int e2b_ctl_sandbox(struct api_req *r, struct sandbox **s, json_t **sj);
+/* 200 with the JSON array `items` (borrowed) and, when next is non-empty, the next page's
+ * token in X-Next-Token (the SDK's paginators read it). */
+enum MHD_Result e2b_ctl_page(struct api_req *r, json_t *items, const char *next);
+/* The buffered JSON body (an object; {} when empty). Responds and returns -1 on error. */
+int e2b_ctl_body(struct api_req *r, json_t **out);
+/* E2B's Sandbox (detail: SandboxDetail) for sandbox_to_json() output sj (borrowed), with an
+ * envdAccessToken for r's caller and the `domain` getHost() uses. New reference or NULL. */
+json_t *e2b_sandbox_obj(struct api_req *r, const json_t *sj, bool detail);
+/* After a create through the E2B API: every port of sandbox id is reachable through the
+ * exposure listener (E2B's public traffic), when the listener runs. Best effort: logged. */
+void e2b_ctl_expose_all(struct sandbox *s);
+/* True when `name` is one of r's tenant's named snapshots. */
+bool e2b_is_snapshot(struct api_req *r, const char *name);
+
+/* --- snapshot.c: snapshots and fork ------------------------------------------------------ */
+
+/* POST /sandboxes/{id}/snapshots {name?} -> 201 {snapshotID, names}. */
+enum MHD_Result e2b_ctl_snapshot(struct api_req *r);
+/* GET /snapshots?sandboxID=&name=&limit=&nextToken= -> 200 [{snapshotID, names}]. */
+enum MHD_Result e2b_ctl_snapshot_list(struct api_req *r);
+/* DELETE /templates/{id}: deletes the snapshot of that id (the SDK's deleteSnapshot). */
+enum MHD_Result e2b_ctl_snapshot_delete(struct api_req *r);
+/* POST /sandboxes/{id}/fork {timeout?, count?} -> 201 [{sandbox} | {error}]. */
+enum MHD_Result e2b_ctl_fork(struct api_req *r);
 
 /* --- envd.c: envd plumbing shared by the services ------------------------------------------ */
 

@@ -55,8 +55,10 @@ static const struct e2b_route e2b_routes[] = {
 	CTL_BODY("POST", "/v2/sandboxes/{id}/connect", e2b_ctl_connect, W),
 	CTL("GET", "/sandboxes/{id}/metrics", e2b_ctl_metrics, R),
 	CTL_BODY("PUT", "/sandboxes/{id}/network", e2b_ctl_network, W),
-	CTL_BODY("POST", "/sandboxes/{id}/snapshots", e2b_ctl_not_supported, W),
-	CTL_BODY("POST", "/sandboxes/{id}/fork", e2b_ctl_not_supported, W),
+	CTL_BODY("POST", "/sandboxes/{id}/snapshots", e2b_ctl_snapshot, W),
+	CTL_BODY("POST", "/sandboxes/{id}/fork", e2b_ctl_fork, W),
+	CTL("GET", "/snapshots", e2b_ctl_snapshot_list, R),
+	CTL("DELETE", "/templates/{id}", e2b_ctl_snapshot_delete, W),
 	/* envd: plain HTTP */
 	ENVD("GET", "/health", e2b_health, R),
 	ENVD("GET", "/files", e2b_files_get, R),
@@ -163,6 +165,13 @@ static enum MHD_Result envd_refuse(struct api_req *r, unsigned status, const cha
 	return MHD_YES;
 }
 
+/* A /files request authorised by its URL's `signature` instead of an X-Access-Token. */
+static bool is_signed_url(struct api_req *r, const struct e2b_route *rt)
+{
+	return !strcmp(rt->api.pattern, "/files") && !api_header(r, "X-Access-Token") &&
+	       api_query(r, "signature");
+}
+
 int e2b_request_begin(struct api_req *r, const char *url, const char *method, bool need_auth)
 {
 	const struct e2b_route *rt = NULL;
@@ -214,6 +223,20 @@ int e2b_request_begin(struct api_req *r, const char *url, const char *method, bo
 		if (r->who.role < rt->min_role)
 			return e2b_ctl_error(r, 403, "a %s token may not %.16s %.200s",
 					     tenancy_role_name(r->who.role), method, url);
+	} else if (need_auth && is_signed_url(r, rt)) {
+		/* A signed /files URL (downloadUrl/uploadUrl) carries no token and, with only
+		 * E2B_SANDBOX_URL, no sandbox id: the signature says both (e2b_signed_auth). */
+		int sr = e2b_signed_auth(r, strcmp(method, "GET") ? "write" : "read", er->sandbox,
+					 sizeof(er->sandbox));
+
+		if (sr == -EKEYEXPIRED)
+			return envd_refuse(r, 401, "unauthenticated", "the signed URL has expired");
+		if (sr < 0)
+			return envd_refuse(r, 401, "unauthenticated",
+					   "invalid signature: it does not sign this path, "
+					   "operation and user for a live access token");
+		snprintf(r->audit_target, sizeof(r->audit_target), "%s", er->sandbox);
+		er->signed_url = true;
 	} else {
 		if (e2b_envd_sandbox(r, er->sandbox, sizeof(er->sandbox)) < 0)
 			return envd_refuse(r, 400, "invalid_argument",
@@ -226,11 +249,15 @@ int e2b_request_begin(struct api_req *r, const char *url, const char *method, bo
 		if (need_auth && e2b_envd_auth(r, er->sandbox) < 0)
 			return envd_refuse(r, 401, "unauthenticated",
 					   "missing, wrong or revoked X-Access-Token");
+	}
+	if (rt->kind == E2B_ENVD) {
 		if (r->who.role < rt->min_role)
 			return envd_refuse(r, 403, "permission_denied",
 					   "a read-only access token may only read");
-		if (e2b_basic_user(api_header(r, MHD_HTTP_HEADER_AUTHORIZATION), er->user,
-				   sizeof(er->user)) < 0)
+		/* A signed URL's user is its signed `username` (files_query): an Authorization
+		 * header must not change who it acts as. */
+		if (!er->signed_url && e2b_basic_user(api_header(r, MHD_HTTP_HEADER_AUTHORIZATION),
+						      er->user, sizeof(er->user)) < 0)
 			return envd_refuse(r, 400, "invalid_argument",
 					   "Authorization must be `Basic base64(user:)`");
 	}

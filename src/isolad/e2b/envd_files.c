@@ -106,10 +106,42 @@ enum MHD_Result e2b_health(struct api_req *r)
 
 /* --- GET /files ----------------------------------------------------------------------------------- */
 
+/* A download, gzip-encoded on the way out when the client accepts it (envd does the same). */
+struct gz_download {
+	struct api_download d; /* first: api_download_free() frees the whole */
+	struct e2b_gz gz;      /* encoder, ready when the response is gzip */
+	struct api_stream *st; /* the response being produced (for gz_out) */
+};
+
+static int gz_out(void *ud, const void *buf, size_t len)
+{
+	struct gz_download *g = ud;
+
+	return api_stream_write(g->st, buf, len);
+}
+
+static int gz_filter(struct api_download *d, struct api_stream *st, const void *buf, size_t n,
+		     bool last)
+{
+	struct gz_download *g = (struct gz_download *)d;
+
+	g->st = st;
+	return e2b_gzip_feed(&g->gz, buf, n, last, gz_out, g);
+}
+
+static void gz_download_free(void *p)
+{
+	struct gz_download *g = p;
+
+	e2b_gz_fini(&g->gz);
+	api_download_free(&g->d);
+}
+
 enum MHD_Result e2b_files_get(struct api_req *r)
 {
 	cleanup_err struct isola_err *err = NULL;
 	struct agent_conn *conn;
+	struct gz_download *g;
 	struct api_download *d;
 	struct MHD_Response *resp;
 	const char *path;
@@ -117,15 +149,23 @@ enum MHD_Result e2b_files_get(struct api_req *r)
 	json_t *req, *res = NULL;
 	json_int_t size;
 	enum MHD_Result ret;
+	bool gzip = e2b_accepts_gzip(api_header(r, MHD_HTTP_HEADER_ACCEPT_ENCODING));
 
 	if (files_query(r, true, &path, user, sizeof(user)) < 0)
 		return MHD_YES;
-	d = calloc(1, sizeof(*d));
-	if (!d)
+	g = calloc(1, sizeof(*g));
+	if (!g)
 		return MHD_NO;
+	d = &g->d;
 	d->srv = r->srv;
+	if (gzip && e2b_gzip_init(&g->gz) < 0) {
+		free(g);
+		return MHD_NO;
+	}
+	if (gzip)
+		d->filter = gz_filter;
 	if (files_sandbox(r, &d->s, &conn) < 0) {
-		free(d);
+		gz_download_free(g);
 		return MHD_YES;
 	}
 	req = json_pack("{s:s, s:s, s:I, s:I}", "op", "read", "path", path, "offset", (json_int_t)0,
@@ -136,18 +176,22 @@ enum MHD_Result e2b_files_get(struct api_req *r)
 	    api_chan_expect_result(d->ch, api_req_fd(r), E2B_CALL_MS, &res, &err) < 0) {
 		json_decref(req);
 		ret = err ? files_error(r, err) : MHD_NO;
-		api_download_free(d);
+		gz_download_free(g);
 		return ret;
 	}
 	json_decref(req);
 	size = json_integer_value(json_object_get(res, "size"));
 	json_decref(res);
 	d->remaining = size > 0 ? (uint64_t)size : 0;
-	resp = api_stream_response(r, API_FMT_RAW, d->remaining, api_download_produce, d,
-				   api_download_free);
+	/* gzip: the encoded length is not known up front, so the response is chunked. */
+	resp = api_stream_response(r, API_FMT_RAW, gzip ? MHD_SIZE_UNKNOWN : d->remaining,
+				   api_download_produce, g, gz_download_free);
 	if (!resp)
 		return MHD_NO;
 	MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "application/octet-stream");
+	if (gzip)
+		MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_ENCODING, "gzip");
+	MHD_add_response_header(resp, MHD_HTTP_HEADER_VARY, "Accept-Encoding");
 	return api_respond_response(r, 200, resp);
 }
 
@@ -166,6 +210,7 @@ struct upload {
 	char part_name[API_MAX_PATH + 1]; /* filename of the current multipart part */
 	uint64_t part_len;		  /* bytes received for the current part */
 	json_t *results;		  /* [{path, name, type}] */
+	struct e2b_gz gz;		  /* Content-Encoding: gzip decoder, when ready */
 	struct isola_err *err;		  /* first failure, owned */
 	bool responded;			  /* begin() already answered (auth-like failures) */
 };
@@ -178,6 +223,7 @@ static void upload_free(void *p)
 		return;
 	if (u->pp)
 		MHD_destroy_post_processor(u->pp);
+	e2b_gz_fini(&u->gz);
 	/* Closing a write channel before EOF abandons it: the agent removes its temp file. */
 	agent_chan_close(u->ch);
 	if (u->s)
@@ -243,9 +289,19 @@ static int file_write(struct upload *u, const void *buf, size_t len)
 {
 	struct isola_err *err = NULL;
 
-	if (api_upload_check(u->ch, &err) < 0 ||
-	    (len && agent_chan_send_data(u->ch, buf, len, &err) < 0))
+	if (api_upload_check(u->ch, &err) < 0)
 		return upload_fail(u, err);
+	if (len && agent_chan_send_data(u->ch, buf, len, &err) < 0) {
+		/* The channel ended while we sent: the agent's reason (ENOSPC: 507) is queued
+		 * on it, and says more than "ended". */
+		struct isola_err *why = NULL;
+
+		if (api_upload_check(u->ch, &why) < 0) {
+			isola_err_free(err);
+			err = why;
+		}
+		return upload_fail(u, err);
+	}
 	return 0;
 }
 
@@ -347,10 +403,16 @@ int e2b_files_post_begin(struct api_req *r)
 	if (path && !(u->qpath = strdup(path)))
 		return upload_fail(u,
 				   (isola_err_set(&err, ENOMEM, "internal", "out of memory"), err));
-	if (enc && strcasecmp(enc, "identity") != 0) {
+	if (enc && (!strcasecmp(enc, "gzip") || !strcasecmp(enc, "x-gzip"))) {
+		/* Decoded as it arrives (gzip.c): bounded memory; the sandbox's disk bounds
+		 * what a gzip bomb can write (the agent's ENOSPC answers 507). */
+		if (e2b_gunzip_init(&u->gz) < 0)
+			return upload_fail(
+				u, (isola_err_set(&err, ENOMEM, "internal", "out of memory"), err));
+	} else if (enc && strcasecmp(enc, "identity") != 0) {
 		isola_err_set(&err, EOPNOTSUPP, "not_supported",
 			      "Content-Encoding `%.32s` is not supported for uploads; send the "
-			      "file uncompressed",
+			      "file uncompressed or gzip-encoded",
 			      enc);
 		return upload_fail(u, err);
 	}
@@ -373,14 +435,45 @@ int e2b_files_post_begin(struct api_req *r)
 	return file_open(u, u->qpath);
 }
 
+/* The upload's plain (decoded) bytes: into the multipart parser or the file. */
+static int upload_plain(void *ud, const void *buf, size_t len)
+{
+	struct upload *u = ud;
+	struct isola_err *err = NULL;
+
+	if (u->err)
+		return -ECANCELED;
+	if (u->pp) {
+		if (MHD_post_process(u->pp, buf, len) != MHD_YES && !u->err) {
+			isola_err_set(&err, EINVAL, "invalid", "malformed multipart/form-data");
+			upload_fail(u, err);
+		}
+		return u->err ? -ECANCELED : 0;
+	}
+	return file_write(u, buf, len);
+}
+
 int e2b_files_post_data(struct api_req *r, const char *buf, size_t len)
 {
 	struct upload *u = e2b_req_of(r)->op;
 	struct isola_err *err = NULL;
+	const char *why = NULL;
 
 	/* UNTRUSTED: upload bytes; sizes are capped by the server (max upload). */
 	if (!u || u->responded || u->err)
 		return 0;
+	if (u->gz.ready) {
+		/* UNTRUSTED: gzip; the decoder checks it, the failure is answered at the end
+		 * (after the body) and the file being written is abandoned. */
+		if (e2b_gunzip_feed(&u->gz, buf, len, upload_plain, u, &why) == -EINVAL &&
+		    !u->err) {
+			isola_err_set(&err, EINVAL, "invalid",
+				      "Content-Encoding gzip: the body is not valid gzip (%s)",
+				      why ? why : "corrupt data");
+			upload_fail(u, err);
+		}
+		return 0;
+	}
 	if (u->pp) {
 		if (MHD_post_process(u->pp, buf, len) != MHD_YES && !u->err) {
 			isola_err_set(&err, EINVAL, "invalid", "malformed multipart/form-data");
@@ -401,6 +494,16 @@ enum MHD_Result e2b_files_post_end(struct api_req *r)
 		return MHD_YES;
 	if (!u)
 		return MHD_NO;
+	if (!u->err && u->gz.ready) {
+		const char *why = NULL;
+
+		if (e2b_gunzip_finish(&u->gz, &why) < 0) {
+			isola_err_set(&err, EINVAL, "invalid",
+				      "Content-Encoding gzip: the body is not valid gzip (%s)",
+				      why ? why : "corrupt data");
+			upload_fail(u, err);
+		}
+	}
 	if (!u->err && u->pp) {
 		/* Destroying the processor flushes the last part to the iterator. */
 		if (MHD_destroy_post_processor(u->pp) != MHD_YES && !u->err) {

@@ -25,7 +25,7 @@ struct proc_stream {
 	bool tty;		      /* output is the pty's */
 	bool start_sent;	      /* the first event went out */
 	struct isola_err *err;	      /* failure before the stream began (sent as its end), owned */
-	struct api_server *srv;	      /* for the audit record, borrowed */
+	struct api_server *srv;	      /* for the audit record and core, borrowed */
 	struct tenancy_principal who; /* who started the command */
 	json_t *audit_argv;	      /* argv until the end is audited, owned */
 	char audit_user[64];	      /* user it runs as */
@@ -92,6 +92,25 @@ static json_t *end_event(const json_t *ex)
 	return end ? event("end", end) : NULL;
 }
 
+/* True when the stream's sandbox is destroyed or no longer running (what GET /health
+ * answers 502 for). */
+static bool proc_sandbox_gone(struct proc_stream *ps)
+{
+	struct sandbox *s = NULL;
+	const char *state;
+	bool gone = true;
+	json_t *sj;
+
+	if (core_sandbox_get(ps->srv->core, sandbox_id(ps->s), &s, NULL) < 0)
+		return true;
+	sj = sandbox_to_json(s);
+	state = json_string_value(json_object_get(sj, "state"));
+	gone = !state || strcmp(state, "running") != 0;
+	json_decref(sj);
+	sandbox_unref(s);
+	return gone;
+}
+
 static int proc_next(struct e2b_stream *es, void *ud)
 {
 	struct proc_stream *ps = ud;
@@ -112,6 +131,13 @@ static int proc_next(struct e2b_stream *es, void *ud)
 	if (r == -ETIMEDOUT)
 		return e2b_stream_idle(es) ? -1 : 0;
 	if (r < 0) {
+		/* A sandbox killed (or expired) under a running command: E2B's edge resets the
+		 * stream, and its SDK then probes /health (502 here too) and reports "the
+		 * sandbox was killed or reached its end of life". Do the same: end the response
+		 * without the end-of-stream envelope. A lost agent of a live sandbox is an
+		 * error the stream says. */
+		if (proc_sandbox_gone(ps))
+			return -1;
 		e2b_stream_fail(es, "unavailable", "the sandbox agent connection was lost");
 		return 1;
 	}
@@ -238,6 +264,7 @@ enum MHD_Result e2b_proc_start(struct api_req *r)
 		json_decref(msg);
 		return MHD_NO;
 	}
+	ps->srv = r->srv;
 	if (start_request(msg, er->user, e2b_timeout_ms(r), &req, &ps->tty, &ps->err) < 0) {
 		json_decref(msg);
 		return proc_stream_respond(r, ps);
@@ -253,7 +280,6 @@ enum MHD_Result e2b_proc_start(struct api_req *r)
 	    api_chan_expect_result(ps->ch, api_req_fd(r), E2B_CALL_MS, &res, &ps->err) == 0) {
 		ps->pid = (long)json_integer_value(json_object_get(res, "pid"));
 		/* Every command started in a sandbox is audited (argv, user, exit, duration). */
-		ps->srv = r->srv;
 		ps->who = r->who;
 		ps->audit_argv = json_incref(json_object_get(req, "argv"));
 		snprintf(ps->audit_user, sizeof(ps->audit_user), "%s",
@@ -288,9 +314,10 @@ static int agent_ps(struct agent_conn *conn, json_t **list, struct isola_err **e
 
 /*
  * Resolves a ProcessSelector {pid} or {tag} to a pid. With `running`, the process must
- * still run (E2B's envd forgets processes once they exit). -ENOENT `not_found` otherwise.
+ * still run (E2B's envd forgets processes once they exit), and *tty (if not NULL) says
+ * whether it has a pty. -ENOENT `not_found` otherwise.
  */
-static int select_pid(struct agent_conn *conn, const json_t *msg, bool running, int *pid,
+static int select_pid(struct agent_conn *conn, const json_t *msg, bool running, int *pid, bool *tty,
 		      struct isola_err **err)
 {
 	const json_t *sel = e2b_jget(msg, "process", NULL);
@@ -322,6 +349,8 @@ static int select_pid(struct agent_conn *conn, const json_t *msg, bool running, 
 			continue;
 		if ((want && ppid == (long)want) || (!want && tag && ptag && !strcmp(ptag, tag))) {
 			*pid = (int)ppid;
+			if (tty)
+				*tty = json_is_true(json_object_get(p, "tty"));
 			json_decref(list);
 			return 0;
 		}
@@ -350,12 +379,13 @@ enum MHD_Result e2b_proc_connect(struct api_req *r)
 		json_decref(msg);
 		return MHD_NO;
 	}
+	ps->srv = r->srv;
 	if (e2b_rpc_sandbox(r, &ps->s, &conn) < 0) {
 		json_decref(msg);
 		free(ps);
 		return MHD_YES;
 	}
-	if (select_pid(conn, msg, true, &pid, &ps->err) == 0) {
+	if (select_pid(conn, msg, true, &pid, &ps->tty, &ps->err) == 0) {
 		req = json_pack("{s:s, s:i, s:b}", "op", "attach", "pid", pid, "stdin", 0);
 		if (req && agent_chan_open(conn, req, &ps->ch, &ps->err) == 0 &&
 		    api_chan_expect_result(ps->ch, api_req_fd(r), E2B_CALL_MS, NULL, &ps->err) == 0)
@@ -473,7 +503,7 @@ enum MHD_Result e2b_proc_send_input(struct api_req *r)
 	if (unary_begin(r, &msg, &s, &conn) < 0)
 		return MHD_YES;
 	in = e2b_jget(msg, "input", NULL);
-	ret = select_pid(conn, msg, false, &pid, &err);
+	ret = select_pid(conn, msg, false, &pid, NULL, &err);
 	if (ret == 0 && !json_is_object(in))
 		ret = isola_err_set(&err, EINVAL, "invalid", "field `input` is required");
 	if (ret == 0 && !e2b_jget(in, "stdin", NULL) && !e2b_jget(in, "pty", NULL))
@@ -497,7 +527,7 @@ enum MHD_Result e2b_proc_close_stdin(struct api_req *r)
 
 	if (unary_begin(r, &msg, &s, &conn) < 0)
 		return MHD_YES;
-	ret = select_pid(conn, msg, false, &pid, &err);
+	ret = select_pid(conn, msg, false, &pid, NULL, &err);
 	if (ret == 0)
 		ret = send_stdin(r, conn, pid, NULL, 0, true, &err);
 	return unary_end(r, msg, s, ret, err, NULL);
@@ -536,7 +566,7 @@ enum MHD_Result e2b_proc_send_signal(struct api_req *r)
 		return MHD_YES;
 	ret = parse_signal(msg, &sig, &err);
 	if (ret == 0)
-		ret = select_pid(conn, msg, false, &pid, &err);
+		ret = select_pid(conn, msg, false, &pid, NULL, &err);
 	if (ret == 0) {
 		req = json_pack("{s:s, s:i, s:i}", "op", "signal", "pid", pid, "signal", sig);
 		ret = req ? e2b_agent_call(conn, req, NULL, &err) : -ENOMEM;
@@ -559,7 +589,7 @@ enum MHD_Result e2b_proc_update(struct api_req *r)
 		return MHD_YES;
 	pty = e2b_jget(msg, "pty", NULL);
 	size = pty ? e2b_jget(pty, "size", NULL) : NULL;
-	ret = select_pid(conn, msg, false, &pid, &err);
+	ret = select_pid(conn, msg, false, &pid, NULL, &err);
 	if (ret == 0 && size &&
 	    (e2b_juint(size, "cols", NULL, 65535, &cols, &err) < 0 ||
 	     e2b_juint(size, "rows", NULL, 65535, &rows, &err) < 0))

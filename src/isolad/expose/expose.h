@@ -54,4 +54,16 @@ int expose_port_add(struct core *core, struct sandbox *s, int port, bool public,
 int expose_port_list(struct core *core, struct sandbox *s, json_t **out, struct isola_err **err);
 int expose_port_remove(struct core *core, struct sandbox *s, int port, struct isola_err **err);
 
+/*
+ * Makes every port of s that has no exposure of its own public on the listener (the
+ * sandbox's E2B-style `<port>-<id>.<domain>` names; an explicit exposure still decides for
+ * its port). Used for sandboxes made through the E2B API, whose ports E2B serves publicly.
+ * `unavailable` when the listener is off. Any thread.
+ */
+int expose_port_all_public(struct sandbox *s, struct isola_err **err);
+
+/* "<domain>:<port>" of the running listener (just "<domain>" on port 80) into out, the
+ * suffix E2B's getHost() puts after `<port>-<id>.`. 0, -ENOTSUP when off, -ENAMETOOLONG. */
+int expose_host_suffix(char *out, size_t n);
+
 #endif

@@ -15,7 +15,10 @@
 
 /*
  * <state>/sandboxes/<id>/ports.json, 0600, written atomically under x->lock:
- *   {"token": "<43 chars>", "ports": [{"port": N, "public": false, "created_at": T}, ...]}
+ *   {"token": "<43 chars>", "ports": [{"port": N, "public": false, "created_at": T}, ...],
+ *    "all_public": true}
+ * `all_public` (set for sandboxes made through the E2B API, whose every port E2B serves
+ * publicly) makes a port that has no exposure of its own public.
  * One access token per sandbox guards all its private ports. The file lives and dies with
  * the sandbox directory, so destroying the sandbox removes its exposures. It is isolad's
  * own file on the host, never visible inside the sandbox.
@@ -350,12 +353,55 @@ int expose_registry_lookup(struct expose *x, const char *id, int port, bool *is_
 		return -ENOENT; /* no directory, no file, unreadable: not exposed */
 	e = find_port(json_object_get(doc, "ports"), port, NULL);
 	t = json_string_value(json_object_get(doc, "token"));
-	if (!e || !t || strlen(t) != EXPOSE_TOKEN_LEN) {
+	if (!t || strlen(t) != EXPOSE_TOKEN_LEN ||
+	    (!e && !json_is_true(json_object_get(doc, "all_public")))) {
 		json_decref(doc);
 		return -ENOENT;
 	}
-	*is_public = json_is_true(json_object_get(e, "public"));
+	/* an exposure of the port decides; else the sandbox-wide `all_public` (E2B's) */
+	*is_public = e ? json_is_true(json_object_get(e, "public")) : true;
 	memcpy(token, t, EXPOSE_TOKEN_LEN + 1);
 	json_decref(doc);
 	return 0;
+}
+
+int expose_port_all_public(struct sandbox *s, struct isola_err **err)
+{
+	struct expose *x = expose_active;
+	const char *id = sandbox_id(s);
+	char token[EXPOSE_TOKEN_LEN + 1];
+	json_t *doc = NULL;
+	int r;
+
+	if (need_listener(err) < 0)
+		return -ENOTSUP;
+	pthread_mutex_lock(&x->lock);
+	r = ports_load(x->core, id, &doc);
+	if (r == 0 && json_string_length(json_object_get(doc, "token")) != EXPOSE_TOKEN_LEN) {
+		r = new_token(token);
+		if (r == 0 && json_object_set_new(doc, "token", json_string(token)) < 0)
+			r = -ENOMEM;
+	}
+	if (r == 0 && json_object_set_new(doc, "all_public", json_true()) < 0)
+		r = -ENOMEM;
+	if (r == 0)
+		r = ports_save(x->core, id, doc);
+	pthread_mutex_unlock(&x->lock);
+	json_decref(doc);
+	sodium_memzero(token, sizeof(token));
+	if (r < 0)
+		return isola_err_sys(err, -r, NULL, "sandbox `%s`: expose every port", id);
+	return 0;
+}
+
+int expose_host_suffix(char *out, size_t n)
+{
+	struct expose *x = expose_active;
+	int len;
+
+	if (!x)
+		return -ENOTSUP;
+	len = x->lport == 80 ? snprintf(out, n, "%s", x->domain)
+			     : snprintf(out, n, "%s:%d", x->domain, x->lport);
+	return len < 0 || (size_t)len >= n ? -ENAMETOOLONG : 0;
 }

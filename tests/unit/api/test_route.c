@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* test_route: route pattern matching and path-parameter / path validation. */
 #include "isolad/api/api-internal.h"
+#include "isolad/core/core.h"
 
 #include <string.h>
 
@@ -56,6 +57,27 @@ int main(void)
 	isola_err_free(err);
 	err = NULL;
 	ok(api_param_check("other", "anything", &err) == 0, "unknown param names pass");
+	/* {id} takes a sandbox name too: [a-z0-9][a-z0-9_.-]{0,62} */
+	ok(api_param_check("id", "web-1.a_b", &err) == 0, "a name is accepted as {id}");
+	ok(core_sandbox_name_valid("a") && core_sandbox_name_valid("0x_y.z-w"), "valid names");
+	ok(!core_sandbox_name_valid("") && !core_sandbox_name_valid("-a") &&
+		   !core_sandbox_name_valid(".a") && !core_sandbox_name_valid("_a"),
+	   "a name starts with a letter or digit");
+	ok(!core_sandbox_name_valid("Web") && !core_sandbox_name_valid("a/b") &&
+		   !core_sandbox_name_valid("a b"),
+	   "uppercase, slash, space refused");
+	{
+		char n63[64], n64[65];
+
+		memset(n63, 'a', 63);
+		n63[63] = '\0';
+		memset(n64, 'a', 64);
+		n64[64] = '\0';
+		ok(core_sandbox_name_valid(n63) && !core_sandbox_name_valid(n64), "63 bytes at most");
+		ok(api_param_check("id", n64, &err) < 0, "a 64-byte {id} refused");
+		isola_err_free(err);
+		err = NULL;
+	}
 
 	ok(api_check_path("path", "/etc/x", 6, &err) == 0, "ordinary path ok");
 	ok(api_check_path("path", "", 0, &err) < 0, "empty path refused");

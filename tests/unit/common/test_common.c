@@ -34,6 +34,25 @@ static void test_err(void)
 	ok(isola_err_set(NULL, EIO, NULL, "x") == -EIO, "NULL err still returns -errno");
 }
 
+static void test_parse_duration(void)
+{
+	uint64_t v = 0;
+
+	ok(util_parse_duration("90", 1000000, &v) == 0 && v == 90, "plain seconds");
+	ok(util_parse_duration("90s", 1000000, &v) == 0 && v == 90, "90s");
+	ok(util_parse_duration("15m", 1000000, &v) == 0 && v == 900, "15m");
+	ok(util_parse_duration("24h", 1000000, &v) == 0 && v == 86400, "24h");
+	ok(util_parse_duration("7d", 1000000, &v) == 0 && v == 604800, "7d");
+	ok(util_parse_duration("0", 1000000, &v) == 0 && v == 0, "0");
+	ok(util_parse_duration("12d", 1000000, &v) == -ERANGE, "past max refused");
+	ok(util_parse_duration("-1", 1000000, &v) == -EINVAL, "negative refused");
+	ok(util_parse_duration("5y", 1000000, &v) == -EINVAL, "unknown unit refused");
+	ok(util_parse_duration("5hh", 1000000, &v) == -EINVAL, "trailing bytes refused");
+	ok(util_parse_duration("", 1000000, &v) == -EINVAL, "empty refused");
+	ok(util_parse_duration("99999999999999999999", UINT64_MAX, &v) == -ERANGE,
+	   "overflow refused");
+}
+
 static void test_parse_size(void)
 {
 	uint64_t v = 0;
@@ -105,6 +124,7 @@ int main(void)
 {
 	test_err();
 	test_parse_size();
+	test_parse_duration();
 	test_files();
 	test_unix_connect();
 	return tap_done();
