@@ -19,6 +19,7 @@ PKGS=(
 	# commands the tests and scripts run (tests/integration/test_deps.py checks this list)
 	nftables # nft: tests/security/test_network_boundary.py reads and deletes isolad's table
 	zstd git procps curl # test_persist_process.py, test_allowed.py, pgrep/free, bench and quickstart
+	man-db # man -l: tests/integration/test_cli_help.py renders the man pages the build makes
 	systemd # systemctl: scripts/install.sh enables isolad.service where systemd runs
 	debootstrap # a Debian minbase template for package installs (test_root_caps.py)
 )

@@ -126,7 +126,7 @@ put "$BUILD/src/isolad/isolad" "$BINDIR/isolad" 0755
 put "$BUILD/src/agent/isola-agent" "$LIBEXEC/isola-agent" 0755
 # Man pages and completions: whatever the build made (the CLI generates them from its table).
 n_man=0
-for m in "$BUILD"/man/*.1; do
+for m in "$BUILD"/src/cli/*.1; do
 	[ -f "$m" ] || continue
 	put "$m" "$MANDIR/$(basename "$m")" 0644
 	n_man=$((n_man + 1))
@@ -138,7 +138,7 @@ declare -A COMPLETION=(
 )
 n_comp=0
 for sh in bash zsh fish; do
-	f=$BUILD/completion/isola.$sh
+	f=$BUILD/src/cli/isola.$sh
 	[ -f "$f" ] || continue
 	put "$f" "${COMPLETION[$sh]}" 0644
 	n_comp=$((n_comp + 1))

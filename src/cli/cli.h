@@ -10,6 +10,7 @@
 
 #include "../common/err.h"
 #include "client.h"
+#include "opttab.h"
 
 /* Exit statuses (docs/cli.md). run and exec otherwise exit with the command's own status. */
 enum cli_exit {
@@ -18,6 +19,9 @@ enum cli_exit {
 	CLI_EXIT_USAGE = 2,	/* bad command line */
 	CLI_EXIT_TIMEOUT = 124, /* run/exec: the command hit --timeout */
 	CLI_EXIT_ISOLA = 125,	/* run/exec: isola failed, not the command */
+	CLI_EXIT_NOEXEC = 126,	/* run/exec: the command could not be started */
+	CLI_EXIT_NOTFOUND = 127, /* run/exec: the command was not found */
+	CLI_EXIT_KILLED = 137,	/* run/exec: SIGKILL, e.g. out of memory (128 + 9) */
 };
 
 struct cli_cmd;
@@ -25,7 +29,10 @@ struct cli_cmd;
 /* State of one CLI invocation; main() owns it. */
 struct cli {
 	struct client_conf conf;   /* where isolad is */
-	bool json;		   /* --json: machine output on stdout */
+	bool json;		   /* --json: machine output on stdout, errors as JSON on stderr */
+	bool quiet;		   /* -q: less output (ls: ids only) */
+	struct cli_globals g;	   /* global options as parsed anywhere on the line */
+	struct cli_optstate ost;   /* cli_getopt()'s parser for the current command */
 	struct client *client;	   /* created by cli_client(), freed by main() */
 	const struct cli_cmd *cmd; /* the command being run, for usage messages */
 	const char *group;	   /* "fs", "template", or NULL for top-level commands */
@@ -38,7 +45,36 @@ struct cli_cmd {
 		  char **argv); /* argv[0] is name; returns exit status */
 	const char *usage;	/* arguments after the name */
 	const char *summary;	/* one line for `isola help` */
+	const struct cli_opt *opts; /* its options (parser, --help, man, completion), or NULL */
+	unsigned optmask;	    /* selects rows of opts tagged `only` */
+	int free_tail;		    /* see struct cli_optstate: 1 run, 2 exec, 0 elsewhere */
+	const char *example;	    /* one example line for --help and man, or NULL */
+	const struct cli_group *group; /* a group's subcommands (fs, template, ...), or NULL */
 };
+
+/* A command group: `isola NAME SUBCOMMAND ...`. */
+struct cli_group {
+	const char *name;	    /* "fs" */
+	const struct cli_cmd *cmds; /* its subcommands */
+	size_t n;		    /* rows in cmds */
+};
+
+/* The command table (main.c) and the groups, exported for help, man and completion. */
+extern const struct cli_cmd cli_commands[];
+extern const size_t cli_ncommands;
+extern const struct cli_group cli_fs_group, cli_template_group, cli_network_group,
+	cli_pool_group, cli_snapshot_group, cli_token_group, cli_tenant_group, cli_audit_group,
+	cli_compliance_group;
+
+/* Applies the global options parsed so far (cli->g) to cli->json, cli->quiet and cli->conf. */
+void cli_apply_globals(struct cli *cli);
+
+/* `isola help [COMMAND [SUB]]`, --help and `isola --man [COMMAND]` (help.c). */
+void cli_print_cmd_help(FILE *f, const char *group, const struct cli_cmd *cmd);
+void cli_print_main_help(FILE *f);
+int cli_print_man(FILE *f, const char *name);
+int cmd_completion(struct cli *cli, int argc, char **argv);
+int cmd_complete_hidden(struct cli *cli, int argc, char **argv);
 
 /* The client for cli->conf, created on first use. Prints the error and returns NULL on failure. */
 struct client *cli_client(struct cli *cli);
@@ -60,15 +96,28 @@ int cli_usage_err(struct cli *cli, const char *fmt, ...) __attribute__((format(p
 /* Prints the current command's usage and summary to stdout; returns 0 (for -h/--help). */
 int cli_help(struct cli *cli);
 
-/* Prints "isola: <err->message>" to stderr and returns status (2 for `usage` errors). */
+/* Prints "isola: <err->message>" to stderr (with --json: {"code","message"}) and returns
+ * status (2 for `usage` errors). */
 int cli_fail(struct isola_err *err, int status);
 
+/* Prints an error message as cli_fail() does, with an explicit code. */
+void cli_errorf(const char *code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
 /*
- * The standard getopt loop prologue for commands: resets getopt and returns the next option
- * like getopt_long(argc, argv, "+:" shortopts, longopts). Commands stop at the first operand.
- * A NULL longopts still knows --help (returned as 'h').
+ * The option loop of every command: returns the next option of cli->cmd's table (cli_opt_next:
+ * 'h' for --help, '?'/':' for mistakes), handling global options itself; -1 at the end with
+ * argv[optind..] the operands. Options may follow operands up to `--` (or the command's
+ * free tail: run's CMD, exec's CMD).
  */
+int cli_nextopt(struct cli *cli, int argc, char **argv);
+
+/* cli_nextopt() for the current invocation, kept for cmd_mcp.c (owned by another branch):
+ * shortopts and longopts are ignored, the command's table is used. */
 int cli_getopt(int argc, char **argv, const char *shortopts, const struct option *longopts);
+
+/* Option tables of the commands (next to their parsers). */
+extern const struct cli_opt cli_ls_opts[], cli_rm_opts[], cli_prune_opts[], cli_exec_opts[],
+	cli_stats_opts[], cli_logs_opts[], cli_expose_opts[], cli_fork_opts[], cli_bench_opts[];
 
 /* Handles a getopt result no command option matched: -h/--help prints help (returns 0),
  * anything else is a usage error (returns 2). */
@@ -82,6 +131,8 @@ struct cli_show {
 			     the list itself); NULL: the whole reply */
 	bool json_list;	  /* --json prints the list (the whole reply when it is no array) */
 	void (*print)(const json_t *v); /* the human view of the list, or of the whole reply */
+	/* adds what the reply lacks before it is printed (ps: oom_killed), or NULL */
+	void (*complete)(struct client *c, const char *id, json_t *list);
 };
 
 /*
@@ -100,30 +151,25 @@ int cmd_rm(struct cli *cli, int argc, char **argv);
 int cmd_expose(struct cli *cli, int argc, char **argv);	   /* cmd_expose.c */
 int cmd_ports(struct cli *cli, int argc, char **argv);	   /* cmd_expose.c */
 int cmd_unexpose(struct cli *cli, int argc, char **argv);  /* cmd_expose.c */
-int cmd_network(struct cli *cli, int argc, char **argv);   /* cmd_network.c */
-int cmd_pool(struct cli *cli, int argc, char **argv);	   /* cmd_pool.c */
 int cmd_pause(struct cli *cli, int argc, char **argv);	   /* cmd_persist.c */
 int cmd_resume(struct cli *cli, int argc, char **argv);	   /* cmd_persist.c */
 int cmd_hibernate(struct cli *cli, int argc, char **argv); /* cmd_persist.c */
 int cmd_fork(struct cli *cli, int argc, char **argv);	   /* cmd_persist.c */
-int cmd_snapshot(struct cli *cli, int argc, char **argv);  /* cmd_persist.c */
 int cmd_exec(struct cli *cli, int argc, char **argv);
 int cmd_ps(struct cli *cli, int argc, char **argv);
 int cmd_logs(struct cli *cli, int argc, char **argv);
 int cmd_kill(struct cli *cli, int argc, char **argv);
 int cmd_cp(struct cli *cli, int argc, char **argv);
-int cmd_fs(struct cli *cli, int argc, char **argv);
-int cmd_template(struct cli *cli, int argc, char **argv);
 int cmd_doctor(struct cli *cli, int argc, char **argv);
 int cmd_console(struct cli *cli, int argc, char **argv);
+int cmd_prune(struct cli *cli, int argc, char **argv);	/* cmd_sandbox.c */
+int cmd_wait(struct cli *cli, int argc, char **argv);	/* cmd_sandbox.c */
+int cmd_stats(struct cli *cli, int argc, char **argv);	/* cmd_stats.c */
+int cmd_top(struct cli *cli, int argc, char **argv);	/* cmd_proc.c */
 
 /* client_data_fn that copies a reply body to stdout (ud unused). */
 int cli_stdout_write(void *ud, const void *buf, size_t len, struct isola_err **err);
 int cmd_bench(struct cli *cli, int argc, char **argv);
-int cmd_token(struct cli *cli, int argc, char **argv);
-int cmd_tenant(struct cli *cli, int argc, char **argv);
-int cmd_audit(struct cli *cli, int argc, char **argv);
-int cmd_compliance(struct cli *cli, int argc, char **argv);
 int cmd_mcp(struct cli *cli, int argc, char **argv);
 
 /* Output of a running command as the exec event stream delivers it (cmd_exec.c). */
@@ -135,6 +181,7 @@ struct cli_stream {
 	long pid;	     /* from the start event, or 0 */
 	struct client *c;    /* asks the memory limit for an OOM report (borrowed), or NULL */
 	const char *sandbox; /* the sandbox's id (borrowed), or NULL */
+	long timeout_s;	     /* the command's --timeout, for "timed out after 2s" (0: unknown) */
 };
 
 /* Human output for an exit event whose oom_killed is true: "killed: out of memory (limit
@@ -149,6 +196,11 @@ int cli_stream_event(void *ud, json_t *ev, struct isola_err **err);
 /* Exit status after a stream ended (the exit event's status; 125 on error or no exit). Prints
  * the error event's message. Frees the stream's owned fields. */
 int cli_stream_finish(struct cli_stream *s);
+
+/* Runs body in sandbox id as a process attached to this terminal (exec -i/-t; run -it);
+ * returns its exit status. */
+int cli_exec_attached(struct cli *cli, struct client *c, const char *id, json_t *body,
+		      bool interactive, bool tty);
 
 /* Builds an exec body {cmd:[argv...], env, cwd, user, timeout} (new ref; NULL: ENOMEM). */
 json_t *cli_exec_body(char **argv, int argc, const json_t *env, const char *cwd, const char *user,

@@ -42,15 +42,10 @@ static const char *jstr(const json_t *o, const char *k)
 
 static int token_create(struct cli *cli, int argc, char **argv)
 {
-	static const struct option opts[] = {{"tenant", required_argument, NULL, 't'},
-					     {"role", required_argument, NULL, 'r'},
-					     {"name", required_argument, NULL, 'n'},
-					     {"help", no_argument, NULL, 'h'},
-					     {NULL, 0, NULL, 0}};
 	json_t *body = json_object(), *out;
 	int opt, status;
 
-	while ((opt = cli_getopt(argc, argv, "t:r:n:h", opts)) != -1) {
+	while ((opt = cli_nextopt(cli, argc, argv)) != -1) {
 		if (opt == 't' || opt == 'r' || opt == 'n') {
 			json_object_set_new(body,
 					    opt == 't'	 ? "tenant"
@@ -88,9 +83,6 @@ static int token_ls(struct cli *cli, int argc, char **argv)
 {
 	static const char *const head[] = {"ID",      "TENANT",	   "ROLE",  "NAME",
 					   "CREATED", "LAST USED", "STATUS"};
-	static const struct option opts[] = {{"tenant", required_argument, NULL, 't'},
-					     {"help", no_argument, NULL, 'h'},
-					     {NULL, 0, NULL, 0}};
 	cleanup_free char *path = NULL;
 	const char *tenant = NULL;
 	json_t *out, *t, *list;
@@ -99,7 +91,7 @@ static int token_ls(struct cli *cli, int argc, char **argv)
 	int opt, status;
 	size_t i;
 
-	while ((opt = cli_getopt(argc, argv, "t:h", opts)) != -1) {
+	while ((opt = cli_nextopt(cli, argc, argv)) != -1) {
 		if (opt == 't') {
 			tenant = optarg;
 			continue;
@@ -152,7 +144,7 @@ static int remove_each(struct cli *cli, int argc, char **argv, const char *what)
 	int opt, status = CLI_EXIT_OK;
 	struct client *c;
 
-	while ((opt = cli_getopt(argc, argv, "h", NULL)) != -1)
+	while ((opt = cli_nextopt(cli, argc, argv)) != -1)
 		return cli_bad_opt(cli, argc, argv, opt);
 	if (optind >= argc)
 		return cli_usage_err(cli, "missing operand");
@@ -179,42 +171,48 @@ static int token_revoke(struct cli *cli, int argc, char **argv)
 	return remove_each(cli, argc, argv, "tokens");
 }
 
-static const struct cli_cmd token_commands[] = {
-	{"create", token_create, "[--tenant T] [--role admin|user|read-only] [--name N]",
-	 "create an API token (printed once)"},
-	{"ls", token_ls, "[--tenant T]", "list tokens (never their secrets)"},
-	{"revoke", token_revoke, "ID...", "revoke tokens"},
+static const struct cli_opt token_create_opts[] = {
+	{"tenant", 't', "TENANT", "tenant the token acts for", 0},
+	{"role", 'r', "ROLE", "admin, user or read-only", 0},
+	{"name", 'n', "NAME", "a name to recognise the token by", 0},
+	{NULL, 0, NULL, NULL, 0},
 };
+
+static const struct cli_opt token_ls_opts[] = {
+	{"tenant", 't', "TENANT", "only this tenant's tokens", 0},
+	{NULL, 0, NULL, NULL, 0},
+};
+
+static const struct cli_cmd cli_token_cmds[] = {
+	{"create", token_create, "[OPTIONS]", "create an API token (printed once)",
+	 .opts = token_create_opts, .example = "isola token create --tenant acme --role user"},
+	{"ls", token_ls, "[--tenant TENANT]", "list tokens (never their secrets)",
+	 .opts = token_ls_opts, .example = "isola token ls --tenant acme"},
+	{"revoke", token_revoke, "ID...", "revoke tokens", .example = "isola token revoke tok_1"},
+};
+const struct cli_group cli_token_group = {"token", cli_token_cmds, ARRAY_SIZE(cli_token_cmds)};
 
 /* ---- tenant ---- */
 
 static int tenant_create(struct cli *cli, int argc, char **argv)
 {
-	static const struct option opts[] = {{"max-sandboxes", required_argument, NULL, 's'},
-					     {"max-cpu", required_argument, NULL, 'c'},
-					     {"max-memory", required_argument, NULL, 'm'},
-					     {"max-disk", required_argument, NULL, 'd'},
-					     {"rate", required_argument, NULL, 'r'},
-					     {"burst", required_argument, NULL, 'b'},
-					     {"help", no_argument, NULL, 'h'},
-					     {NULL, 0, NULL, 0}};
 	json_t *body = json_object(), *out;
 	int opt, status;
 
-	while ((opt = cli_getopt(argc, argv, "h", opts)) != -1) {
+	while ((opt = cli_nextopt(cli, argc, argv)) != -1) {
 		char *end = NULL;
 		double v;
 
 		switch (opt) {
-		case 'm':
-		case 'd':
-			json_object_set_new(body, opt == 'm' ? "max_memory" : "max_disk",
+		case CLI_LONG('m'):
+		case CLI_LONG('d'):
+			json_object_set_new(body, opt == CLI_LONG('m') ? "max_memory" : "max_disk",
 					    json_string(optarg));
 			continue;
-		case 's':
-		case 'c':
-		case 'r':
-		case 'b':
+		case CLI_LONG('s'):
+		case CLI_LONG('c'):
+		case CLI_LONG('r'):
+		case CLI_LONG('b'):
 			v = strtod(optarg, &end);
 			if (!*optarg || *end || v < 0) {
 				json_decref(body);
@@ -222,11 +220,11 @@ static int tenant_create(struct cli *cli, int argc, char **argv)
 						     optarg);
 			}
 			json_object_set_new(body,
-					    opt == 's'	 ? "max_sandboxes"
-					    : opt == 'c' ? "max_cpu"
-					    : opt == 'r' ? "create_rate"
+					    opt == CLI_LONG('s')	 ? "max_sandboxes"
+					    : opt == CLI_LONG('c') ? "max_cpu"
+					    : opt == CLI_LONG('r') ? "create_rate"
 							 : "create_burst",
-					    opt == 's' || opt == 'b' ? json_integer((json_int_t)v)
+					    opt == CLI_LONG('s') || opt == CLI_LONG('b') ? json_integer((json_int_t)v)
 								     : json_real(v));
 			continue;
 		}
@@ -308,14 +306,25 @@ static int tenant_rm(struct cli *cli, int argc, char **argv)
 	return remove_each(cli, argc, argv, "tenants");
 }
 
-static const struct cli_cmd tenant_commands[] = {
-	{"create", tenant_create,
-	 "[--max-sandboxes N] [--max-cpu N] [--max-memory SIZE] [--max-disk SIZE] [--rate PER_S] "
-	 "[--burst N] NAME",
-	 "create a tenant with quotas (0 or absent = unlimited)"},
-	{"ls", tenant_ls, "", "list tenants, their quotas and usage"},
-	{"rm", tenant_rm, "NAME...", "remove tenants that own no sandbox (revokes their tokens)"},
+static const struct cli_opt tenant_create_opts[] = {
+	{"max-sandboxes", CLI_LONG('s'), "N", "most live sandboxes (0: unlimited)", 0},
+	{"max-cpu", CLI_LONG('c'), "N", "most CPUs over all sandboxes", 0},
+	{"max-memory", CLI_LONG('m'), "SIZE", "most memory over all sandboxes", 0},
+	{"max-disk", CLI_LONG('d'), "SIZE", "most disk over all sandboxes", 0},
+	{"rate", CLI_LONG('r'), "PER_S", "API requests per second", 0},
+	{"burst", CLI_LONG('b'), "N", "API request burst", 0},
+	{NULL, 0, NULL, NULL, 0},
 };
+
+static const struct cli_cmd cli_tenant_cmds[] = {
+	{"create", tenant_create, "[OPTIONS] NAME",
+	 "create a tenant with quotas (0 or absent = unlimited)", .opts = tenant_create_opts,
+	 .example = "isola tenant create --max-sandboxes 10 --max-memory 8G acme"},
+	{"ls", tenant_ls, "", "list tenants, their quotas and usage", .example = "isola tenant ls"},
+	{"rm", tenant_rm, "NAME...", "remove tenants that own no sandbox (revokes their tokens)",
+	 .example = "isola tenant rm acme"},
+};
+const struct cli_group cli_tenant_group = {"tenant", cli_tenant_cmds, ARRAY_SIZE(cli_tenant_cmds)};
 
 /* ---- audit ---- */
 
@@ -326,7 +335,7 @@ static int audit_verify_cmd(struct cli *cli, int argc, char **argv)
 	bool ok;
 	size_t i;
 
-	while ((opt = cli_getopt(argc, argv, "h", NULL)) != -1)
+	while ((opt = cli_nextopt(cli, argc, argv)) != -1)
 		return cli_bad_opt(cli, argc, argv, opt);
 	if (optind < argc)
 		return cli_usage_err(cli, "unexpected argument `%s`", argv[optind]);
@@ -386,9 +395,6 @@ static int write_out(void *ud, const void *buf, size_t len, struct isola_err **e
 
 static int audit_export_cmd(struct cli *cli, int argc, char **argv)
 {
-	static const struct option opts[] = {{"since", required_argument, NULL, 's'},
-					     {"help", no_argument, NULL, 'h'},
-					     {NULL, 0, NULL, 0}};
 	cleanup_err struct isola_err *err = NULL;
 	cleanup_free char *path = NULL;
 	struct client_req req = {.method = "GET", .body_fd = -1, .on_data = write_out};
@@ -396,7 +402,7 @@ static int audit_export_cmd(struct cli *cli, int argc, char **argv)
 	struct client *c;
 	int opt;
 
-	while ((opt = cli_getopt(argc, argv, "s:h", opts)) != -1) {
+	while ((opt = cli_nextopt(cli, argc, argv)) != -1) {
 		if (opt == 's') {
 			if (since_arg(optarg, since, sizeof(since)) < 0)
 				return cli_usage_err(cli, "--since `%s` is not a time", optarg);
@@ -417,11 +423,18 @@ static int audit_export_cmd(struct cli *cli, int argc, char **argv)
 	return fflush(stdout) == 0 ? CLI_EXIT_OK : CLI_EXIT_FAIL;
 }
 
-static const struct cli_cmd audit_commands[] = {
-	{"verify", audit_verify_cmd, "", "check the hash chain and seals (exit 1 if tampered)"},
-	{"export", audit_export_cmd, "[--since TIME]",
-	 "write records as JSON lines (TIME: unix seconds, RFC 3339, or 15m/2h/7d ago)"},
+static const struct cli_opt audit_export_opts[] = {
+	{"since", 's', "TIME", "from TIME: unix seconds, RFC 3339, or 15m/2h/7d ago", 0},
+	{NULL, 0, NULL, NULL, 0},
 };
+
+static const struct cli_cmd cli_audit_cmds[] = {
+	{"verify", audit_verify_cmd, "", "check the hash chain and seals (exit 1 if tampered)",
+	 .example = "isola audit verify"},
+	{"export", audit_export_cmd, "[--since TIME]", "write records as JSON lines",
+	 .opts = audit_export_opts, .example = "isola audit export --since 2h"},
+};
+const struct cli_group cli_audit_group = {"audit", cli_audit_cmds, ARRAY_SIZE(cli_audit_cmds)};
 
 /* ---- compliance ---- */
 
@@ -520,30 +533,8 @@ static int compliance_report(struct cli *cli, int argc, char **argv)
 	return cli_show(cli, argc, argv, &show);
 }
 
-static const struct cli_cmd compliance_commands[] = {
-	{"report", compliance_report, "", "print this installation's compliance posture"},
+static const struct cli_cmd cli_compliance_cmds[] = {
+	{"report", compliance_report, "", "print this installation's compliance posture",
+	 .example = "isola compliance report --json"},
 };
-
-int cmd_token(struct cli *cli, int argc, char **argv)
-{
-	return cli_dispatch_group(cli, "token", token_commands, ARRAY_SIZE(token_commands), argc,
-				  argv);
-}
-
-int cmd_tenant(struct cli *cli, int argc, char **argv)
-{
-	return cli_dispatch_group(cli, "tenant", tenant_commands, ARRAY_SIZE(tenant_commands), argc,
-				  argv);
-}
-
-int cmd_audit(struct cli *cli, int argc, char **argv)
-{
-	return cli_dispatch_group(cli, "audit", audit_commands, ARRAY_SIZE(audit_commands), argc,
-				  argv);
-}
-
-int cmd_compliance(struct cli *cli, int argc, char **argv)
-{
-	return cli_dispatch_group(cli, "compliance", compliance_commands,
-				  ARRAY_SIZE(compliance_commands), argc, argv);
-}
+const struct cli_group cli_compliance_group = {"compliance", cli_compliance_cmds, ARRAY_SIZE(cli_compliance_cmds)};

@@ -324,15 +324,15 @@ static void sample_fini(struct bench_sample *s)
 	free(s->first_error);
 }
 
+const struct cli_opt cli_bench_opts[] = {
+	{"iterations", 'n', "N", "create-write-exec-destroy loops in sequence (default 30)", 0},
+	{"burst", 'c', "K", "sandboxes created at once for the burst test (default 50, 0: none)", 0},
+	{"no-peers", CLI_LONG('P'), NULL, "do not time bwrap and runc beside isola", 0},
+	{NULL, 0, NULL, NULL, 0},
+};
+
 int cmd_bench(struct cli *cli, int argc, char **argv)
 {
-	static const struct option longopts[] = {
-		{"iterations", required_argument, NULL, 'n'},
-		{"burst", required_argument, NULL, 'c'},
-		{"no-peers", no_argument, NULL, 'P'},
-		{"help", no_argument, NULL, 'h'},
-		{NULL, 0, NULL, 0},
-	};
 	struct bench_sample seq = {0}, burst = {0}, bw = {0}, rc = {0};
 	struct burst_arg *args = NULL;
 	pthread_t *threads = NULL;
@@ -342,7 +342,7 @@ int cmd_bench(struct cli *cli, int argc, char **argv)
 	struct client *cl;
 	json_t *report, *jseq, *jburst;
 
-	while ((opt = cli_getopt(argc, argv, "n:c:h", longopts)) != -1) {
+	while ((opt = cli_nextopt(cli, argc, argv)) != -1) {
 		switch (opt) {
 		case 'n':
 			n = atoi(optarg);
@@ -354,7 +354,7 @@ int cmd_bench(struct cli *cli, int argc, char **argv)
 			if (k < 0 || k > 1000)
 				return cli_usage_err(cli, "--burst must be 0..1000");
 			break;
-		case 'P':
+		case CLI_LONG('P'):
 			peers = false;
 			break;
 		default:

@@ -3,6 +3,10 @@
 #include "cli.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
@@ -130,6 +134,12 @@ int cli_stream_finish(struct cli_stream *s)
 		status = cli_exit_status(s->exit);
 		if (!s->json)
 			cli_report_oom(s->c, s->sandbox, s->exit);
+		if (!s->json && json_is_true(json_object_get(s->exit, "timed_out")))
+			fprintf(stderr, "timed out after %lds\n",
+				s->timeout_s ? s->timeout_s
+					     : (long)(json_integer_value(json_object_get(
+							      s->exit, "duration_ms")) /
+						      1000));
 	} else {
 		fprintf(stderr, "isola: output stream ended without an exit status\n");
 		status = CLI_EXIT_ISOLA;
@@ -152,22 +162,122 @@ struct exec_opts {
 	long timeout_s;	  /* --timeout, 0 = none */
 };
 
+/*
+ * Ctrl-C on a streamed exec, as docker does it: the first SIGINT is sent to the process inside
+ * (POST .../processes/PID/signal), a second one sends SIGKILL; the stream goes on and ends with
+ * the process's own exit. The handler only writes a byte to a pipe; a thread with its own
+ * client makes the requests, so the streaming transfer is never interrupted.
+ */
+struct interrupt_fwd {
+	int pipe[2];		   /* handler -> thread; write end closed to stop the thread */
+	_Atomic long pid;	   /* the process, once the start event named it */
+	const struct client_conf *conf; /* where isolad is (borrowed) */
+	const char *sandbox;	   /* the sandbox id (borrowed) */
+	pthread_t thread;
+	struct cli_stream *s;	   /* the stream the events go to */
+};
+
+static int interrupt_pipe = -1; /* write end for the SIGINT handler, -1 when not forwarding */
+
+static void on_interrupt(int sig)
+{
+	int saved = errno;
+	char b = 1;
+
+	(void)sig;
+	if (interrupt_pipe >= 0 && write(interrupt_pipe, &b, 1) < 0) {
+		/* nothing to do in a handler */
+	}
+	errno = saved;
+}
+
+static void *interrupt_thread(void *arg)
+{
+	struct interrupt_fwd *f = arg;
+	struct client *c = NULL;
+	int n = 0;
+	char b;
+
+	while (read(f->pipe[0], &b, 1) == 1) {
+		cleanup_err struct isola_err *err = NULL;
+		cleanup_free char *path = NULL;
+		long pid = atomic_load(&f->pid);
+		json_t *body, *reply = NULL;
+
+		if (!pid)
+			continue; /* not started yet: nothing to signal */
+		n++;
+		path = cli_pathf("/v1/sandboxes/%s/processes/%ld/signal", f->sandbox, pid);
+		body = json_pack("{s:i}", "signal", n == 1 ? SIGINT : SIGKILL);
+		if (!c && client_new(f->conf, &c, &err) < 0) {
+			json_decref(body);
+			continue;
+		}
+		if (client_json(c, "POST", path, body, &reply, &err) < 0)
+			fprintf(stderr, "isola: signal process %ld: %s\n", pid, err->message);
+		json_decref(body);
+		json_decref(reply);
+	}
+	client_free(c);
+	return NULL;
+}
+
+/* cli_stream_event that also tells the interrupt thread the pid. */
+static int fwd_event(void *ud, json_t *ev, struct isola_err **err)
+{
+	struct interrupt_fwd *f = ud;
+	int r = cli_stream_event(f->s, ev, err);
+
+	if (f->s->pid)
+		atomic_store(&f->pid, f->s->pid);
+	return r;
+}
+
 static int exec_streamed(struct cli *cli, struct client *c, const char *id, json_t *body)
 {
 	cleanup_err struct isola_err *err = NULL;
 	cleanup_free char *path = cli_pathf("/v1/sandboxes/%s/exec", id);
-	struct cli_stream s = {.json = cli->json, .c = c, .sandbox = id};
+	struct cli_stream s = {
+		.json = cli->json,
+		.c = c,
+		.sandbox = id,
+		.timeout_s = (long)json_integer_value(json_object_get(body, "timeout")),
+	};
 	struct client_req r = {
 		.method = "POST",
 		.path = path,
 		.body = body,
 		.body_fd = -1,
 		.accept = "application/x-ndjson",
-		.on_event = cli_stream_event,
-		.ud = &s,
+		.on_event = fwd_event,
 	};
+	struct interrupt_fwd f = {.conf = client_conf(c), .sandbox = id, .s = &s};
+	struct sigaction sa = {.sa_handler = on_interrupt}, old;
+	bool fwd;
+	int rc;
 
-	if (client_do(c, &r, &err) < 0) {
+	r.ud = &f;
+	fwd = pipe2(f.pipe, O_CLOEXEC) == 0;
+	if (fwd && pthread_create(&f.thread, NULL, interrupt_thread, &f) != 0) {
+		close(f.pipe[0]);
+		close(f.pipe[1]);
+		fwd = false;
+	}
+	if (fwd) {
+		interrupt_pipe = f.pipe[1];
+		sigemptyset(&sa.sa_mask);
+		sa.sa_flags = SA_RESTART;
+		sigaction(SIGINT, &sa, &old);
+	}
+	rc = client_do(c, &r, &err);
+	if (fwd) {
+		sigaction(SIGINT, &old, NULL);
+		interrupt_pipe = -1;
+		close(f.pipe[1]);
+		pthread_join(f.thread, NULL);
+		close(f.pipe[0]);
+	}
+	if (rc < 0) {
 		json_decref(s.exit);
 		free(s.error);
 		return cli_fail(err, CLI_EXIT_ISOLA);
@@ -224,18 +334,18 @@ static int exec_process(struct cli *cli, struct client *c, const char *id, json_
 	return cli_attach(client_conf(c), id, pid, o->interactive, o->tty);
 }
 
-enum { OPT_ENV = 256, OPT_WORKDIR, OPT_USER, OPT_TIMEOUT };
+enum { OPT_TIMEOUT = 256, OPT_ENV_FILE };
 
-static const struct option exec_longopts[] = {
-	{"interactive", no_argument, NULL, 'i'},
-	{"tty", no_argument, NULL, 't'},
-	{"detach", no_argument, NULL, 'd'},
-	{"env", required_argument, NULL, 'e'},
-	{"workdir", required_argument, NULL, 'w'},
-	{"user", required_argument, NULL, 'u'},
-	{"timeout", required_argument, NULL, OPT_TIMEOUT},
-	{"help", no_argument, NULL, 'h'},
-	{NULL, 0, NULL, 0},
+const struct cli_opt cli_exec_opts[] = {
+	{"interactive", 'i', NULL, "attach stdin", 0},
+	{"tty", 't', NULL, "allocate a terminal", 0},
+	{"detach", 'd', NULL, "start in the background and print the pid", 0},
+	{"env", 'e', "KEY=VALUE", "set an environment variable (repeatable)", 0},
+	{"env-file", OPT_ENV_FILE, "FILE", "read KEY=VALUE lines from FILE", 0},
+	{"workdir", 'w', "DIR", "working directory", 0},
+	{"user", 'u', "USER", "user to run as", 0},
+	{"timeout", OPT_TIMEOUT, "SECONDS", "kill the command after SECONDS (exit 124)", 0},
+	{NULL, 0, NULL, NULL, 0},
 };
 
 static int parse_exec_opt(struct cli *cli, int argc, char **argv, int c, struct exec_opts *o)
@@ -256,6 +366,10 @@ static int parse_exec_opt(struct cli *cli, int argc, char **argv, int c, struct 
 		if (cli_parse_kv(o->env, optarg, "--env", &err) < 0)
 			return cli_fail(err, CLI_EXIT_USAGE);
 		return 0;
+	case OPT_ENV_FILE:
+		if (cli_parse_env_file(o->env, optarg, &err) < 0)
+			return cli_fail(err, CLI_EXIT_USAGE);
+		return 0;
 	case 'w':
 		o->cwd = optarg;
 		return 0;
@@ -271,6 +385,14 @@ static int parse_exec_opt(struct cli *cli, int argc, char **argv, int c, struct 
 	}
 }
 
+int cli_exec_attached(struct cli *cli, struct client *c, const char *id, json_t *body,
+		      bool interactive, bool tty)
+{
+	struct exec_opts o = {.interactive = interactive, .tty = tty};
+
+	return exec_process(cli, c, id, body, &o);
+}
+
 int cmd_exec(struct cli *cli, int argc, char **argv)
 {
 	struct exec_opts o = {.env = json_object()};
@@ -279,7 +401,7 @@ int cmd_exec(struct cli *cli, int argc, char **argv)
 	const char *id;
 	int opt, r = CLI_EXIT_USAGE;
 
-	while ((opt = cli_getopt(argc, argv, "itde:w:u:h", exec_longopts)) != -1) {
+	while ((opt = cli_nextopt(cli, argc, argv)) != -1) {
 		r = parse_exec_opt(cli, argc, argv, opt, &o);
 		if (r) {
 			r = r < 0 ? CLI_EXIT_OK : r;
@@ -291,8 +413,6 @@ int cmd_exec(struct cli *cli, int argc, char **argv)
 		goto out;
 	}
 	id = argv[optind++];
-	if (optind < argc && !strcmp(argv[optind], "--"))
-		optind++;
 	if (optind >= argc) {
 		r = cli_usage_err(cli, "missing command");
 		goto out;

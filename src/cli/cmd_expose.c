@@ -20,13 +20,13 @@ static int parse_port_arg(const char *s)
 	return (int)v;
 }
 
+const struct cli_opt cli_expose_opts[] = {
+	{"public", 'p', NULL, "no token needed to reach the port", 0},
+	{NULL, 0, NULL, NULL, 0},
+};
+
 int cmd_expose(struct cli *cli, int argc, char **argv)
 {
-	static const struct option longopts[] = {
-		{"public", no_argument, NULL, 'p'},
-		{"help", no_argument, NULL, 'h'},
-		{NULL, 0, NULL, 0},
-	};
 	cleanup_err struct isola_err *err = NULL;
 	cleanup_free char *path = NULL;
 	json_t *body, *out = NULL;
@@ -35,7 +35,7 @@ int cmd_expose(struct cli *cli, int argc, char **argv)
 	bool pub = false;
 	int opt, port, r, nops = 0;
 
-	while ((opt = cli_getopt(argc, argv, "h", longopts)) != -1) {
+	while ((opt = cli_nextopt(cli, argc, argv)) != -1) {
 		if (opt != 'p')
 			return cli_bad_opt(cli, argc, argv, opt);
 		pub = true;
@@ -138,7 +138,7 @@ int cmd_unexpose(struct cli *cli, int argc, char **argv)
 	struct client *c;
 	int opt, port;
 
-	while ((opt = cli_getopt(argc, argv, "h", NULL)) != -1)
+	while ((opt = cli_nextopt(cli, argc, argv)) != -1)
 		return cli_bad_opt(cli, argc, argv, opt);
 	if (argc - optind != 2)
 		return cli_usage_err(cli, argc - optind < 2 ? "expected ID and PORT"

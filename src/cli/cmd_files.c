@@ -239,7 +239,7 @@ int cmd_cp(struct cli *cli, int argc, char **argv)
 	struct client *c;
 	int opt, r;
 
-	while ((opt = cli_getopt(argc, argv, "h", NULL)) != -1)
+	while ((opt = cli_nextopt(cli, argc, argv)) != -1)
 		return cli_bad_opt(cli, argc, argv, opt);
 	if (argc - optind != 2)
 		return cli_usage_err(cli, "expected SRC and DST");
@@ -311,8 +311,8 @@ static void print_entries(const json_t *list, bool lng, bool full_path)
 			continue;
 		}
 		fmt_mode(e, mode);
-		snprintf(size, sizeof(size), "%lld",
-			 (long long)json_integer_value(json_object_get(e, "size")));
+		out_fmt_size((uint64_t)json_integer_value(json_object_get(e, "size")), size,
+			     sizeof(size));
 		fmt_mtime(e, mtime, sizeof(mtime));
 		snprintf(shown, sizeof(shown), "%s%s%s", name ? name : "", target ? " -> " : "",
 			 target ? target : "");
@@ -378,11 +378,20 @@ static int fs_request(struct cli *cli, const char *method, char *path, json_t *b
 	return CLI_EXIT_OK;
 }
 
-static const struct option fs_ls_longopts[] = {
-	{"long", no_argument, NULL, 'l'},
-	{"depth", required_argument, NULL, 'd'},
-	{"help", no_argument, NULL, 'h'},
-	{NULL, 0, NULL, 0},
+static const struct cli_opt fs_ls_opts[] = {
+	{"long", 'l', NULL, "long listing: mode, size, modified time", 0},
+	{"depth", 'd', "N", "descend N levels (1..16, default 1)", 0},
+	{NULL, 0, NULL, NULL, 0},
+};
+
+static const struct cli_opt fs_mkdir_opts[] = {
+	{"parents", 'p', NULL, "make parent directories as needed", 0},
+	{NULL, 0, NULL, NULL, 0},
+};
+
+static const struct cli_opt fs_rm_opts[] = {
+	{"recursive", 'r', NULL, "remove directories and their contents", 0},
+	{NULL, 0, NULL, NULL, 0},
 };
 
 static int fs_ls(struct cli *cli, int argc, char **argv)
@@ -395,7 +404,7 @@ static int fs_ls(struct cli *cli, int argc, char **argv)
 	char *path;
 	int opt, r;
 
-	while ((opt = cli_getopt(argc, argv, "ld:h", fs_ls_longopts)) != -1) {
+	while ((opt = cli_nextopt(cli, argc, argv)) != -1) {
 		if (opt == 'l') {
 			lng = true;
 		} else if (opt == 'd') {
@@ -434,7 +443,7 @@ static int fs_operands(struct cli *cli, int argc, char **argv, const char *flags
 	int opt;
 
 	*flag = false;
-	while ((opt = cli_getopt(argc, argv, flags, NULL)) != -1) {
+	while ((opt = cli_nextopt(cli, argc, argv)) != -1) {
 		if (opt == 'h' || opt == '?' || opt == ':')
 			return cli_bad_opt(cli, argc, argv, opt) ?: -2;
 		*flag = true;
@@ -553,17 +562,17 @@ static int fs_write(struct cli *cli, int argc, char **argv)
 	return CLI_EXIT_OK;
 }
 
-static const struct cli_cmd fs_commands[] = {
-	{"ls", fs_ls, "[-l] [--depth N] ID PATH", "list a directory"},
-	{"stat", fs_stat, "ID PATH", "show a file's metadata"},
-	{"cat", fs_cat, "ID PATH", "print a file"},
-	{"write", fs_write, "ID PATH < DATA", "write stdin to a file (atomically)"},
-	{"mkdir", fs_mkdir, "[-p] ID PATH", "make a directory"},
-	{"rm", fs_rm, "[-r] ID PATH", "remove a file or directory"},
-	{"mv", fs_mv, "ID FROM TO", "rename"},
+static const struct cli_cmd cli_fs_cmds[] = {
+	{"ls", fs_ls, "[-l] [--depth N] ID PATH", "list a directory", .opts = fs_ls_opts,
+	 .example = "isola fs ls -l web /work"},
+	{"stat", fs_stat, "ID PATH", "show a file's metadata", .example = "isola fs stat web /etc/hosts"},
+	{"cat", fs_cat, "ID PATH", "print a file", .example = "isola fs cat web /etc/hosts"},
+	{"write", fs_write, "ID PATH < DATA", "write stdin to a file (atomically)",
+	 .example = "echo hi | isola fs write web /tmp/a"},
+	{"mkdir", fs_mkdir, "[-p] ID PATH", "make a directory", .opts = fs_mkdir_opts,
+	 .example = "isola fs mkdir -p web /work/a/b"},
+	{"rm", fs_rm, "[-r] ID PATH", "remove a file or directory", .opts = fs_rm_opts,
+	 .example = "isola fs rm -r web /work/a"},
+	{"mv", fs_mv, "ID FROM TO", "rename", .example = "isola fs mv web /tmp/a /tmp/b"},
 };
-
-int cmd_fs(struct cli *cli, int argc, char **argv)
-{
-	return cli_dispatch_group(cli, "fs", fs_commands, ARRAY_SIZE(fs_commands), argc, argv);
-}
+const struct cli_group cli_fs_group = {"fs", cli_fs_cmds, ARRAY_SIZE(cli_fs_cmds)};

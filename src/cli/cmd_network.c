@@ -61,7 +61,7 @@ static int network_get(struct cli *cli, int argc, char **argv)
 	struct client *c;
 	int opt;
 
-	while ((opt = cli_getopt(argc, argv, "h", NULL)) != -1)
+	while ((opt = cli_nextopt(cli, argc, argv)) != -1)
 		return cli_bad_opt(cli, argc, argv, opt);
 	if (argc - optind != 1)
 		return cli_usage_err(cli, "expected ID");
@@ -96,11 +96,6 @@ static json_t *load_policy(const char *file, struct isola_err **err)
 
 static int network_set(struct cli *cli, int argc, char **argv)
 {
-	static const struct option longopts[] = {
-		{"default", required_argument, NULL, 'd'}, {"allow", required_argument, NULL, 'a'},
-		{"deny", required_argument, NULL, 'D'},	   {"json", required_argument, NULL, 'j'},
-		{"help", no_argument, NULL, 'h'},	   {NULL, 0, NULL, 0},
-	};
 	cleanup_err struct isola_err *err = NULL;
 	cleanup_free char *path = NULL;
 	json_t *pol = json_object(), *allow = json_array(), *deny = json_array(), *out = NULL;
@@ -116,14 +111,14 @@ static int network_set(struct cli *cli, int argc, char **argv)
 		argc--;
 		argv++;
 	}
-	while ((opt = cli_getopt(argc, argv, "h", longopts)) != -1) {
-		if (opt == 'd')
+	while ((opt = cli_nextopt(cli, argc, argv)) != -1) {
+		if (opt == CLI_LONG('d'))
 			def = optarg;
-		else if (opt == 'a')
+		else if (opt == CLI_LONG('a'))
 			json_array_append_new(allow, json_string(optarg));
-		else if (opt == 'D')
+		else if (opt == CLI_LONG('D'))
 			json_array_append_new(deny, json_string(optarg));
-		else if (opt == 'j')
+		else if (opt == CLI_LONG('j'))
 			file = optarg;
 		else {
 			r = cli_bad_opt(cli, argc, argv, opt);
@@ -176,15 +171,19 @@ out:
 	return r;
 }
 
-static const struct cli_cmd network_commands[] = {
-	{"get", network_get, "ID", "show a sandbox's egress policy, addresses and counters"},
-	{"set", network_set,
-	 "ID [--default allow|deny] [--allow RULE]... [--deny RULE]... | ID --json FILE",
-	 "replace a sandbox's egress policy (RULE: example.com, *.example.com, CIDR, with :PORT)"},
+static const struct cli_opt network_set_opts[] = {
+	{"default", CLI_LONG('d'), "POLICY", "what is not matched: allow or deny", 0},
+	{"allow", CLI_LONG('a'), "RULE", "allow example.com, *.example.com or a CIDR, with :PORT",
+	 0},
+	{"deny", CLI_LONG('D'), "RULE", "deny a destination (same forms)", 0},
+	{"json", CLI_LONG('j'), "FILE", "read the whole policy from FILE (- for stdin)", 0},
+	{NULL, 0, NULL, NULL, 0},
 };
 
-int cmd_network(struct cli *cli, int argc, char **argv)
-{
-	return cli_dispatch_group(cli, "network", network_commands, ARRAY_SIZE(network_commands),
-				  argc, argv);
-}
+static const struct cli_cmd cli_network_cmds[] = {
+	{"get", network_get, "ID", "show a sandbox's egress policy, addresses and counters",
+	 .example = "isola network get web"},
+	{"set", network_set, "ID [OPTIONS]", "replace a sandbox's egress policy",
+	 .opts = network_set_opts, .example = "isola network set web --default deny --allow pypi.org"},
+};
+const struct cli_group cli_network_group = {"network", cli_network_cmds, ARRAY_SIZE(cli_network_cmds)};

@@ -16,7 +16,7 @@ static int state_change(struct cli *cli, int argc, char **argv, const char *op)
 	struct client *c;
 	int opt, status = CLI_EXIT_OK;
 
-	while ((opt = cli_getopt(argc, argv, "h", NULL)) != -1)
+	while ((opt = cli_nextopt(cli, argc, argv)) != -1)
 		return cli_bad_opt(cli, argc, argv, opt);
 	if (optind >= argc)
 		return cli_usage_err(cli, "expected at least one sandbox ID");
@@ -81,28 +81,16 @@ int cmd_fork(struct cli *cli, int argc, char **argv)
 	size_t i;
 	int r;
 
-	for (int a = 1; a < argc; a++) {
-		if (!strcmp(argv[a], "-h") || !strcmp(argv[a], "--help"))
-			return cli_help(cli);
-		if (!strncmp(argv[a], "--count=", 8)) {
-			r = fork_count(cli, argv[a] + 8, &count);
-		} else if (!strcmp(argv[a], "--count") || !strcmp(argv[a], "-n")) {
-			if (a + 1 >= argc)
-				return cli_usage_err(cli, "%s needs a value", argv[a]);
-			r = fork_count(cli, argv[++a], &count);
-		} else if (argv[a][0] == '-') {
-			return cli_usage_err(cli, "unknown option `%s`", argv[a]);
-		} else if (id) {
-			return cli_usage_err(cli, "expected one sandbox ID");
-		} else {
-			id = argv[a];
-			r = -1;
-		}
+	while ((r = cli_nextopt(cli, argc, argv)) != -1) {
+		if (r != 'n')
+			return cli_bad_opt(cli, argc, argv, r);
+		r = fork_count(cli, optarg, &count);
 		if (r >= 0)
 			return r;
 	}
-	if (!id)
+	if (argc - optind != 1)
 		return cli_usage_err(cli, "expected one sandbox ID");
+	id = argv[optind];
 	c = cli_client(cli);
 	path = cli_pathf("/v1/sandboxes/%s/fork", id);
 	if (!c || !path)
@@ -127,6 +115,11 @@ int cmd_fork(struct cli *cli, int argc, char **argv)
 	return CLI_EXIT_OK;
 }
 
+const struct cli_opt cli_fork_opts[] = {
+	{"count", 'n', "N", "how many sandboxes to make (default 1)", 0},
+	{NULL, 0, NULL, NULL, 0},
+};
+
 static int snapshot_create(struct cli *cli, int argc, char **argv)
 {
 	cleanup_err struct isola_err *err = NULL;
@@ -134,7 +127,7 @@ static int snapshot_create(struct cli *cli, int argc, char **argv)
 	struct client *c;
 	int opt, r;
 
-	while ((opt = cli_getopt(argc, argv, "h", NULL)) != -1)
+	while ((opt = cli_nextopt(cli, argc, argv)) != -1)
 		return cli_bad_opt(cli, argc, argv, opt);
 	if (argc - optind != 2)
 		return cli_usage_err(cli, "expected ID NAME");
@@ -203,7 +196,7 @@ static int snapshot_rm(struct cli *cli, int argc, char **argv)
 	struct client *c;
 	int opt, status = CLI_EXIT_OK;
 
-	while ((opt = cli_getopt(argc, argv, "h", NULL)) != -1)
+	while ((opt = cli_nextopt(cli, argc, argv)) != -1)
 		return cli_bad_opt(cli, argc, argv, opt);
 	if (optind >= argc)
 		return cli_usage_err(cli, "expected at least one snapshot NAME");
@@ -222,15 +215,12 @@ static int snapshot_rm(struct cli *cli, int argc, char **argv)
 	return status;
 }
 
-static const struct cli_cmd snapshot_commands[] = {
-	{"create", snapshot_create, "ID NAME", "snapshot a sandbox as NAME (immutable)"},
-	{"ls", snapshot_ls, "", "list snapshots: size, level, source, parent"},
-	{"delete", snapshot_rm, "NAME...", "delete snapshots"},
-	{"rm", snapshot_rm, "NAME...", "same as delete"},
+static const struct cli_cmd cli_snapshot_cmds[] = {
+	{"create", snapshot_create, "ID NAME", "snapshot a sandbox as NAME (immutable)",
+	 .example = "isola snapshot create web base"},
+	{"ls", snapshot_ls, "", "list snapshots: size, level, source, parent",
+	 .example = "isola snapshot ls"},
+	{"delete", snapshot_rm, "NAME...", "delete snapshots", .example = "isola snapshot delete base"},
+	{"rm", snapshot_rm, "NAME...", "same as delete", .example = "isola snapshot rm base"},
 };
-
-int cmd_snapshot(struct cli *cli, int argc, char **argv)
-{
-	return cli_dispatch_group(cli, "snapshot", snapshot_commands, ARRAY_SIZE(snapshot_commands),
-				  argc, argv);
-}
+const struct cli_group cli_snapshot_group = {"snapshot", cli_snapshot_cmds, ARRAY_SIZE(cli_snapshot_cmds)};

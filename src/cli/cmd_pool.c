@@ -59,7 +59,7 @@ static int pool_set(struct cli *cli, int argc, char **argv)
 	char *end = NULL;
 	int opt, r;
 
-	while ((opt = cli_getopt(argc, argv, "h", NULL)) != -1)
+	while ((opt = cli_nextopt(cli, argc, argv)) != -1)
 		return cli_bad_opt(cli, argc, argv, opt);
 	if (argc - optind != 3)
 		return cli_usage_err(cli, "expected TEMPLATE TIER SIZE");
@@ -84,14 +84,11 @@ static int pool_set(struct cli *cli, int argc, char **argv)
 	return CLI_EXIT_OK;
 }
 
-static const struct cli_cmd pool_commands[] = {
-	{"ls", pool_ls, "", "list warm pools: size, ready, claims, misses"},
+static const struct cli_cmd cli_pool_cmds[] = {
+	{"ls", pool_ls, "", "list warm pools: size, ready, claims, misses",
+	 .example = "isola pool ls"},
 	{"set", pool_set, "TEMPLATE TIER SIZE",
-	 "keep SIZE ready sandboxes of TEMPLATE on TIER (0 removes the pool)"},
+	 "keep SIZE ready sandboxes of TEMPLATE on TIER (0 removes the pool)",
+	 .example = "isola pool set debian process 4"},
 };
-
-int cmd_pool(struct cli *cli, int argc, char **argv)
-{
-	return cli_dispatch_group(cli, "pool", pool_commands, ARRAY_SIZE(pool_commands), argc,
-				  argv);
-}
+const struct cli_group cli_pool_group = {"pool", cli_pool_cmds, ARRAY_SIZE(cli_pool_cmds)};

@@ -29,6 +29,10 @@ static void proc_status(const json_t *p, char *buf, size_t len)
 
 	if (json_is_true(json_object_get(p, "running"))) {
 		snprintf(buf, len, "running");
+	} else if (json_is_true(json_object_get(p, "oom_killed"))) {
+		snprintf(buf, len, "out of memory");
+	} else if (json_is_true(json_object_get(p, "timed_out"))) {
+		snprintf(buf, len, "timed out");
 	} else if (json_is_integer(sig) && json_integer_value(sig) > 0) {
 		const char *name = cli_signal_name((int)json_integer_value(sig));
 
@@ -72,21 +76,97 @@ static void print_procs(const json_t *list)
 	table_free(t);
 }
 
+/* The process list does not say why a process got SIGKILL; its exit record does (oom_killed).
+ * Copies it into each killed process of list so that ps can say "out of memory". */
+static void add_oom(struct client *c, const char *id, json_t *list)
+{
+	size_t i;
+	json_t *p;
+
+	json_array_foreach(list, i, p)
+	{
+		cleanup_err struct isola_err *err = NULL;
+		cleanup_free char *path = NULL;
+		json_t *ex = NULL;
+
+		if (json_is_true(json_object_get(p, "running")) ||
+		    json_integer_value(json_object_get(p, "signal")) != SIGKILL)
+			continue;
+		path = cli_pathf("/v1/sandboxes/%s/processes/%ld/wait?timeout=0", id,
+				 (long)json_integer_value(json_object_get(p, "pid")));
+		if (path && client_json(c, "POST", path, NULL, &ex, &err) == 0 &&
+		    json_is_true(json_object_get(ex, "oom_killed")))
+			json_object_set_new(p, "oom_killed", json_true());
+		json_decref(ex);
+	}
+}
+
 int cmd_ps(struct cli *cli, int argc, char **argv)
 {
 	static const struct cli_show show = {.path = "/v1/sandboxes/%s/processes",
 					     .id = true,
 					     .list = "processes",
 					     .json_list = true,
-					     .print = print_procs};
+					     .print = print_procs,
+					     .complete = add_oom};
 
 	return cli_show(cli, argc, argv, &show);
 }
 
-static const struct option logs_longopts[] = {
-	{"follow", no_argument, NULL, 'f'},
-	{"help", no_argument, NULL, 'h'},
-	{NULL, 0, NULL, 0},
+int cmd_top(struct cli *cli, int argc, char **argv)
+{
+	cleanup_err struct isola_err *err = NULL;
+	cleanup_free char *spath = NULL, *ppath = NULL;
+	json_t *st = NULL, *procs = NULL, *list;
+	char mem[16], lim[16], disk[16];
+	struct client *c;
+	int opt;
+
+	while ((opt = cli_nextopt(cli, argc, argv)) != -1)
+		return cli_bad_opt(cli, argc, argv, opt);
+	if (argc - optind != 1)
+		return cli_usage_err(cli, argc - optind ? "too many arguments" : "missing sandbox ID");
+	c = cli_client(cli);
+	spath = cli_pathf("/v1/sandboxes/%s/stats", argv[optind]);
+	ppath = cli_pathf("/v1/sandboxes/%s/processes", argv[optind]);
+	if (!c || !spath || !ppath)
+		return CLI_EXIT_FAIL;
+	if (client_json(c, "GET", spath, NULL, &st, &err) < 0 ||
+	    client_json(c, "GET", ppath, NULL, &procs, &err) < 0) {
+		json_decref(st);
+		return cli_fail(err, CLI_EXIT_FAIL);
+	}
+	list = json_is_array(procs) ? procs : json_object_get(procs, "processes");
+	add_oom(c, argv[optind], list);
+	if (cli->json) {
+		json_t *o = json_pack("{s:O,s:O}", "stats", st, "processes", list);
+
+		out_json(stdout, o);
+		json_decref(o);
+	} else {
+		double l = json_number_value(json_object_get(st, "memory_limit_bytes"));
+
+		out_fmt_size((uint64_t)json_number_value(json_object_get(st, "memory_bytes")), mem,
+			     sizeof(mem));
+		if (l > 0)
+			out_fmt_size((uint64_t)l, lim, sizeof(lim));
+		else
+			snprintf(lim, sizeof(lim), "-");
+		out_fmt_size((uint64_t)json_number_value(json_object_get(st, "disk_bytes")), disk,
+			     sizeof(disk));
+		printf("cpu %.2fs   mem %s / %s   disk %s   pids %lld\n\n",
+		       json_number_value(json_object_get(st, "cpu_seconds")), mem, lim, disk,
+		       (long long)json_integer_value(json_object_get(st, "pids")));
+		print_procs(list);
+	}
+	json_decref(st);
+	json_decref(procs);
+	return CLI_EXIT_OK;
+}
+
+const struct cli_opt cli_logs_opts[] = {
+	{"follow", 'f', NULL, "keep printing until the process exits", 0},
+	{NULL, 0, NULL, NULL, 0},
 };
 
 int cmd_logs(struct cli *cli, int argc, char **argv)
@@ -100,7 +180,7 @@ int cmd_logs(struct cli *cli, int argc, char **argv)
 	long pid;
 	int opt;
 
-	while ((opt = cli_getopt(argc, argv, "fh", logs_longopts)) != -1) {
+	while ((opt = cli_nextopt(cli, argc, argv)) != -1) {
 		if (opt != 'f')
 			return cli_bad_opt(cli, argc, argv, opt);
 		follow = true;
@@ -145,7 +225,7 @@ int cmd_kill(struct cli *cli, int argc, char **argv)
 	int opt, sig = SIGTERM, r;
 	long pid;
 
-	while ((opt = cli_getopt(argc, argv, "h", NULL)) != -1)
+	while ((opt = cli_nextopt(cli, argc, argv)) != -1)
 		return cli_bad_opt(cli, argc, argv, opt);
 	if (argc - optind < 2 || argc - optind > 3)
 		return cli_usage_err(cli, "expected ID PID [SIGNAL]");

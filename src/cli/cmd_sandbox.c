@@ -16,8 +16,11 @@ static int parse_sandbox(struct cli *cli, int argc, char **argv, enum cli_sandbo
 			 struct cli_sandbox_args *a)
 {
 	cleanup_err struct isola_err *err = NULL;
+	int r;
 
-	if (cli_parse_sandbox_args(argc, argv, mode, a, &err) < 0)
+	r = cli_parse_sandbox_args(argc, argv, mode, &cli->g, a, &err);
+	cli_apply_globals(cli);
+	if (r < 0)
 		return cli_usage_err(cli, "%s", err->message);
 	if (a->help) {
 		json_decref(a->req);
@@ -98,6 +101,12 @@ int cmd_run(struct cli *cli, int argc, char **argv)
 	req.ud = &s;
 	s.c = c;
 	s.sandbox = id;
+	s.timeout_s = a.timeout_s;
+	if (a.interactive || a.tty) {
+		/* The terminal carries Ctrl-C to the process; the session ends with it. */
+		status = cli_exec_attached(cli, c, id, body, a.interactive, a.tty);
+		goto destroy;
+	}
 	if (!run_signal) {
 		client_set_cancel_flag(&run_signal);
 		r = client_do(c, &req, &err);
@@ -111,6 +120,7 @@ int cmd_run(struct cli *cli, int argc, char **argv)
 		status = cli_stream_finish(&s);
 	json_decref(s.exit);
 	free(s.error);
+destroy:
 	isola_err_free(steal_ptr(&err));
 	if (destroy_sandbox(c, id, &err) < 0) {
 		fprintf(stderr, "isola: destroy sandbox %s: %s\n", id, err->message);
@@ -161,9 +171,24 @@ static const char *str_or(const json_t *o, const char *key, const char *dflt)
 	return s ? s : dflt;
 }
 
+/* The STATE cell: "running", "ended (expired)", "exited (out of memory)". */
+static void state_cell(const json_t *sb, char *buf, size_t len)
+{
+	const char *state = str_or(sb, "state", "");
+	const char *why = str_or(sb, "end_reason", NULL);
+
+	if (why && !strcmp(why, "oom"))
+		why = "out of memory";
+	if (why)
+		snprintf(buf, len, "%s (%s)", state, why);
+	else
+		snprintf(buf, len, "%s", state);
+}
+
 static void print_sandboxes(const json_t *list)
 {
-	static const char *const head[] = {"ID", "TEMPLATE", "TIER", "STATE", "CREATED", "LABELS"};
+	static const char *const head[] = {"ID",      "NAME",	 "TEMPLATE", "TIER",
+					   "STATE",   "CREATED", "LABELS"};
 	struct table *t = table_new(head, ARRAY_SIZE(head));
 	double now = util_wall_time();
 	size_t i;
@@ -173,72 +198,155 @@ static void print_sandboxes(const json_t *list)
 		return;
 	json_array_foreach(list, i, sb)
 	{
-		char age[64];
+		char age[64], state[96];
 		cleanup_free char *labels = NULL;
-		const char *row[6];
+		const char *row[7];
 
-		out_fmt_age(json_object_get(sb, "created_at"), now, age, sizeof(age));
+		out_fmt_age(json_object_get(sb, "created_at")
+				    ?: json_object_get(sb, "ended_at"),
+			    now, age, sizeof(age));
+		state_cell(sb, state, sizeof(state));
 		labels = json_object_size(json_object_get(sb, "labels"))
 				 ? out_fmt_value(json_object_get(sb, "labels"))
 				 : NULL;
 		row[0] = str_or(sb, "id", "");
-		row[1] = str_or(sb, "template", "");
-		row[2] = str_or(sb, "tier", "");
-		row[3] = str_or(sb, "state", "");
-		row[4] = age;
-		row[5] = labels ? labels : "";
+		row[1] = str_or(sb, "name", "");
+		row[2] = str_or(sb, "template", "");
+		row[3] = str_or(sb, "tier", "");
+		row[4] = state;
+		row[5] = age;
+		row[6] = labels ? labels : "";
 		table_add(t, row);
 	}
 	table_print(t, stdout);
 	table_free(t);
 }
 
-static const struct option ls_longopts[] = {
-	{"label", required_argument, NULL, 'l'},
-	{"help", no_argument, NULL, 'h'},
-	{NULL, 0, NULL, 0},
+const struct cli_opt cli_ls_opts[] = {
+	{"all", 'a', NULL, "also list ended sandboxes (their tombstones)", 0},
+	{"filter", 'f', "KEY=VALUE", "only matching: label=K=V, name=N, state=S, tier=T, template=T",
+	 0},
+	{"label", 'l', "KEY=VALUE", "only sandboxes with this label (repeatable)", 0},
+	{"quiet", 'q', NULL, "print only ids", 0},
+	{NULL, 0, NULL, NULL, 0},
 };
+
+/* Appends a query parameter (q, already escaped; consumed) to the list path. */
+static int add_query(char **path, char *q)
+{
+	char *np = NULL;
+
+	if (!*path || !q || asprintf(&np, "%s%c%s", *path, strchr(*path, '?') ? '&' : '?', q) < 0) {
+		free(q);
+		return -ENOMEM;
+	}
+	free(q);
+	free(*path);
+	*path = np;
+	return 0;
+}
+
+/* The filter key before `eq` in arg, as a static string (one of the known keys). */
+static const char *keyname(const char *arg, const char *eq)
+{
+	static char key[16];
+
+	snprintf(key, sizeof(key), "%.*s", (int)(eq - arg), arg);
+	return key;
+}
+
+/* Whether sb passes every name/state/tier/template filter in f (an object key -> value). */
+static bool ls_match(const json_t *sb, const json_t *f)
+{
+	const char *k;
+	json_t *v;
+
+	json_object_foreach((json_t *)f, k, v)
+	if (strcmp(str_or(sb, k, ""), json_string_value(v)))
+		return false;
+	return true;
+}
 
 int cmd_ls(struct cli *cli, int argc, char **argv)
 {
 	cleanup_err struct isola_err *err = NULL;
 	cleanup_free char *path = strdup("/v1/sandboxes");
-	json_t *reply = NULL, *list;
+	json_t *reply = NULL, *list, *filt = json_object(), *out, *sb;
+	bool all = false, quiet = false;
 	struct client *c;
 	int opt, r;
+	size_t i;
 
-	while ((opt = cli_getopt(argc, argv, "l:h", ls_longopts)) != -1) {
-		cleanup_free char *q = NULL;
-		char *np = NULL;
+	while ((opt = cli_nextopt(cli, argc, argv)) != -1) {
+		const char *kv = optarg;
 
-		if (opt != 'l')
+		if (opt == 'a' || opt == 'q') {
+			*(opt == 'a' ? &all : &quiet) = true;
+			continue;
+		}
+		if (opt == 'f') {
+			const char *eq = strchr(optarg, '=');
+			static const char *const keys[] = {"name", "state", "tier", "template", "id"};
+			bool known = false;
+
+			if (eq && !strncmp(optarg, "label=", 6)) {
+				kv = optarg + 6;
+			} else {
+				for (size_t k = 0; eq && k < ARRAY_SIZE(keys); k++)
+					known |= strlen(keys[k]) == (size_t)(eq - optarg) &&
+						 !strncmp(optarg, keys[k], (size_t)(eq - optarg));
+				if (!known) {
+					json_decref(filt);
+					return cli_usage_err(
+						cli,
+						"--filter `%s`: expected label=K=V, name=N, state=S, "
+						"tier=T, template=T or id=ID",
+						optarg);
+				}
+				json_object_set_new(filt, keyname(optarg, eq), json_string(eq + 1));
+				continue;
+			}
+		} else if (opt != 'l') {
+			json_decref(filt);
 			return cli_bad_opt(cli, argc, argv, opt);
-		if (!strchr(optarg, '=') || optarg[0] == '=')
-			return cli_usage_err(cli, "--label `%s`: expected KEY=VALUE", optarg);
-		q = cli_pathf("label=%s", optarg);
-		if (!path || !q ||
-		    asprintf(&np, "%s%c%s", path, strchr(path, '?') ? '&' : '?', q) < 0)
+		}
+		if (!strchr(kv, '=') || kv[0] == '=') {
+			json_decref(filt);
+			return cli_usage_err(cli, "label `%s`: expected KEY=VALUE", kv);
+		}
+		if (add_query(&path, cli_pathf("label=%s", kv)) < 0) {
+			json_decref(filt);
 			return CLI_EXIT_FAIL;
-		free(path);
-		path = np;
+		}
 	}
-	if (optind < argc)
+	if (optind < argc) {
+		json_decref(filt);
 		return cli_usage_err(cli, "unexpected argument `%s`", argv[optind]);
-	c = cli_client(cli);
-	if (!c)
-		return CLI_EXIT_FAIL;
-	r = client_json(c, "GET", path, NULL, &reply, &err);
-	if (r < 0)
-		return cli_fail(err, CLI_EXIT_FAIL);
-	list = list_of(reply, "sandboxes");
-	if (!json_is_array(list)) {
-		json_decref(reply);
-		reply = list = json_array();
 	}
+	c = cli_client(cli);
+	if (!c || (all && add_query(&path, strdup("all=true")) < 0)) {
+		json_decref(filt);
+		return CLI_EXIT_FAIL;
+	}
+	r = client_json(c, "GET", path, NULL, &reply, &err);
+	if (r < 0) {
+		json_decref(filt);
+		return cli_fail(err, CLI_EXIT_FAIL);
+	}
+	list = list_of(reply, "sandboxes");
+	out = json_array();
+	json_array_foreach(list, i, sb)
+	if (ls_match(sb, filt) && (all || strcmp(str_or(sb, "state", ""), "ended")))
+		json_array_append(out, sb);
 	if (cli->json)
-		out_json(stdout, list);
+		out_json(stdout, out);
+	else if (quiet || cli->quiet)
+		json_array_foreach(out, i, sb)
+	printf("%s\n", str_or(sb, "id", ""));
 	else
-		print_sandboxes(list);
+		print_sandboxes(out);
+	json_decref(out);
+	json_decref(filt);
 	json_decref(reply);
 	return CLI_EXIT_OK;
 }
@@ -246,9 +354,10 @@ int cmd_ls(struct cli *cli, int argc, char **argv)
 /* Prints `key: value` lines, the usual fields first in a fixed order, then the rest sorted. */
 static void print_object(const json_t *o)
 {
-	static const char *const first[] = {"id",     "state",	    "tier",	  "template",
-					    "cpu",    "memory",	    "disk",	  "persistence",
-					    "labels", "created_at", "expires_at", "error"};
+	static const char *const first[] = {
+		"id",	       "name",	 "state",  "end_reason", "detail",     "tier",
+		"template",    "cpu",	 "memory", "disk",	 "persistence", "labels",
+		"created_at", "expires_at", "ended_at", "error"};
 	cleanup_free const char **keys = calloc(json_object_size(o) + 1, sizeof(*keys));
 	size_t n = 0;
 	const char *k;
@@ -286,6 +395,14 @@ static void print_object(const json_t *o)
 			printf("%s: %s\n", key, size);
 			continue;
 		}
+		if (json_is_number(v) && (!strcmp(key, "last_active") || !strcmp(key, "idle_since") ||
+					   (strlen(key) > 3 && !strcmp(key + strlen(key) - 3, "_at")))) {
+			char when[96];
+
+			out_fmt_time(json_number_value(v), util_wall_time(), when, sizeof(when));
+			printf("%s: %s\n", key, when);
+			continue;
+		}
 		s = out_fmt_value(v);
 		printf("%s: %s\n", key, s ? s : "");
 	}
@@ -299,13 +416,20 @@ int cmd_inspect(struct cli *cli, int argc, char **argv)
 	return cli_show(cli, argc, argv, &show);
 }
 
+const struct cli_opt cli_rm_opts[] = {
+	{"force", 'f', NULL, "accepted for docker habits; rm always destroys running sandboxes", 0},
+	{NULL, 0, NULL, NULL, 0},
+};
+
 int cmd_rm(struct cli *cli, int argc, char **argv)
 {
 	json_t *removed = json_array(), *failed = json_array(), *res;
 	struct client *c;
 	int opt, status = CLI_EXIT_OK;
 
-	while ((opt = cli_getopt(argc, argv, "h", NULL)) != -1) {
+	while ((opt = cli_nextopt(cli, argc, argv)) != -1) {
+		if (opt == 'f')
+			continue; /* rm already destroys running sandboxes */
 		json_decref(removed);
 		json_decref(failed);
 		return cli_bad_opt(cli, argc, argv, opt);
@@ -330,7 +454,7 @@ int cmd_rm(struct cli *cli, int argc, char **argv)
 		json_array_append_new(failed, json_pack("{s:s,s:s,s:s}", "id", argv[i], "code",
 							err->code, "message", err->message));
 		if (!cli->json)
-			fprintf(stderr, "isola: rm %s: %s\n", argv[i], err->message);
+			cli_errorf(err->code, "rm %s: %s", argv[i], err->message);
 	}
 	if (cli->json) {
 		res = json_pack("{s:o,s:o}", "removed", removed, "failed", failed);
@@ -351,7 +475,7 @@ int cmd_console(struct cli *cli, int argc, char **argv)
 	struct client *c;
 	int opt;
 
-	while ((opt = cli_getopt(argc, argv, "h", NULL)) != -1)
+	while ((opt = cli_nextopt(cli, argc, argv)) != -1)
 		return cli_bad_opt(cli, argc, argv, opt);
 	if (argc - optind != 1)
 		return cli_usage_err(cli, "expected one sandbox id");
@@ -363,4 +487,100 @@ int cmd_console(struct cli *cli, int argc, char **argv)
 	if (client_do(c, &req, &err) < 0)
 		return cli_fail(err, CLI_EXIT_FAIL);
 	return CLI_EXIT_OK;
+}
+
+const struct cli_opt cli_prune_opts[] = {
+	{"older-than", 'o', "SECONDS", "only records that ended at least SECONDS ago", 0},
+	{"state", 's', "STATE", "only this state: ended or error (repeatable; default both)", 0},
+	{NULL, 0, NULL, NULL, 0},
+};
+
+int cmd_prune(struct cli *cli, int argc, char **argv)
+{
+	cleanup_err struct isola_err *err = NULL;
+	json_t *body = json_object(), *states = json_array(), *reply = NULL, *id;
+	struct client *c;
+	long older = -1;
+	size_t i;
+	int opt;
+
+	json_object_set_new(body, "states", states);
+	while ((opt = cli_nextopt(cli, argc, argv)) != -1) {
+		if (opt == 'o' && cli_parse_seconds(optarg, &older) == 0)
+			continue;
+		if (opt == 's' && (!strcmp(optarg, "ended") || !strcmp(optarg, "error"))) {
+			json_array_append_new(states, json_string(optarg));
+			continue;
+		}
+		json_decref(body);
+		if (opt == 'o')
+			return cli_usage_err(cli, "--older-than `%s`: expected seconds", optarg);
+		if (opt == 's')
+			return cli_usage_err(cli, "--state `%s`: expected ended or error", optarg);
+		return cli_bad_opt(cli, argc, argv, opt);
+	}
+	if (optind < argc) {
+		json_decref(body);
+		return cli_usage_err(cli, "unexpected argument `%s`", argv[optind]);
+	}
+	if (!json_array_size(states)) {
+		json_array_append_new(states, json_string("ended"));
+		json_array_append_new(states, json_string("error"));
+	}
+	if (older >= 0)
+		json_object_set_new(body, "older_than", json_integer(older));
+	c = cli_client(cli);
+	if (!c || client_json(c, "POST", "/v1/sandboxes/prune", body, &reply, &err) < 0) {
+		json_decref(body);
+		return c ? cli_fail(err, CLI_EXIT_FAIL) : CLI_EXIT_FAIL;
+	}
+	json_decref(body);
+	if (cli->json) {
+		out_json(stdout, reply);
+	} else {
+		json_array_foreach(json_object_get(reply, "removed"), i, id)
+		printf("%s\n", json_string_value(id));
+		if (!cli->quiet)
+			fprintf(stderr, "isola: pruned %zu\n",
+				json_array_size(json_object_get(reply, "removed")));
+	}
+	json_decref(reply);
+	return CLI_EXIT_OK;
+}
+
+int cmd_wait(struct cli *cli, int argc, char **argv)
+{
+	struct client *c;
+	int opt, status = CLI_EXIT_OK;
+
+	while ((opt = cli_nextopt(cli, argc, argv)) != -1)
+		return cli_bad_opt(cli, argc, argv, opt);
+	if (optind >= argc)
+		return cli_usage_err(cli, "missing sandbox ID");
+	c = cli_client(cli);
+	if (!c)
+		return CLI_EXIT_FAIL;
+	for (int i = optind; i < argc; i++) {
+		cleanup_err struct isola_err *err = NULL;
+		cleanup_free char *path = cli_pathf("/v1/sandboxes/%s/wait", argv[i]);
+		json_t *t = NULL;
+		char state[96];
+
+		/* An ended sandbox answers 410 with its tombstone's words: that is a result. */
+		if (client_json(c, "GET", path, NULL, &t, &err) < 0 &&
+		    (!err || strcmp(err->code, "sandbox_ended"))) {
+			status = cli_fail(err, CLI_EXIT_FAIL);
+			continue;
+		}
+		if (cli->json && t) {
+			out_json(stdout, t);
+		} else if (t) {
+			state_cell(t, state, sizeof(state));
+			printf("%s %s\n", argv[i], state);
+		} else {
+			printf("%s %s\n", argv[i], err->message);
+		}
+		json_decref(t);
+	}
+	return status;
 }

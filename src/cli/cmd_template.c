@@ -99,7 +99,7 @@ static int tmpl_import(struct cli *cli, int argc, char **argv)
 	struct stat st;
 	int opt, r, status = CLI_EXIT_OK;
 
-	while ((opt = cli_getopt(argc, argv, "h", NULL)) != -1)
+	while ((opt = cli_nextopt(cli, argc, argv)) != -1)
 		return cli_bad_opt(cli, argc, argv, opt);
 	if (argc - optind != 2)
 		return cli_usage_err(cli, "expected NAME and FILE.tar");
@@ -145,7 +145,7 @@ static void print_templates(const json_t *list)
 
 	json_array_foreach(list, i, t)
 	{
-		const json_t *sz = json_object_get(t, "size");
+		const json_t *sz = json_object_get(t, "size_bytes") ?: json_object_get(t, "size");
 		const char *name = json_string_value(json_object_get(t, "name"));
 		char size[32] = "-", age[64];
 		const char *row[3] = {name ? name : "", size, age};
@@ -176,7 +176,7 @@ static int tmpl_rm(struct cli *cli, int argc, char **argv)
 	int opt, status = CLI_EXIT_OK;
 	struct client *c;
 
-	while ((opt = cli_getopt(argc, argv, "h", NULL)) != -1)
+	while ((opt = cli_nextopt(cli, argc, argv)) != -1)
 		return cli_bad_opt(cli, argc, argv, opt);
 	if (optind >= argc)
 		return cli_usage_err(cli, "missing template NAME");
@@ -205,14 +205,10 @@ static int tmpl_rm(struct cli *cli, int argc, char **argv)
 	return status;
 }
 
-static const struct cli_cmd template_commands[] = {
-	{"import", tmpl_import, "NAME FILE.tar", "import a root filesystem tarball"},
-	{"ls", tmpl_ls, "", "list templates"},
-	{"rm", tmpl_rm, "NAME...", "remove templates"},
+static const struct cli_cmd cli_template_cmds[] = {
+	{"import", tmpl_import, "NAME FILE.tar", "import a root filesystem tarball",
+	 .example = "isola template import py ./rootfs.tar"},
+	{"ls", tmpl_ls, "", "list templates", .example = "isola template ls"},
+	{"rm", tmpl_rm, "NAME...", "remove templates", .example = "isola template rm py"},
 };
-
-int cmd_template(struct cli *cli, int argc, char **argv)
-{
-	return cli_dispatch_group(cli, "template", template_commands, ARRAY_SIZE(template_commands),
-				  argc, argv);
-}
+const struct cli_group cli_template_group = {"template", cli_template_cmds, ARRAY_SIZE(cli_template_cmds)};

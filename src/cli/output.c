@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "../common/util.h"
 
@@ -76,6 +77,16 @@ static void print_row(const struct table *t, const char *const *row, const size_
 	fputc('\n', out);
 }
 
+bool out_color(FILE *f)
+{
+	const char *no = getenv("NO_COLOR"), *term = getenv("TERM");
+
+	/* https://no-color.org: any non-empty NO_COLOR turns colour off. */
+	if ((no && *no) || (term && !strcmp(term, "dumb")))
+		return false;
+	return isatty(fileno(f));
+}
+
 void table_print(const struct table *t, FILE *out)
 {
 	size_t *width = calloc(t->ncols, sizeof(*width));
@@ -91,7 +102,11 @@ void table_print(const struct table *t, FILE *out)
 			if (w > width[i])
 				width[i] = w;
 		}
+	if (out_color(out))
+		fputs("\033[1m", out);
 	print_row(t, t->headers, width, out);
+	if (out_color(out))
+		fputs("\033[0m", out); /* headers bold on a terminal */
 	for (size_t r = 0; r < t->nrows; r++)
 		print_row(t, (const char *const *)&t->cells[r * t->ncols], width, out);
 	free(width);
@@ -123,20 +138,7 @@ void out_json_line(FILE *out, const json_t *v)
 
 void out_fmt_size(uint64_t bytes, char *buf, size_t len)
 {
-	static const char units[] = "KMGTP";
-	double v = (double)bytes;
-	int u = -1;
-
-	while (v >= 1024 && u < 4) {
-		v /= 1024;
-		u++;
-	}
-	if (u < 0)
-		snprintf(buf, len, "%lluB", (unsigned long long)bytes);
-	else if (v == (double)(uint64_t)v || v >= 100)
-		snprintf(buf, len, "%.0f%c", v, units[u]);
-	else
-		snprintf(buf, len, "%.1f%c", v, units[u]);
+	util_fmt_size(bytes, buf, len);
 }
 
 /* Parses "2026-01-02T03:04:05[.frac](Z|+hh:mm)" into epoch seconds; false if not that. */
@@ -200,6 +202,33 @@ void out_fmt_age(const json_t *t, double now, char *buf, size_t len)
 			return;
 		}
 	}
+}
+
+void out_fmt_time(double t, double now, char *buf, size_t len)
+{
+	time_t secs = (time_t)t;
+	struct tm tm;
+	char date[40], rel[64];
+	json_t *j;
+
+	if (!gmtime_r(&secs, &tm) || !strftime(date, sizeof(date), "%Y-%m-%d %H:%M:%S UTC", &tm)) {
+		snprintf(buf, len, "%.0f", t);
+		return;
+	}
+	if (t > now + 1) {
+		j = json_real(2 * now - t); /* as far ahead as that is behind */
+		out_fmt_age(j, now, rel, sizeof(rel));
+		json_decref(j);
+		if (strlen(rel) > 4 && !strcmp(rel + strlen(rel) - 4, " ago")) {
+			rel[strlen(rel) - 4] = '\0';
+			snprintf(buf, len, "%s (in %s)", date, rel);
+			return;
+		}
+	}
+	j = json_real(t);
+	out_fmt_age(j, now, rel, sizeof(rel));
+	json_decref(j);
+	snprintf(buf, len, "%s (%s)", date, rel);
 }
 
 static int cmp_str(const void *a, const void *b)

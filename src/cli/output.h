@@ -4,10 +4,14 @@
 #define ISOLA_CLI_OUTPUT_H
 
 #include <jansson.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 
 struct table;
+
+/* Whether to colour output to f: a terminal, NO_COLOR unset or empty, TERM not "dumb". */
+bool out_color(FILE *f);
 
 /* A table with ncols columns titled by headers (borrowed, must outlive the table). NULL: ENOMEM. */
 struct table *table_new(const char *const *headers, size_t ncols);
@@ -36,6 +40,9 @@ void out_fmt_size(uint64_t bytes, char *buf, size_t len);
 /* Formats a time value (epoch seconds as a number, or an RFC 3339 string) relative to now:
  * "12 seconds ago", "3 hours ago"; anything else is printed as-is ("" for null). */
 void out_fmt_age(const json_t *t, double now, char *buf, size_t len);
+
+/* Formats unix time t as "2026-12-01 14:03:05 UTC (3 minutes ago)" (or "in 5 minutes"). */
+void out_fmt_time(double t, double now, char *buf, size_t len);
 
 /* Formats a scalar for `key: value` output: strings raw, numbers, true/false, "-" for null,
  * objects {k:v} as "k=v,k2=v2" (keys sorted), arrays as space-joined. Heap string; NULL: ENOMEM. */

@@ -466,9 +466,7 @@ enum {
 	OPT_CPU,
 	OPT_MEMORY,
 	OPT_DISK,
-	OPT_ENV,
-	OPT_WORKDIR,
-	OPT_USER,
+	OPT_ENV_FILE,
 	OPT_TIMEOUT,
 	OPT_TTL,
 	OPT_LABEL,
@@ -482,6 +480,42 @@ enum {
 	OPT_NO_AUTO_RESUME,
 	OPT_CAP_ADD,  /* --cap-add CAP: cap_add[] (docs/process-tier.md, "Capabilities") */
 	OPT_CAP_DROP, /* --cap-drop CAP|ALL: cap_drop[] */
+	OPT_NAME,
+	OPT_RM,
+};
+
+#define RUN (1u << CLI_SB_RUN)
+#define CREATE (1u << CLI_SB_CREATE)
+
+const struct cli_opt cli_sandbox_opts[] = {
+	{"name", OPT_NAME, "NAME", "name the sandbox (unique per tenant; usable wherever an id is)",
+	 0},
+	{"template", OPT_TEMPLATE, "TEMPLATE", "template to start from (default: the daemon's)", 0},
+	{"tier", OPT_TIER, "TIER", "isolation tier: process or microvm", 0},
+	{"cpu", OPT_CPU, "N", "CPU limit, e.g. 0.5 or 2", 0},
+	{"memory", OPT_MEMORY, "SIZE", "memory limit, e.g. 512M or 2G", 0},
+	{"disk", OPT_DISK, "SIZE", "disk quota, e.g. 1G", 0},
+	{"env", 'e', "KEY=VALUE", "set an environment variable (repeatable)", 0},
+	{"env-file", OPT_ENV_FILE, "FILE", "read KEY=VALUE lines from FILE (# comments)", 0},
+	{"workdir", 'w', "DIR", "working directory", 0},
+	{"user", 'u', "USER", "user to run as", 0},
+	{"interactive", 'i', NULL, "keep stdin attached", RUN},
+	{"tty", 't', NULL, "allocate a terminal", RUN},
+	{"rm", OPT_RM, NULL, "accepted for docker habits: run always destroys the sandbox", RUN},
+	{"timeout", OPT_TIMEOUT, "SECONDS", "kill the command after SECONDS (exit 124)", RUN},
+	{"ttl", OPT_TTL, "SECONDS", "destroy the sandbox after SECONDS", CREATE},
+	{"label", 'l', "KEY=VALUE", "attach a label (repeatable)", CREATE},
+	{"from-snapshot", OPT_FROM_SNAPSHOT, "SNAPSHOT", "start from a named snapshot", 0},
+	{"allow", OPT_ALLOW, "RULE", "allow egress to RULE (docs/network.md)", 0},
+	{"deny", OPT_DENY, "RULE", "deny egress to RULE", 0},
+	{"egress", OPT_EGRESS, "POLICY", "default egress policy: allow or deny", 0},
+	{"on-timeout", OPT_ON_TIMEOUT, "ACTION", "at the ttl: kill, pause or hibernate", CREATE},
+	{"idle-timeout", OPT_IDLE_TIMEOUT, "SECONDS", "apply --on-timeout after SECONDS idle", CREATE},
+	{"auto-resume", OPT_AUTO_RESUME, NULL, "resume a paused sandbox on the next request", CREATE},
+	{"no-auto-resume", OPT_NO_AUTO_RESUME, NULL, "do not resume on requests", CREATE},
+	{"cap-add", OPT_CAP_ADD, "CAP", "give root this capability too (docs/process-tier.md)", 0},
+	{"cap-drop", OPT_CAP_DROP, "CAP", "take CAP (or ALL) from root's default set", 0},
+	{NULL, 0, NULL, NULL, 0},
 };
 
 /* Appends a capability name to the request's list `key`; isolad parses and judges it
@@ -495,6 +529,32 @@ static int add_cap(json_t *req, const char *key, const char *name)
 		json_object_set_new(req, key, arr);
 	}
 	return json_array_append_new(arr, json_string(name));
+}
+
+int cli_parse_env_file(json_t *env, const char *path, struct isola_err **err)
+{
+	char line[8192];
+	FILE *f = fopen(path, "re");
+	int n = 0, r = 0;
+
+	if (!f)
+		return isola_err_sys(err, errno, CLI_ERR_USAGE, "--env-file `%s`", path);
+	while (r == 0 && fgets(line, sizeof(line), f)) {
+		size_t len = strlen(line);
+		char *p = line, what[64];
+
+		n++;
+		while (len && (line[len - 1] == '\n' || line[len - 1] == '\r'))
+			line[--len] = '\0';
+		while (*p == ' ' || *p == '\t')
+			p++;
+		if (!*p || *p == '#')
+			continue;
+		snprintf(what, sizeof(what), "--env-file line %d", n);
+		r = cli_parse_kv(env, p, what, err);
+	}
+	fclose(f);
+	return r;
 }
 
 /* Adds one egress rule to list `key` of the request's `network` policy (key NULL: the default). */
@@ -520,31 +580,6 @@ static int add_net(json_t *req, const char *key, const char *val, struct isola_e
 	return json_array_append_new(arr, json_string(val));
 }
 
-static const struct option sandbox_opts[] = {
-	{"template", required_argument, NULL, OPT_TEMPLATE},
-	{"tier", required_argument, NULL, OPT_TIER},
-	{"cpu", required_argument, NULL, OPT_CPU},
-	{"memory", required_argument, NULL, OPT_MEMORY},
-	{"disk", required_argument, NULL, OPT_DISK},
-	{"env", required_argument, NULL, OPT_ENV},
-	{"workdir", required_argument, NULL, OPT_WORKDIR},
-	{"user", required_argument, NULL, OPT_USER},
-	{"timeout", required_argument, NULL, OPT_TIMEOUT},
-	{"ttl", required_argument, NULL, OPT_TTL},
-	{"label", required_argument, NULL, OPT_LABEL},
-	{"from-snapshot", required_argument, NULL, OPT_FROM_SNAPSHOT}, /* docs/persistence.md */
-	{"allow", required_argument, NULL, OPT_ALLOW},
-	{"deny", required_argument, NULL, OPT_DENY},
-	{"egress", required_argument, NULL, OPT_EGRESS},
-	{"on-timeout", required_argument, NULL, OPT_ON_TIMEOUT},
-	{"idle-timeout", required_argument, NULL, OPT_IDLE_TIMEOUT},
-	{"auto-resume", no_argument, NULL, OPT_AUTO_RESUME},
-	{"no-auto-resume", no_argument, NULL, OPT_NO_AUTO_RESUME},
-	{"cap-add", required_argument, NULL, OPT_CAP_ADD},
-	{"cap-drop", required_argument, NULL, OPT_CAP_DROP},
-	{"help", no_argument, NULL, 'h'},
-	{NULL, 0, NULL, 0},
-};
 
 static int sandbox_opt(char *const argv[], int c, enum cli_sandbox_mode mode,
 		       struct cli_sandbox_args *out, struct isola_err **err)
@@ -574,16 +609,31 @@ static int sandbox_opt(char *const argv[], int c, enum cli_sandbox_mode mode,
 		return set_size(req, "memory", optarg, err);
 	case OPT_DISK:
 		return set_size(req, "disk", optarg, err);
-	case OPT_ENV:
+	case 'e':
 		return add_kv(req, "env", optarg, "--env", err);
-	case OPT_WORKDIR:
+	case OPT_ENV_FILE:
+		if (!json_object_get(req, "env"))
+			json_object_set_new(req, "env", json_object());
+		return cli_parse_env_file(json_object_get(req, "env"), optarg, err);
+	case OPT_NAME:
+		json_object_set_new(req, "name", json_string(optarg));
+		return 0;
+	case 'i':
+		out->interactive = true;
+		return 0;
+	case 't':
+		out->tty = true;
+		return 0;
+	case OPT_RM:
+		return 0;
+	case 'w':
 		json_object_set_new(req, "workdir", json_string(optarg));
 		return 0;
 	case OPT_CAP_ADD:
 		return add_cap(req, "cap_add", optarg);
 	case OPT_CAP_DROP:
 		return add_cap(req, "cap_drop", optarg);
-	case OPT_USER:
+	case 'u':
 		json_object_set_new(req, "user", json_string(optarg));
 		return 0;
 	case OPT_TIMEOUT:
@@ -599,7 +649,7 @@ static int sandbox_opt(char *const argv[], int c, enum cli_sandbox_mode mode,
 		if (mode != CLI_SB_CREATE)
 			break;
 		return set_seconds(req, "ttl", "--ttl", optarg, err);
-	case OPT_LABEL:
+	case 'l':
 		if (mode != CLI_SB_CREATE)
 			break;
 		return add_kv(req, "labels", optarg, "--label", err);
@@ -639,17 +689,23 @@ int cli_opt_error(char *const argv[], int c, struct isola_err **err)
 }
 
 int cli_parse_sandbox_args(int argc, char **argv, enum cli_sandbox_mode mode,
-			   struct cli_sandbox_args *out, struct isola_err **err)
+			   struct cli_globals *g, struct cli_sandbox_args *out,
+			   struct isola_err **err)
 {
+	struct cli_optstate st = {.opts = cli_sandbox_opts,
+				  .mask = 1u << mode,
+				  .free_tail = mode == CLI_SB_RUN ? 1 : 0,
+				  .g = g};
 	int c, r;
 
 	memset(out, 0, sizeof(*out));
 	out->req = json_object();
 	if (!out->req)
 		return isola_err_set(err, ENOMEM, NULL, "out of memory");
-	optind = 0;
-	opterr = 0;
-	while ((c = getopt_long(argc, argv, "+:h", sandbox_opts, NULL)) != -1) {
+	while ((c = cli_opt_next(&st, argc, argv)) != -1) {
+		if (c == '?' && mode == CLI_SB_CREATE && optind > 0 &&
+		    !strncmp(argv[optind - 1], "--timeout", 9))
+			c = OPT_TIMEOUT; /* say what to use instead */
 		r = sandbox_opt(argv, c, mode, out, err);
 		if (r < 0) {
 			json_decref(out->req);

@@ -9,6 +9,7 @@
 #include <stdint.h>
 
 #include "../common/err.h"
+#include "opttab.h"
 
 /* Error code token for command-line mistakes; callers turn it into exit status 2. */
 #define CLI_ERR_USAGE "usage"
@@ -68,16 +69,29 @@ struct cli_sandbox_args {
 	long timeout_s; /* run: --timeout, 0 when absent */
 	int cmd_index;	/* run: index in argv of CMD (argc when missing) */
 	bool help;	/* -h/--help was given; nothing else is valid */
+	bool interactive; /* run -i */
+	bool tty;	  /* run -t */
 };
+
+/* The options of run and create (rows tagged 1 << CLI_SB_RUN / CLI_SB_CREATE are only there). */
+extern const struct cli_opt cli_sandbox_opts[];
+
+/*
+ * Reads an env file: KEY=VALUE lines into obj; blank lines and lines starting with # are
+ * skipped. Returns 0, or -errno with a `usage` error naming the file and line.
+ */
+int cli_parse_env_file(json_t *obj, const char *path, struct isola_err **err);
 
 /*
  * Parses `run`/`create` options (argv[0] is the command name) into a create request:
  * {template, tier, cpu (number), memory/disk (bytes), env{}, workdir, user, ttl, labels{}}
- * with only the fields given. Uses getopt (resets optind). Returns 0, or -EINVAL with a
+ * with only the fields given; g (or NULL) receives global options met anywhere. Uses getopt
+ * (resets optind). Returns 0, or -EINVAL with a
  * `usage` error; on failure out->req is NULL.
  */
 int cli_parse_sandbox_args(int argc, char **argv, enum cli_sandbox_mode mode,
-			   struct cli_sandbox_args *out, struct isola_err **err);
+			   struct cli_globals *g, struct cli_sandbox_args *out,
+			   struct isola_err **err);
 
 /*
  * Turns a getopt result that is not a known option ('?' or ':' with optstring starting

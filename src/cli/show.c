@@ -14,7 +14,7 @@ int cli_show(struct cli *cli, int argc, char **argv, const struct cli_show *s)
 	struct client *c;
 	int opt;
 
-	while ((opt = cli_getopt(argc, argv, "h", NULL)) != -1)
+	while ((opt = cli_nextopt(cli, argc, argv)) != -1)
 		return cli_bad_opt(cli, argc, argv, opt);
 	if (s->id && argc - optind != 1)
 		return cli_usage_err(cli,
@@ -28,6 +28,8 @@ int cli_show(struct cli *cli, int argc, char **argv, const struct cli_show *s)
 	if (client_json(c, "GET", path, NULL, &reply, &err) < 0)
 		return cli_fail(err, CLI_EXIT_FAIL);
 	list = !s->list || json_is_array(reply) ? reply : json_object_get(reply, s->list);
+	if (s->complete && s->id)
+		s->complete(c, argv[optind], list);
 	if (!cli->json)
 		s->print(list);
 	else if (s->json_list && json_is_array(list))

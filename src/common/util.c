@@ -254,6 +254,25 @@ int util_random(void *buf, size_t n)
 	return 0;
 }
 
+const char *util_fmt_size(uint64_t bytes, char *buf, size_t len)
+{
+	static const char units[] = "KMGTP";
+	double v = (double)bytes;
+	int u = -1;
+
+	while (v >= 1024 && u < 4) {
+		v /= 1024;
+		u++;
+	}
+	if (u < 0)
+		snprintf(buf, len, "%lluB", (unsigned long long)bytes);
+	else if (v >= 100 || (v == (double)(uint64_t)v && u < 3))
+		snprintf(buf, len, "%.0f%c", v, units[u]);
+	else
+		snprintf(buf, len, "%.1f%c", v, units[u]);
+	return buf;
+}
+
 int util_parse_size(const char *s, uint64_t *out)
 {
 	char *end;

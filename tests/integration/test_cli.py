@@ -165,7 +165,7 @@ def test_create_ls_inspect_rm(cli, api):
         # ls, human and --json, with a label filter.
         out = ok(cli("ls", "--label", f"cli={tag}"))
         assert sid in out and sid2 in out
-        assert out.splitlines()[0].split()[:2] == ["ID", "TEMPLATE"], out
+        assert out.splitlines()[0].split()[:2] == ["ID", "NAME"], out
         listed = jout(cli("ls", "--label", f"cli={tag}", "--label", "k=v", json=True))
         assert [s["id"] for s in listed] == [sid], listed
         assert jout(cli("ls", "--label", f"cli=nothing-{tag}", json=True)) == []

@@ -59,12 +59,13 @@ def test_staged_install_and_uninstall(staged):
         assert stat.S_IMODE(st.st_mode) == 0o755, f
     assert (p / "bin/isolad").read_bytes() == (BUILD / "src/isolad/isolad").read_bytes()
     # Man pages and completions: every one the build made (branch cli generates them).
-    mans = sorted(x.name for x in (BUILD / "man").glob("*.1"))
+    mans = sorted(x.name for x in (BUILD / "src/cli").glob("*.1"))
+    assert "isola.1" in mans and "isola-exec.1" in mans, mans
     assert sorted(x.name for x in (p / "share/man/man1").glob("*.1")) == mans
     comp = {"bash": "share/bash-completion/completions/isola", "zsh": "share/zsh/site-functions/_isola",
             "fish": "share/fish/vendor_completions.d/isola.fish"}
     for sh, dest in comp.items():
-        assert (p / dest).exists() == (BUILD / "completion" / f"isola.{sh}").exists(), sh
+        assert (p / dest).exists() == (BUILD / "src/cli" / f"isola.{sh}").exists(), sh
     assert f"{len(mans)} man pages" in out, out
     unit = (staged / "etc/systemd/system/isolad.service").read_text()
     exec_start = [line for line in unit.splitlines() if line.startswith("ExecStart=")]

@@ -513,6 +513,7 @@ static int core_check_quota(struct core *c, const char *tenant, const struct ten
 			    struct isola_err **err)
 {
 	struct core_reservation u;
+	char a[16], b[16], m[16];
 	uint32_t count;
 
 	core_usage_locked(c, tenant, &u, &count);
@@ -528,18 +529,18 @@ static int core_check_quota(struct core *c, const char *tenant, const struct ten
 				     q->max_cpu_millis / 1000.0);
 	if (q->max_memory_bytes && u.memory_bytes + want->memory_bytes > q->max_memory_bytes)
 		return isola_err_set(err, EDQUOT, "quota_exceeded",
-				     "tenant `%s`: %llu bytes of memory in use + %llu requested "
-				     "exceeds its quota of %llu",
-				     tenant, (unsigned long long)u.memory_bytes,
-				     (unsigned long long)want->memory_bytes,
-				     (unsigned long long)q->max_memory_bytes);
+				     "tenant `%s`: %s of memory in use + %s requested exceeds its "
+				     "quota of %s",
+				     tenant, util_fmt_size(u.memory_bytes, a, sizeof(a)),
+				     util_fmt_size(want->memory_bytes, b, sizeof(b)),
+				     util_fmt_size(q->max_memory_bytes, m, sizeof(m)));
 	if (q->max_disk_bytes && u.disk_bytes + want->disk_bytes > q->max_disk_bytes)
 		return isola_err_set(err, EDQUOT, "quota_exceeded",
-				     "tenant `%s`: %llu bytes of disk in use + %llu requested "
-				     "exceeds its quota of %llu",
-				     tenant, (unsigned long long)u.disk_bytes,
-				     (unsigned long long)want->disk_bytes,
-				     (unsigned long long)q->max_disk_bytes);
+				     "tenant `%s`: %s of disk in use + %s requested exceeds its "
+				     "quota of %s",
+				     tenant, util_fmt_size(u.disk_bytes, a, sizeof(a)),
+				     util_fmt_size(want->disk_bytes, b, sizeof(b)),
+				     util_fmt_size(q->max_disk_bytes, m, sizeof(m)));
 	return 0;
 }
 
@@ -550,6 +551,7 @@ static int core_check_capacity(struct core *c, const struct core_reservation *wa
 	uint64_t cpu_cap = (uint64_t)(c->host_cpus * 1000.0 * c->cfg.cpu_overcommit);
 	uint64_t mem_cap = core_memory_capacity(c);
 	struct core_reservation u;
+	char a[16], b[16], m[16];
 	uint32_t count;
 
 	core_usage_locked(c, NULL, &u, &count);
@@ -561,11 +563,11 @@ static int core_check_capacity(struct core *c, const struct core_reservation *wa
 			u.cpu_millis / 1000.0, want->cpu_millis / 1000.0, cpu_cap / 1000.0);
 	if (mem_cap && u.memory_bytes + want->memory_bytes > mem_cap)
 		return isola_err_set(err, EAGAIN, "unavailable",
-				     "host is at capacity: %llu bytes of memory committed + %llu "
-				     "requested exceeds %llu",
-				     (unsigned long long)u.memory_bytes,
-				     (unsigned long long)want->memory_bytes,
-				     (unsigned long long)mem_cap);
+				     "host is at capacity: %s of memory committed + %s requested "
+				     "exceeds %s",
+				     util_fmt_size(u.memory_bytes, a, sizeof(a)),
+				     util_fmt_size(want->memory_bytes, b, sizeof(b)),
+				     util_fmt_size(mem_cap, m, sizeof(m)));
 	return 0;
 }
 

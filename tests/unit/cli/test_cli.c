@@ -140,7 +140,7 @@ static int parse(enum cli_sandbox_mode mode, char **argv, struct cli_sandbox_arg
 
 	while (argv[argc])
 		argc++;
-	return cli_parse_sandbox_args(argc, argv, mode, a, err);
+	return cli_parse_sandbox_args(argc, argv, mode, NULL, a, err);
 }
 
 static void test_sandbox_args(void)
@@ -323,6 +323,8 @@ static void test_format(void)
 
 	out_fmt_size(512ull << 20, buf, sizeof(buf));
 	ok(!strcmp(buf, "512M"), "size: 512M");
+	out_fmt_size(1ull << 40, buf, sizeof(buf));
+	ok(!strcmp(buf, "1.0T"), "size: 1T as 1.0T");
 	out_fmt_size(1536ull << 20, buf, sizeof(buf));
 	ok(!strcmp(buf, "1.5G"), "size: 1.5G");
 	out_fmt_size(12, buf, sizeof(buf));
@@ -345,9 +347,77 @@ static void test_format(void)
 	free(s);
 }
 
+/* Runs the option parser over argv (NULL-terminated) with exec's shape; returns the options
+ * seen as a string ("w=/x e=A=1 ") and leaves the operands in ops. */
+static void opt_run(char **argv, int free_tail, struct cli_globals *g, char *seen, size_t len,
+		    char ***ops, int *nops)
+{
+	static const struct cli_opt t[] = {
+		{"workdir", 'w', "DIR", "dir", 0},
+		{"env", 'e', "KEY=VALUE", "env", 0},
+		{"force", 'f', NULL, "force", 0},
+		{NULL, 0, NULL, NULL, 0},
+	};
+	struct cli_optstate st = {.opts = t, .free_tail = free_tail, .g = g};
+	int argc = 0, c;
+	size_t n = 0;
+
+	while (argv[argc])
+		argc++;
+	seen[0] = '\0';
+	while ((c = cli_opt_next(&st, argc, argv)) != -1)
+		n += (size_t)snprintf(seen + n, len - n, "%c=%s ", c < 128 ? c : '#',
+				      optarg && c != 'f' ? optarg : "");
+	*ops = argv + optind;
+	*nops = argc - optind;
+}
+
+static bool ops_are(char **ops, int n, const char *const *want)
+{
+	int i;
+
+	for (i = 0; i < n && want[i]; i++)
+		if (strcmp(ops[i], want[i]))
+			return false;
+	return i == n && !want[i];
+}
+
+static void test_opttab(void)
+{
+	struct cli_globals g = {0};
+	char seen[256], **ops;
+	int n;
+	char *a1[] = {"exec", "ID", "-w", "/x", "--", "pwd", "-l", NULL};
+	char *a2[] = {"exec", "-e", "A=1", "ID", "sh", "-c", "echo", "-w", NULL};
+	char *a3[] = {"rm", "a", "-f", "b", "--json", "c", NULL};
+	char *a4[] = {"rm", "a", "--", "-f", NULL};
+	char *a5[] = {"ls", "--socket", "/s", "-q", "--url=http://h:1", NULL};
+	char *a6[] = {"ls", "--json", NULL};
+
+	opt_run(a1, 2, &g, seen, sizeof(seen), &ops, &n);
+	ok(!strcmp(seen, "w=/x ") && ops_are(ops, n, (const char *const[]){"ID", "pwd", "-l", NULL}),
+	   "opttab: exec ID -w /x -- pwd -l: option after the id, tail kept");
+	opt_run(a2, 2, &g, seen, sizeof(seen), &ops, &n);
+	ok(!strcmp(seen, "e=A=1 ") &&
+		   ops_are(ops, n, (const char *const[]){"ID", "sh", "-c", "echo", "-w", NULL}),
+	   "opttab: the command's own flags are not parsed");
+	opt_run(a3, 0, &g, seen, sizeof(seen), &ops, &n);
+	ok(!strcmp(seen, "f= ") && g.json && ops_are(ops, n, (const char *const[]){"a", "b", "c", NULL}),
+	   "opttab: options and globals between operands");
+	opt_run(a4, 0, &g, seen, sizeof(seen), &ops, &n);
+	ok(!*seen && ops_are(ops, n, (const char *const[]){"a", "-f", NULL}), "opttab: -- ends options");
+	memset(&g, 0, sizeof(g));
+	opt_run(a5, 0, &g, seen, sizeof(seen), &ops, &n);
+	ok(!*seen && n == 0 && g.quiet && !strcmp(g.socket, "/s") && !strcmp(g.url, "http://h:1"),
+	   "opttab: global options with values are stored, not returned");
+	opt_run(a6, 0, NULL, seen, sizeof(seen), &ops, &n);
+	ok(!strcmp(seen, "?= "), "opttab: without globals --json is unknown");
+}
+
 int main(void)
 {
-	printf("1..83\n");
+	printf("1..90\n");
+	test_opttab();
 	test_kv();
 	test_cp_arg();
 	test_cp_map();
@@ -360,7 +430,7 @@ int main(void)
 	test_seconds();
 	test_table();
 	test_format();
-	if (test_no != 83)
-		printf("# planned 83 tests, ran %d\n", test_no);
+	if (test_no != 90)
+		printf("# planned 90 tests, ran %d\n", test_no);
 	return failures ? 1 : 0;
 }
