@@ -13,7 +13,9 @@ import uuid
 
 import pytest
 
-from conftest import CLI
+from tenancy_util import ROOT_CONFTEST
+
+CLI = ROOT_CONFTEST.CLI
 from test_cli import jout, ok, run_in_pty
 
 

@@ -12,7 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from conftest import CLI
+from tenancy_util import ROOT_CONFTEST
+
+CLI = ROOT_CONFTEST.CLI
 
 ROOT = Path(__file__).resolve().parents[2]
 
