@@ -35,6 +35,7 @@ UNINSTALL=false
 DESTDIR=${DESTDIR:-}
 EXPOSE_LISTEN=${ISOLA_EXPOSE_LISTEN:-127.0.0.1:8089}
 SOCKET=/run/isola/isolad.sock
+PIDFILE=/run/isola/isolad.pid # only when --start ran isolad itself (no systemd)
 STATE=/var/lib/isola
 
 die() {
@@ -73,6 +74,17 @@ if $UNINSTALL; then
 	[ -f "$ROOT$MANIFEST" ] || die "no install manifest at $ROOT$MANIFEST: nothing installed there"
 	if systemd_runs && systemctl list-unit-files isolad.service >/dev/null 2>&1; then
 		systemctl disable --now isolad.service || true
+	fi
+	# An isolad that --start ran directly (no systemd): stopped by the pid it recorded, if that
+	# pid is still this install's isolad.
+	if [ -z "$ROOT" ] && [ -f "$PIDFILE" ]; then
+		pid=$(cat "$PIDFILE")
+		if [ "$(readlink "/proc/$pid/exe" 2>/dev/null)" = "$PREFIX/bin/isolad" ]; then
+			kill -TERM "$pid" && echo "stopping isolad (pid $pid)"
+			for _ in $(seq 1 200); do [ -d "/proc/$pid" ] || break; sleep 0.05; done
+			[ -d "/proc/$pid" ] && echo "isolad (pid $pid) is still stopping" >&2
+		fi
+		rm -f "$PIDFILE"
 	fi
 	dirs=()
 	while IFS= read -r line; do
@@ -194,10 +206,12 @@ if $START; then
 		echo "systemd is not running here: starting isolad directly (log /var/log/isolad.log)"
 		# shellcheck disable=SC2086 # EXEC_START is a command line of plain words
 		nohup $EXEC_START >>/var/log/isolad.log 2>&1 &
+		pid=$!
 		for _ in $(seq 1 100); do
 			[ -S "$SOCKET" ] && break
 			sleep 0.05
 		done
 		[ -S "$SOCKET" ] || die "isolad did not create $SOCKET; see /var/log/isolad.log"
+		echo "$pid" >"$PIDFILE"
 	fi
 fi
