@@ -111,13 +111,10 @@ void cli_errorf(const char *code, const char *fmt, ...) __attribute__((format(pr
  */
 int cli_nextopt(struct cli *cli, int argc, char **argv);
 
-/* cli_nextopt() for the current invocation, kept for cmd_mcp.c (owned by another branch):
- * shortopts and longopts are ignored, the command's table is used. */
-int cli_getopt(int argc, char **argv, const char *shortopts, const struct option *longopts);
-
 /* Option tables of the commands (next to their parsers). */
 extern const struct cli_opt cli_ls_opts[], cli_rm_opts[], cli_prune_opts[], cli_exec_opts[],
-	cli_stats_opts[], cli_logs_opts[], cli_expose_opts[], cli_fork_opts[], cli_bench_opts[];
+	cli_stats_opts[], cli_logs_opts[], cli_expose_opts[], cli_fork_opts[], cli_bench_opts[],
+	cli_mcp_opts[];
 
 /* Handles a getopt result no command option matched: -h/--help prints help (returns 0),
  * anything else is a usage error (returns 2). */

@@ -11,17 +11,15 @@
 #include "../common/util.h"
 #include "mcp/mcp.h"
 
-static const char mcp_help[] =
-	"usage: isola mcp [--allow-host-path DIR]... [--keep]\n"
-	"\n"
-	"Serve sandbox tools over the Model Context Protocol on stdio (one JSON-RPC message per\n"
-	"line). See docs/mcp.md for the tools and resources.\n"
-	"\n"
-	"  --allow-host-path DIR  let sandbox_upload/sandbox_download use host files under DIR\n"
-	"                         (repeatable; none by default; symlinks resolved before "
-	"checking)\n"
-	"  --keep                 keep the session's default sandbox when the client disconnects\n"
-	"  -h, --help             show this help\n";
+enum { OPT_ALLOW_HOST_PATH = CLI_LONG('A'), OPT_KEEP = CLI_LONG('k') };
+
+const struct cli_opt cli_mcp_opts[] = {
+	{"allow-host-path", OPT_ALLOW_HOST_PATH, "DIR",
+	 "let sandbox_upload/sandbox_download use host files under DIR (repeatable)", 0},
+	{"keep", OPT_KEEP, NULL, "keep the session's default sandbox when the client disconnects",
+	 0},
+	{NULL, 0, NULL, NULL, 0},
+};
 
 /* Adds a realpath()ed directory to the allowed host paths. */
 static int add_host_dir(struct mcp_session *s, const char *dir)
@@ -51,22 +49,14 @@ static int add_host_dir(struct mcp_session *s, const char *dir)
 
 int cmd_mcp(struct cli *cli, int argc, char **argv)
 {
-	static const struct option longopts[] = {{"allow-host-path", required_argument, NULL, 'A'},
-						 {"keep", no_argument, NULL, 'k'},
-						 {"help", no_argument, NULL, 'h'},
-						 {0}};
 	struct mcp_session s = {.conf = &cli->conf};
 	cleanup_err struct isola_err *err = NULL;
 	int opt, status = CLI_EXIT_USAGE;
 
-	while ((opt = cli_getopt(argc, argv, "h", longopts)) != -1) {
-		if (opt == 'h') {
-			fputs(mcp_help, stdout);
-			status = CLI_EXIT_OK;
-			goto out;
-		} else if (opt == 'k') {
+	while ((opt = cli_nextopt(cli, argc, argv)) != -1) {
+		if (opt == OPT_KEEP) {
 			s.keep = true;
-		} else if (opt == 'A') {
+		} else if (opt == OPT_ALLOW_HOST_PATH) {
 			if (add_host_dir(&s, optarg) < 0)
 				goto out;
 		} else {

@@ -27,15 +27,6 @@ static const struct cli *current;
  * as an unknown option in front of it, are JSON too. */
 static bool json_errors;
 
-/* `isola mcp`'s options; cmd_mcp.c reads them through cli_getopt() as 'A' and 'k'. */
-static const struct cli_opt mcp_opts[] = {
-	{"allow-host-path", CLI_LONG('A'), "DIR",
-	 "let sandbox_upload/sandbox_download use host files under DIR (repeatable)", 0},
-	{"keep", CLI_LONG('k'), NULL,
-	 "keep the session's default sandbox when the client disconnects", 0},
-	{NULL, 0, NULL, NULL, 0},
-};
-
 const struct cli_cmd cli_commands[] = {
 	{"run", cmd_run, "[OPTIONS] [--] CMD [ARG...]",
 	 "create a sandbox, run a command in it, destroy it", .opts = cli_sandbox_opts,
@@ -98,7 +89,7 @@ const struct cli_cmd cli_commands[] = {
 	 "time the create-write-exec-destroy loop beside bwrap and runc", .opts = cli_bench_opts,
 	 .example = "isola bench -n 30 -c 50"},
 	{"mcp", cmd_mcp, "[--allow-host-path DIR]... [--keep]",
-	 "serve sandbox tools over the Model Context Protocol (stdio)", .opts = mcp_opts,
+	 "serve sandbox tools over the Model Context Protocol (stdio)", .opts = cli_mcp_opts,
 	 .example = "isola mcp --allow-host-path ~/project"},
 	{"token", NULL, "SUBCOMMAND ...", "manage API tokens (admin)", .group = &cli_token_group,
 	 .example = "isola token create --tenant acme --role user"},
@@ -218,16 +209,6 @@ int cli_nextopt(struct cli *cli, int argc, char **argv)
 	c = cli_opt_next(&cli->ost, argc, argv);
 	cli_apply_globals(cli);
 	return c;
-}
-
-int cli_getopt(int argc, char **argv, const char *shortopts, const struct option *longopts)
-{
-	int c = cli_nextopt((struct cli *)current, argc, argv);
-
-	(void)shortopts;
-	(void)longopts;
-	/* The table's long-only keys, as the letters the caller's own table uses. */
-	return c >= CLI_LONG(0) && c < CLI_LONG(128) ? c - CLI_LONG(0) : c;
 }
 
 int cli_bad_opt(struct cli *cli, int argc, char **argv, int c)
