@@ -32,7 +32,7 @@ struct cli {
 	bool json;		   /* --json: machine output on stdout, errors as JSON on stderr */
 	bool quiet;		   /* -q: less output (ls: ids only) */
 	struct cli_globals g;	   /* global options as parsed anywhere on the line */
-	struct cli_optstate ost;   /* cli_getopt()'s parser for the current command */
+	struct cli_optstate ost;   /* cli_nextopt()'s parser for the current command */
 	struct client *client;	   /* created by cli_client(), freed by main() */
 	const struct cli_cmd *cmd; /* the command being run, for usage messages */
 	const char *group;	   /* "fs", "template", or NULL for top-level commands */
