@@ -8,24 +8,12 @@ import assert from 'node:assert/strict'
 import { appendFileSync, readFileSync, writeFileSync } from 'node:fs'
 
 import { Sandbox, SandboxNotFoundError } from 'e2b'
+import { eventually as eventuallyEvery } from './helpers.mjs'
 
-for (const v of ['E2B_API_URL', 'E2B_SANDBOX_URL', 'E2B_API_KEY']) {
-  if (!process.env[v]) throw new Error(`${v} is not set: run tests/e2b/run.sh`)
-}
 const api = process.env.E2B_API_URL
 const key = process.env.E2B_API_KEY
 
-const sleep = (ms) => new Promise((r) => setTimeout(r, ms))
-
-async function eventually(what, fn, timeoutMs = 30000) {
-  const deadline = Date.now() + timeoutMs
-  for (;;) {
-    const v = await fn()
-    if (v) return v
-    if (Date.now() > deadline) assert.fail(`timed out waiting for ${what}`)
-    await sleep(200)
-  }
-}
+const eventually = (what, fn, timeoutMs = 30000) => eventuallyEvery(what, fn, timeoutMs, 200)
 
 // The raw control plane, for what the SDK does not send (startedBefore, bad input).
 async function ctl(path) {

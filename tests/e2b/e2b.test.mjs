@@ -16,22 +16,9 @@ import {
   SandboxNotFoundError,
   TimeoutError,
 } from 'e2b'
+import { sleep, eventually as eventuallyEvery } from './helpers.mjs'
 
-for (const v of ['E2B_API_URL', 'E2B_SANDBOX_URL', 'E2B_API_KEY']) {
-  if (!process.env[v]) throw new Error(`${v} is not set: run tests/e2b/run.sh`)
-}
-
-const sleep = (ms) => new Promise((r) => setTimeout(r, ms))
-
-async function eventually(what, fn, timeoutMs = 10000) {
-  const deadline = Date.now() + timeoutMs
-  for (;;) {
-    const v = await fn()
-    if (v) return v
-    if (Date.now() > deadline) assert.fail(`timed out waiting for ${what}`)
-    await sleep(50)
-  }
-}
+const eventually = (what, fn, timeoutMs = 10000) => eventuallyEvery(what, fn, timeoutMs, 50)
 
 describe('sandbox lifecycle (control plane)', () => {
   test('create, getInfo, isRunning, kill', async () => {
