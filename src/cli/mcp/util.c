@@ -185,7 +185,7 @@ int mcp_sandbox(struct mcp_call *c, json_t *args, char *buf, size_t len, const c
 	v = json_string_value(json_object_get(res, "id"));
 	if (r == 0 && !v)
 		r = isola_err_set(err, EPROTO, NULL, "isolad's reply to create has no `id`");
-	if (r == 0) {
+	if (r == 0 && v) {
 		snprintf(buf, len, "%s", v);
 		pthread_mutex_lock(&s->lock);
 		s->default_id = strdup(v);
