@@ -174,9 +174,15 @@ int store_open(const char *path, struct store **out, struct isola_err **err)
 
 		sqlite3_file_control(st->db, "main", SQLITE_FCNTL_PERSIST_WAL, &one);
 	}
-	if (sqlite3_exec(
-		    st->db,
-		    "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; PRAGMA foreign_keys=ON;",
+	/* locking_mode=EXCLUSIVE before the first access: isolad is the store's only user (it
+	 * holds isolad.lock), and in exclusive mode SQLite keeps the WAL index in heap memory
+	 * instead of the mmapped `-shm` file. A shm page a full filesystem could not back raised
+	 * SIGBUS in isolad at start (reading the WAL index on restart with the state filesystem
+	 * full: tests/integration/test_state_faults.py). Tools that open the store while isolad is
+	 * stopped (sqlite3, the tests) use the ordinary shared mode. */
+	if (sqlite3_exec(st->db,
+			 "PRAGMA locking_mode=EXCLUSIVE; PRAGMA journal_mode=WAL; "
+			 "PRAGMA synchronous=NORMAL; PRAGMA foreign_keys=ON;",
 		    NULL, NULL, &msg) != SQLITE_OK ||
 	    sqlite3_exec(st->db, schema_sql, NULL, NULL, &msg) != SQLITE_OK ||
 	    (store_has_column(st->db, "sandboxes", "tenant") == 0 &&
