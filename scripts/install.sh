@@ -3,7 +3,7 @@
 # install: puts a built isola (isola, isolad, isola-agent, man pages, completions, isolad.service,
 # the `isola` group) on this machine, starts isolad, or takes all of it away (--uninstall).
 #
-# Usage: scripts/install.sh [--prefix DIR] [--build DIR] [--group NAME] [--no-group] [--start]
+# Usage: scripts/install.sh [--prefix DIR] [--build DIR] [--agent FILE] [--group NAME] [--no-group] [--start]
 #        scripts/install.sh --uninstall [--prefix DIR] [--group NAME]
 #
 #   --prefix DIR  where to install (default /usr/local): DIR/bin/isola, DIR/bin/isolad,
@@ -12,6 +12,8 @@
 #   DESTDIR       (environment) staged install: every path is put under $DESTDIR; the group is
 #                 then neither created nor removed and nothing is started (packaging, tests)
 #   --build DIR   the build tree to install from (default build/, made by scripts/build.sh)
+#   --agent FILE  the isola-agent to install (default DIR/src/agent/isola-agent: a sanitizer
+#                 build has none, its tests install the normal build's)
 #   --group NAME  the group that may use isolad's socket (default isola; created with
 #                 groupadd --system if missing). Its members are isolad's operator, as root is.
 #   --start       start isolad: `systemctl enable --now isolad` when systemd runs, otherwise
@@ -28,6 +30,7 @@ cd "$(dirname "$0")/.."
 
 PREFIX=/usr/local
 BUILD=build
+AGENT=
 GROUP=isola
 MAKE_GROUP=true
 START=false
@@ -48,6 +51,7 @@ while [ $# -gt 0 ]; do
 	--prefix) [ $# -ge 2 ] || die "--prefix needs a directory"; PREFIX=$2; shift ;;
 	--prefix=*) PREFIX=${1#*=} ;;
 	--build) [ $# -ge 2 ] || die "--build needs a directory"; BUILD=$2; shift ;;
+	--agent) [ $# -ge 2 ] || die "--agent needs a file"; AGENT=$2; shift ;;
 	--group) [ $# -ge 2 ] || die "--group needs a name"; GROUP=$2; shift ;;
 	--no-group) MAKE_GROUP=false ;;
 	--start) START=true ;;
@@ -107,7 +111,9 @@ if $UNINSTALL; then
 	exit 0
 fi
 
-for f in src/cli/isola src/isolad/isolad src/agent/isola-agent; do
+AGENT=${AGENT:-$BUILD/src/agent/isola-agent}
+[ -x "$AGENT" ] || die "$AGENT is missing: build first (scripts/build.sh)"
+for f in src/cli/isola src/isolad/isolad; do
 	[ -x "$BUILD/$f" ] || die "$BUILD/$f is missing: build first (scripts/build.sh)"
 done
 
@@ -118,6 +124,7 @@ trap 'rm -f "$MANIFEST_TMP"' EXIT
 mkdirs() {
 	local d=$1 made=()
 	while [ ! -d "$ROOT$d" ]; do
+		[ "$d" != / ] || die "DESTDIR \`$ROOT\` is not a directory"
 		made=("$d" "${made[@]}")
 		d=$(dirname "$d")
 	done
@@ -135,7 +142,7 @@ put() {
 
 put "$BUILD/src/cli/isola" "$BINDIR/isola" 0755
 put "$BUILD/src/isolad/isolad" "$BINDIR/isolad" 0755
-put "$BUILD/src/agent/isola-agent" "$LIBEXEC/isola-agent" 0755
+put "$AGENT" "$LIBEXEC/isola-agent" 0755
 # Man pages and completions: whatever the build made (the CLI generates them from its table).
 n_man=0
 for m in "$BUILD"/src/cli/*.1; do

@@ -22,6 +22,7 @@ from tenancy_util import ROOT_CONFTEST
 REPO = Path(__file__).resolve().parents[2]
 INSTALL = REPO / "scripts" / "install.sh"
 BUILD = ROOT_CONFTEST.BUILD
+AGENT = ROOT_CONFTEST.AGENT  # a sanitizer build has no agent: the normal build's
 PREFIX = "/opt/isola-it"
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="install and useradd need root")
@@ -32,7 +33,7 @@ def install(*args, destdir=None, check=True):
     env.pop("DESTDIR", None)
     if destdir:
         env["DESTDIR"] = str(destdir)
-    cp = subprocess.run(["bash", str(INSTALL), "--build", str(BUILD), *args],
+    cp = subprocess.run(["bash", str(INSTALL), "--build", str(BUILD), "--agent", str(AGENT), *args],
                         capture_output=True, text=True, env=env, timeout=120)
     if check:
         assert cp.returncode == 0, f"install.sh {args}: {cp.returncode}\n{cp.stdout}\n{cp.stderr}"
