@@ -17,14 +17,19 @@ void sb_add(struct sbuf *b, const char *p, size_t n)
 
 	if (b->oom)
 		return;
-	ns = realloc(b->s, b->len + n + 1);
-	if (!ns) {
-		b->oom = true;
-		return;
+	if (!b->s || b->len + n + 1 > b->cap) {
+		size_t cap = b->s && b->cap * 2 > b->len + n + 1 ? b->cap * 2 : b->len + n + 64;
+
+		ns = realloc(b->s, cap);
+		if (!ns) {
+			b->oom = true;
+			return;
+		}
+		b->s = ns;
+		b->cap = cap;
 	}
 	if (n)
-		memcpy(ns + b->len, p, n);
-	b->s = ns;
+		memcpy(b->s + b->len, p, n);
 	b->len += n;
 	b->s[b->len] = '\0';
 }

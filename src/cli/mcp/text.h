@@ -10,6 +10,7 @@
 struct sbuf {
 	char *s;    /* NUL-terminated, heap */
 	size_t len; /* bytes before the NUL */
+	size_t cap; /* bytes allocated at s (grown geometrically: appends stay linear) */
 	bool oom;   /* an append failed: the result is unusable */
 };
 void sb_add(struct sbuf *b, const char *p, size_t n);
