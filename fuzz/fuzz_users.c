@@ -25,7 +25,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		memcpy(gr, nul + 1, glen);
 	if (users_parse_passwd(pw, plen, "user", &u) == 0) {
 		users_parse_groups(gr, glen, &u);
-		if (u.ngroups < 1 || u.ngroups > USERS_MAX_GROUPS || !memchr(u.name, 0, sizeof(u.name)))
+		if (u.ngroups < 1 || u.ngroups > USERS_MAX_GROUPS ||
+		    !memchr(u.name, 0, sizeof(u.name)))
 			abort();
 	}
 	users_parse_passwd(pw, plen, "1000", &u);

@@ -501,13 +501,16 @@ static int write_metadata_req(struct chan *ch, json_t *req, struct writer *w)
 			  META_MAX);
 		return -1;
 	}
-	json_object_foreach(m, k, v) {
+	json_object_foreach(m, k, v)
+	{
 		size_t vl = json_string_length(v);
 
 		if (!json_is_string(v) || !*k || strlen(k) > META_KEY_MAX || strchr(k, '/') ||
 		    vl > META_VALUE_MAX || memchr(json_string_value(v), '\0', vl)) {
-			chan_fail(ch, EINVAL, "metadata `%.64s`: key of 1-%d bytes and a string "
-				  "value of at most %d bytes", k, META_KEY_MAX, META_VALUE_MAX);
+			chan_fail(ch, EINVAL,
+				  "metadata `%.64s`: key of 1-%d bytes and a string "
+				  "value of at most %d bytes",
+				  k, META_KEY_MAX, META_VALUE_MAX);
 			return -1;
 		}
 	}
@@ -522,7 +525,8 @@ static int write_metadata(struct writer *w)
 	const char *k;
 	json_t *v;
 
-	json_object_foreach(w->metadata, k, v) {
+	json_object_foreach(w->metadata, k, v)
+	{
 		snprintf(name, sizeof(name), META_PREFIX "%s", k);
 		if (fsetxattr(w->fd, name, json_string_value(v), json_string_length(v), 0) < 0)
 			return -errno;
@@ -554,7 +558,8 @@ static int write_eof(struct chan *ch)
 	if (!r && !w->append && fchmod(w->fd, w->mode) < 0)
 		r = -errno;
 	if (!r && w->metadata && (r = write_metadata(w)) < 0) {
-		chan_fail(ch, -r, "write `%s`: store metadata as xattrs: %s", w->path, strerror(-r));
+		chan_fail(ch, -r, "write `%s`: store metadata as xattrs: %s", w->path,
+			  strerror(-r));
 		return 0;
 	}
 	if (!r && !w->append) {

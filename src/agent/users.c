@@ -265,12 +265,12 @@ int users_name_of(const char *text, size_t len, unsigned int id, char *out, size
 
 /* One cached file of users_id_name: re-read when its identity or mtime changes. */
 struct name_cache {
-	char *text;		    /* contents, NUL-terminated, or NULL */
-	size_t len;		    /* bytes in text */
-	dev_t dev;		    /* identity of the file read */
-	ino_t ino;		    /* ditto */
-	off_t size;		    /* ditto */
-	struct timespec mtime;	    /* ditto */
+	char *text;	       /* contents, NUL-terminated, or NULL */
+	size_t len;	       /* bytes in text */
+	dev_t dev;	       /* identity of the file read */
+	ino_t ino;	       /* ditto */
+	off_t size;	       /* ditto */
+	struct timespec mtime; /* ditto */
 };
 
 int users_id_name(const char *etc, bool group, unsigned int id, char *out, size_t n)

@@ -65,7 +65,8 @@ struct users_seed {
 	bool add_group;	  /* group lacked a `user` group: one was (or is to be) added */
 	bool sudo;	  /* a NOPASSWD drop-in went into /etc/sudoers.d */
 	unsigned int uid; /* the user's uid: 1000, or the first free one above it */
-	unsigned int gid; /* its primary gid: an existing `user` group's, else uid or the first free */
+	unsigned int
+		gid; /* its primary gid: an existing `user` group's, else uid or the first free */
 };
 
 /*

@@ -136,8 +136,8 @@ static int read_at(int etc, const char *name, char **out, size_t *len)
 static int append_at(int etc, const char *name, const char *cur, size_t cur_len, mode_t mode,
 		     const char *line)
 {
-	cleanup_fd int fd = users_open_regular(etc, name, O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW,
-					       mode);
+	cleanup_fd int fd =
+		users_open_regular(etc, name, O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW, mode);
 	int r;
 
 	if (fd < 0)
@@ -172,7 +172,8 @@ static void seed_home(int root, const struct users_seed *s)
 static bool seed_sudo(int etc)
 {
 	static const char rule[] = SEED_NAME " ALL=(ALL:ALL) NOPASSWD: ALL\n";
-	cleanup_fd int d = openat(etc, "sudoers.d", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	cleanup_fd int d =
+		openat(etc, "sudoers.d", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	cleanup_fd int fd = -1;
 
 	if (d < 0)

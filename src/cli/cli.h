@@ -15,13 +15,13 @@
 /* Exit statuses (docs/cli.md). run and exec otherwise exit with the command's own status. */
 enum cli_exit {
 	CLI_EXIT_OK = 0,
-	CLI_EXIT_FAIL = 1,	/* the daemon or the host refused */
-	CLI_EXIT_USAGE = 2,	/* bad command line */
-	CLI_EXIT_TIMEOUT = 124, /* run/exec: the command hit --timeout */
-	CLI_EXIT_ISOLA = 125,	/* run/exec: isola failed, not the command */
-	CLI_EXIT_NOEXEC = 126,	/* run/exec: the command could not be started */
+	CLI_EXIT_FAIL = 1,	 /* the daemon or the host refused */
+	CLI_EXIT_USAGE = 2,	 /* bad command line */
+	CLI_EXIT_TIMEOUT = 124,	 /* run/exec: the command hit --timeout */
+	CLI_EXIT_ISOLA = 125,	 /* run/exec: isola failed, not the command */
+	CLI_EXIT_NOEXEC = 126,	 /* run/exec: the command could not be started */
 	CLI_EXIT_NOTFOUND = 127, /* run/exec: the command was not found */
-	CLI_EXIT_KILLED = 137,	/* run/exec: SIGKILL, e.g. out of memory (128 + 9) */
+	CLI_EXIT_KILLED = 137,	 /* run/exec: SIGKILL, e.g. out of memory (128 + 9) */
 };
 
 struct cli_cmd;
@@ -42,13 +42,13 @@ struct cli {
 struct cli_cmd {
 	const char *name; /* "exec" */
 	int (*fn)(struct cli *cli, int argc,
-		  char **argv); /* argv[0] is name; returns exit status */
-	const char *usage;	/* arguments after the name */
-	const char *summary;	/* one line for `isola help` */
-	const struct cli_opt *opts; /* its options (parser, --help, man, completion), or NULL */
-	unsigned optmask;	    /* selects rows of opts tagged `only` */
-	int free_tail;		    /* see struct cli_optstate: 1 run, 2 exec, 0 elsewhere */
-	const char *example;	    /* one example line for --help and man, or NULL */
+		  char **argv);	       /* argv[0] is name; returns exit status */
+	const char *usage;	       /* arguments after the name */
+	const char *summary;	       /* one line for `isola help` */
+	const struct cli_opt *opts;    /* its options (parser, --help, man, completion), or NULL */
+	unsigned optmask;	       /* selects rows of opts tagged `only` */
+	int free_tail;		       /* see struct cli_optstate: 1 run, 2 exec, 0 elsewhere */
+	const char *example;	       /* one example line for --help and man, or NULL */
 	const struct cli_group *group; /* a group's subcommands (fs, template, ...), or NULL */
 };
 
@@ -62,8 +62,8 @@ struct cli_group {
 /* The command table (main.c) and the groups, exported for help, man and completion. */
 extern const struct cli_cmd cli_commands[];
 extern const size_t cli_ncommands;
-extern const struct cli_group cli_fs_group, cli_template_group, cli_network_group,
-	cli_pool_group, cli_snapshot_group, cli_token_group, cli_tenant_group, cli_audit_group,
+extern const struct cli_group cli_fs_group, cli_template_group, cli_network_group, cli_pool_group,
+	cli_snapshot_group, cli_token_group, cli_tenant_group, cli_audit_group,
 	cli_compliance_group;
 
 /* Applies the global options parsed so far (cli->g) to cli->json, cli->quiet and cli->conf. */
@@ -159,10 +159,10 @@ int cmd_kill(struct cli *cli, int argc, char **argv);
 int cmd_cp(struct cli *cli, int argc, char **argv);
 int cmd_doctor(struct cli *cli, int argc, char **argv);
 int cmd_console(struct cli *cli, int argc, char **argv);
-int cmd_prune(struct cli *cli, int argc, char **argv);	/* cmd_sandbox.c */
-int cmd_wait(struct cli *cli, int argc, char **argv);	/* cmd_sandbox.c */
-int cmd_stats(struct cli *cli, int argc, char **argv);	/* cmd_stats.c */
-int cmd_top(struct cli *cli, int argc, char **argv);	/* cmd_proc.c */
+int cmd_prune(struct cli *cli, int argc, char **argv); /* cmd_sandbox.c */
+int cmd_wait(struct cli *cli, int argc, char **argv);  /* cmd_sandbox.c */
+int cmd_stats(struct cli *cli, int argc, char **argv); /* cmd_stats.c */
+int cmd_top(struct cli *cli, int argc, char **argv);   /* cmd_proc.c */
 
 /* client_data_fn that copies a reply body to stdout (ud unused). */
 int cli_stdout_write(void *ud, const void *buf, size_t len, struct isola_err **err);

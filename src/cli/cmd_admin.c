@@ -220,12 +220,13 @@ static int tenant_create(struct cli *cli, int argc, char **argv)
 						     optarg);
 			}
 			json_object_set_new(body,
-					    opt == CLI_LONG('s')	 ? "max_sandboxes"
+					    opt == CLI_LONG('s')   ? "max_sandboxes"
 					    : opt == CLI_LONG('c') ? "max_cpu"
 					    : opt == CLI_LONG('r') ? "create_rate"
-							 : "create_burst",
-					    opt == CLI_LONG('s') || opt == CLI_LONG('b') ? json_integer((json_int_t)v)
-								     : json_real(v));
+								   : "create_burst",
+					    opt == CLI_LONG('s') || opt == CLI_LONG('b')
+						    ? json_integer((json_int_t)v)
+						    : json_real(v));
 			continue;
 		}
 		json_decref(body);
@@ -537,4 +538,5 @@ static const struct cli_cmd cli_compliance_cmds[] = {
 	{"report", compliance_report, "", "print this installation's compliance posture",
 	 .example = "isola compliance report --json"},
 };
-const struct cli_group cli_compliance_group = {"compliance", cli_compliance_cmds, ARRAY_SIZE(cli_compliance_cmds)};
+const struct cli_group cli_compliance_group = {"compliance", cli_compliance_cmds,
+					       ARRAY_SIZE(cli_compliance_cmds)};

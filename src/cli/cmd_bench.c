@@ -326,7 +326,8 @@ static void sample_fini(struct bench_sample *s)
 
 const struct cli_opt cli_bench_opts[] = {
 	{"iterations", 'n', "N", "create-write-exec-destroy loops in sequence (default 30)", 0},
-	{"burst", 'c', "K", "sandboxes created at once for the burst test (default 50, 0: none)", 0},
+	{"burst", 'c', "K", "sandboxes created at once for the burst test (default 50, 0: none)",
+	 0},
 	{"no-peers", CLI_LONG('P'), NULL, "do not time bwrap and runc beside isola", 0},
 	{NULL, 0, NULL, NULL, 0},
 };

@@ -169,12 +169,12 @@ struct exec_opts {
  * client makes the requests, so the streaming transfer is never interrupted.
  */
 struct interrupt_fwd {
-	int pipe[2];		   /* handler -> thread; write end closed to stop the thread */
-	_Atomic long pid;	   /* the process, once the start event named it */
+	int pipe[2];			/* handler -> thread; write end closed to stop the thread */
+	_Atomic long pid;		/* the process, once the start event named it */
 	const struct client_conf *conf; /* where isolad is (borrowed) */
-	const char *sandbox;	   /* the sandbox id (borrowed) */
+	const char *sandbox;		/* the sandbox id (borrowed) */
 	pthread_t thread;
-	struct cli_stream *s;	   /* the stream the events go to */
+	struct cli_stream *s; /* the stream the events go to */
 };
 
 static int interrupt_pipe = -1; /* write end for the SIGINT handler, -1 when not forwarding */

@@ -565,7 +565,8 @@ static int fs_write(struct cli *cli, int argc, char **argv)
 static const struct cli_cmd cli_fs_cmds[] = {
 	{"ls", fs_ls, "[-l] [--depth N] ID PATH", "list a directory", .opts = fs_ls_opts,
 	 .example = "isola fs ls -l web /work"},
-	{"stat", fs_stat, "ID PATH", "show a file's metadata", .example = "isola fs stat web /etc/hosts"},
+	{"stat", fs_stat, "ID PATH", "show a file's metadata",
+	 .example = "isola fs stat web /etc/hosts"},
 	{"cat", fs_cat, "ID PATH", "print a file", .example = "isola fs cat web /etc/hosts"},
 	{"write", fs_write, "ID PATH < DATA", "write stdin to a file (atomically)",
 	 .example = "echo hi | isola fs write web /tmp/a"},

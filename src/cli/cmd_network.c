@@ -184,6 +184,8 @@ static const struct cli_cmd cli_network_cmds[] = {
 	{"get", network_get, "ID", "show a sandbox's egress policy, addresses and counters",
 	 .example = "isola network get web"},
 	{"set", network_set, "ID [OPTIONS]", "replace a sandbox's egress policy",
-	 .opts = network_set_opts, .example = "isola network set web --default deny --allow pypi.org"},
+	 .opts = network_set_opts,
+	 .example = "isola network set web --default deny --allow pypi.org"},
 };
-const struct cli_group cli_network_group = {"network", cli_network_cmds, ARRAY_SIZE(cli_network_cmds)};
+const struct cli_group cli_network_group = {"network", cli_network_cmds,
+					    ARRAY_SIZE(cli_network_cmds)};

@@ -220,7 +220,9 @@ static const struct cli_cmd cli_snapshot_cmds[] = {
 	 .example = "isola snapshot create web base"},
 	{"ls", snapshot_ls, "", "list snapshots: size, level, source, parent",
 	 .example = "isola snapshot ls"},
-	{"delete", snapshot_rm, "NAME...", "delete snapshots", .example = "isola snapshot delete base"},
+	{"delete", snapshot_rm, "NAME...", "delete snapshots",
+	 .example = "isola snapshot delete base"},
 	{"rm", snapshot_rm, "NAME...", "same as delete", .example = "isola snapshot rm base"},
 };
-const struct cli_group cli_snapshot_group = {"snapshot", cli_snapshot_cmds, ARRAY_SIZE(cli_snapshot_cmds)};
+const struct cli_group cli_snapshot_group = {"snapshot", cli_snapshot_cmds,
+					     ARRAY_SIZE(cli_snapshot_cmds)};

@@ -125,7 +125,8 @@ int cmd_top(struct cli *cli, int argc, char **argv)
 	while ((opt = cli_nextopt(cli, argc, argv)) != -1)
 		return cli_bad_opt(cli, argc, argv, opt);
 	if (argc - optind != 1)
-		return cli_usage_err(cli, argc - optind ? "too many arguments" : "missing sandbox ID");
+		return cli_usage_err(cli,
+				     argc - optind ? "too many arguments" : "missing sandbox ID");
 	c = cli_client(cli);
 	spath = cli_pathf("/v1/sandboxes/%s/stats", argv[optind]);
 	ppath = cli_pathf("/v1/sandboxes/%s/processes", argv[optind]);

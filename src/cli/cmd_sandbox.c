@@ -187,8 +187,8 @@ static void state_cell(const json_t *sb, char *buf, size_t len)
 
 static void print_sandboxes(const json_t *list)
 {
-	static const char *const head[] = {"ID",      "NAME",	 "TEMPLATE", "TIER",
-					   "STATE",   "CREATED", "LABELS"};
+	static const char *const head[] = {"ID",    "NAME",    "TEMPLATE", "TIER",
+					   "STATE", "CREATED", "LABELS"};
 	struct table *t = table_new(head, ARRAY_SIZE(head));
 	double now = util_wall_time();
 	size_t i;
@@ -202,8 +202,7 @@ static void print_sandboxes(const json_t *list)
 		cleanup_free char *labels = NULL;
 		const char *row[7];
 
-		out_fmt_age(json_object_get(sb, "created_at")
-				    ?: json_object_get(sb, "ended_at"),
+		out_fmt_age(json_object_get(sb, "created_at") ?: json_object_get(sb, "ended_at"),
 			    now, age, sizeof(age));
 		state_cell(sb, state, sizeof(state));
 		labels = json_object_size(json_object_get(sb, "labels"))
@@ -224,8 +223,8 @@ static void print_sandboxes(const json_t *list)
 
 const struct cli_opt cli_ls_opts[] = {
 	{"all", 'a', NULL, "also list ended sandboxes (their tombstones)", 0},
-	{"filter", 'f', "KEY=VALUE", "only matching: label=K=V, name=N, state=S, tier=T, template=T",
-	 0},
+	{"filter", 'f', "KEY=VALUE",
+	 "only matching: label=K=V, name=N, state=S, tier=T, template=T", 0},
 	{"label", 'l', "KEY=VALUE", "only sandboxes with this label (repeatable)", 0},
 	{"quiet", 'q', NULL, "print only ids", 0},
 	{NULL, 0, NULL, NULL, 0},
@@ -261,9 +260,8 @@ static bool ls_match(const json_t *sb, const json_t *f)
 	const char *k;
 	json_t *v;
 
-	json_object_foreach((json_t *)f, k, v)
-	if (strcmp(str_or(sb, k, ""), json_string_value(v)))
-		return false;
+	json_object_foreach((json_t *)f, k,
+			    v) if (strcmp(str_or(sb, k, ""), json_string_value(v))) return false;
 	return true;
 }
 
@@ -286,7 +284,8 @@ int cmd_ls(struct cli *cli, int argc, char **argv)
 		}
 		if (opt == 'f') {
 			const char *eq = strchr(optarg, '=');
-			static const char *const keys[] = {"name", "state", "tier", "template", "id"};
+			static const char *const keys[] = {"name", "state", "tier", "template",
+							   "id"};
 			bool known = false;
 
 			if (eq && !strncmp(optarg, "label=", 6)) {
@@ -297,11 +296,11 @@ int cmd_ls(struct cli *cli, int argc, char **argv)
 						 !strncmp(optarg, keys[k], (size_t)(eq - optarg));
 				if (!known) {
 					json_decref(filt);
-					return cli_usage_err(
-						cli,
-						"--filter `%s`: expected label=K=V, name=N, state=S, "
-						"tier=T, template=T or id=ID",
-						optarg);
+					return cli_usage_err(cli,
+							     "--filter `%s`: expected label=K=V, "
+							     "name=N, state=S, "
+							     "tier=T, template=T or id=ID",
+							     optarg);
 				}
 				json_object_set_new(filt, keyname(optarg, eq), json_string(eq + 1));
 				continue;
@@ -335,14 +334,13 @@ int cmd_ls(struct cli *cli, int argc, char **argv)
 	}
 	list = list_of(reply, "sandboxes");
 	out = json_array();
-	json_array_foreach(list, i, sb)
-	if (ls_match(sb, filt) && (all || strcmp(str_or(sb, "state", ""), "ended")))
+	json_array_foreach(list, i, sb) if (ls_match(sb, filt) &&
+					    (all || strcmp(str_or(sb, "state", ""), "ended")))
 		json_array_append(out, sb);
 	if (cli->json)
 		out_json(stdout, out);
 	else if (quiet || cli->quiet)
-		json_array_foreach(out, i, sb)
-	printf("%s\n", str_or(sb, "id", ""));
+		json_array_foreach(out, i, sb) printf("%s\n", str_or(sb, "id", ""));
 	else
 		print_sandboxes(out);
 	json_decref(out);
@@ -354,10 +352,10 @@ int cmd_ls(struct cli *cli, int argc, char **argv)
 /* Prints `key: value` lines, the usual fields first in a fixed order, then the rest sorted. */
 static void print_object(const json_t *o)
 {
-	static const char *const first[] = {
-		"id",	       "name",	 "state",  "end_reason", "detail",     "tier",
-		"template",    "cpu",	 "memory", "disk",	 "persistence", "labels",
-		"created_at", "expires_at", "ended_at", "error"};
+	static const char *const first[] = {"id",	  "name",	"state",       "end_reason",
+					    "detail",	  "tier",	"template",    "cpu",
+					    "memory",	  "disk",	"persistence", "labels",
+					    "created_at", "expires_at", "ended_at",    "error"};
 	cleanup_free const char **keys = calloc(json_object_size(o) + 1, sizeof(*keys));
 	size_t n = 0;
 	const char *k;
@@ -395,8 +393,9 @@ static void print_object(const json_t *o)
 			printf("%s: %s\n", key, size);
 			continue;
 		}
-		if (json_is_number(v) && (!strcmp(key, "last_active") || !strcmp(key, "idle_since") ||
-					   (strlen(key) > 3 && !strcmp(key + strlen(key) - 3, "_at")))) {
+		if (json_is_number(v) &&
+		    (!strcmp(key, "last_active") || !strcmp(key, "idle_since") ||
+		     (strlen(key) > 3 && !strcmp(key + strlen(key) - 3, "_at")))) {
 			char when[96];
 
 			out_fmt_time(json_number_value(v), util_wall_time(), when, sizeof(when));
@@ -539,7 +538,7 @@ int cmd_prune(struct cli *cli, int argc, char **argv)
 		out_json(stdout, reply);
 	} else {
 		json_array_foreach(json_object_get(reply, "removed"), i, id)
-		printf("%s\n", json_string_value(id));
+			printf("%s\n", json_string_value(id));
 		if (!cli->quiet)
 			fprintf(stderr, "isola: pruned %zu\n",
 				json_array_size(json_object_get(reply, "removed")));

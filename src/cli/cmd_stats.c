@@ -65,7 +65,8 @@ static json_t *sample(struct client *c, const json_t *ids)
 	json_array_foreach(ids, i, id)
 	{
 		cleanup_err struct isola_err *err = NULL;
-		cleanup_free char *path = cli_pathf("/v1/sandboxes/%s/stats", json_string_value(id));
+		cleanup_free char *path =
+			cli_pathf("/v1/sandboxes/%s/stats", json_string_value(id));
 		json_t *s = NULL;
 
 		if (path && client_json(c, "GET", path, NULL, &s, &err) == 0)
@@ -91,8 +92,8 @@ static double cpu_pct(const json_t *a, const json_t *b)
 
 static void print_table(const json_t *prev, const json_t *cur, const json_t *ids, bool clear)
 {
-	static const char *const head[] = {"ID",  "CPU %", "MEM USAGE / LIMIT", "MEM %",
-					   "DISK", "NET I/O", "PIDS"};
+	static const char *const head[] = {"ID",      "CPU %", "MEM USAGE / LIMIT", "MEM %", "DISK",
+					   "NET I/O", "PIDS"};
 	struct table *t = table_new(head, ARRAY_SIZE(head));
 	json_t *id;
 	size_t i;
@@ -157,7 +158,8 @@ static void print_json(const json_t *prev, json_t *cur)
 
 	json_object_foreach(cur, id, s)
 	{
-		json_object_set_new(s, "cpu_percent", json_real(cpu_pct(json_object_get(prev, id), s)));
+		json_object_set_new(s, "cpu_percent",
+				    json_real(cpu_pct(json_object_get(prev, id), s)));
 		json_array_append(arr, s);
 	}
 	out_json_line(stdout, arr);

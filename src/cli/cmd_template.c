@@ -211,4 +211,5 @@ static const struct cli_cmd cli_template_cmds[] = {
 	{"ls", tmpl_ls, "", "list templates", .example = "isola template ls"},
 	{"rm", tmpl_rm, "NAME...", "remove templates", .example = "isola template rm py"},
 };
-const struct cli_group cli_template_group = {"template", cli_template_cmds, ARRAY_SIZE(cli_template_cmds)};
+const struct cli_group cli_template_group = {"template", cli_template_cmds,
+					     ARRAY_SIZE(cli_template_cmds)};

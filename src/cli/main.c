@@ -17,7 +17,7 @@
 static int cmd_version(struct cli *cli, int argc, char **argv);
 static int cmd_help(struct cli *cli, int argc, char **argv);
 
-#define RUN_MASK (1u << CLI_SB_RUN)
+#define RUN_MASK    (1u << CLI_SB_RUN)
 #define CREATE_MASK (1u << CLI_SB_CREATE)
 
 /* The invocation, for error output (JSON or text) from helpers that have no cli at hand. */
@@ -48,7 +48,8 @@ const struct cli_cmd cli_commands[] = {
 	{"exec", cmd_exec, "[OPTIONS] ID [--] CMD [ARG...]", "run a command in a sandbox",
 	 .opts = cli_exec_opts, .free_tail = 2, .example = "isola exec web -w /tmp -- ls -l"},
 	{"ps", cmd_ps, "ID", "list processes in a sandbox", .example = "isola ps web"},
-	{"top", cmd_top, "ID", "show the processes running in a sandbox", .example = "isola top web"},
+	{"top", cmd_top, "ID", "show the processes running in a sandbox",
+	 .example = "isola top web"},
 	{"stats", cmd_stats, "[OPTIONS] [ID...]",
 	 "live CPU, memory, disk and network use per sandbox", .opts = cli_stats_opts,
 	 .example = "isola stats --no-stream"},
@@ -160,7 +161,8 @@ int cli_usage_err(struct cli *cli, const char *fmt, ...)
 		print_cmd_usage(stderr, cli);
 		if (cli->cmd)
 			fprintf(stderr, "Run `isola help %s%s%s` for its options.\n",
-				cli->group ? cli->group : "", cli->group ? " " : "", cli->cmd->name);
+				cli->group ? cli->group : "", cli->group ? " " : "",
+				cli->cmd->name);
 	}
 	return CLI_EXIT_USAGE;
 }
@@ -363,8 +365,8 @@ static const struct cli_opt main_opts[] = {
 	{NULL, 0, NULL, NULL, 0},
 };
 
-static const struct cli_cmd main_cmd = {"isola", NULL, "[OPTIONS] COMMAND ...", "",
-					.opts = main_opts, .free_tail = 1};
+static const struct cli_cmd main_cmd = {
+	"isola", NULL, "[OPTIONS] COMMAND ...", "", .opts = main_opts, .free_tail = 1};
 
 int main(int argc, char **argv)
 {

@@ -26,7 +26,8 @@ static void add_rows(struct cli_optstate *st, const struct cli_opt *t, unsigned 
 	size_t ns = strlen(st->sopts);
 
 	for (; t && t->name; t++) {
-		if (!cli_opt_selected(t, mask) || *nl + 1 >= sizeof(st->lopts) / sizeof(st->lopts[0]))
+		if (!cli_opt_selected(t, mask) ||
+		    *nl + 1 >= sizeof(st->lopts) / sizeof(st->lopts[0]))
 			continue;
 		st->lopts[*nl] = (struct option){t->name, t->arg ? required_argument : no_argument,
 						 NULL, t->key};

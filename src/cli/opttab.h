@@ -13,11 +13,11 @@
  * shell completion, so the documentation cannot drift from what the parser accepts.
  */
 struct cli_opt {
-	const char *name;  /* long name without the dashes ("env") */
-	int key;	   /* short option letter ('e'), or an id >= 256 for long-only options */
-	const char *arg;   /* placeholder of the value ("KEY=VALUE"), or NULL for a flag */
-	const char *help;  /* one line for --help and the man page */
-	unsigned only;	   /* 0: always; else the row exists only when this bit is in the mask */
+	const char *name; /* long name without the dashes ("env") */
+	int key;	  /* short option letter ('e'), or an id >= 256 for long-only options */
+	const char *arg;  /* placeholder of the value ("KEY=VALUE"), or NULL for a flag */
+	const char *help; /* one line for --help and the man page */
+	unsigned only;	  /* 0: always; else the row exists only when this bit is in the mask */
 };
 
 /* The key of a long-only option whose code wants a letter (tenant create --max-cpu: 'c'). */
@@ -37,8 +37,8 @@ extern const struct cli_opt cli_global_opts[];
 
 /* What the global options set; a NULL string was not given. */
 struct cli_globals {
-	bool json;	   /* --json */
-	bool quiet;	   /* -q/--quiet */
+	bool json;	    /* --json */
+	bool quiet;	    /* -q/--quiet */
 	const char *socket; /* --socket PATH (borrowed from argv) */
 	const char *url;    /* --url URL */
 	const char *token;  /* --token TOKEN */

@@ -484,7 +484,7 @@ enum {
 	OPT_RM,
 };
 
-#define RUN (1u << CLI_SB_RUN)
+#define RUN    (1u << CLI_SB_RUN)
 #define CREATE (1u << CLI_SB_CREATE)
 
 const struct cli_opt cli_sandbox_opts[] = {
@@ -510,8 +510,10 @@ const struct cli_opt cli_sandbox_opts[] = {
 	{"deny", OPT_DENY, "RULE", "deny egress to RULE", 0},
 	{"egress", OPT_EGRESS, "POLICY", "default egress policy: allow or deny", 0},
 	{"on-timeout", OPT_ON_TIMEOUT, "ACTION", "at the ttl: kill, pause or hibernate", CREATE},
-	{"idle-timeout", OPT_IDLE_TIMEOUT, "SECONDS", "apply --on-timeout after SECONDS idle", CREATE},
-	{"auto-resume", OPT_AUTO_RESUME, NULL, "resume a paused sandbox on the next request", CREATE},
+	{"idle-timeout", OPT_IDLE_TIMEOUT, "SECONDS", "apply --on-timeout after SECONDS idle",
+	 CREATE},
+	{"auto-resume", OPT_AUTO_RESUME, NULL, "resume a paused sandbox on the next request",
+	 CREATE},
 	{"no-auto-resume", OPT_NO_AUTO_RESUME, NULL, "do not resume on requests", CREATE},
 	{"cap-add", OPT_CAP_ADD, "CAP", "give root this capability too (docs/process-tier.md)", 0},
 	{"cap-drop", OPT_CAP_DROP, "CAP", "take CAP (or ALL) from root's default set", 0},
@@ -579,7 +581,6 @@ static int add_net(json_t *req, const char *key, const char *val, struct isola_e
 	}
 	return json_array_append_new(arr, json_string(val));
 }
-
 
 static int sandbox_opt(char *const argv[], int c, enum cli_sandbox_mode mode,
 		       struct cli_sandbox_args *out, struct isola_err **err)
@@ -688,9 +689,8 @@ int cli_opt_error(char *const argv[], int c, struct isola_err **err)
 	return isola_err_set(err, EINVAL, CLI_ERR_USAGE, "unknown option `%s`", arg);
 }
 
-int cli_parse_sandbox_args(int argc, char **argv, enum cli_sandbox_mode mode,
-			   struct cli_globals *g, struct cli_sandbox_args *out,
-			   struct isola_err **err)
+int cli_parse_sandbox_args(int argc, char **argv, enum cli_sandbox_mode mode, struct cli_globals *g,
+			   struct cli_sandbox_args *out, struct isola_err **err)
 {
 	struct cli_optstate st = {.opts = cli_sandbox_opts,
 				  .mask = 1u << mode,

@@ -65,10 +65,10 @@ enum cli_sandbox_mode {
 
 /* The result of parsing `run` / `create` arguments. */
 struct cli_sandbox_args {
-	json_t *req;	/* POST /v1/sandboxes body (owned; json_decref) */
-	long timeout_s; /* run: --timeout, 0 when absent */
-	int cmd_index;	/* run: index in argv of CMD (argc when missing) */
-	bool help;	/* -h/--help was given; nothing else is valid */
+	json_t *req;	  /* POST /v1/sandboxes body (owned; json_decref) */
+	long timeout_s;	  /* run: --timeout, 0 when absent */
+	int cmd_index;	  /* run: index in argv of CMD (argc when missing) */
+	bool help;	  /* -h/--help was given; nothing else is valid */
 	bool interactive; /* run -i */
 	bool tty;	  /* run -t */
 };
@@ -89,9 +89,8 @@ int cli_parse_env_file(json_t *obj, const char *path, struct isola_err **err);
  * (resets optind). Returns 0, or -EINVAL with a
  * `usage` error; on failure out->req is NULL.
  */
-int cli_parse_sandbox_args(int argc, char **argv, enum cli_sandbox_mode mode,
-			   struct cli_globals *g, struct cli_sandbox_args *out,
-			   struct isola_err **err);
+int cli_parse_sandbox_args(int argc, char **argv, enum cli_sandbox_mode mode, struct cli_globals *g,
+			   struct cli_sandbox_args *out, struct isola_err **err);
 
 /*
  * Turns a getopt result that is not a known option ('?' or ':' with optstring starting

@@ -138,17 +138,17 @@ json_t *e2b_entry_info(const json_t *e)
 		const char *k;
 		json_t *v;
 
-		json_object_foreach(meta, k, v)
-			if (json_is_string(v) && json_object_size(m) < E2B_META_MAX)
-				json_object_set(m, k, v);
+		json_object_foreach(meta, k,
+				    v) if (json_is_string(v) && json_object_size(m) < E2B_META_MAX)
+			json_object_set(m, k, v);
 		json_object_set_new(o, "metadata", m);
 	}
 	if (o && target) {
 		char abs[API_MAX_PATH + 1];
 
-		json_object_set_new(o, "symlinkTarget",
-				    json_string(symlink_abs(path, target, abs, sizeof(abs)) ? abs
-											  : target));
+		json_object_set_new(
+			o, "symlinkTarget",
+			json_string(symlink_abs(path, target, abs, sizeof(abs)) ? abs : target));
 	}
 	return o;
 }

@@ -183,7 +183,7 @@ int store_open(const char *path, struct store **out, struct isola_err **err)
 	if (sqlite3_exec(st->db,
 			 "PRAGMA locking_mode=EXCLUSIVE; PRAGMA journal_mode=WAL; "
 			 "PRAGMA synchronous=NORMAL; PRAGMA foreign_keys=ON;",
-		    NULL, NULL, &msg) != SQLITE_OK ||
+			 NULL, NULL, &msg) != SQLITE_OK ||
 	    sqlite3_exec(st->db, schema_sql, NULL, NULL, &msg) != SQLITE_OK ||
 	    (store_has_column(st->db, "sandboxes", "tenant") == 0 &&
 	     sqlite3_exec(st->db, migrate_tenant_sql, NULL, NULL, &msg) != SQLITE_OK)) {

@@ -160,9 +160,11 @@ static void test_safeopen(bool fallback)
 
 static void test_seed_plan(void)
 {
-	static const char has[] = "root:x:0:0::/root:/bin/sh\nuser:x:1000:1000::/home/user:/bin/sh\n";
-	static const char taken[] = "root:x:0:0::/root:/bin/sh\nubuntu:x:1000:1000::/home/u:/bin/sh\n"
-				    "svc:x:1001:1001::/:/bin/sh";
+	static const char has[] =
+		"root:x:0:0::/root:/bin/sh\nuser:x:1000:1000::/home/user:/bin/sh\n";
+	static const char taken[] =
+		"root:x:0:0::/root:/bin/sh\nubuntu:x:1000:1000::/home/u:/bin/sh\n"
+		"svc:x:1001:1001::/:/bin/sh";
 	static const char grp_taken[] = "root:x:0:\nubuntu:x:1000:\nsvc:x:1001:\nx:x:1002:\n";
 	struct users_seed s;
 
@@ -185,7 +187,8 @@ static void test_seed_plan(void)
 
 static void test_name_of(void)
 {
-	static const char pw[] = "root:x:0:0::/root:/bin/sh\nb\x01d:x:5:5::/:/bin/sh\nuser:x:1000:1000::/:/x\n";
+	static const char pw[] =
+		"root:x:0:0::/root:/bin/sh\nb\x01d:x:5:5::/:/bin/sh\nuser:x:1000:1000::/:/x\n";
 	char n[16];
 
 	ok(users_name_of(pw, strlen(pw), 1000, n, sizeof(n)) == 0 && !strcmp(n, "user"),

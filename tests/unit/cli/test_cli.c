@@ -395,17 +395,20 @@ static void test_opttab(void)
 	char *a6[] = {"ls", "--json", NULL};
 
 	opt_run(a1, 2, &g, seen, sizeof(seen), &ops, &n);
-	ok(!strcmp(seen, "w=/x ") && ops_are(ops, n, (const char *const[]){"ID", "pwd", "-l", NULL}),
+	ok(!strcmp(seen, "w=/x ") &&
+		   ops_are(ops, n, (const char *const[]){"ID", "pwd", "-l", NULL}),
 	   "opttab: exec ID -w /x -- pwd -l: option after the id, tail kept");
 	opt_run(a2, 2, &g, seen, sizeof(seen), &ops, &n);
 	ok(!strcmp(seen, "e=A=1 ") &&
 		   ops_are(ops, n, (const char *const[]){"ID", "sh", "-c", "echo", "-w", NULL}),
 	   "opttab: the command's own flags are not parsed");
 	opt_run(a3, 0, &g, seen, sizeof(seen), &ops, &n);
-	ok(!strcmp(seen, "f= ") && g.json && ops_are(ops, n, (const char *const[]){"a", "b", "c", NULL}),
+	ok(!strcmp(seen, "f= ") && g.json &&
+		   ops_are(ops, n, (const char *const[]){"a", "b", "c", NULL}),
 	   "opttab: options and globals between operands");
 	opt_run(a4, 0, &g, seen, sizeof(seen), &ops, &n);
-	ok(!*seen && ops_are(ops, n, (const char *const[]){"a", "-f", NULL}), "opttab: -- ends options");
+	ok(!*seen && ops_are(ops, n, (const char *const[]){"a", "-f", NULL}),
+	   "opttab: -- ends options");
 	memset(&g, 0, sizeof(g));
 	opt_run(a5, 0, &g, seen, sizeof(seen), &ops, &n);
 	ok(!*seen && n == 0 && g.quiet && !strcmp(g.socket, "/s") && !strcmp(g.url, "http://h:1"),
