@@ -144,14 +144,16 @@ def sanitizer_report(text):
 class Isolad:
     """A real isolad process on a private state dir, socket and TCP port."""
 
-    def __init__(self, extra_env=None, extra_args=(), tty=False, state_dir=None, wrap=()):
+    def __init__(self, extra_env=None, extra_args=(), tty=False, state_dir=None, wrap=(),
+                 port=None):
         """extra_env/extra_args: added to every start (test hooks such as
         ISOLA_TEST_NO_OPENAT2, --idle-timeout). tty: run isolad as the leader of a session
         whose controlling terminal is a fresh pty, as when an operator starts it from a
         shell (tests/security checks that no sandbox reaches that terminal). state_dir: an
         existing (short) directory to use instead of a fresh one under /tmp, e.g. a mount of
         a filesystem under test; the caller removes it. wrap: a command prefix that execs
-        isolad, e.g. ["nsenter", "--net=/run/netns/X"] to run it in a test's network namespace."""
+        isolad, e.g. ["nsenter", "--net=/run/netns/X"] to run it in a test's network namespace.
+        port: the API's TCP port (default: one free here; give one with `wrap` into a netns)."""
         self.wrap = [str(a) for a in wrap]
         self.extra_env = dict(extra_env or {})
         self.extra_args = [str(a) for a in extra_args]
@@ -166,7 +168,7 @@ class Isolad:
         self.state_dir = state_dir or tempfile.mkdtemp(prefix="isola-it-", dir="/tmp")
         os.chmod(self.state_dir, 0o700)
         self.socket = os.path.join(self.state_dir, "isolad.sock")
-        self.port = free_port()
+        self.port = port or free_port()
         self.tcp = ("127.0.0.1", self.port)
         self.url = f"http://127.0.0.1:{self.port}"
         self.logs = []  # one stderr file per start

@@ -310,34 +310,54 @@ int main(int argc, char **argv)
 	pthread_sigmask(SIG_BLOCK, &set, NULL);
 	signal(SIGPIPE, SIG_IGN);
 
-	/* The network first: it takes back the interfaces of sandboxes that core re-attaches. */
+	/* The listeners' sockets before anything takes a kernel-picked port (api.h). */
+	if (api_server_bind(&api, &srv, &err) < 0) {
+		log_error("start API: %s", err->message);
+		return 1;
+	}
+	if (expose_bind(&xcfg, &expose, &err) < 0) {
+		log_error("start exposure listener: %s", err->message);
+		api_server_stop(srv);
+		return 1;
+	}
+	/* The network next: it takes back the interfaces of sandboxes that core re-attaches. */
 	snprintf(ncfg.state_dir, sizeof(ncfg.state_dir), "%s", cfg.state_dir);
 	if (!ncfg.disabled && net_start(&ncfg, &net, &err) < 0) {
 		log_error("start: %s", err->message);
+		expose_stop(expose);
+		api_server_stop(srv);
 		return 1;
 	}
 	if (core_new(&cfg, &core, &err) < 0) {
 		log_error("start: %s", err->message);
+		expose_stop(expose);
+		api_server_stop(srv);
 		net_stop(net);
 		return 1;
 	}
 	for (int i = 0; i < n_pools; i++) {
 		if (core_pool_set_flag(core, pool_flags[i], &err) < 0) {
 			log_error("start: %s", err->message);
+			expose_stop(expose);
+			api_server_stop(srv);
 			core_free(core);
 			net_stop(net);
 			return 2;
 		}
 	}
-	if (api_server_start(core, &api, &srv, &err) < 0) {
+	if (api_server_start(core, srv, &err) < 0) {
 		log_error("start API: %s", err->message);
+		expose_stop(expose);
 		core_free(core);
+		net_stop(net);
 		return 1;
 	}
-	if (expose_start(core, &xcfg, &expose, &err) < 0) {
+	if (expose_start(core, expose, &err) < 0) {
 		log_error("start exposure listener: %s", err->message);
 		api_server_stop(srv);
+		expose_stop(expose);
 		core_free(core);
+		net_stop(net);
 		return 1;
 	}
 	log_info("isolad ready: socket %s%s%s, state %s, agent %s", api.socket_path,

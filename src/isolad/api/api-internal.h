@@ -51,6 +51,9 @@ struct api_server {
 	struct api_listener unix_l; /* closure of unix_d: no auth (the socket is 0600) */
 	struct api_listener tcp_l;  /* closure of tcp_d: bearer token */
 	char socket_path[108];	    /* unix socket path (removed at stop) */
+	char listen_addr[128];	    /* TCP listen address, "" for none */
+	int ufd, tfd;		    /* bound listening sockets until the daemons take them, or -1 */
+	bool serving;		    /* api_server_start() succeeded */
 	char spool_dir[512];	    /* template upload spool directory */
 	uint64_t max_upload;	    /* cap on streamed uploads, bytes */
 	unsigned idle_timeout_s;    /* MHD connection timeout, seconds */

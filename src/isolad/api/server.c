@@ -749,65 +749,95 @@ static struct MHD_Daemon *daemon_start(int fd, struct api_listener *lst)
 				MHD_OPTION_NOTIFY_COMPLETED, on_completed, NULL, MHD_OPTION_END);
 }
 
-int api_server_start(struct core *c, const struct api_config *cfg, struct api_server **out,
-		     struct isola_err **err)
+/*
+ * Binding comes before everything else isolad starts: the resolver and the proxy take
+ * kernel-picked ports, and one of them once took the API's configured TCP port in the
+ * moment between a restart's stop and its bind ("listen on `127.0.0.1:P`: Address already
+ * in use", CI's test_restart_reattaches). Binding first also refuses a second isolad on the
+ * same socket before it touches the network.
+ */
+int api_server_bind(const struct api_config *cfg, struct api_server **out, struct isola_err **err)
 {
 	struct api_server *s;
-	int ufd = -1, tfd = -1, r;
+	int r;
 
 	s = calloc(1, sizeof(*s));
 	if (!s)
 		return isola_err_set(err, ENOMEM, "internal", "out of memory");
-	s->core = c;
+	s->ufd = s->tfd = -1;
 	s->max_upload = cfg->max_upload_bytes ? cfg->max_upload_bytes : (1ull << 30);
 	s->idle_timeout_s = cfg->idle_timeout_s ? cfg->idle_timeout_s : API_IDLE_TIMEOUT_S;
 	snprintf(s->spool_dir, sizeof(s->spool_dir), "%s",
 		 cfg->spool_dir ? cfg->spool_dir : "/var/lib/isola/tmp");
+	if (cfg->listen_addr && *cfg->listen_addr)
+		snprintf(s->listen_addr, sizeof(s->listen_addr), "%s", cfg->listen_addr);
 	pthread_mutex_init(&s->lock, NULL);
 	pthread_cond_init(&s->cond, NULL);
-	ufd = unix_listen(cfg->socket_path, cfg->socket_gid, err);
-	if (ufd < 0) {
-		r = ufd;
+	s->ufd = unix_listen(cfg->socket_path, cfg->socket_gid, err);
+	if (s->ufd < 0) {
+		r = s->ufd;
 		goto err_free;
 	}
 	snprintf(s->socket_path, sizeof(s->socket_path), "%s", cfg->socket_path);
-	s->unix_l = (struct api_listener){.srv = s, .need_auth = false};
-	s->tcp_l = (struct api_listener){.srv = s, .need_auth = true};
-	s->unix_d = daemon_start(ufd, &s->unix_l);
-	if (!s->unix_d) {
-		close(ufd);
-		r = isola_err_set(err, EIO, "internal", "start HTTP daemon on `%s`",
-				  cfg->socket_path);
-		goto err_unlink;
-	}
-	if (cfg->listen_addr && *cfg->listen_addr) {
-		tfd = tcp_listen(cfg->listen_addr, err);
-		if (tfd < 0) {
-			r = tfd;
-			goto err_stop;
-		}
-		s->tcp_d = daemon_start(tfd, &s->tcp_l);
-		if (!s->tcp_d) {
-			close(tfd);
-			r = isola_err_set(err, EIO, "internal", "start HTTP daemon on `%s`",
-					  cfg->listen_addr);
-			goto err_stop;
+	if (s->listen_addr[0]) {
+		s->tfd = tcp_listen(s->listen_addr, err);
+		if (s->tfd < 0) {
+			r = s->tfd;
+			close(s->ufd);
+			unlink(s->socket_path);
+			goto err_free;
 		}
 	}
-	log_info("api: listening on %s%s%s", s->socket_path, s->tcp_d ? " and " : "",
-		 s->tcp_d ? cfg->listen_addr : "");
 	*out = s;
 	return 0;
 
-err_stop:
-	MHD_stop_daemon(s->unix_d);
-err_unlink:
-	unlink(s->socket_path);
 err_free:
 	pthread_cond_destroy(&s->cond);
 	pthread_mutex_destroy(&s->lock);
 	free(s);
 	return r;
+}
+
+/* Frees a server api_server_bind() made that never started serving. */
+static void unbound(struct api_server *s)
+{
+	if (s->tfd >= 0)
+		close(s->tfd);
+	if (s->ufd >= 0)
+		close(s->ufd);
+	unlink(s->socket_path);
+	pthread_cond_destroy(&s->cond);
+	pthread_mutex_destroy(&s->lock);
+	free(s);
+}
+
+int api_server_start(struct core *c, struct api_server *s, struct isola_err **err)
+{
+	s->core = c;
+	s->unix_l = (struct api_listener){.srv = s, .need_auth = false};
+	s->tcp_l = (struct api_listener){.srv = s, .need_auth = true};
+	s->unix_d = daemon_start(s->ufd, &s->unix_l);
+	if (!s->unix_d) {
+		isola_err_set(err, EIO, "internal", "start HTTP daemon on `%s`", s->socket_path);
+		unbound(s);
+		return -EIO;
+	}
+	s->ufd = -1; /* the daemon's now; quiescing hands it back at stop */
+	if (s->tfd >= 0) {
+		s->tcp_d = daemon_start(s->tfd, &s->tcp_l);
+		if (!s->tcp_d) {
+			isola_err_set(err, EIO, "internal", "start HTTP daemon on `%s`",
+				      s->listen_addr);
+			MHD_stop_daemon(s->unix_d);
+			unbound(s);
+			return -EIO;
+		}
+		s->tfd = -1;
+	}
+	s->serving = true;
+	log_info("api: listening on %s%s%s", s->socket_path, s->tcp_d ? " and " : "",
+		 s->tcp_d ? s->listen_addr : "");
+	return 0;
 }
 
 void api_server_stop(struct api_server *s)
@@ -816,6 +846,10 @@ void api_server_stop(struct api_server *s)
 
 	if (!s)
 		return;
+	if (!s->serving) {
+		unbound(s);
+		return;
+	}
 	pthread_mutex_lock(&s->lock);
 	s->stopping = true;
 	pthread_mutex_unlock(&s->lock);

@@ -24,14 +24,20 @@ struct expose_config {
 };
 
 /*
- * Starts the exposure listener (one accept thread, one thread per connection plus one per
- * tunnelled connection's upload direction). With listen_addr NULL nothing listens and the
- * port routes answer `unavailable`. Only one may run per process (the port routes find it).
- * Called from the main thread; fails with `invalid` for a bad address, the bind error
- * otherwise.
+ * Binds the exposure listener's socket (isolad does it before anything takes a
+ * kernel-picked port: api.h). With listen_addr NULL nothing listens, *out is NULL and the
+ * port routes answer `unavailable`. Fails with `invalid` for a bad address or domain, the
+ * bind error otherwise; nothing is left listening then.
  */
-int expose_start(struct core *core, const struct expose_config *cfg, struct expose **out,
-		 struct isola_err **err);
+int expose_bind(const struct expose_config *cfg, struct expose **out, struct isola_err **err);
+
+/*
+ * Starts serving what expose_bind() bound (one accept thread, one thread per connection
+ * plus one per tunnelled connection's upload direction). x NULL (listener off) is fine.
+ * Only one may run per process (the port routes find it). Called from the main thread;
+ * on failure the caller still owns x (expose_stop).
+ */
+int expose_start(struct core *core, struct expose *x, struct isola_err **err);
 
 /* Stops accepting, ends every tunnel and joins all threads. NULL is fine. Call before
  * core_free. */

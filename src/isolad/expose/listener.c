@@ -575,8 +575,7 @@ static int listen_on(struct expose *x, const char *addr, struct isola_err **err)
 	return 0;
 }
 
-int expose_start(struct core *core, const struct expose_config *cfg, struct expose **out,
-		 struct isola_err **err)
+int expose_bind(const struct expose_config *cfg, struct expose **out, struct isola_err **err)
 {
 	struct expose *x;
 	const char *domain = cfg->domain ? cfg->domain : EXPOSE_DEFAULT_DOMAIN;
@@ -594,7 +593,6 @@ int expose_start(struct core *core, const struct expose_config *cfg, struct expo
 	x = calloc(1, sizeof(*x));
 	if (!x)
 		return isola_err_set(err, ENOMEM, NULL, "out of memory");
-	x->core = core;
 	x->lfd = x->stop_pipe[0] = x->stop_pipe[1] = -1;
 	snprintf(x->domain, sizeof(x->domain), "%s", domain);
 	for (char *p = x->domain; *p; p++)
@@ -611,20 +609,30 @@ int expose_start(struct core *core, const struct expose_config *cfg, struct expo
 		r = isola_err_sys(err, errno, NULL, "exposure listener: pipe");
 		goto fail;
 	}
-	r = -pthread_create(&x->acceptor, NULL, accept_main, x);
-	if (r < 0) {
-		isola_err_sys(err, -r, NULL, "exposure listener: thread");
-		goto fail;
-	}
-	x->acceptor_started = true;
-	expose_active = x;
-	log_info("exposure listener on %s, domain %s, %u connections per sandbox", x->addr,
-		 x->domain, x->max_conns);
 	*out = x;
 	return 0;
 fail:
 	expose_stop(x);
 	return r;
+}
+
+int expose_start(struct core *core, struct expose *x, struct isola_err **err)
+{
+	int r;
+
+	if (!x)
+		return 0;
+	x->core = core;
+	r = -pthread_create(&x->acceptor, NULL, accept_main, x);
+	if (r < 0) {
+		isola_err_sys(err, -r, NULL, "exposure listener: thread");
+		return r;
+	}
+	x->acceptor_started = true;
+	expose_active = x;
+	log_info("exposure listener on %s, domain %s, %u connections per sandbox", x->addr,
+		 x->domain, x->max_conns);
+	return 0;
 }
 
 void expose_stop(struct expose *x)
