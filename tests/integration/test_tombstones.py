@@ -168,3 +168,23 @@ def test_tombstone_ttl_refuses_bad_values(bad):
     cp = subprocess.run([str(ROOT_CONFTEST.ISOLAD), "--tombstone-ttl", bad], capture_output=True, text=True,
                         timeout=30)
     assert cp.returncode == 2 and f"--tombstone-ttl `{bad}`: expected a duration" in cp.stderr, cp
+
+
+def test_oom_then_init_death_says_oom(api, make_sandbox, tier):
+    """A sandbox whose init dies after its memory limit was hit says so: state error with the
+    OOM count and limit, end_reason `oom` on /wait and in the tombstone (it said `error`)."""
+    if tier != "process":
+        pytest.skip("the microvm tier reports why QEMU ended instead (its own last_error)")
+    sb = make_sandbox(memory="64M")
+    res = api.exec(sb["id"], cmd=["python3", "-c", "b = b'x' * (256 << 20)"], timeout=60)
+    assert res["oom_killed"] is True, res
+    os.kill(ic.sandbox_init_pid(sb["id"]), signal.SIGKILL)
+    r = api.request("GET", f"/v1/sandboxes/{sb['id']}/wait", query={"timeout": 60}, timeout=90)
+    assert r.status == 200, r
+    got = r.json()
+    assert got["state"] == "error" and got["end_reason"] == "oom", got
+    assert "1 OOM kill (memory limit 64M)" in got["detail"], got
+    assert api.request("DELETE", f"/v1/sandboxes/{sb['id']}").status == 204
+    t = get(api, sb["id"]).json()
+    assert t["end_reason"] == "oom" and "OOM kill" in t["detail"], t
+    assert "failed (sandbox init exited unexpectedly after 1 OOM kill" in t["message"], t

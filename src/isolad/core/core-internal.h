@@ -65,7 +65,8 @@ struct sandbox {
 	struct sandbox_history *hist;  /* last hour of samples (history.c), owned, or NULL */
 	double hist_last;	       /* wall time of the last sampling attempt */
 	char name[64];		       /* unique per tenant among live sandboxes, "" = none */
-	char end_reason[16]; /* set before a policy destroy: expired|idle, "" = destroyed */
+	char end_reason[16]; /* expired|idle (set before a policy destroy), oom (set when init
+				died of it: monitor.c), "" = destroyed or error */
 	char end_detail[64]; /* e.g. "ttl 3s", with end_reason */
 };
 

@@ -35,6 +35,33 @@ static struct sandbox **monitor_snapshot(struct core *c, size_t *n)
 	return snap;
 }
 
+/*
+ * The reason given when a sandbox's init died and its cgroup had counted OOM kills: the
+ * kernel does not say which process a kill took, so the text says what is known ("sandbox
+ * init exited unexpectedly after 2 OOM kills (memory limit 256M)") and the tombstone's
+ * end_reason is `oom`; NULL without OOM kills. Caller holds s->lock; the cgroup is still
+ * there (the tier destroys it later).
+ */
+static char *oom_reason(struct sandbox *s)
+{
+	struct tier_stats st = {0};
+	char lim[32], *why = NULL;
+
+	if (!s->tier->stats || s->tier->stats(s->ts, &st, NULL) < 0 || st.oom_kills == 0)
+		return NULL;
+	if (s->spec.memory_bytes)
+		util_fmt_size(s->spec.memory_bytes, lim, sizeof(lim));
+	else
+		snprintf(lim, sizeof(lim), "none");
+	snprintf(s->end_reason, sizeof(s->end_reason), "oom");
+	snprintf(s->end_detail, sizeof(s->end_detail), "limit %s", lim);
+	if (asprintf(&why,
+		     "sandbox init exited unexpectedly after %llu OOM kill%s (memory limit %s)",
+		     (unsigned long long)st.oom_kills, st.oom_kills == 1 ? "" : "s", lim) < 0)
+		why = NULL;
+	return why;
+}
+
 /* Checks one sandbox: init exited? TTL passed? */
 static void monitor_check(struct core *c, struct sandbox *s, double now)
 {
@@ -49,6 +76,8 @@ static void monitor_check(struct core *c, struct sandbox *s, double now)
 		expired = s->expires_at > 0 && now >= s->expires_at;
 		if (dead && s->tier->last_error && s->tier->last_error(s->ts))
 			why = strdup(s->tier->last_error(s->ts));
+		else if (dead)
+			why = oom_reason(s);
 	}
 	pthread_mutex_unlock(&s->lock);
 	if (dead) {

@@ -91,7 +91,7 @@ void core_tombstone_message(const json_t *t, char *buf, size_t n)
 	if (!strcmp(reason, "expired") || !strcmp(reason, "idle"))
 		snprintf(buf, n, "%s %s at %s (%s) and was destroyed", who,
 			 strcmp(reason, "idle") ? "expired" : "was idle", at, detail ? detail : "");
-	else if (!strcmp(reason, "error"))
+	else if (!strcmp(reason, "error") || !strcmp(reason, "oom"))
 		snprintf(buf, n, "%s failed (%.200s) and was removed at %s", who,
 			 detail ? detail : "error", at);
 	else
@@ -116,7 +116,10 @@ void core_tombstone_record(struct core *c, struct sandbox *s, enum sandbox_state
 
 	if (!c->cfg.tombstone_ttl_s || s->life.pooled)
 		return;
-	if (s->end_reason[0]) {
+	if (s->end_reason[0] && prev == SANDBOX_ERROR) { /* oom: the error says what killed it */
+		reason = s->end_reason;
+		detail = prev_error;
+	} else if (s->end_reason[0]) {
 		reason = s->end_reason;
 		detail = s->end_detail;
 	} else if (prev == SANDBOX_ERROR) {
@@ -210,7 +213,8 @@ static json_t *errored_json(struct core *c, const char *tenant, const char *id)
 	pthread_mutex_unlock(&s->lock);
 	if (errored) {
 		j = sandbox_to_json(s);
-		json_object_set_new(j, "end_reason", json_string("error"));
+		json_object_set_new(j, "end_reason",
+				    json_string(s->end_reason[0] ? s->end_reason : "error"));
 		json_object_set_new(j, "detail", json_incref(json_object_get(j, "error")));
 	}
 	sandbox_unref(s);
