@@ -484,7 +484,7 @@ static int saved_pidfd(const char *saved, pid_t *pid_out, uint64_t *start_out, c
 	json_t *j = saved ? json_loads(saved, 0, NULL) : NULL;
 	const char *st = NULL, *acc = "tcg";
 	int pid = 0, pfd;
-	uint64_t want, now;
+	uint64_t want;
 
 	if (!j)
 		return -EINVAL;
@@ -496,24 +496,9 @@ static int saved_pidfd(const char *saved, pid_t *pid_out, uint64_t *start_out, c
 	want = strtoull(st, NULL, 10);
 	snprintf(accel, 8, "%s", acc);
 	json_decref(j);
-	pfd = (int)syscall(SYS_pidfd_open, pid, 0);
+	pfd = proc_pidfd_verified(pid, want);
 	if (pfd < 0)
-		return -ESRCH;
-	/* After pidfd_open: the pidfd pins the process, so a match is not a recycled pid. */
-	if (proc_read_start_time(pid, &now) < 0 || now != want) {
-		close(pfd);
-		return -ESRCH;
-	}
-	/* A pidfd polls readable once its process has exited: a QEMU killed while isolad was
-	 * down stays a zombie when nobody reaps it, and is as gone as a reaped one. */
-	{
-		struct pollfd pf = {.fd = pfd, .events = POLLIN};
-
-		if (poll(&pf, 1, 0) > 0) {
-			close(pfd);
-			return -ESRCH;
-		}
-	}
+		return pfd;
 	*pid_out = pid;
 	*start_out = want;
 	return pfd;

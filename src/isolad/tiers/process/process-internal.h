@@ -270,6 +270,10 @@ int proc_write_idmaps(pid_t pid, uint32_t base);
 /* Field 22 (starttime) of /proc/<pid>/stat. 0 or -errno. */
 int proc_read_start_time(pid_t pid, uint64_t *out);
 
+/* A pidfd for the process pid that started at start_time (field 22) and has not exited, or
+ * -ESRCH: how a restarted isolad finds a sandbox's PID 1 or QEMU again. Caller closes it. */
+int proc_pidfd_verified(pid_t pid, uint64_t start_time);
+
 /* SIGKILLs the process behind *pidfd, waits up to timeout_ms for it to exit and reaps it
  * if it is our child (after a reattach it is not: ECHILD, someone else reaps). Closes
  * *pidfd and sets it to -1; nothing happens when it is already -1. */

@@ -594,7 +594,7 @@ static int saved_pidfd(const char *saved, pid_t *pid_out, uint64_t *start_out, b
 	json_t *j = saved ? json_loads(saved, 0, &je) : NULL;
 	const char *st = NULL, *im = "none";
 	int pid = 0, pfd;
-	uint64_t want, now;
+	uint64_t want;
 
 	if (!j)
 		return -EINVAL;
@@ -606,25 +606,9 @@ static int saved_pidfd(const char *saved, pid_t *pid_out, uint64_t *start_out, b
 	want = strtoull(st, NULL, 10);
 	*idm = !strcmp(im, "idmapped");
 	json_decref(j);
-	pfd = (int)syscall(SYS_pidfd_open, pid, 0);
+	pfd = proc_pidfd_verified(pid, want);
 	if (pfd < 0)
-		return -ESRCH;
-	/* Checked after pidfd_open: the pidfd pins this process, so a match now means
-	 * the pidfd refers to the sandbox's PID 1 and not a recycled pid. */
-	if (proc_read_start_time(pid, &now) < 0 || now != want) {
-		close(pfd);
-		return -ESRCH;
-	}
-	/* A pidfd polls readable once its process has exited: a zombie nobody reaped (its
-	 * parent isolad died) is as gone as a reaped one. */
-	{
-		struct pollfd pf = {.fd = pfd, .events = POLLIN};
-
-		if (poll(&pf, 1, 0) > 0) {
-			close(pfd);
-			return -ESRCH;
-		}
-	}
+		return pfd;
 	*pid_out = pid;
 	*start_out = want;
 	return pfd;

@@ -265,6 +265,29 @@ int proc_read_start_time(pid_t pid, uint64_t *out)
 	return 0;
 }
 
+int proc_pidfd_verified(pid_t pid, uint64_t start_time)
+{
+	struct pollfd pf;
+	uint64_t now;
+	int pfd = (int)syscall(SYS_pidfd_open, pid, 0);
+
+	if (pfd < 0)
+		return -ESRCH;
+	/* After pidfd_open: the pidfd pins the process, so a match is not a recycled pid. */
+	if (proc_read_start_time(pid, &now) < 0 || now != start_time) {
+		close(pfd);
+		return -ESRCH;
+	}
+	/* A pidfd polls readable once its process has exited: a zombie nobody reaped (its
+	 * parent isolad died) is as gone as a reaped one. */
+	pf = (struct pollfd){.fd = pfd, .events = POLLIN};
+	if (poll(&pf, 1, 0) > 0) {
+		close(pfd);
+		return -ESRCH;
+	}
+	return pfd;
+}
+
 void proc_pidfd_kill(int *pidfd, int timeout_ms)
 {
 	struct pollfd p = {.fd = *pidfd, .events = POLLIN};
