@@ -78,12 +78,6 @@ enum MHD_Result e2b_ctl_err(struct api_req *r, const struct isola_err *e)
 	return ctl_err_retry(r, e, 0);
 }
 
-enum MHD_Result e2b_ctl_not_supported(struct api_req *r)
-{
-	return e2b_ctl_error(r, 501, "%s %s is not supported by isola yet (see docs/e2b.md)",
-			     e2b_req_of(r)->route->api.method, e2b_req_of(r)->route->api.pattern);
-}
-
 int e2b_ctl_body(struct api_req *r, json_t **out)
 {
 	struct e2b_req *er = e2b_req_of(r);

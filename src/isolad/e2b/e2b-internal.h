@@ -227,7 +227,6 @@ enum MHD_Result e2b_ctl_pause(struct api_req *r);
 enum MHD_Result e2b_ctl_resume(struct api_req *r);
 enum MHD_Result e2b_ctl_connect(struct api_req *r);
 enum MHD_Result e2b_ctl_metrics(struct api_req *r);
-enum MHD_Result e2b_ctl_not_supported(struct api_req *r);
 /* PUT /sandboxes/{id}/network (updateNetwork): replaces the sandbox's egress policy. */
 enum MHD_Result e2b_ctl_network(struct api_req *r);
 /* E2B's allow_internet_access (boolean or NULL) and network config (object or NULL) as an
