@@ -136,6 +136,8 @@ void mcp_session_end(struct mcp_session *s, volatile sig_atomic_t *stop);
 void mcp_send(struct mcp_session *s, json_t *msg);
 /* Sends a JSON-RPC error answer to id (borrowed; NULL: null id). */
 void mcp_send_error(struct mcp_session *s, json_t *id, int code, const char *message);
+/* True for a protocol version this server speaks ("2025-06-18", ...). */
+bool mcp_version_known(const char *v);
 /* A diagnostic line through ops->log or to stderr. */
 void mcp_log(struct mcp_session *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 

@@ -77,6 +77,14 @@ void mcp_send_error(struct mcp_session *s, json_t *id, int code, const char *mes
 			      "error", "code", code, "message", message));
 }
 
+bool mcp_version_known(const char *v)
+{
+	for (size_t i = 0; v && i < ARRAY_SIZE(mcp_versions); i++)
+		if (!strcmp(v, mcp_versions[i]))
+			return true;
+	return false;
+}
+
 static json_t *initialize_result(json_t *params)
 {
 	const char *want = json_string_value(json_object_get(params, "protocolVersion"));
