@@ -25,10 +25,10 @@ enum MHD_Result api_mcp_delete(struct api_req *r);
 void mcp_http_start(struct api_server *srv);
 void mcp_http_stop(void);
 
-/* Pure: true when a request with this Origin (NULL: none) may use /mcp on a listener the
+/* origin.c (pure): true when a request with this Origin (NULL: none) may use /mcp on a listener the
  * client reached as `host` (the Host header): no Origin, or an http(s) Origin whose
  * authority is exactly Host and names the listener by IP literal or localhost — a DNS name
  * could be an attacker's pointing at this machine (DNS rebinding). */
-bool mcp_http_origin_ok(const char *origin, const char *host);
+bool api_origin_ok(const char *origin, const char *host);
 
 #endif
