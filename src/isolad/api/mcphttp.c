@@ -682,6 +682,9 @@ enum MHD_Result api_mcp_post(struct api_req *r)
 		pthread_mutex_unlock(&hs->qlock);
 		if (json_array_size(q) == 0) {
 			json_decref(q);
+			/* An initialize sent as a notification opened nothing the client knows. */
+			if (created && sess_unlist(hs))
+				sess_end(hs, "initialize without an id");
 			resp = MHD_create_response_from_buffer(0, NULL, MHD_RESPMEM_PERSISTENT);
 			ret = api_respond_response(r, 202, resp);
 			goto out;
