@@ -6,6 +6,7 @@ import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
+import { until } from "./until.mjs";
 
 const URL_ = process.env.ISOLA_TEST_URL;
 const ADMIN = process.env.ISOLA_TEST_TOKEN;
@@ -56,14 +57,6 @@ function raw(headers, body) {
 
 const text = (res) => res.content[0].text;
 
-async function until(fn, what, tries = 300) {
-  for (let i = 0; i < tries; i++) {
-    const v = await fn();
-    if (v) return v;
-    await new Promise((r) => setTimeout(r, 100));
-  }
-  assert.fail(`never happened: ${what}`);
-}
 
 describe("isolad /mcp over Streamable HTTP with the official SDK client", () => {
   let a, b, ro, tokA, tokB, tokRo;

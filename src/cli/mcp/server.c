@@ -225,9 +225,10 @@ static void *worker(void *arg)
 			result = mcp_resources_read(c, uri, &err);
 		if (!result)
 			mcp_send_error(s, c->id,
-				   err && !strcmp(err->code, MCP_ERR_PARAMS) ? RPC_INVALID_PARAMS
-									     : RPC_INTERNAL,
-				   err && err->message ? err->message : "error");
+				       err && !strcmp(err->code, MCP_ERR_PARAMS)
+					       ? RPC_INVALID_PARAMS
+					       : RPC_INTERNAL,
+				       err && err->message ? err->message : "error");
 	}
 	/* A cancelled request gets no answer (MCP: the receiver SHOULD NOT respond); the
 	 * transport hears of it (an HTTP stream waiting for that answer ends). */
@@ -266,7 +267,8 @@ static void start_call(struct mcp_session *s, json_t *id, json_t *params, int ki
 	full = s->ncalls >= MCP_MAX_INFLIGHT;
 	pthread_mutex_unlock(&s->lock);
 	if (full) {
-		mcp_send_error(s, id, RPC_INTERNAL, "too many requests in flight (64); retry later");
+		mcp_send_error(s, id, RPC_INTERNAL,
+			       "too many requests in flight (64); retry later");
 		return;
 	}
 	c = calloc(1, sizeof(*c));
@@ -391,7 +393,7 @@ void mcp_handle(struct mcp_session *s, json_t *msg)
 		    (json_object_get(msg, "result") || json_object_get(msg, "error")))
 			return;
 		mcp_send_error(s, json_is_string(id) || json_is_integer(id) ? id : NULL,
-			   RPC_INVALID_REQUEST, "not a JSON-RPC 2.0 request");
+			       RPC_INVALID_REQUEST, "not a JSON-RPC 2.0 request");
 		return;
 	}
 	if (!id) {
@@ -474,7 +476,6 @@ void mcp_session_end(struct mcp_session *s, volatile sig_atomic_t *stop)
 	}
 	free(id);
 }
-
 
 int mcp_session_init(struct mcp_session *s, const struct mcp_transport_ops *ops,
 		     const struct client_conf *conf, struct isola_err **err)

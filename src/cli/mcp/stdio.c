@@ -109,7 +109,7 @@ int mcp_serve_stdio(struct mcp_session *s)
 				discarding = true;
 				len = 0;
 				mcp_send_error(s, NULL, RPC_INVALID_REQUEST,
-					   "message longer than 16 MiB");
+					       "message longer than 16 MiB");
 			}
 			if (!discarding) {
 				if (len + k + 1 > cap) {

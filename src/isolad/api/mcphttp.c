@@ -3,6 +3,7 @@
 #include "api-internal.h"
 
 #include <errno.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,8 +30,8 @@
  * and the stream ends once each of its requests is answered or cancelled.
  */
 
-#define MCPH_HEADER_SESSION  "Mcp-Session-Id"
-#define MCPH_HEADER_VERSION  "MCP-Protocol-Version"
+#define MCPH_HEADER_SESSION "Mcp-Session-Id"
+#define MCPH_HEADER_VERSION "MCP-Protocol-Version"
 
 struct sess;
 
@@ -47,19 +48,19 @@ struct stream {
 };
 
 struct sess {
-	struct mcp_session core;     /* first: the core's session (ops get &core) */
-	char id[65];		     /* Mcp-Session-Id: 256 random bits, hex */
-	char *token;		     /* the bearer token that made it (NULL: unix socket) */
-	char who[48];		     /* its principal (for the per-token cap and logs) */
-	struct client_conf conf;     /* how the tools reach the API: as the caller */
-	pthread_mutex_t dispatch;    /* one mcp_handle() at a time */
-	pthread_mutex_t qlock;	     /* streams and what they hold */
-	pthread_cond_t qcond;	     /* signalled when a stream got something */
-	struct stream *streams;	     /* open answer streams (qlock) */
-	bool ended;		     /* DELETEd or expired (qlock) */
-	time_t last_used;	     /* CLOCK_MONOTONIC seconds of the last request (mh.lock) */
-	unsigned refs;		     /* the table + requests and streams using it (mh.lock) */
-	struct sess *next;	     /* mh.list */
+	struct mcp_session core;  /* first: the core's session (ops get &core) */
+	char id[65];		  /* Mcp-Session-Id: 256 random bits, hex */
+	char *token;		  /* the bearer token that made it (NULL: unix socket) */
+	char who[48];		  /* its principal (for the per-token cap and logs) */
+	struct client_conf conf;  /* how the tools reach the API: as the caller */
+	pthread_mutex_t dispatch; /* one mcp_handle() at a time */
+	pthread_mutex_t qlock;	  /* streams and what they hold */
+	pthread_cond_t qcond;	  /* signalled when a stream got something */
+	struct stream *streams;	  /* open answer streams (qlock) */
+	bool ended;		  /* DELETEd or expired (qlock) */
+	time_t last_used;	  /* CLOCK_MONOTONIC seconds of the last request (mh.lock) */
+	unsigned refs;		  /* the table + requests and streams using it (mh.lock) */
+	struct sess *next;	  /* mh.list */
 };
 
 /* Every session of the daemon. */
@@ -69,8 +70,8 @@ static struct {
 	unsigned n;
 	pthread_t ticker; /* progress ticks and idle expiry */
 	bool ticker_on;
-	bool stopping;
-	char url[160]; /* http://loopback:port of the TCP listener, "" without one */
+	atomic_bool stopping; /* read by answer streams without the lock */
+	char url[160];	      /* http://loopback:port of the TCP listener, "" without one */
 	char socket[108];
 } mh = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
@@ -338,7 +339,7 @@ static void *ticker(void *arg)
 
 		sleep(1);
 		pthread_mutex_lock(&mh.lock);
-		if (mh.stopping) {
+		if (atomic_load(&mh.stopping)) {
 			pthread_mutex_unlock(&mh.lock);
 			return NULL;
 		}
@@ -391,7 +392,7 @@ void mcp_http_start(struct api_server *srv)
 			snprintf(host, sizeof(host), "[::1]");
 		snprintf(mh.url, sizeof(mh.url), "http://%s:%s", host, colon + 1);
 	}
-	mh.stopping = false;
+	atomic_store(&mh.stopping, false);
 	if (!mh.ticker_on && pthread_create(&mh.ticker, NULL, ticker, NULL) == 0)
 		mh.ticker_on = true;
 	pthread_mutex_unlock(&mh.lock);
@@ -402,7 +403,7 @@ void mcp_http_stop(void)
 	struct sess *list, *next;
 
 	pthread_mutex_lock(&mh.lock);
-	mh.stopping = true;
+	atomic_store(&mh.stopping, true);
 	list = mh.list;
 	mh.list = NULL;
 	mh.n = 0;
@@ -549,7 +550,7 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *out, size_t max)
 			free(s);
 			continue;
 		}
-		if (json_array_size(st->pending) == 0 || hs->ended || mh.stopping) {
+		if (json_array_size(st->pending) == 0 || hs->ended || atomic_load(&mh.stopping)) {
 			pthread_mutex_unlock(&hs->qlock);
 			return MHD_CONTENT_READER_END_OF_STREAM;
 		}
@@ -735,7 +736,8 @@ enum MHD_Result api_mcp_delete(struct api_req *r)
 	if (refused_early(r, &ret))
 		return ret;
 	if (!sid)
-		return respond_rpc_error(r, 400, "invalid", -32000, "missing Mcp-Session-Id header");
+		return respond_rpc_error(r, 400, "invalid", -32000,
+					 "missing Mcp-Session-Id header");
 	hs = sess_find(r, sid);
 	if (!hs)
 		return respond_rpc_error(r, 404, "not_found", -32001,

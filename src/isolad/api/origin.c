@@ -36,4 +36,3 @@ bool api_origin_ok(const char *origin, const char *host)
 		return false; /* "null" and other schemes */
 	return !strcasecmp(auth, host) && host_is_literal(host, strlen(host));
 }
-
