@@ -9,6 +9,7 @@ import http.client
 import json
 import os
 import re
+import time
 
 import pytest
 
@@ -124,3 +125,38 @@ def test_body_cap_and_session_cap(isolad):
             delete(isolad, tok, sid)
     sids = [init(isolad, tok)]
     delete(isolad, tok, sids[0])
+
+
+def sse_answer(body):
+    """The JSON-RPC answer in an SSE or JSON body."""
+    text = body.decode()
+    if text.startswith("{"):
+        return json.loads(text)
+    data = [ln[6:] for ln in text.splitlines() if ln.startswith("data: ")]
+    return json.loads(data[-1])
+
+
+def test_idle_session_expires_and_its_sandbox_goes(extra_isolad):
+    """A session left without DELETE (a client that died) expires after the idle time (2 s
+    here through ISOLA_TEST_MCP_IDLE_S; 30 min by default): 404 afterwards, and its default
+    sandbox is destroyed. A session with a call running does not expire meanwhile."""
+    d = extra_isolad(extra_env={"ISOLA_TEST_MCP_IDLE_S": "2"})
+    tok = d.token
+    sid = init(d, tok)
+    call = {"jsonrpc": "2.0", "id": 3, "method": "tools/call",
+            "params": {"name": "sandbox_run_command", "arguments": {"command": "sleep 5; echo up"}}}
+    st, _, body = req(d, "POST", "/mcp", call, {**bearer(tok), "Mcp-Session-Id": sid})
+    assert st == 200, body
+    ans = sse_answer(body)
+    assert "up" in ans["result"]["content"][0]["text"], "the 5 s call outlived a 2 s idle time"
+    box = ans["result"]["structuredContent"]["sandbox_id"]
+    assert d.client().request("GET", f"/v1/sandboxes/{box}").status == 200
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if "ended (idle)" in d.log_text():
+            break
+        time.sleep(0.2)
+    assert "ended (idle)" in d.log_text(), "the idle session never expired"
+    st, _, _ = req(d, "POST", "/mcp", PING, {**bearer(tok), "Mcp-Session-Id": sid})
+    assert st == 404
+    assert d.client().request("GET", f"/v1/sandboxes/{box}").status in (404, 410)

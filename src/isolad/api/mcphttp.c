@@ -54,6 +54,7 @@ struct sess {
 	char who[48];		  /* its principal (for the per-token cap and logs) */
 	struct client_conf conf;  /* how the tools reach the API: as the caller */
 	pthread_mutex_t dispatch; /* one mcp_handle() at a time */
+	bool closing;		  /* being ended: no more mcp_handle() (dispatch) */
 	pthread_mutex_t qlock;	  /* streams and what they hold */
 	pthread_cond_t qcond;	  /* signalled when a stream got something */
 	struct stream *streams;	  /* open answer streams (qlock) */
@@ -71,6 +72,7 @@ static struct {
 	pthread_t ticker; /* progress ticks and idle expiry */
 	bool ticker_on;
 	atomic_bool stopping; /* read by answer streams without the lock */
+	time_t idle_s;	      /* MCPH_IDLE_S, or ISOLA_TEST_MCP_IDLE_S (tests) */
 	char url[160];	      /* http://loopback:port of the TCP listener, "" without one */
 	char socket[108];
 } mh = {.lock = PTHREAD_MUTEX_INITIALIZER};
@@ -316,6 +318,7 @@ static void sess_end(struct sess *hs, const char *why)
 	static volatile sig_atomic_t now = 1;
 
 	pthread_mutex_lock(&hs->dispatch);
+	hs->closing = true;
 	mcp_session_end(&hs->core, &now);
 	pthread_mutex_unlock(&hs->dispatch);
 	pthread_mutex_lock(&hs->qlock);
@@ -347,7 +350,7 @@ static void *ticker(void *arg)
 			hs = *pp;
 			pthread_mutex_lock(&hs->core.lock);
 			bool idle = hs->core.ncalls == 0 && hs->refs == 1 &&
-				    now - hs->last_used >= MCPH_IDLE_S;
+				    now - hs->last_used >= mh.idle_s;
 			pthread_mutex_unlock(&hs->core.lock);
 			if (idle) {
 				*pp = hs->next;
@@ -393,6 +396,9 @@ void mcp_http_start(struct api_server *srv)
 		snprintf(mh.url, sizeof(mh.url), "http://%s:%s", host, colon + 1);
 	}
 	atomic_store(&mh.stopping, false);
+	mh.idle_s = MCPH_IDLE_S;
+	if (getenv("ISOLA_TEST_MCP_IDLE_S") && atoi(getenv("ISOLA_TEST_MCP_IDLE_S")) > 0)
+		mh.idle_s = atoi(getenv("ISOLA_TEST_MCP_IDLE_S"));
 	if (!mh.ticker_on && pthread_create(&mh.ticker, NULL, ticker, NULL) == 0)
 		mh.ticker_on = true;
 	pthread_mutex_unlock(&mh.lock);
@@ -670,6 +676,14 @@ enum MHD_Result api_mcp_post(struct api_req *r)
 	pthread_mutex_unlock(&hs->qlock);
 
 	pthread_mutex_lock(&hs->dispatch);
+	if (hs->closing) {
+		/* DELETEd or expired while this POST waited: a call started now would make a
+		 * default sandbox nobody destroys. */
+		pthread_mutex_unlock(&hs->dispatch);
+		ret = respond_rpc_error(r, 404, "not_found", -32001,
+					"unknown or expired MCP session: initialize a new one");
+		goto out;
+	}
 	/* A member that is no object gets no answer: it has no id to answer to. */
 	json_array_foreach(msgs, i, m) if (json_is_object(m)) mcp_handle(&hs->core, m);
 	pthread_mutex_unlock(&hs->dispatch);
