@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* server: the transport-independent MCP core — dispatch to worker threads, cancellation, progress, session end. */
+/* server: the transport-independent MCP core — dispatch, worker threads, cancellation, progress. */
 #include "mcp.h"
 
 #include <errno.h>
@@ -302,7 +302,7 @@ static void start_call(struct mcp_session *s, json_t *id, json_t *params, int ki
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	if (!started) {
 		pthread_mutex_lock(&s->lock);
-		s->calls = c->next; /* still first: only this thread adds */
+		s->calls = c->next; /* still first: only mcp_handle()'s thread adds */
 		s->ncalls--;
 		pthread_mutex_unlock(&s->lock);
 		mcp_send_error(s, id, RPC_INTERNAL, "cannot start a thread");
