@@ -47,15 +47,18 @@ int main(void)
 
 	m = one(&s, "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"initialize\",\"params\":"
 		    "{\"protocolVersion\":\"2025-03-26\"}}");
-	ok(m && json_integer_value(json_object_get(m, "id")) == 1, "initialize answered with its id");
-	ok(m && !strcmp(json_string_value(json_object_get(json_object_get(m, "result"),
-							  "protocolVersion")) ?: "",
+	ok(m && json_integer_value(json_object_get(m, "id")) == 1,
+	   "initialize answered with its id");
+	ok(m && !strcmp(json_string_value(
+				json_object_get(json_object_get(m, "result"), "protocolVersion"))
+				?: "",
 			"2025-03-26"),
 	   "the client's known version is echoed");
 	m = one(&s, "{\"jsonrpc\":\"2.0\",\"id\":\"a\",\"method\":\"initialize\",\"params\":"
 		    "{\"protocolVersion\":\"1999-01-01\"}}");
-	ok(m && !strcmp(json_string_value(json_object_get(json_object_get(m, "result"),
-							  "protocolVersion")) ?: "",
+	ok(m && !strcmp(json_string_value(
+				json_object_get(json_object_get(m, "result"), "protocolVersion"))
+				?: "",
 			"2025-11-25"),
 	   "an unknown version gets the newest");
 	ok(mcp_version_known("2025-06-18") && mcp_version_known("2025-03-26") &&
@@ -68,7 +71,7 @@ int main(void)
 	   "ping answered, string id kept");
 	m = one(&s, "{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"tools/list\"}");
 	ok(m && json_array_size(json_object_get(json_object_get(m, "result"), "tools")) ==
-			mcp_ntools,
+			   mcp_ntools,
 	   "tools/list lists every tool of the table");
 	m = one(&s, "{\"jsonrpc\":\"2.0\",\"id\":3,\"method\":\"nope\"}");
 	ok(m && err_code(m) == RPC_METHOD_NOT_FOUND, "unknown method: -32601");
