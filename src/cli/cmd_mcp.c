@@ -49,7 +49,7 @@ static int add_host_dir(struct mcp_session *s, const char *dir)
 
 int cmd_mcp(struct cli *cli, int argc, char **argv)
 {
-	struct mcp_session s = {.conf = &cli->conf};
+	struct mcp_session s = {0};
 	cleanup_err struct isola_err *err = NULL;
 	int opt, status = CLI_EXIT_USAGE;
 
@@ -68,16 +68,13 @@ int cmd_mcp(struct cli *cli, int argc, char **argv)
 		status = cli_usage_err(cli, "unexpected argument `%s`", argv[optind]);
 		goto out;
 	}
-	/* Made here, on the main thread, before any worker: client_new() initialises libcurl. */
-	if (client_new(&cli->conf, &s.ctl, &err) < 0) {
+	if (mcp_session_init(&s, NULL, &cli->conf, &err) < 0) {
 		status = cli_fail(err, CLI_EXIT_FAIL);
 		goto out;
 	}
-	pthread_mutex_init(&s.lock, NULL);
-	pthread_mutex_init(&s.default_lock, NULL);
-	pthread_cond_init(&s.idle, NULL);
 	status = mcp_serve_stdio(&s);
-	client_free(s.ctl);
+	mcp_session_fini(&s);
+	return status;
 out:
 	for (size_t i = 0; i < s.nhost_dirs; i++)
 		free(s.host_dirs[i]);

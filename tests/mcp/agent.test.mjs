@@ -11,6 +11,7 @@ import { after, before, describe, test } from "node:test";
 import Ajv from "ajv";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
+import { until } from "./until.mjs";
 
 const CLI = process.env.ISOLA_CLI_BIN;
 const SOCKET = process.env.ISOLA_TEST_SOCKET;
@@ -30,15 +31,6 @@ function text(res) {
   return res.content[0].text;
 }
 
-// Polls fn until it returns a truthy value; fails after `tries` attempts (no timing assertion).
-async function until(fn, what, tries = 300) {
-  for (let i = 0; i < tries; i++) {
-    const v = await fn();
-    if (v) return v;
-    await new Promise((r) => setTimeout(r, 100));
-  }
-  assert.fail(`never happened: ${what}`);
-}
 
 describe("isola mcp for agents", () => {
   let client, hostDir, sid;

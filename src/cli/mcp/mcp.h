@@ -5,6 +5,7 @@
 
 #include <jansson.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -15,8 +16,8 @@
 #include "text.h"
 
 /*
- * Threads (docs/mcp.md "Design"): the transport thread reads messages and answers the cheap
- * methods itself; every tools/call and resources/read runs on its own worker thread with its
+ * Threads (docs/mcp.md "Design"): a transport thread hands each message to mcp_handle() (one
+ * thread at a time per session), which answers the cheap methods itself; every tools/call and resources/read runs on its own worker thread with its
  * own HTTP client (client.c is not thread-safe per client). Writes to the transport go through
  * mcp_send(), serialised by session->lock. A call is owned by its worker; the transport thread
  * reaches it only under session->lock (to cancel it or to report progress).
@@ -27,10 +28,25 @@
 
 struct mcp_session;
 
-/* How messages leave the server (stdio today; the HTTP transport is the next one). */
+/* JSON-RPC error codes. */
+enum {
+	RPC_PARSE_ERROR = -32700,
+	RPC_INVALID_REQUEST = -32600,
+	RPC_METHOD_NOT_FOUND = -32601,
+	RPC_INVALID_PARAMS = -32602,
+	RPC_INTERNAL = -32603,
+};
+
+/* How messages leave the server: stdio (stdio.c, `isola mcp`) or Streamable HTTP
+ * (src/isolad/api/mcphttp.c, isolad's /mcp). Every op is called under session->lock. */
 struct mcp_transport_ops {
-	/* Writes one complete JSON-RPC message. Called under session->lock. Returns 0 or -errno. */
-	int (*send)(struct mcp_session *s, const char *msg, size_t len);
+	/* Writes one complete JSON-RPC message: `msg` (borrowed) and its compact text `str`.
+	 * Returns 0 or -errno (the session then stops sending). */
+	int (*send)(struct mcp_session *s, json_t *msg, const char *str, size_t len);
+	/* Optional: the request `id` (borrowed) ended without an answer (it was cancelled). */
+	void (*dropped)(struct mcp_session *s, const json_t *id);
+	/* Optional: a diagnostic line (stderr when NULL). */
+	void (*log)(struct mcp_session *s, const char *line);
 };
 
 /* One in-flight request on a worker thread. */
@@ -51,7 +67,7 @@ struct mcp_call {
 	struct mcp_call *next;	 /* session->calls list (under s->lock) */
 };
 
-/* The whole server: one per `isola mcp` process. */
+/* One MCP session: the whole `isola mcp` process, or one Mcp-Session-Id of isolad's /mcp. */
 struct mcp_session {
 	const struct mcp_transport_ops *ops; /* where messages go */
 	const struct client_conf *conf;	     /* how to reach isolad (borrowed) */
@@ -100,9 +116,32 @@ enum {
 extern const struct mcp_tool mcp_tools[];
 extern const size_t mcp_ntools;
 
-/* server.c: sends a message (consumed) on the transport; any thread. */
+/* server.c: the transport-independent core. */
+/* Initialises s (zeroed by the caller, then keep/host_dirs may be set) to talk to isolad
+ * through conf (borrowed for the session's life); ops may be NULL until the transport sets
+ * it. Makes s->ctl. Returns 0 or -errno with *err. */
+int mcp_session_init(struct mcp_session *s, const struct mcp_transport_ops *ops,
+		     const struct client_conf *conf, struct isola_err **err);
+/* Releases what mcp_session_init() made and host_dirs; after mcp_session_end(). */
+void mcp_session_fini(struct mcp_session *s);
+/* Handles one JSON-RPC message (an object; the transport splits batches and answers parse
+ * errors). Not reentrant per session: the transport calls it from one thread at a time. */
+void mcp_handle(struct mcp_session *s, json_t *msg);
+/* Sends notifications/progress for running calls that asked for it; call once a second. */
+void mcp_progress_tick(struct mcp_session *s);
+/* Ends the session: waits for the calls in flight, cancelling them (and killing their
+ * commands) as soon as *stop is non-zero, then destroys the default sandbox unless keep. */
+void mcp_session_end(struct mcp_session *s, volatile sig_atomic_t *stop);
+/* Sends a message (consumed) on the transport; any thread. */
 void mcp_send(struct mcp_session *s, json_t *msg);
-/* Serves stdio until EOF; returns the CLI exit status. */
+/* Sends a JSON-RPC error answer to id (borrowed; NULL: null id). */
+void mcp_send_error(struct mcp_session *s, json_t *id, int code, const char *message);
+/* True for a protocol version this server speaks ("2025-06-18", ...). */
+bool mcp_version_known(const char *v);
+/* A diagnostic line through ops->log or to stderr. */
+void mcp_log(struct mcp_session *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* stdio.c (the CLI only): serves stdio until EOF; returns the CLI exit status. */
 int mcp_serve_stdio(struct mcp_session *s);
 
 /* util.c: argument helpers; every failure is an MCP_ERR_PARAMS error naming the argument. */

@@ -1,53 +1,31 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* server: MCP JSON-RPC over stdio — framing, dispatch to worker threads, cancellation, progress. */
+/* server: the transport-independent MCP core — dispatch, worker threads, cancellation, progress. */
 #include "mcp.h"
 
 #include <errno.h>
-#include <poll.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#include <unistd.h>
 
 #include "../../common/util.h"
 #include "../cli.h"
 #include "../parse.h"
 
 /*
- * Transport (MCP "stdio"): one JSON-RPC 2.0 message per line on stdin, one per line on
- * stdout; nothing else is ever written to stdout (diagnostics go to stderr). The reading
- * thread answers initialize, ping, tools/list and the notifications itself and hands each
- * tools/call, resources/list and resources/read to a new worker thread, so a slow command
- * never holds up another request. Batches (JSON arrays) are refused: MCP 2025-06-18 dropped
- * them.
+ * The core knows no transport: a transport (stdio.c in the CLI, src/isolad/api/mcphttp.c in
+ * isolad) parses messages and hands each one to mcp_handle(); everything that leaves goes
+ * through s->ops. mcp_handle() answers initialize, ping, tools/list and the notifications
+ * on the calling thread and hands each tools/call, resources/list and resources/read to a
+ * new worker thread, so a slow command never holds up another request.
  */
-
-#define MCP_MAX_LINE (16u * 1024u * 1024u) /* one request; write_file content is inline */
-
-enum {
-	RPC_PARSE_ERROR = -32700,
-	RPC_INVALID_REQUEST = -32600,
-	RPC_METHOD_NOT_FOUND = -32601,
-	RPC_INVALID_PARAMS = -32602,
-	RPC_INTERNAL = -32603,
-};
 
 enum { KIND_TOOL, KIND_RES_LIST, KIND_RES_READ };
 
 /* Protocol versions this server speaks, newest first. */
 static const char *const mcp_versions[] = {"2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"};
-
-/* SIGTERM/SIGINT/SIGHUP: the client is ending the session (the SDK's close() sends SIGTERM
- * when stdin's EOF did not end us quickly); handled like EOF so the default sandbox goes. */
-static volatile sig_atomic_t mcp_stop;
-
-static void on_stop(int sig)
-{
-	(void)sig;
-	mcp_stop = 1;
-}
 
 static long long mono_s(void)
 {
@@ -57,17 +35,33 @@ static long long mono_s(void)
 	return ts.tv_sec;
 }
 
+void mcp_log(struct mcp_session *s, const char *fmt, ...)
+{
+	char line[512];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(line, sizeof(line), fmt, ap);
+	va_end(ap);
+	if (s->ops && s->ops->log)
+		s->ops->log(s, line);
+	else
+		fprintf(stderr, "isola mcp: %s\n", line);
+}
+
 void mcp_send(struct mcp_session *s, json_t *msg)
 {
 	char *str = msg ? json_dumps(msg, JSON_COMPACT) : NULL;
 
-	json_decref(msg);
-	if (!str)
+	if (!str) {
+		json_decref(msg);
 		return;
+	}
 	pthread_mutex_lock(&s->lock);
-	if (!s->out_broken && s->ops->send(s, str, strlen(str)) < 0)
+	if (!s->out_broken && s->ops->send(s, msg, str, strlen(str)) < 0)
 		s->out_broken = true;
 	pthread_mutex_unlock(&s->lock);
+	json_decref(msg);
 	free(str);
 }
 
@@ -77,10 +71,18 @@ static void send_result(struct mcp_session *s, json_t *id, json_t *result)
 			      "result", result));
 }
 
-static void send_error(struct mcp_session *s, json_t *id, int code, const char *message)
+void mcp_send_error(struct mcp_session *s, json_t *id, int code, const char *message)
 {
 	mcp_send(s, json_pack("{s:s, s:O, s:{s:i, s:s}}", "jsonrpc", "2.0", "id", id ?: json_null(),
 			      "error", "code", code, "message", message));
+}
+
+bool mcp_version_known(const char *v)
+{
+	for (size_t i = 0; v && i < ARRAY_SIZE(mcp_versions); i++)
+		if (!strcmp(v, mcp_versions[i]))
+			return true;
+	return false;
 }
 
 static json_t *initialize_result(json_t *params)
@@ -149,13 +151,13 @@ static json_t *tools_call(struct mcp_call *c)
 
 		if (asprintf(&msg, "unknown tool `%s`", name ?: "") < 0)
 			msg = NULL;
-		send_error(c->s, c->id, RPC_INVALID_PARAMS, msg ?: "unknown tool");
+		mcp_send_error(c->s, c->id, RPC_INVALID_PARAMS, msg ?: "unknown tool");
 		return NULL;
 	}
 	if (!args || json_is_null(args))
 		args = empty = json_object();
 	if (!json_is_object(args)) {
-		send_error(c->s, c->id, RPC_INVALID_PARAMS, "`arguments` must be an object");
+		mcp_send_error(c->s, c->id, RPC_INVALID_PARAMS, "`arguments` must be an object");
 		return NULL;
 	}
 	r = tool->fn(c, args, &res, &err);
@@ -165,7 +167,7 @@ static json_t *tools_call(struct mcp_call *c)
 
 		if (asprintf(&msg, "%s: %s", tool->name, err->message) < 0)
 			msg = NULL;
-		send_error(c->s, c->id, RPC_INVALID_PARAMS, msg ?: err->message);
+		mcp_send_error(c->s, c->id, RPC_INVALID_PARAMS, msg ?: err->message);
 		json_decref(res.data);
 		json_decref(res.content);
 		free(res.text);
@@ -222,16 +224,24 @@ static void *worker(void *arg)
 		else
 			result = mcp_resources_read(c, uri, &err);
 		if (!result)
-			send_error(s, c->id,
-				   err && !strcmp(err->code, MCP_ERR_PARAMS) ? RPC_INVALID_PARAMS
-									     : RPC_INTERNAL,
-				   err && err->message ? err->message : "error");
+			mcp_send_error(s, c->id,
+				       err && !strcmp(err->code, MCP_ERR_PARAMS)
+					       ? RPC_INVALID_PARAMS
+					       : RPC_INTERNAL,
+				       err && err->message ? err->message : "error");
 	}
-	/* A cancelled request gets no answer (MCP: the receiver SHOULD NOT respond). */
-	if (result && !atomic_load(&c->cancelled))
+	/* A cancelled request gets no answer (MCP: the receiver SHOULD NOT respond); the
+	 * transport hears of it (an HTTP stream waiting for that answer ends). */
+	if (result && !atomic_load(&c->cancelled)) {
 		send_result(s, c->id, result);
-	else
+	} else {
 		json_decref(result);
+		if (atomic_load(&c->cancelled) && s->ops->dropped) {
+			pthread_mutex_lock(&s->lock);
+			s->ops->dropped(s, c->id);
+			pthread_mutex_unlock(&s->lock);
+		}
+	}
 	pthread_mutex_lock(&s->lock);
 	for (pp = &s->calls; *pp; pp = &(*pp)->next)
 		if (*pp == c) {
@@ -257,12 +267,13 @@ static void start_call(struct mcp_session *s, json_t *id, json_t *params, int ki
 	full = s->ncalls >= MCP_MAX_INFLIGHT;
 	pthread_mutex_unlock(&s->lock);
 	if (full) {
-		send_error(s, id, RPC_INTERNAL, "too many requests in flight (64); retry later");
+		mcp_send_error(s, id, RPC_INTERNAL,
+			       "too many requests in flight (64); retry later");
 		return;
 	}
 	c = calloc(1, sizeof(*c));
 	if (!c) {
-		send_error(s, id, RPC_INTERNAL, "out of memory");
+		mcp_send_error(s, id, RPC_INTERNAL, "out of memory");
 		return;
 	}
 	c->s = s;
@@ -291,10 +302,10 @@ static void start_call(struct mcp_session *s, json_t *id, json_t *params, int ki
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	if (!started) {
 		pthread_mutex_lock(&s->lock);
-		s->calls = c->next; /* still first: only this thread adds */
+		s->calls = c->next; /* still first: only mcp_handle()'s thread adds */
 		s->ncalls--;
 		pthread_mutex_unlock(&s->lock);
-		send_error(s, id, RPC_INTERNAL, "cannot start a thread");
+		mcp_send_error(s, id, RPC_INTERNAL, "cannot start a thread");
 		call_free(c);
 	}
 	pthread_attr_destroy(&attr);
@@ -340,8 +351,7 @@ static void kill_targets(struct mcp_session *s, const struct kill_target *kt, si
 	}
 }
 
-/* Sends notifications/progress for running commands whose client asked for it: once a second. */
-static void progress_tick(struct mcp_session *s)
+void mcp_progress_tick(struct mcp_session *s)
 {
 	json_t *batch = json_array();
 	long long now = mono_s();
@@ -369,7 +379,7 @@ static void progress_tick(struct mcp_session *s)
 	json_decref(batch);
 }
 
-static void handle(struct mcp_session *s, json_t *msg)
+void mcp_handle(struct mcp_session *s, json_t *msg)
 {
 	json_t *id = json_object_get(msg, "id"), *params = json_object_get(msg, "params");
 	const char *method = json_string_value(json_object_get(msg, "method"));
@@ -382,8 +392,8 @@ static void handle(struct mcp_session *s, json_t *msg)
 		if (json_is_object(msg) && !method &&
 		    (json_object_get(msg, "result") || json_object_get(msg, "error")))
 			return;
-		send_error(s, json_is_string(id) || json_is_integer(id) ? id : NULL,
-			   RPC_INVALID_REQUEST, "not a JSON-RPC 2.0 request");
+		mcp_send_error(s, json_is_string(id) || json_is_integer(id) ? id : NULL,
+			       RPC_INVALID_REQUEST, "not a JSON-RPC 2.0 request");
 		return;
 	}
 	if (!id) {
@@ -397,7 +407,7 @@ static void handle(struct mcp_session *s, json_t *msg)
 		return; /* initialized and other notifications need nothing */
 	}
 	if (params && !json_is_object(params)) {
-		send_error(s, id, RPC_INVALID_PARAMS, "`params` must be an object");
+		mcp_send_error(s, id, RPC_INVALID_PARAMS, "`params` must be an object");
 		return;
 	}
 	if (!strcmp(method, "initialize"))
@@ -424,52 +434,11 @@ static void handle(struct mcp_session *s, json_t *msg)
 
 		if (asprintf(&str, "method `%s` not found", method) < 0)
 			str = NULL;
-		send_error(s, id, RPC_METHOD_NOT_FOUND, str ?: "method not found");
+		mcp_send_error(s, id, RPC_METHOD_NOT_FOUND, str ?: "method not found");
 	}
 }
 
-static void handle_line(struct mcp_session *s, const char *line, size_t n)
-{
-	json_error_t jerr;
-	json_t *msg;
-
-	while (n > 0 && (line[n - 1] == '\r' || line[n - 1] == ' ' || line[n - 1] == '\t'))
-		n--;
-	if (n == 0)
-		return;
-	/* UNTRUSTED: one line from the MCP client (at most MCP_MAX_LINE bytes). */
-	msg = json_loadb(line, n, JSON_REJECT_DUPLICATES, &jerr);
-	if (!msg) {
-		char text[256];
-
-		snprintf(text, sizeof(text), "parse error: %s", jerr.text);
-		send_error(s, NULL, RPC_PARSE_ERROR, text);
-		return;
-	}
-	if (json_is_array(msg))
-		send_error(s, NULL, RPC_INVALID_REQUEST, "batches are not supported");
-	else
-		handle(s, msg);
-	json_decref(msg);
-}
-
-static int stdio_send(struct mcp_session *s, const char *msg, size_t len)
-{
-	(void)s;
-	if (util_write_all(STDOUT_FILENO, msg, len) < 0 ||
-	    util_write_all(STDOUT_FILENO, "\n", 1) < 0)
-		return -errno;
-	return 0;
-}
-
-static const struct mcp_transport_ops stdio_ops = {.send = stdio_send};
-
-/*
- * The session ends. At EOF on stdin the calls in flight are finished and answered (`echo REQ |
- * isola mcp` gets its answer); a stop signal (the SDK's close() sends SIGTERM when EOF alone did
- * not end the server) cancels them and kills their commands. Then the default sandbox goes.
- */
-static void session_end(struct mcp_session *s)
+void mcp_session_end(struct mcp_session *s, volatile sig_atomic_t *stop)
 {
 	struct kill_target kt[MCP_MAX_INFLIGHT];
 	bool cancelled = false;
@@ -479,7 +448,7 @@ static void session_end(struct mcp_session *s)
 	while (s->ncalls) {
 		struct timespec until;
 
-		if (mcp_stop && !cancelled) {
+		if (*stop && !cancelled) {
 			size_t n;
 
 			pthread_mutex_unlock(&s->lock);
@@ -500,97 +469,42 @@ static void session_end(struct mcp_session *s)
 		cleanup_err struct isola_err *err = NULL;
 
 		if (url && client_json(s->ctl, "DELETE", url, NULL, NULL, &err) < 0)
-			fprintf(stderr, "isola mcp: destroying the session's sandbox %s: %s\n", id,
+			mcp_log(s, "destroying the session's sandbox %s: %s", id,
 				err && err->message ? err->message : "failed");
 	} else if (id) {
-		fprintf(stderr, "isola mcp: kept the session's sandbox %s\n", id);
+		mcp_log(s, "kept the session's sandbox %s", id);
 	}
 	free(id);
 }
 
-int mcp_serve_stdio(struct mcp_session *s)
+int mcp_session_init(struct mcp_session *s, const struct mcp_transport_ops *ops,
+		     const struct client_conf *conf, struct isola_err **err)
 {
-	char *buf = NULL;
-	size_t len = 0, cap = 0;
-	bool discarding = false; /* inside a line longer than MCP_MAX_LINE */
-	int status = CLI_EXIT_OK;
-	struct sigaction sa = {.sa_handler = on_stop};
+	s->ops = ops;
+	s->conf = conf;
+	/* Made by the caller's thread before any worker: the first client_new() initialises
+	 * libcurl, which is not thread-safe. */
+	if (client_new(conf, &s->ctl, err) < 0)
+		return -EIO;
+	pthread_mutex_init(&s->lock, NULL);
+	pthread_mutex_init(&s->default_lock, NULL);
+	pthread_cond_init(&s->idle, NULL);
+	return 0;
+}
 
-	s->ops = &stdio_ops;
-	sigemptyset(&sa.sa_mask);
-	sigaction(SIGTERM, &sa, NULL);
-	sigaction(SIGINT, &sa, NULL);
-	sigaction(SIGHUP, &sa, NULL);
-	signal(SIGPIPE, SIG_IGN); /* a closed stdout is an EPIPE write error */
-	while (!mcp_stop) {
-		struct pollfd pfd = {.fd = STDIN_FILENO, .events = POLLIN};
-		char chunk[65536], *p, *nl;
-		ssize_t n;
-		int pr;
-
-		progress_tick(s);
-		pr = poll(&pfd, 1, 1000); /* wakes once a second for progress */
-		if (pr < 0 && errno == EINTR)
-			continue;
-		if (pr == 0)
-			continue;
-		n = read(STDIN_FILENO, chunk, sizeof(chunk));
-		if (n < 0 && (errno == EINTR || errno == EAGAIN))
-			continue;
-		if (n <= 0)
-			break; /* EOF: the client closed the session */
-		p = chunk;
-		while (n > 0) {
-			size_t k;
-
-			nl = memchr(p, '\n', (size_t)n);
-			k = nl ? (size_t)(nl - p) : (size_t)n;
-			if (!discarding && len + k > MCP_MAX_LINE) {
-				discarding = true;
-				len = 0;
-				send_error(s, NULL, RPC_INVALID_REQUEST,
-					   "message longer than 16 MiB");
-			}
-			if (!discarding) {
-				if (len + k + 1 > cap) {
-					size_t ncap = (len + k + 1) * 2;
-					char *nb;
-
-					if (ncap > MCP_MAX_LINE + 1)
-						ncap = MCP_MAX_LINE + 1;
-					nb = realloc(buf, ncap);
-					if (!nb) {
-						fprintf(stderr, "isola mcp: out of memory\n");
-						status = CLI_EXIT_FAIL;
-						goto out;
-					}
-					buf = nb;
-					cap = ncap;
-				}
-				memcpy(buf + len, p, k);
-				len += k;
-			}
-			if (!nl)
-				break;
-			if (!discarding)
-				handle_line(s, buf, len);
-			discarding = false;
-			len = 0;
-			p = nl + 1;
-			n -= (ssize_t)k + 1;
-		}
-		pthread_mutex_lock(&s->lock);
-		pr = s->out_broken;
-		pthread_mutex_unlock(&s->lock);
-		if (pr)
-			break;
-	}
-	if (len && !discarding && !mcp_stop)
-		handle_line(s, buf, len); /* a last message without its newline */
-out:
-	free(buf);
-	session_end(s);
-	if (s->out_broken)
-		status = CLI_EXIT_FAIL;
-	return status;
+void mcp_session_fini(struct mcp_session *s)
+{
+	if (s->ctl)
+		client_free(s->ctl);
+	s->ctl = NULL;
+	pthread_mutex_destroy(&s->lock);
+	pthread_mutex_destroy(&s->default_lock);
+	pthread_cond_destroy(&s->idle);
+	for (size_t i = 0; i < s->nhost_dirs; i++)
+		free(s->host_dirs[i]);
+	free(s->host_dirs);
+	free(s->default_id);
+	s->host_dirs = NULL;
+	s->nhost_dirs = 0;
+	s->default_id = NULL;
 }

@@ -21,6 +21,7 @@
 #include "../../common/util.h"
 #include "../core/core.h"
 #include "../e2b/e2b.h"
+#include "mcphttp.h"
 
 /*
  * The routing table: every route of the native API, one per line, between the ROUTES-BEGIN
@@ -110,6 +111,8 @@ static const struct api_route api_routes[] = {
 	ROUTE("GET", "/v1/snapshots", api_snapshot_list),
 	ROUTE("GET", "/v1/snapshots/{name}", api_snapshot_get),
 	ROUTE("DELETE", "/v1/snapshots/{name}", api_snapshot_delete),
+	ROUTE_STREAM("POST", "/mcp", api_mcp_post_begin, api_mcp_post_data, api_mcp_post),
+	ROUTE("DELETE", "/mcp", api_mcp_delete),
 	/* ROUTES-END */
 };
 /* clang-format on */
@@ -448,8 +451,10 @@ static enum MHD_Result request_begin(struct api_listener *lst, struct api_req *r
 		snprintf(r->err_code, sizeof(r->err_code), "method_not_allowed");
 		return api_respond_response(r, 405, resp);
 	}
-	/* Roles: read-only tokens may only read; a WebSocket attach writes stdin. */
-	if (r->who.role == TENANCY_READONLY &&
+	/* Roles: read-only tokens may only read; a WebSocket attach writes stdin. /mcp is a
+	 * client of this API with the caller's token: its tools meet the role there. */
+	if (r->who.role == TENANCY_READONLY && r->route->handle != api_mcp_post &&
+	    r->route->handle != api_mcp_delete &&
 	    (strcmp(method, "GET") != 0 || r->route->handle == api_proc_ws))
 		return api_respond_error(r, "forbidden", "a read-only token may only read (GET)");
 	for (unsigned i = 0; i < r->match.n; i++) {
@@ -835,6 +840,7 @@ int api_server_start(struct core *c, struct api_server *s, struct isola_err **er
 		s->tfd = -1;
 	}
 	s->serving = true;
+	mcp_http_start(s);
 	log_info("api: listening on %s%s%s", s->socket_path, s->tcp_d ? " and " : "",
 		 s->tcp_d ? s->listen_addr : "");
 	return 0;
@@ -850,6 +856,7 @@ void api_server_stop(struct api_server *s)
 		unbound(s);
 		return;
 	}
+	mcp_http_stop(); /* its calls are killed through the API, still serving */
 	pthread_mutex_lock(&s->lock);
 	s->stopping = true;
 	pthread_mutex_unlock(&s->lock);
