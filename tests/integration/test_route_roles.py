@@ -88,6 +88,10 @@ NATIVE = {
     "GET /v1/sandboxes/{id}/stats": ("read", "GET", "/v1/sandboxes/{id}/stats", None, None),
     "GET /v1/sandboxes/{id}/metrics": ("read", "GET", "/v1/sandboxes/{id}/metrics", None, None),
     "GET /metrics": ("read", "GET", "/metrics", None, None),
+    # MCP over HTTP: any live token may open a session (its tools act with that token's role,
+    # tests/mcp/http.test.mjs); a DELETE without a session id is a 400, not a denial.
+    "POST /mcp": ("read", "POST", "/mcp", {"jsonrpc": "2.0", "id": 1, "method": "ping"}, None),
+    "DELETE /mcp": ("read", "DELETE", "/mcp", None, None),
     "GET /v1/whoami": ("read", "GET", "/v1/whoami", None, None),
     "POST /v1/tokens": ("admin", "POST", "/v1/tokens", {"role": "read-only", "name": "rr"}, None),
     "GET /v1/tokens": ("admin", "GET", "/v1/tokens", None, None),
