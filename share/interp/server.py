@@ -177,6 +177,8 @@ class Context:
 
     def execute(self, code, env, stream, timeout):
         with self.lock:
+            if stream.gone():  # cancelled while it waited for the execution before it
+                return
             if self.dead:
                 self._stop()
                 self._start()

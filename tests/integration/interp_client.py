@@ -5,13 +5,20 @@
     interp_client.py abandon POST /execute JSON  sends the request, waits until the execution
                                                  started, then closes the connection (E2B's
                                                  client cancels that way) and prints {abandoned}
+    interp_client.py pair POST /execute JSON1 FILE JSON2
+                                                 sends JSON1, waits until FILE exists (JSON1's
+                                                 code makes it), sends JSON2 while JSON1 runs;
+                                                 prints [answer1, answer2]
 Standard library only; the service listens on 127.0.0.1:49999.
 """
 
 import http.client
 import json
+import os
 import socket
 import sys
+import threading
+import time
 
 PORT = 49999
 
@@ -47,10 +54,30 @@ def abandon(path, body):
     return {"abandoned": True}
 
 
+def pair(method, path, first, flag, second):
+    answers = [None, None]
+
+    def run_first():
+        answers[0] = call(method, path, first)
+
+    t = threading.Thread(target=run_first)
+    t.start()
+    while not os.path.exists(flag) and t.is_alive():
+        time.sleep(0.02)
+    answers[1] = call(method, path, second)
+    t.join()
+    return answers
+
+
 def main():
     mode, method, path = sys.argv[1:4]
     body = sys.argv[4] if len(sys.argv) > 4 else None
-    out = abandon(path, body) if mode == "abandon" else call(method, path, body)
+    if mode == "pair":
+        out = pair(method, path, body, sys.argv[5], sys.argv[6])
+    elif mode == "abandon":
+        out = abandon(path, body)
+    else:
+        out = call(method, path, body)
     print(json.dumps(out))
 
 

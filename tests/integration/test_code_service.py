@@ -28,10 +28,11 @@ class Interp:
     def __init__(self, api, sid):
         self.api, self.sid = api, sid
 
-    def call(self, method, path, body=None, mode="call"):
+    def call(self, method, path, body=None, mode="call", more=()):
         argv = [PY, f"{DIR}/interp_client.py", mode, method, path]
         if body is not None:
             argv.append(json.dumps(body))
+        argv += list(more)
         r = self.api.exec(self.sid, cmd=argv, timeout=280, http_timeout=300)
         assert r.get("exit_code") == 0, f"client {argv}: {r}"
         return json.loads(r["stdout"])
@@ -184,6 +185,30 @@ def test_contexts_are_isolated_and_managed(interp):
     gone = interp.call("POST", "/execute", {"code": "v", "context_id": cb["id"]})
     assert (gone["status"], gone["body"]) == (404, f"Context {cb['id']} not found")
     assert cb["id"] not in {c["id"] for c in json.loads(interp.call("GET", "/contexts")["body"])}
+
+
+def test_executions_queue_per_context_and_contexts_run_independently(interp):
+    other = json.loads(interp.call("POST", "/contexts", {"language": "python"})["body"])["id"]
+    # The first waits (up to its timeout) for a file that only the second creates: the second,
+    # in another context, must run while the first is still running.
+    first = {"code": "import os, time\nopen('/tmp/indep-running', 'w').close()\n"
+             "while not os.path.exists('/tmp/indep-done'): time.sleep(0.05)\n'first done'",
+             "timeout": 120}
+    second = {"code": "open('/tmp/indep-done', 'w').close()\n'second done'",
+              "context_id": other}
+    a, b = interp.call("POST", "/execute", first, mode="pair",
+                       more=["/tmp/indep-running", json.dumps(second)])
+    assert main_result(b["lines"])["text"] == "second done", b
+    assert not of(a["lines"], "error") and main_result(a["lines"])["text"] == "first done", a
+    # In one context a second execution waits for the first (no 409 busy), then sees its state.
+    first = {"code": "import time\nopen('/tmp/queue-running', 'w').close()\ntime.sleep(1)\n"
+             "queued = 'set by the first'", "language": "python"}
+    second = {"code": "queued", "language": "python"}
+    a, b = interp.call("POST", "/execute", first, mode="pair",
+                       more=["/tmp/queue-running", json.dumps(second)])
+    assert a["status"] == b["status"] == 200, (a, b)
+    assert main_result(b["lines"])["text"] == "set by the first", b
+    assert interp.call("DELETE", f"/contexts/{other}")["status"] == 200
 
 
 def test_javascript_context(interp):
