@@ -105,6 +105,10 @@ def test_python_state_and_main_result(interp):
     assert main_result(lines)["text"] == "(80, True)"
     # E2B shows a string's main result without its repr quotes
     assert main_result(interp.run("'abc'"))["text"] == "abc"
+    # env_vars hold for that execution only
+    lines = interp.run("import os\nos.environ.get('ONLY_NOW')", env_vars={"ONLY_NOW": "v 1"})
+    assert main_result(lines)["text"] == "v 1"
+    assert main_result(interp.run("str(os.environ.get('ONLY_NOW'))"))["text"] == "None"
 
 
 def test_matplotlib_png_has_figure_size(interp):
@@ -229,6 +233,10 @@ def test_javascript_context(interp):
     lines = interp.run("while (true) {}", language="javascript", timeout=2)
     assert of(lines, "error"), lines
     assert main_result(interp.run("total", language="javascript"))["text"] == "41"
+    lines = interp.run("process.env.ONLY_NOW", language="javascript", env_vars={"ONLY_NOW": "js"})
+    assert main_result(lines)["text"] == "js"
+    assert main_result(interp.run("String(process.env.ONLY_NOW)",
+                                  language="javascript"))["text"] == "undefined"
 
 
 def test_bash_context(interp):
