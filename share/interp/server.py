@@ -181,6 +181,7 @@ class Context:
                 return
             if self.dead:
                 self._stop()
+                self.count = 0
                 self._start()
                 self.dead = False
             run = Execution(self, stream, timeout)

@@ -139,6 +139,15 @@ def test_html_table_from_repr_html(interp):
     assert res["text"] == "Table(2 rows)"
     shown = [ln for ln in of(lines, "result") if not ln["is_main_result"]]
     assert [s.get("json") for s in shown] == [{"k": [1, 2]}], lines
+    lines = interp.run(
+        "class Formula:\n"
+        "    def _repr_svg_(self): return '<svg xmlns=\"http://www.w3.org/2000/svg\"/>'\n"
+        "    def _repr_latex_(self): return r'$\\alpha^2$'\n"
+        "    def _repr_json_(self): return {'n': 1}\n"
+        "display(Formula())")
+    (shown,) = of(lines, "result")
+    assert shown["svg"] == '<svg xmlns="http://www.w3.org/2000/svg"/>'
+    assert (shown["latex"], shown["json"], shown["is_main_result"]) == (r"$\alpha^2$", {"n": 1}, False)
 
 
 def test_exception_has_name_value_traceback(interp):
@@ -253,6 +262,13 @@ def test_bash_context(interp):
     lines = interp.run("while true; do :; done", language="bash", timeout=2)
     assert of(lines, "error")[0]["value"] == "130", lines
     assert stdout(interp.run("echo $GREETING", language="bash")) == "hi\n"
+    # an interpreter that exits is reported, and the next execution gets a fresh one
+    lines = interp.run("exit 3", language="bash")
+    (err,) = of(lines, "error")
+    assert err["name"] == "ContextDied" and "exited (status 3)" in err["value"], err
+    lines = interp.run("echo \"[$GREETING]\"", language="bash")
+    assert stdout(lines) == "[]\n" and not of(lines, "error"), lines
+    assert of(lines, "number_of_executions")[0]["execution_count"] == 1
 
 
 def test_charts_from_line_and_bar_plots(interp):
