@@ -624,7 +624,8 @@ class Handler(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(data)
 
-    def body(self):
+    def read_body(self):
+        # Every request's body is read, used or not, so the connection can carry the next one.
         if self.headers.get("Transfer-Encoding", "").lower() == "chunked":
             raise BadRequest(411, "a chunked request body is not supported: send Content-Length")
         try:
@@ -633,7 +634,10 @@ class Handler(BaseHTTPRequestHandler):
             raise BadRequest(400, "Content-Length is not a number") from None
         if n > MAX_BODY:
             raise BadRequest(413, f"request body of {n} bytes is over the {MAX_BODY} byte limit")
-        raw = self.rfile.read(n) if n else b""
+        self.raw = self.rfile.read(n) if n > 0 else b""
+
+    def body(self):
+        raw = self.raw
         if not raw.strip():
             return {}
         try:
@@ -648,6 +652,7 @@ class Handler(BaseHTTPRequestHandler):
         path = urlsplit(self.path).path.rstrip("/") or "/"
         reg = self.server.registry
         try:
+            self.read_body()
             parts = path.strip("/").split("/")
             if method == "GET" and path == "/health":
                 return self.reply(200, '"OK"')
@@ -668,10 +673,21 @@ class Handler(BaseHTTPRequestHandler):
                 return self.reply(200, "null")
             raise BadRequest(404, f"no route {method} {path}")
         except BadRequest as e:
-            self.reply(e.status, str(e), "text/plain; charset=utf-8")
+            self.fail(e.status, str(e))
         except Exception as e:  # noqa: BLE001 - the client gets the reason, the service lives on
             log(f"{method} {path}: {type(e).__name__}: {e}")
-            self.reply(500, f"{type(e).__name__}: {e}", "text/plain; charset=utf-8")
+            self.fail(500, f"{type(e).__name__}: {e}")
+
+    def fail(self, status, text):
+        # The request's body may be unread: the connection cannot carry another request.
+        self.close_connection = True
+        data = text.encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "text/plain; charset=utf-8")
+        self.send_header("Content-Length", str(len(data)))
+        self.send_header("Connection", "close")
+        self.end_headers()
+        self.wfile.write(data)
 
     def execute(self, req):
         code = req.get("code")
