@@ -745,6 +745,10 @@ def main():
         print(f"isola-interp: listen on {a.host}:{a.port}: {e.strerror}", file=sys.stderr)
         return 1
     srv.daemon_threads = True
+    # Kernels' connection files: a private directory, whether or not $HOME is writable.
+    runtime = None
+    if "JUPYTER_RUNTIME_DIR" not in os.environ:
+        runtime = os.environ["JUPYTER_RUNTIME_DIR"] = tempfile.mkdtemp(prefix="isola-interp-jupyter-")
     srv.registry = Registry(cwd)
     srv.verbose = a.verbose
     # A service started in the background of a shell inherits SIGINT ignored, and so would every
@@ -766,6 +770,8 @@ def main():
     finally:
         srv.registry.shutdown()
         srv.server_close()
+        if runtime:
+            shutil.rmtree(runtime, ignore_errors=True)
     return 0
 
 
