@@ -278,8 +278,9 @@ class PythonContext(Context):
         return None
 
     def _run(self, code, env, run):
-        if env:
-            self._silent("__import__('os').environ.update(%r)" % (env,))
+        if env:  # set for this execution; the kernel's own previous values are restored after
+            self._silent("import os as __o\n__isola_env__ = {k: __o.environ.get(k) for k in %r}\n"
+                         "__o.environ.update(%r)\ndel __o" % (list(env), env))
         msg_id = self.kc.execute(code, store_history=True, allow_stdin=False)
         emit = run.stream.emit
         while True:
@@ -313,10 +314,9 @@ class PythonContext(Context):
             run.check()
         self._reply(msg_id, 10)
         if env:
-            restore = {k: os.environ.get(k) for k in env}
-            self._silent("import os as _o\nfor _k, _v in %r.items():\n"
-                         "    _o.environ.pop(_k, None) if _v is None else _o.environ.__setitem__(_k, _v)\n"
-                         "del _o, _k, _v" % (restore,))
+            self._silent("import os as __o\nfor __k, __v in __isola_env__.items():\n"
+                         "    __o.environ.pop(__k, None) if __v is None else "
+                         "__o.environ.__setitem__(__k, __v)\ndel __o, __k, __v, __isola_env__")
 
 
 class PipeContext(Context):

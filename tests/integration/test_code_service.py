@@ -105,10 +105,13 @@ def test_python_state_and_main_result(interp):
     assert main_result(lines)["text"] == "(80, True)"
     # E2B shows a string's main result without its repr quotes
     assert main_result(interp.run("'abc'"))["text"] == "abc"
-    # env_vars hold for that execution only
-    lines = interp.run("import os\nos.environ.get('ONLY_NOW')", env_vars={"ONLY_NOW": "v 1"})
-    assert main_result(lines)["text"] == "v 1"
-    assert main_result(interp.run("str(os.environ.get('ONLY_NOW'))"))["text"] == "None"
+    # env_vars hold for that execution only; the context's own values come back after it
+    interp.run("import os\nos.environ['MINE'] = 'kept'")
+    lines = interp.run("os.environ.get('ONLY_NOW'), os.environ['MINE']",
+                       env_vars={"ONLY_NOW": "v 1", "MINE": "replaced"})
+    assert main_result(lines)["text"] == "('v 1', 'replaced')"
+    lines = interp.run("str(os.environ.get('ONLY_NOW')), os.environ['MINE']")
+    assert main_result(lines)["text"] == "('None', 'kept')"
 
 
 def test_matplotlib_png_has_figure_size(interp):
