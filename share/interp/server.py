@@ -54,8 +54,8 @@ class BadRequest(Exception):
         self.status = status
 
 
-def main_text(text):
-    # E2B's server shows a string's value without the quotes of its repr.
+def unquoted(text):
+    # E2B's server shows a string's text/plain without the quotes of its repr.
     if isinstance(text, str) and len(text) >= 2 and text[0] == "'" and text[-1] == "'":
         return text[1:-1]
     return text
@@ -79,8 +79,8 @@ def result_from_mime(data, is_main):
             extra[mime] = value
         else:
             out[field] = value
-    if "text" in out and is_main:
-        out["text"] = main_text(out["text"])
+    if "text" in out:
+        out["text"] = unquoted(out["text"])
     if extra:
         out["extra"] = extra
     out["is_main_result"] = is_main
@@ -438,7 +438,7 @@ class NodeContext(PipeContext):
             if item.get("type") in ("stdout", "stderr"):
                 item["timestamp"] = now()
             if item.get("type") == "result" and item.get("is_main_result"):
-                item["text"] = main_text(item.get("text"))
+                item["text"] = unquoted(item.get("text"))
             emit(item)
             run.check()
 
