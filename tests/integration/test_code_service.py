@@ -78,10 +78,9 @@ def interp(isolad):
         api.write_file(sid, f"{DIR}/{f}", (SERVICE / f).read_bytes())
     api.write_file(sid, f"{DIR}/interp_client.py", CLIENT.read_bytes())
     # Debian's matplotlib reads its defaults through /usr/share/matplotlib/mpl-data/matplotlibrc,
-    # a link to /etc/matplotlibrc, and the host template brings /usr but not that /etc file
-    # (docs/code-interpreter.md, "What a template needs"): give the sandbox the host's copy.
-    if api.exec(sid, cmd=["test", "-e", "/etc/matplotlibrc"])["exit_code"] != 0:
-        api.write_file(sid, "/etc/matplotlibrc", Path("/etc/matplotlibrc").read_bytes())
+    # a link to /etc/matplotlibrc: the host template copies that file (images/host.c).
+    r = api.exec(sid, cmd=[PY, "-c", "import matplotlib; print(matplotlib.matplotlib_fname())"])
+    assert r["exit_code"] == 0 and "matplotlibrc" in r["stdout"], r
     api.start_process(sid, command=f"exec {PY} {DIR}/server.py --port 49999 "
                       f"2>{DIR}/server.log")
     ip = Interp(api, sid)
