@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // isola web console: a client of the public /v1 API with the user's token (docs/console.md).
-// Every value from the API reaches the DOM through textContent or attribute setters: no innerHTML.
+// Every value from the API reaches the DOM through textContent or attribute setters, never parsed as HTML.
 'use strict';
 (() => {
 	const $ = (id) => document.getElementById(id);
@@ -14,6 +14,7 @@
 		term: null, // xterm Terminal
 		fit: null, // FitAddon
 		ws: null, // the PTY WebSocket
+		opening: false, // openTerminal() is running
 		cwd: '/', // file browser directory
 	};
 	const canWrite = () => st.who && st.who.role !== 'read-only';
@@ -191,7 +192,11 @@
 		const tr = rowFor(sb);
 		if (old) old.tr.replaceWith(tr);
 		else $('sandboxes').tBodies[0].append(tr);
-		if (st.selected === sb.id) setDetailState(sb.state);
+		if (st.selected === sb.id) {
+			setDetailState(sb.state);
+			// A shell waits for its sandbox to run (created from the form a moment ago, resumed).
+			if (sb.state === 'running' && !st.ws && !$('tab-terminal').hidden) openTerminal();
+		}
 	}
 
 	function human(bytes) {
@@ -339,10 +344,36 @@
 
 	/* --- terminal: xterm.js over /v1/sandboxes/{id}/processes/{pid}/ws ------------------------- */
 
+	// xterm.js writes its theme and cell dimensions into <style> elements, which the CSP
+	// (style-src 'self', no 'unsafe-inline') refuses to apply. Their text is xterm's own, built
+	// from its options, never from terminal output; it is mirrored into a constructable style
+	// sheet, which CSP allows. Only <style> elements inside #terminal are read.
+	const xtermSheet = new CSSStyleSheet();
+	function mirrorXtermStyles() {
+		const css = [...$('terminal').querySelectorAll('style')].map((s) => s.textContent).join('\n');
+		xtermSheet.replaceSync(css);
+	}
+	function watchXtermStyles() {
+		if (!document.adoptedStyleSheets.includes(xtermSheet))
+			document.adoptedStyleSheets = [...document.adoptedStyleSheets, xtermSheet];
+		new MutationObserver(mirrorXtermStyles).observe($('terminal'), { childList: true, subtree: true, characterData: true });
+	}
+
 	const SHELL = ['/bin/sh', '-c', 'if command -v bash >/dev/null 2>&1; then exec bash -i; else exec sh -i; fi'];
 	const termKey = (id) => `isola.shell.${id}`;
 
+	// Opens the terminal once at a time (events may ask again while a shell is being started).
 	async function openTerminal(fresh) {
+		if (st.opening) return;
+		st.opening = true;
+		try {
+			await startTerminal(fresh);
+		} finally {
+			st.opening = false;
+		}
+	}
+
+	async function startTerminal(fresh) {
 		const id = st.selected;
 		if (!st.term) {
 			st.term = new window.Terminal({ convertEol: false, cursorBlink: true, fontSize: 13 });
@@ -357,6 +388,11 @@
 			});
 		}
 		st.fit.fit();
+		const cur = st.rows.get(id);
+		if (cur && cur.sb.state !== 'running') {
+			$('t-status').textContent = `the sandbox is ${cur.sb.state}: the shell starts when it runs`;
+			return;
+		}
 		// Reattach to this tab's shell after a reload when it still runs; else start one.
 		let pid = fresh ? null : sessionStorage.getItem(termKey(id));
 		if (pid) {
@@ -401,7 +437,9 @@
 			}
 		};
 		ws.onclose = () => {
-			if (st.ws === ws) $('t-status').textContent = `disconnected from pid ${pid}`;
+			if (st.ws !== ws) return;
+			st.ws = null;
+			$('t-status').textContent = `disconnected from pid ${pid}`;
 		};
 	}
 
@@ -537,6 +575,7 @@
 			drop.classList.remove('over');
 			upload(e.dataTransfer.files);
 		});
+		watchXtermStyles();
 		const saved = sessionStorage.getItem(TOKEN_KEY);
 		if (saved) signIn(saved);
 	});
