@@ -1,0 +1,67 @@
+# SPDX-License-Identifier: Apache-2.0
+"""GET /v1/events (the web console's live table) and the console's static routes, through the
+real isolad: token required, tenant-filtered, created/changed/destroyed in order."""
+
+import pytest
+
+import isola_client as ic
+from tenancy_util import Tenant
+
+
+@pytest.fixture
+def tenants(isolad):
+    made = []
+
+    def make(**kw):
+        t = Tenant(isolad, **kw)
+        made.append(t)
+        return t
+
+    yield make
+    for t in made:
+        t.cleanup()
+
+
+def test_events_need_a_token(isolad):
+    r = isolad.tcp_client().request("GET", "/v1/events")
+    assert r.status == 401, r
+    assert r.error_code == "unauthorized"
+
+
+def test_events_follow_one_tenants_sandboxes(tenants):
+    a, b = tenants(), tenants()
+    mine = a.client.create_sandbox(template="host", labels={"who": "a"})
+    ev = a.client.stream("GET", "/v1/events", kind="sse", timeout=60)
+    assert ev.status == 200
+    first = ev.next_event()
+    assert first["type"] == "snapshot", first
+    assert [s["id"] for s in first["sandboxes"]] == [mine["id"]]
+    # Another tenant's sandbox never shows; this tenant's new one does.
+    theirs = b.client.create_sandbox(template="host")
+    other = a.client.create_sandbox(template="host")
+    created = ev.read_until(lambda e: e["type"] == "created" and e["id"] == other["id"])
+    assert created["sandbox"]["tenant"] == a.name
+    r = a.client.request("POST", f"/v1/sandboxes/{mine['id']}/pause")
+    assert r.status == 200, r
+    ev.read_until(lambda e: e["type"] == "changed" and e["id"] == mine["id"] and
+                  e["sandbox"]["state"] == "paused")
+    assert a.client.delete_sandbox(other["id"]).status == 204
+    gone = ev.read_until(lambda e: e["type"] == "destroyed" and e["id"] == other["id"])
+    assert set(gone) >= {"type", "id"} and "sandbox" not in gone
+    seen = {e.get("id") for e in ev.events}
+    assert theirs["id"] not in seen, ev.events
+    assert all(s["id"] != theirs["id"] for s in first["sandboxes"])
+
+
+def test_console_assets_on_the_unix_socket(api):
+    r = api.request("GET", "/")
+    assert r.status == 200, r
+    assert r.headers["Content-Type"] == "text/html; charset=utf-8"
+    assert "frame-ancestors 'none'" in r.headers["Content-Security-Policy"]
+    assert r.headers["X-Content-Type-Options"] == "nosniff"
+    assert b"/console/app.js" in r.body
+    r = api.request("POST", "/")
+    assert r.status == 405, r
+    assert "Content-Security-Policy" in r.headers
+    r = api.request("GET", "/console/../v1/whoami")
+    assert r.status == 404, r
