@@ -149,6 +149,13 @@ int api_parse_pid(const char *s, int *out);
 /* True when a tar member name is safe to hand to a client or the agent: relative, no ".."
  * component, no NUL within len, at most API_MAX_PATH. */
 bool api_tar_name_ok(const char *name, size_t len);
+/*
+ * A browser cannot set headers on a WebSocket, so the web console offers its token as the
+ * subprotocol `isola.bearer.<token>` (next to `isola`, which ws.c echoes; docs/console.md).
+ * Returns where the token starts in the Sec-WebSocket-Protocol value h (NULL is fine) with its
+ * length in *len, or NULL when no element carries one. Pure; h is borrowed.
+ */
+const char *api_ws_protocol_token(const char *h, size_t *len);
 
 /* Checks a path given for a sandbox: non-empty, no NUL within len, at most API_MAX_PATH. */
 int api_check_path(const char *what, const char *p, size_t len, struct isola_err **err);

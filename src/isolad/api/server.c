@@ -231,33 +231,15 @@ static void unix_principal(struct api_req *r)
 	r->who.role = TENANCY_ADMIN;
 }
 
-/*
- * A browser cannot set headers on a WebSocket, so the web console offers its token as the
- * subprotocol `isola.bearer.<token>` (next to `isola`, which ws.c echoes; docs/console.md).
- * Taken only for the attach route and only without an Authorization header. Returns the
- * token's start in the header (length in *len) or NULL.
- */
+/* The token of a browser's WebSocket (route.c, api_ws_protocol_token): only for the attach
+ * route, and only when there is no Authorization header (authorized()). */
 static const char *ws_protocol_token(struct api_req *r, const char *url, size_t *len)
 {
-	static const char prefix[] = API_WS_TOKEN_PROTOCOL;
-	const char *h = api_header(r, MHD_HTTP_HEADER_SEC_WEBSOCKET_PROTOCOL);
 	struct api_match m;
 
-	/* UNTRUSTED: the client's Sec-WebSocket-Protocol header, a comma-separated list. */
-	if (!h || !api_route_match("/v1/sandboxes/{id}/processes/{pid}/ws", url, &m))
+	if (!api_route_match("/v1/sandboxes/{id}/processes/{pid}/ws", url, &m))
 		return NULL;
-	while (*h) {
-		size_t n;
-
-		h += strspn(h, " \t,");
-		n = strcspn(h, " \t,");
-		if (n > sizeof(prefix) - 1 && !strncmp(h, prefix, sizeof(prefix) - 1)) {
-			*len = n - (sizeof(prefix) - 1);
-			return h + sizeof(prefix) - 1;
-		}
-		h += n;
-	}
-	return NULL;
+	return api_ws_protocol_token(api_header(r, MHD_HTTP_HEADER_SEC_WEBSOCKET_PROTOCOL), len);
 }
 
 /* Resolves the bearer token to r->who: the legacy api.token is the admin of `default`,
