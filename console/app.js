@@ -174,7 +174,11 @@
 			const frag = document.createDocumentFragment();
 			for (const sb of ev.sandboxes) frag.append(rowFor(sb));
 			body.replaceChildren(frag);
-			window.isolaFirstPaint = window.isolaFirstPaint || performance.now();
+			// When the filled table was first painted (the frame after it, ms since navigation):
+			// what tests/console measures with 200 sandboxes.
+			if (!window.isolaFirstPaint) requestAnimationFrame(() => setTimeout(() => {
+				window.isolaFirstPaint = window.isolaFirstPaint || performance.now();
+			}));
 		} else if (type === 'created' || type === 'changed') {
 			upsert(ev.sandbox);
 		} else if (type === 'destroyed') {

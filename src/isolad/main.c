@@ -214,7 +214,8 @@ int main(int argc, char **argv)
 		}
 		case 1401: /* the web console at / (docs/console.md) */
 			if (strcmp(optarg, "on") != 0 && strcmp(optarg, "off") != 0) {
-				fprintf(stderr, "isolad: --console `%s`: expected on or off\n", optarg);
+				fprintf(stderr, "isolad: --console `%s`: expected on or off\n",
+					optarg);
 				return 2;
 			}
 			api.console_off = !strcmp(optarg, "off");

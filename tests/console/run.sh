@@ -16,7 +16,7 @@ isolad_start || exit 1
 # The test starts a second isolad (--console off) from the same binaries.
 export ISOLA_TEST_ISOLAD=$ISOLAD_BIN ISOLA_TEST_AGENT=$AGENT_BIN
 export ISOLA_TEST_SHOTS=$REPO/build/test-results/console
-timeout 600 node --test --test-concurrency=1 --test-timeout=240000 \
+timeout 1200 node --test --test-concurrency=1 --test-timeout=600000 \
 	--test-reporter=spec --test-reporter-destination=stdout \
 	--test-reporter=junit --test-reporter-destination="$JUNIT" \
 	"$HERE"/*.test.mjs

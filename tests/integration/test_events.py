@@ -2,24 +2,7 @@
 """GET /v1/events (the web console's live table) and the console's static routes, through the
 real isolad: token required, tenant-filtered, created/changed/destroyed in order."""
 
-import pytest
-
-import isola_client as ic
 from tenancy_util import Tenant
-
-
-@pytest.fixture
-def tenants(isolad):
-    made = []
-
-    def make(**kw):
-        t = Tenant(isolad, **kw)
-        made.append(t)
-        return t
-
-    yield make
-    for t in made:
-        t.cleanup()
 
 
 def test_events_need_a_token(isolad):
@@ -28,8 +11,16 @@ def test_events_need_a_token(isolad):
     assert r.error_code == "unauthorized"
 
 
-def test_events_follow_one_tenants_sandboxes(tenants):
-    a, b = tenants(), tenants()
+def test_events_follow_one_tenants_sandboxes(isolad):
+    a, b = Tenant(isolad), Tenant(isolad)
+    try:
+        follow_one_tenant(a, b)
+    finally:
+        a.cleanup()
+        b.cleanup()
+
+
+def follow_one_tenant(a, b):
     mine = a.client.create_sandbox(template="host", labels={"who": "a"})
     ev = a.client.stream("GET", "/v1/events", kind="sse", timeout=60)
     assert ev.status == 200

@@ -29,7 +29,7 @@
 #define API_DISCARD_LIMIT    (64u << 20)   /* body bytes swallowed after a failure */
 #define API_POLL_MS	     500	   /* wake-up period of blocking waits */
 #define API_WS_PROTOCOL	     "isola"	   /* WebSocket subprotocol ws.c echoes when offered */
-#define API_WS_TOKEN_PROTOCOL "isola.bearer." /* + token: a browser's WebSocket auth */
+#define API_WS_BEARER	     "isola.bearer." /* + token: a browser's WebSocket auth */
 
 struct core;
 struct sandbox;

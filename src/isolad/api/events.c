@@ -19,10 +19,10 @@
  * (any field of the object), `destroyed`. Owned by the stream; used by its MHD thread only.
  */
 struct events {
-	struct api_server *srv;	  /* the server (borrowed) */
-	char tenant[64];	  /* whose sandboxes: the caller's tenant, fixed at the start */
-	json_t *last;		  /* id -> sandbox object as last sent, owned; NULL before the snapshot */
-	uint64_t last_out_ms;	  /* when bytes were last produced (keep-alive) */
+	struct api_server *srv; /* the server (borrowed) */
+	char tenant[64];	/* whose sandboxes: the caller's tenant, fixed at the start */
+	json_t *last; /* id -> sandbox object as last sent, owned; NULL before the snapshot */
+	uint64_t last_out_ms; /* when bytes were last produced (keep-alive) */
 };
 
 static void events_free(void *p)
@@ -57,9 +57,9 @@ static json_t *current(struct events *ev)
 /* Emits one event of `type` carrying sandbox `s` (borrowed) or just its id. */
 static int emit(struct api_stream *st, const char *type, const char *id, json_t *s)
 {
-	return api_stream_event(st, s ? json_pack("{s:s, s:s, s:O}", "type", type, "id", id,
-						  "sandbox", s)
-				      : json_pack("{s:s, s:s}", "type", type, "id", id));
+	return api_stream_event(
+		st, s ? json_pack("{s:s, s:s, s:O}", "type", type, "id", id, "sandbox", s)
+		      : json_pack("{s:s, s:s}", "type", type, "id", id));
 }
 
 /* Sends the differences between ev->last and now; returns how many events, or -1. */
@@ -107,10 +107,10 @@ static int events_produce(struct api_stream *st, void *ud)
 		/* First: everything the tenant has, in one `snapshot` event. */
 		ev->last = current(ev);
 		if (!ev->last)
-			return api_stream_abort(st, "events", "internal", "listing sandboxes failed");
+			return api_stream_abort(st, "events", "internal",
+						"listing sandboxes failed");
 		list = json_array();
-		json_object_foreach(ev->last, id, s)
-			json_array_append(list, s);
+		json_object_foreach(ev->last, id, s) json_array_append(list, s);
 		ev->last_out_ms = util_now_ms();
 		return api_stream_event(st, json_pack("{s:s, s:o}", "type", "snapshot", "sandboxes",
 						      list)) < 0

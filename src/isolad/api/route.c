@@ -163,7 +163,7 @@ bool api_tar_name_ok(const char *name, size_t len)
 
 const char *api_ws_protocol_token(const char *h, size_t *len)
 {
-	static const char prefix[] = API_WS_TOKEN_PROTOCOL;
+	static const char prefix[] = API_WS_BEARER;
 	const size_t pl = sizeof(prefix) - 1;
 
 	/* UNTRUSTED: the client's Sec-WebSocket-Protocol header, a comma-separated list. */

@@ -112,7 +112,8 @@ int main(void)
 		ok(t && tl == 3 && !strncmp(t, "xyz", 3), "token first, spaces around it");
 		ok(!api_ws_protocol_token("isola", &tl), "no token element");
 		ok(!api_ws_protocol_token("isola.bearer.", &tl), "empty token refused");
-		ok(!api_ws_protocol_token("xisola.bearer.abc", &tl), "prefix must start the element");
+		ok(!api_ws_protocol_token("xisola.bearer.abc", &tl),
+		   "prefix must start the element");
 		ok(!api_ws_protocol_token(NULL, &tl), "no header");
 		ok(!api_ws_protocol_token(",,, ", &tl), "only separators");
 	}
