@@ -89,6 +89,8 @@ NATIVE = {
     "GET /v1/sandboxes/{id}/metrics": ("read", "GET", "/v1/sandboxes/{id}/metrics", None, None),
     "GET /metrics": ("read", "GET", "/metrics", None, None),
     "GET /v1/whoami": ("read", "GET", "/v1/whoami", None, None),
+    # Server-sent events that last: "SSE" reads the first chunk only (judge()).
+    "GET /v1/events": ("read", "SSE", "/v1/events", None, None),
     "POST /v1/tokens": ("admin", "POST", "/v1/tokens", {"role": "read-only", "name": "rr"}, None),
     "GET /v1/tokens": ("admin", "GET", "/v1/tokens", None, None),
     "DELETE /v1/tokens/{token}": ("admin", "DELETE", "/v1/tokens/nosuchtoken0", None, None),
@@ -330,7 +332,9 @@ def judge(table, kind, w):
             else:
                 headers.update({"E2b-Sandbox-Id": w["subject"][role], "E2b-Sandbox-Port": "49983",
                                 "X-Access-Token": w["envd"][role]})
-            if verb == "STREAM":
+            if verb == "SSE":
+                verb, stream = "GET", True
+            elif verb == "STREAM":
                 verb, stream = "POST", True
                 headers.update({"Content-Type": "application/connect+json",
                                 "Connect-Protocol-Version": "1"})
