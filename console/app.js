@@ -95,6 +95,7 @@
 			showError(e.message);
 			return;
 		}
+		performance.mark('isola-signed-in');
 		sessionStorage.setItem(TOKEN_KEY, token);
 		showError('');
 		$('whoami').textContent = `${st.who.role} of tenant ${st.who.tenant} (${st.who.who})`;
@@ -169,6 +170,7 @@
 
 	function onEvent(type, ev) {
 		if (type === 'snapshot') {
+			performance.mark('isola-snapshot');
 			st.rows.clear();
 			const body = $('sandboxes').tBodies[0];
 			const frag = document.createDocumentFragment();
@@ -377,8 +379,21 @@
 		}
 	}
 
+	// xterm.js (~480 KiB) loads on the first terminal, not before the table's first paint.
+	const scripts = new Map();
+	function loadScript(src) {
+		if (!scripts.has(src))
+			scripts.set(src, new Promise((resolve, reject) => {
+				document.head.append(el('script', { src, onload: resolve, onerror: () => reject(new Error(`cannot load ${src}`)) }));
+			}));
+		return scripts.get(src);
+	}
+
 	async function startTerminal(fresh) {
 		const id = st.selected;
+		await loadScript('/console/xterm.js');
+		await loadScript('/console/addon-fit.js');
+		if (st.selected !== id || $('tab-terminal').hidden) return;
 		if (!st.term) {
 			st.term = new window.Terminal({ convertEol: false, cursorBlink: true, fontSize: 13 });
 			st.fit = new window.FitAddon.FitAddon();

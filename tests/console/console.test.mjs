@@ -5,7 +5,7 @@ import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { createServer } from 'node:net';
-import { tmpdir } from 'node:os';
+import { cpus, loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { chromium } from 'playwright-core';
 
@@ -263,8 +263,15 @@ async function fillAndMeasure(n, ids) {
 	await page.waitForFunction((k) => document.querySelectorAll('#sandboxes tbody tr').length >= k, n, { timeout: WAIT });
 	const wall = Date.now() - t0;
 	await page.waitForFunction(() => window.isolaFirstPaint, null, { timeout: WAIT });
-	const nav = await page.evaluate(() => window.isolaFirstPaint);
-	console.log(`# console first paint: ${n} sandboxes, table painted ${Math.round(nav)} ms after navigation start (${wall} ms after reload)`);
+	const t = await page.evaluate(() => {
+		const at = (name) => Math.round(performance.getEntriesByName(name)[0]?.startTime ?? -1);
+		const nav = performance.getEntriesByType('navigation')[0];
+		return { dcl: Math.round(nav.domContentLoadedEventEnd), signedIn: at('isola-signed-in'), snapshot: at('isola-snapshot'),
+			paint: Math.round(window.isolaFirstPaint) };
+	});
+	console.log(`# console first paint: ${n} sandboxes, table painted ${t.paint} ms after navigation start ` +
+		`(DOMContentLoaded ${t.dcl} ms, whoami answered ${t.signedIn} ms, snapshot event ${t.snapshot} ms; ` +
+		`${wall} ms after reload returned; load average ${loadavg()[0].toFixed(1)} on ${cpus().length} CPUs)`);
 	await shot(page, `table-${n}`);
 	await page.context().close();
 }

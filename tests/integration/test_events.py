@@ -2,6 +2,8 @@
 """GET /v1/events (the web console's live table) and the console's static routes, through the
 real isolad: token required, tenant-filtered, created/changed/destroyed in order."""
 
+import json
+
 from tenancy_util import Tenant
 
 
@@ -56,3 +58,18 @@ def test_console_assets_on_the_unix_socket(api):
     assert "Content-Security-Policy" in r.headers
     r = api.request("GET", "/console/../v1/whoami")
     assert r.status == 404, r
+
+
+def test_console_files_are_not_audited(isolad, api):
+    """Anyone may fetch the console's public files: like /v1/health they must not grow the
+    audit trail; the API calls the console then makes are audited as usual."""
+    anon = isolad.tcp_client()
+    for path in ("/", "/console/app.js", "/console/nosuchfile"):
+        anon.request("GET", path)
+    api.request("GET", "/v1/sandboxes/consolemark0000")
+    r = api.request("GET", "/v1/audit/export")
+    assert r.status == 200, r
+    records = [json.loads(line) for line in r.text.splitlines() if line.strip()]
+    assert any(x["target"] == "consolemark0000" for x in records), records[-5:]
+    assert not [x for x in records if x["action"] in ("GET /", "GET /console/app.js",
+                                                      "GET /console/nosuchfile")]
