@@ -16,6 +16,7 @@
 		ws: null, // the PTY WebSocket
 		opening: false, // openTerminal() is running
 		cwd: '/', // file browser directory
+		listSeq: 0, // listDir() calls made (a slower, older answer is dropped)
 	};
 	const canWrite = () => st.who && st.who.role !== 'read-only';
 
@@ -487,8 +488,9 @@
 
 	async function listDir(path) {
 		const id = st.selected;
+		const seq = ++st.listSeq; // only the latest listing asked for is shown
 		const r = await attempt(() => api('GET', sbPath(id, `/fs/list?path=${encodeURIComponent(path)}`)));
-		if (!r || st.selected !== id) return;
+		if (!r || st.selected !== id || seq !== st.listSeq) return;
 		st.cwd = path;
 		$('f-path').value = path;
 		const body = $('files').tBodies[0];

@@ -131,6 +131,22 @@ test('create from the form, then a terminal: echo $((6*7)) prints 42, and a relo
 	await page.keyboard.type('echo $((7*8))');
 	await page.keyboard.press('Enter');
 	await page.waitForFunction(() => /^56\s*$/m.test(document.querySelector('#terminal .xterm-rows').innerText), null, { timeout: WAIT });
+	// A narrower window resizes the terminal, and the PTY follows (stty reads the kernel's size).
+	const size = async (mark) => {
+		await page.keyboard.type(`echo ${mark} $(stty size)`);
+		await page.keyboard.press('Enter');
+		const re = new RegExp(`^${mark} (\\d+) (\\d+)\\s*$`, 'm');
+		const h = await page.waitForFunction((src) => new RegExp(src, 'm').exec(document.querySelector('#terminal .xterm-rows').innerText),
+			re.source, { timeout: WAIT });
+		const [, rows, cols] = await h.jsonValue();
+		return { rows: Number(rows), cols: Number(cols) };
+	};
+	const wide = await size('wide');
+	await page.setViewportSize({ width: 700, height: 900 });
+	await page.waitForFunction((c) => document.querySelector('#terminal .xterm-rows > div').textContent !== null &&
+		document.querySelector('#terminal .xterm-screen').clientWidth < c, 1200, { timeout: WAIT });
+	const narrow = await size('narrow');
+	assert.ok(narrow.cols < wide.cols, `stty size after the resize: ${JSON.stringify({ wide, narrow })}`);
 	await page.context().close();
 	await api('DELETE', `/v1/sandboxes/${id}`);
 });
