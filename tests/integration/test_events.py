@@ -2,6 +2,7 @@
 """GET /v1/events (the web console's live table) and the console's static routes, through the
 real isolad: token required, tenant-filtered, created/changed/destroyed in order."""
 
+import http.client
 import json
 
 from tenancy_util import Tenant
@@ -73,3 +74,40 @@ def test_console_files_are_not_audited(isolad, api):
     assert any(x["target"] == "consolemark0000" for x in records), records[-5:]
     assert not [x for x in records if x["action"] in ("GET /", "GET /console/app.js",
                                                       "GET /console/nosuchfile")]
+
+
+def ws_handshake(addr, path, protocols):
+    """Status and headers of a WebSocket upgrade offering `protocols`, no Authorization."""
+    conn = http.client.HTTPConnection(*addr, timeout=30)
+    conn.request("GET", path, headers={
+        "Upgrade": "websocket", "Connection": "Upgrade", "Sec-WebSocket-Version": "13",
+        "Sec-WebSocket-Key": "dGhlIHNhbXBsZSBub25jZQ==", "Sec-WebSocket-Protocol": protocols})
+    resp = conn.getresponse()
+    status, headers = resp.status, dict(resp.getheaders())
+    conn.close()
+    return status, headers
+
+
+def test_websocket_token_in_the_subprotocol(isolad):
+    """A browser's WebSocket carries the token as `isola.bearer.<token>` (docs/console.md):
+    accepted on the attach route only, never echoed; anywhere else it is no credential."""
+    t = Tenant(isolad)
+    try:
+        sb = t.client.create_sandbox(template="host")
+        pid = t.client.start_process(sb["id"], cmd=["sleep", "60"])["pid"]
+        path = f"/v1/sandboxes/{sb['id']}/processes/{pid}/ws"
+        status, headers = ws_handshake(isolad.tcp, path, f"isola, isola.bearer.{t.token}")
+        assert status == 101, (status, headers)
+        assert headers.get("Sec-WebSocket-Protocol") == "isola", headers
+        status, _ = ws_handshake(isolad.tcp, path, "isola, isola.bearer.not-a-token")
+        assert status == 401
+        # Only the attach route reads the subprotocol.
+        conn = http.client.HTTPConnection(*isolad.tcp, timeout=30)
+        conn.request("GET", "/v1/whoami", headers={"Sec-WebSocket-Protocol": f"isola.bearer.{t.token}"})
+        assert conn.getresponse().status == 401
+        conn.close()
+        # A read-only token still may not attach (it writes stdin).
+        status, _ = ws_handshake(isolad.tcp, path, f"isola, isola.bearer.{t.new_token('read-only')}")
+        assert status == 403
+    finally:
+        t.cleanup()
