@@ -20,6 +20,10 @@ quiet() {
 	rm -f "$log"
 }
 
+# The web console's pinned npm files (xterm.js; docs/console.md), embedded into isolad by meson.
+if [ ! -d console/node_modules ] || [ console/package-lock.json -nt console/node_modules ]; then
+	quiet npm ci --prefix console --no-audit --no-fund --loglevel=error
+fi
 [ -d build ] || quiet meson setup build -Dwerror=$werror
 quiet ninja -C build
 

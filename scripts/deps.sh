@@ -23,6 +23,7 @@ PKGS=(
 	systemd # systemctl: scripts/install.sh enables isolad.service where systemd runs
 	debootstrap # a Debian minbase template for package installs (test_root_caps.py)
 	python3-jupyter-client python3-ipykernel python3-matplotlib # share/interp: the code interpreter's Python contexts
+	chromium # the web console suite drives it headless with playwright-core (tests/console)
 )
 
 missing=()

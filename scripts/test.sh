@@ -61,6 +61,9 @@ show build/test-results/sdk-js.txt $? 8
 echo "==> MCP server (official MCP SDK client, real isolad)"
 tests/mcp/run.sh build/test-results/mcp.xml >build/test-results/mcp.txt 2>&1
 show build/test-results/mcp.txt $? 8
+echo "==> web console (Debian's chromium headless, playwright-core, real isolad)"
+tests/console/run.sh build/test-results/console.xml >build/test-results/console.txt 2>&1
+show build/test-results/console.txt $? 10
 
 echo "==> fuzz targets (libFuzzer + ASan/UBSan, ${ISOLA_FUZZ_SECONDS:-30}s each)"
 scripts/fuzz.sh "${ISOLA_FUZZ_SECONDS:-30}"
@@ -68,4 +71,4 @@ scripts/fuzz.sh "${ISOLA_FUZZ_SECONDS:-30}"
 $PY scripts/summarize.py build/meson-logs/testlog.json build-asan/meson-logs/testlog.json \
 	build/test-results/pytest.xml build/test-results/pytest-asan.xml \
 	build/test-results/e2b.xml build/test-results/e2b-asan.xml build/test-results/sdk-js.xml \
-	build/test-results/mcp.xml build/test-results/fuzz.xml
+	build/test-results/mcp.xml build/test-results/console.xml build/test-results/fuzz.xml

@@ -35,7 +35,7 @@ static void usage(FILE *f)
 		   "              [--audit-retention SECONDS] [--cpu-overcommit X]\n"
 		   "              [--memory-overcommit X] [--accel auto|kvm|tcg]\n"
 		   "              [--snapshot-dir DIR] [--tombstone-ttl DURATION]\n"
-		   "              [--socket-group GROUP]\n"
+		   "              [--socket-group GROUP] [--console on|off]\n"
 		   "              [--expose-listen HOST:PORT] [--expose-domain DOMAIN]\n"
 		   "              [--expose-max-conns N] [--pool TEMPLATE:TIER:N]...\n" NET_USAGE);
 }
@@ -107,6 +107,7 @@ int main(int argc, char **argv)
 		{"expose-domain", required_argument, NULL, 1102},
 		{"expose-max-conns", required_argument, NULL, 1103},
 		{"pool", required_argument, NULL, 1301},
+		{"console", required_argument, NULL, 1401},
 		NET_LONG_OPTIONS(1200),
 		{NULL, 0, NULL, 0},
 	};
@@ -211,6 +212,14 @@ int main(int argc, char **argv)
 			cfg.tombstone_ttl_s = (uint32_t)v;
 			break;
 		}
+		case 1401: /* the web console at / (docs/console.md) */
+			if (strcmp(optarg, "on") != 0 && strcmp(optarg, "off") != 0) {
+				fprintf(stderr, "isolad: --console `%s`: expected on or off\n",
+					optarg);
+				return 2;
+			}
+			api.console_off = !strcmp(optarg, "off");
+			break;
 		case 1009: { /* the socket's group (scripts/install.sh: `isola`) */
 			struct group *g = getgrnam(optarg);
 

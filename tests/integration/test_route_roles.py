@@ -93,6 +93,8 @@ NATIVE = {
     "POST /mcp": ("read", "POST", "/mcp", {"jsonrpc": "2.0", "id": 1, "method": "ping"}, None),
     "DELETE /mcp": ("read", "DELETE", "/mcp", None, None),
     "GET /v1/whoami": ("read", "GET", "/v1/whoami", None, None),
+    # Server-sent events that last: "SSE" reads the first chunk only (judge()).
+    "GET /v1/events": ("read", "SSE", "/v1/events", None, None),
     "POST /v1/tokens": ("admin", "POST", "/v1/tokens", {"role": "read-only", "name": "rr"}, None),
     "GET /v1/tokens": ("admin", "GET", "/v1/tokens", None, None),
     "DELETE /v1/tokens/{token}": ("admin", "DELETE", "/v1/tokens/nosuchtoken0", None, None),
@@ -334,7 +336,9 @@ def judge(table, kind, w):
             else:
                 headers.update({"E2b-Sandbox-Id": w["subject"][role], "E2b-Sandbox-Port": "49983",
                                 "X-Access-Token": w["envd"][role]})
-            if verb == "STREAM":
+            if verb == "SSE":
+                verb, stream = "GET", True
+            elif verb == "STREAM":
                 verb, stream = "POST", True
                 headers.update({"Content-Type": "application/connect+json",
                                 "Connect-Protocol-Version": "1"})

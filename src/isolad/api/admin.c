@@ -32,8 +32,8 @@ void api_audit_request(struct api_req *r)
 	json_t *detail;
 
 	/* The unauthenticated liveness probe is not an action on anything (and would let
-	 * anyone on the network grow the trail). */
-	if (!strcmp(r->path, "/v1/health"))
+	 * anyone on the network grow the trail); nor are the web console's public files. */
+	if (!strcmp(r->path, "/v1/health") || api_console_path(r->path))
 		return;
 	snprintf(action, sizeof(action), "%s %s", r->method,
 		 r->route ? r->route->pattern : r->path);

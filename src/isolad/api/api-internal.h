@@ -28,6 +28,8 @@
 #define API_MAX_OUTPUT	     (64u << 20)   /* exec max_output ceiling, per stream */
 #define API_DISCARD_LIMIT    (64u << 20)   /* body bytes swallowed after a failure */
 #define API_POLL_MS	     500	   /* wake-up period of blocking waits */
+#define API_WS_PROTOCOL	     "isola"	   /* WebSocket subprotocol ws.c echoes when offered */
+#define API_WS_BEARER	     "isola.bearer." /* + token: a browser's WebSocket auth */
 
 struct core;
 struct sandbox;
@@ -61,6 +63,7 @@ struct api_server {
 	pthread_cond_t cond;	    /* signalled when `workers` drops */
 	unsigned workers;	    /* live threads we started (WebSocket sessions, imports) */
 	bool stopping;		    /* api_server_stop() has begun */
+	bool console;		    /* serve the web console at / (console.c) */
 };
 
 /* Registers a worker thread; false when the server is stopping (do not start it). */
@@ -146,6 +149,13 @@ int api_parse_pid(const char *s, int *out);
 /* True when a tar member name is safe to hand to a client or the agent: relative, no ".."
  * component, no NUL within len, at most API_MAX_PATH. */
 bool api_tar_name_ok(const char *name, size_t len);
+/*
+ * A browser cannot set headers on a WebSocket, so the web console offers its token as the
+ * subprotocol `isola.bearer.<token>` (next to `isola`, which ws.c echoes; docs/console.md).
+ * Returns where the token starts in the Sec-WebSocket-Protocol value h (NULL is fine) with its
+ * length in *len, or NULL when no element carries one. Pure; h is borrowed.
+ */
+const char *api_ws_protocol_token(const char *h, size_t *len);
 
 /* Checks a path given for a sandbox: non-empty, no NUL within len, at most API_MAX_PATH. */
 int api_check_path(const char *what, const char *p, size_t len, struct isola_err **err);
@@ -452,6 +462,14 @@ enum MHD_Result api_whoami(struct api_req *r);
 enum MHD_Result api_token_create(struct api_req *r);
 enum MHD_Result api_token_list(struct api_req *r);
 enum MHD_Result api_token_revoke(struct api_req *r);
+/* console.c: true for the paths the web console owns (/, /console, /console/...). */
+bool api_console_path(const char *url);
+/* Answers a console path: the embedded file with its security headers, 404 when the console is
+ * off or has no such file, 405 for a method but GET/HEAD. No authentication (public files). */
+enum MHD_Result api_console_serve(struct api_req *r, const char *url, const char *method);
+/* events.c: GET /v1/events, the tenant's sandbox changes as server-sent events. */
+enum MHD_Result api_events(struct api_req *r);
+
 enum MHD_Result api_tenant_create(struct api_req *r);
 enum MHD_Result api_tenant_list(struct api_req *r);
 enum MHD_Result api_tenant_get(struct api_req *r);

@@ -3,6 +3,7 @@
 #ifndef ISOLA_API_H
 #define ISOLA_API_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "../../common/err.h"
@@ -22,6 +23,7 @@ struct api_config {
 	long socket_gid;	   /* >= 0: the socket is 0660 with this group (its members
 				      are the operator, like root), and its directory g+x;
 				      -1 = 0600 */
+	bool console_off;	   /* do not serve the web console at / (docs/console.md) */
 };
 
 /*

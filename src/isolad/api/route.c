@@ -160,3 +160,23 @@ bool api_tar_name_ok(const char *name, size_t len)
 	}
 	return true;
 }
+
+const char *api_ws_protocol_token(const char *h, size_t *len)
+{
+	static const char prefix[] = API_WS_BEARER;
+	const size_t pl = sizeof(prefix) - 1;
+
+	/* UNTRUSTED: the client's Sec-WebSocket-Protocol header, a comma-separated list. */
+	while (h && *h) {
+		size_t n;
+
+		h += strspn(h, " \t,");
+		n = strcspn(h, " \t,");
+		if (n > pl && !strncmp(h, prefix, pl)) {
+			*len = n - pl;
+			return h + pl;
+		}
+		h += n;
+	}
+	return NULL;
+}

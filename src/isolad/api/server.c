@@ -82,6 +82,7 @@ static const struct api_route api_routes[] = {
 	ROUTE("GET", "/v1/sandboxes/{id}/metrics", api_sandbox_metrics),
 	ROUTE("GET", "/metrics", api_metrics),
 	ROUTE("GET", "/v1/whoami", api_whoami),
+	ROUTE("GET", "/v1/events", api_events),
 	ROUTE_JSON("POST", "/v1/tokens", api_token_create),
 	ROUTE("GET", "/v1/tokens", api_token_list),
 	ROUTE("DELETE", "/v1/tokens/{token}", api_token_revoke),
@@ -233,24 +234,43 @@ static void unix_principal(struct api_req *r)
 	r->who.role = TENANCY_ADMIN;
 }
 
+/* The token of a browser's WebSocket (route.c, api_ws_protocol_token): only for the attach
+ * route, and only when there is no Authorization header (authorized()). */
+static const char *ws_protocol_token(struct api_req *r, const char *url, size_t *len)
+{
+	struct api_match m;
+
+	if (!api_route_match("/v1/sandboxes/{id}/processes/{pid}/ws", url, &m))
+		return NULL;
+	return api_ws_protocol_token(api_header(r, MHD_HTTP_HEADER_SEC_WEBSOCKET_PROTOCOL), len);
+}
+
 /* Resolves the bearer token to r->who: the legacy api.token is the admin of `default`,
  * anything else must be a live tenant token. */
-static bool authorized(struct api_req *r)
+static bool authorized(struct api_req *r, const char *url)
 {
 	const char *h = api_header(r, MHD_HTTP_HEADER_AUTHORIZATION);
 	const char *tok = core_api_token(r->srv->core);
+	const char *bearer = NULL;
+	size_t blen = 0;
 
 	/* UNTRUSTED: the client's Authorization header. */
 	snprintf(r->who.who, sizeof(r->who.who), "anonymous");
-	if (!h || strncmp(h, "Bearer ", 7) != 0)
+	if (h && strncmp(h, "Bearer ", 7) == 0) {
+		bearer = h + 7;
+		blen = strlen(bearer);
+	} else if (!h) {
+		bearer = ws_protocol_token(r, url, &blen);
+	}
+	if (!bearer)
 		return false;
-	if (tok && *tok && token_equal(h + 7, strlen(h + 7), tok)) {
+	if (tok && *tok && token_equal(bearer, blen, tok)) {
 		snprintf(r->who.who, sizeof(r->who.who), "api.token");
 		snprintf(r->who.tenant, sizeof(r->who.tenant), "%s", TENANCY_DEFAULT);
 		r->who.role = TENANCY_ADMIN;
 		return true;
 	}
-	return tenancy_authenticate(core_tenancy(r->srv->core), h + 7, strlen(h + 7), &r->who) == 0;
+	return tenancy_authenticate(core_tenancy(r->srv->core), bearer, blen, &r->who) == 0;
 }
 
 /* Finds the route for method+url: 0 found, -ENOENT no path, -EPERM path but not method. */
@@ -419,6 +439,9 @@ static enum MHD_Result request_begin(struct api_listener *lst, struct api_req *r
 			n_te > 1 ? "more than one header" : "a coding other than `chunked`");
 	if (!lst->need_auth)
 		unix_principal(r);
+	/* The web console's static files: public, before any auth (console.c). */
+	if (api_console_path(url))
+		return api_console_serve(r, url, method);
 	/* The E2B-compatible API (src/isolad/e2b) owns every path outside /v1/ that it knows,
 	 * with its own auth (X-API-KEY, X-Access-Token) and error shapes. */
 	if (strncmp(url, "/v1/", 4) != 0) {
@@ -427,7 +450,7 @@ static enum MHD_Result request_begin(struct api_listener *lst, struct api_req *r
 			return (enum MHD_Result)ret;
 	}
 	if (lst->need_auth && !(strcmp(method, "GET") == 0 && strcmp(url, "/v1/health") == 0) &&
-	    !authorized(r)) {
+	    !authorized(r, url)) {
 		struct MHD_Response *resp = api_json_response(
 			api_error_json("unauthorized", "missing or wrong bearer token"));
 
@@ -772,6 +795,7 @@ int api_server_bind(const struct api_config *cfg, struct api_server **out, struc
 	s->ufd = s->tfd = -1;
 	s->max_upload = cfg->max_upload_bytes ? cfg->max_upload_bytes : (1ull << 30);
 	s->idle_timeout_s = cfg->idle_timeout_s ? cfg->idle_timeout_s : API_IDLE_TIMEOUT_S;
+	s->console = !cfg->console_off;
 	snprintf(s->spool_dir, sizeof(s->spool_dir), "%s",
 		 cfg->spool_dir ? cfg->spool_dir : "/var/lib/isola/tmp");
 	if (cfg->listen_addr && *cfg->listen_addr)

@@ -340,6 +340,7 @@ enum MHD_Result api_proc_ws(struct api_req *r)
 	const char *connection = api_header(r, MHD_HTTP_HEADER_CONNECTION);
 	const char *version = api_header(r, MHD_HTTP_HEADER_SEC_WEBSOCKET_VERSION);
 	const char *key = api_header(r, MHD_HTTP_HEADER_SEC_WEBSOCKET_KEY);
+	const char *protocols = api_header(r, MHD_HTTP_HEADER_SEC_WEBSOCKET_PROTOCOL);
 	char accept[WS_ACCEPT_KEY_SIZE];
 	struct MHD_Response *resp;
 	struct agent_conn *conn;
@@ -380,5 +381,10 @@ enum MHD_Result api_proc_ws(struct api_req *r)
 		return MHD_NO;
 	MHD_add_response_header(resp, MHD_HTTP_HEADER_UPGRADE, "websocket");
 	MHD_add_response_header(resp, MHD_HTTP_HEADER_SEC_WEBSOCKET_ACCEPT, accept);
+	/* A client that offered subprotocols (the web console) needs one chosen back; never the
+	 * token-carrying one (server.c). */
+	if (protocols && header_has_token(protocols, API_WS_PROTOCOL))
+		MHD_add_response_header(resp, MHD_HTTP_HEADER_SEC_WEBSOCKET_PROTOCOL,
+					API_WS_PROTOCOL);
 	return api_respond_response(r, MHD_HTTP_SWITCHING_PROTOCOLS, resp);
 }

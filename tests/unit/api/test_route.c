@@ -101,5 +101,21 @@ int main(void)
 	ok(!api_tar_name_ok("a/../../x", 9), "inner .. refused");
 	ok(!api_tar_name_ok("a/..", 4), "trailing .. refused");
 	ok(!api_tar_name_ok("", 0), "empty tar name refused");
+
+	{
+		size_t tl = 0;
+		const char *t = api_ws_protocol_token("isola, isola.bearer.abc_D-9", &tl);
+
+		ok(t && tl == 7 && !strncmp(t, "abc_D-9", 7) && t[tl] == '\0',
+		   "token after the plain subprotocol");
+		t = api_ws_protocol_token(" isola.bearer.xyz ,isola", &tl);
+		ok(t && tl == 3 && !strncmp(t, "xyz", 3), "token first, spaces around it");
+		ok(!api_ws_protocol_token("isola", &tl), "no token element");
+		ok(!api_ws_protocol_token("isola.bearer.", &tl), "empty token refused");
+		ok(!api_ws_protocol_token("xisola.bearer.abc", &tl),
+		   "prefix must start the element");
+		ok(!api_ws_protocol_token(NULL, &tl), "no header");
+		ok(!api_ws_protocol_token(",,, ", &tl), "only separators");
+	}
 	return tap_done();
 }
