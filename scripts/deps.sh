@@ -22,6 +22,7 @@ PKGS=(
 	man-db # man -l: tests/integration/test_cli_help.py renders the man pages the build makes
 	systemd # systemctl: scripts/install.sh enables isolad.service where systemd runs
 	debootstrap # a Debian minbase template for package installs (test_root_caps.py)
+	python3-jupyter-client python3-ipykernel python3-matplotlib # share/interp: the code interpreter's Python contexts
 )
 
 missing=()
