@@ -156,7 +156,9 @@ static int send_request(struct codeint_call *c, const char *method, const char *
 	if (agent_chan_send_data(c->ch, head, (size_t)n, err) < 0 ||
 	    (body && len && agent_chan_send_data(c->ch, body, len, err) < 0))
 		return -ECONNRESET;
-	return agent_chan_send_eof(c->ch, err);
+	/* No half-close after the body: the service takes a client's EOF for a client that
+	 * went away and stops the execution. Connection: close ends the exchange instead. */
+	return 0;
 }
 
 static int call_open(struct sandbox *s, const char *method, const char *path, const void *body,

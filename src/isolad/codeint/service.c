@@ -115,10 +115,12 @@ static int ship(struct agent_conn *conn, struct isola_err **err)
 {
 	json_t *req = json_pack("{s:s, s:s, s:i, s:b, s:s}", "op", "mkdir", "path", CODEINT_DIR,
 				"mode", 0755, "parents", 1, "user", "root");
-	int r = req ? agent_call(conn, req, CALL_MS, NULL, err)
+	json_t *res = NULL;
+	int r = req ? agent_call(conn, req, CALL_MS, &res, err)
 		    : isola_err_set(err, ENOMEM, "internal", "out of memory");
 
 	json_decref(req);
+	json_decref(res);
 	if (r < 0)
 		return isola_err_wrap(err, "code interpreter: mkdir `%s`", CODEINT_DIR);
 	for (const struct codeint_file *f = codeint_files; f->name; f++) {
