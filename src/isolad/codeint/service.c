@@ -284,9 +284,27 @@ int codeint_ensure(struct sandbox *s, struct isola_err **err)
 	int r, pid = 0;
 
 	pthread_mutex_lock(&start_lock);
-	r = health(s, err);
-	if (r != -ECONNREFUSED)
-		goto out; /* running (0), or a failure that a start would not mend */
+	/* Running (0) or nothing listening (start it). Anything else is a service that is
+	 * still starting or dying (killed, its port not yet closed): wait for either. */
+	deadline = util_now_ms() + CODEINT_START_MS;
+	for (;;) {
+		struct isola_err *e = NULL;
+
+		r = health(s, &e);
+		if (r == 0 || r == -ECONNREFUSED || util_now_ms() >= deadline ||
+		    !strcmp(e ? e->code : "", "conflict")) {
+			if (r < 0 && r != -ECONNREFUSED) {
+				*err = e;
+				goto out;
+			}
+			isola_err_free(e);
+			break;
+		}
+		isola_err_free(e);
+		usleep(POLL_MS * 1000);
+	}
+	if (r == 0)
+		goto out;
 	if (!codeint_files[0].name) {
 		r = isola_err_set(err, ENOTSUP, "not_supported",
 				  "this isolad was built without the code interpreter service "

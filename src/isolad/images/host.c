@@ -59,6 +59,9 @@ static const struct {
 static const char *const host_copies[] = {
 	"etc/os-release", "etc/ld.so.cache", "etc/ld.so.conf", "etc/ssl/openssl.cnf",
 	"etc/services",	  "etc/protocols",   "etc/shells",
+	/* Debian's matplotlib reads its defaults here (mpl-data/matplotlibrc links to it):
+	 * without it `import matplotlib` fails, and with it the code interpreter's plots */
+	"etc/matplotlibrc",
 };
 
 static const char *const host_libdirs[] = {"bin", "sbin", "lib", "lib32", "lib64", "libx32"};
