@@ -21,7 +21,7 @@
  * {code, message}.
  */
 
-#define CODE_MAX_LINE  (32u << 20) /* one NDJSON event (a large PNG result, base64) */
+#define CODE_MAX_LINE  (16u << 20) /* one NDJSON event (a large PNG result, base64); the SDKs cap lines there too */
 #define CODE_MAX_REPLY (1u << 20)  /* a contexts reply */
 #define CODE_POLL_MS   500	   /* stream wake-ups: client hang-up and timeout checks */
 #define CODE_MAX_CODE  (1u << 20)  /* bytes of code (the JSON body cap) */
@@ -180,7 +180,7 @@ static int exec_produce(struct api_stream *st, void *ud)
 		es->cut = true;
 		return api_stream_event(st, json_pack("{s:s, s:s, s:s, s:s}", "type", "error",
 						      "name", "ServiceError", "value",
-						      "a result passed the 32 MiB event cap",
+						      "a result passed the 16 MiB event cap",
 						      "traceback", "")) < 0
 			       ? -1
 			       : 1;

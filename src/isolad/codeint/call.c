@@ -166,6 +166,7 @@ static int call_open(struct sandbox *s, const char *method, const char *path, co
 {
 	struct codeint_call *c = calloc(1, sizeof(*c));
 	uint64_t deadline = util_now_ms() + HEAD_MS;
+	bool retried = false;
 	int r;
 
 	*out = NULL;
@@ -173,6 +174,7 @@ static int call_open(struct sandbox *s, const char *method, const char *path, co
 		return isola_err_set(err, ENOMEM, "internal", "out of memory");
 	sandbox_ref(s);
 	c->s = s;
+again:
 	r = tunnel(s, &c->ch, err);
 	if (r == -ECONNREFUSED && ensure) {
 		/* nothing listens: ship and start the service, then once more */
@@ -205,6 +207,21 @@ static int call_open(struct sandbox *s, const char *method, const char *path, co
 			goto fail;
 		}
 		r = fill(c, (int)(deadline - now), err);
+		if ((r == 1 || r == -ECONNRESET) && ensure && !retried && c->pend_len == 0) {
+			/* Closed without a byte of answer: a service that is dying (killed, its
+			 * port not yet closed). Start it again and send the request once more
+			 * (it was not answered, so it most likely never ran). */
+			isola_err_free(*err);
+			*err = NULL;
+			agent_chan_close(c->ch);
+			c->ch = NULL;
+			c->eof = false;
+			retried = true;
+			r = codeint_ensure(s, err);
+			if (r < 0)
+				goto fail;
+			goto again;
+		}
 		if (r == 1) {
 			r = isola_err_set(err, ECONNRESET, "unavailable",
 					  "the code interpreter closed the connection before "
