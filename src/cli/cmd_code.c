@@ -39,17 +39,25 @@ static int save_image(struct code_run *cr, const char *ext, const char *data, bo
 		      struct isola_err **err)
 {
 	cleanup_free unsigned char *buf = NULL;
+	cleanup_free char *clean = NULL;
 	char path[4096];
 	size_t n = strlen(data);
 	long len = (long)n;
 	int fd, r = 0;
 
 	if (b64) {
+		size_t k = 0;
+
+		/* Jupyter wraps base64 at 76 columns: the line breaks go first */
+		clean = malloc(n + 1);
 		buf = malloc(n / 4 * 3 + 3);
-		if (!buf)
+		if (!buf || !clean)
 			return isola_err_set(err, ENOMEM, NULL, "out of memory");
+		for (size_t i = 0; i < n; i++)
+			if (data[i] != '\n' && data[i] != '\r' && data[i] != ' ')
+				clean[k++] = data[i];
 		/* UNTRUSTED: a result from the sandbox; only decoded and written to our file */
-		len = cli_b64_decode(data, n, buf);
+		len = cli_b64_decode(clean, k, buf);
 		if (len < 0)
 			return isola_err_set(err, EPROTO, "internal",
 					     "%s result with malformed base64", ext);
@@ -106,7 +114,9 @@ static int on_event(void *ud, json_t *ev, struct isola_err **err)
 	if (!strcmp(type, "error"))
 		cr->failed = true;
 	if (cr->json) {
-		out_json(stdout, ev);
+		/* NDJSON: one compact event per line, as the API sent it */
+		if (json_dumpf(ev, stdout, JSON_COMPACT) == 0)
+			fputc('\n', stdout);
 		fflush(stdout);
 		return 0;
 	}
