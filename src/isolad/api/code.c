@@ -9,7 +9,7 @@
 
 #include "../../common/log.h"
 #include "../../common/util.h"
-#include "../codeint/codeint.h"
+#include "../codeint/codeint-internal.h"
 #include "../core/core.h"
 
 /*
@@ -267,10 +267,12 @@ enum MHD_Result api_code_execute(struct api_req *r)
 /* --- contexts ---------------------------------------------------------------------------- */
 
 /* Calls the service and answers with its JSON reply (wrapped by `key` when set), or
- * `empty` (a status) when the reply is to be dropped. */
+ * nothing when ok_status is 204. A GET does not start the service (a read-only token may
+ * GET, and reading starts no process): when it does not run, `idle` (new reference, stolen)
+ * is the answer. */
 static enum MHD_Result contexts_call(struct api_req *r, const char *method, const char *path,
 				     const json_t *req, const char *what, unsigned ok_status,
-				     const char *key)
+				     const char *key, json_t *idle)
 {
 	cleanup_err struct isola_err *err = NULL;
 	struct codeint_call *c = NULL;
@@ -283,11 +285,16 @@ static enum MHD_Result contexts_call(struct api_req *r, const char *method, cons
 
 	if (api_sandbox_agent(r, &s, NULL, &err) < 0) {
 		free(text);
+		json_decref(idle);
 		return api_respond_err(r, err);
 	}
-	ret = codeint_call_open(s, method, path, text, text ? strlen(text) : 0, &c, &err);
+	ret = idle ? codeint_call_raw(s, method, path, text, text ? strlen(text) : 0, &c, &err)
+		   : codeint_call_open(s, method, path, text, text ? strlen(text) : 0, &c, &err);
 	sandbox_unref(s);
 	free(text);
+	if (ret == -ECONNREFUSED && idle)
+		return api_respond_json(r, ok_status, idle);
+	json_decref(idle);
 	if (ret < 0)
 		return api_respond_err(r, err);
 	if (codeint_call_status(c) / 100 != 2) {
@@ -316,7 +323,8 @@ static enum MHD_Result contexts_call(struct api_req *r, const char *method, cons
 
 enum MHD_Result api_code_contexts_list(struct api_req *r)
 {
-	return contexts_call(r, "GET", "/contexts", NULL, "list contexts", 200, "contexts");
+	return contexts_call(r, "GET", "/contexts", NULL, "list contexts", 200, "contexts",
+			     json_pack("{s:[]}", "contexts"));
 }
 
 static const char *const ctx_fields[] = {"language", "cwd", NULL};
@@ -338,7 +346,7 @@ enum MHD_Result api_code_context_create(struct api_req *r)
 		json_object_set_new(req, "language", json_string(lang));
 	if (cwd)
 		json_object_set_new(req, "cwd", json_string(cwd));
-	mr = contexts_call(r, "POST", "/contexts", req, "create context", 201, NULL);
+	mr = contexts_call(r, "POST", "/contexts", req, "create context", 201, NULL, NULL);
 	json_decref(req);
 	return mr;
 }
@@ -360,7 +368,7 @@ enum MHD_Result api_code_context_restart(struct api_req *r)
 		return api_respond_error(r, "invalid", "a context id is 1-64 of [A-Za-z0-9._-]");
 	snprintf(path, sizeof(path), "/contexts/%s/restart", ctx);
 	snprintf(what, sizeof(what), "restart context `%s`", ctx);
-	return contexts_call(r, "POST", path, NULL, what, 204, NULL);
+	return contexts_call(r, "POST", path, NULL, what, 204, NULL, NULL);
 }
 
 enum MHD_Result api_code_context_delete(struct api_req *r)
@@ -372,5 +380,5 @@ enum MHD_Result api_code_context_delete(struct api_req *r)
 		return api_respond_error(r, "invalid", "a context id is 1-64 of [A-Za-z0-9._-]");
 	snprintf(path, sizeof(path), "/contexts/%s", ctx);
 	snprintf(what, sizeof(what), "remove context `%s`", ctx);
-	return contexts_call(r, "DELETE", path, NULL, what, 204, NULL);
+	return contexts_call(r, "DELETE", path, NULL, what, 204, NULL, NULL);
 }

@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "../../common/util.h"
-#include "../codeint/codeint.h"
+#include "../codeint/codeint-internal.h"
 #include "../core/core.h"
 #include "../expose/expose.h"
 
@@ -77,8 +77,11 @@ static int relay_produce(struct api_stream *st, void *ud)
 	return api_stream_write(st, buf, (size_t)n) < 0 ? -1 : 0;
 }
 
-/* Forwards method + path (+ the buffered body) and relays the answer. */
-static enum MHD_Result forward(struct api_req *r, const char *method, const char *path)
+/* Forwards method + path (+ the buffered body) and relays the answer. With `idle` (a GET:
+ * reads start no process, a read-only token may send them) nothing is started: when the
+ * service does not run, idle (a JSON text) is the answer, with status idle_status. */
+static enum MHD_Result forward_as(struct api_req *r, const char *method, const char *path,
+				  const char *idle, unsigned idle_status)
 {
 	struct e2b_req *er = e2b_req_of(r);
 	cleanup_err struct isola_err *err = NULL;
@@ -93,9 +96,12 @@ static enum MHD_Result forward(struct api_req *r, const char *method, const char
 	if (e2b_envd_sandbox_get(r, &s) < 0)
 		return fail(r, 502, "unavailable",
 			    "sandbox not found: it was killed or its timeout expired");
-	ret = codeint_call_open(s, method, path, er->body.len ? er->body.data : NULL,
-				er->body.len, &c, &err);
+	ret = idle ? codeint_call_raw(s, method, path, NULL, 0, &c, &err)
+		   : codeint_call_open(s, method, path, er->body.len ? er->body.data : NULL,
+				       er->body.len, &c, &err);
 	sandbox_unref(s);
+	if (ret == -ECONNREFUSED && idle)
+		return api_respond_json(r, idle_status, json_loads(idle, 0, NULL));
 	if (ret < 0)
 		return fail(r, api_status_for_code(err ? err->code : NULL),
 			    err ? err->code : "internal", err ? err->message : "error");
@@ -112,6 +118,11 @@ static enum MHD_Result forward(struct api_req *r, const char *method, const char
 	return api_respond_response(r, codeint_call_status(c), resp);
 }
 
+static enum MHD_Result forward(struct api_req *r, const char *method, const char *path)
+{
+	return forward_as(r, method, path, NULL, 0);
+}
+
 /* The {ctx} parameter, checked before it goes into the service's path; NULL when bad. */
 static const char *ctx_param(struct api_req *r)
 {
@@ -122,7 +133,10 @@ static const char *ctx_param(struct api_req *r)
 
 enum MHD_Result e2b_code_health(struct api_req *r)
 {
-	return forward(r, "GET", "/health");
+	return forward_as(r, "GET", "/health",
+			  "{\"code\":503,\"message\":\"the code interpreter is not running; "
+			  "it starts on the first execute or context create\"}",
+			  503);
 }
 
 enum MHD_Result e2b_code_execute(struct api_req *r)
@@ -132,7 +146,7 @@ enum MHD_Result e2b_code_execute(struct api_req *r)
 
 enum MHD_Result e2b_code_contexts(struct api_req *r)
 {
-	return forward(r, "GET", "/contexts");
+	return forward_as(r, "GET", "/contexts", "[]", 200);
 }
 
 enum MHD_Result e2b_code_context_create(struct api_req *r)
