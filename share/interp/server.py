@@ -54,8 +54,8 @@ class BadRequest(Exception):
         self.status = status
 
 
-def main_text(text):
-    # E2B's server shows a string's value without the quotes of its repr.
+def unquoted(text):
+    # E2B's server shows a string's text/plain without the quotes of its repr.
     if isinstance(text, str) and len(text) >= 2 and text[0] == "'" and text[-1] == "'":
         return text[1:-1]
     return text
@@ -79,8 +79,8 @@ def result_from_mime(data, is_main):
             extra[mime] = value
         else:
             out[field] = value
-    if "text" in out and is_main:
-        out["text"] = main_text(out["text"])
+    if "text" in out:
+        out["text"] = unquoted(out["text"])
     if extra:
         out["extra"] = extra
     out["is_main_result"] = is_main
@@ -177,8 +177,11 @@ class Context:
 
     def execute(self, code, env, stream, timeout):
         with self.lock:
+            if stream.gone():  # cancelled while it waited for the execution before it
+                return
             if self.dead:
                 self._stop()
+                self.count = 0
                 self._start()
                 self.dead = False
             run = Execution(self, stream, timeout)
@@ -275,8 +278,9 @@ class PythonContext(Context):
         return None
 
     def _run(self, code, env, run):
-        if env:
-            self._silent("__import__('os').environ.update(%r)" % (env,))
+        if env:  # set for this execution; the kernel's own previous values are restored after
+            self._silent("import os as __o\n__isola_env__ = {k: __o.environ.get(k) for k in %r}\n"
+                         "__o.environ.update(%r)\ndel __o" % (list(env), env))
         msg_id = self.kc.execute(code, store_history=True, allow_stdin=False)
         emit = run.stream.emit
         while True:
@@ -310,10 +314,9 @@ class PythonContext(Context):
             run.check()
         self._reply(msg_id, 10)
         if env:
-            restore = {k: os.environ.get(k) for k in env}
-            self._silent("import os as _o\nfor _k, _v in %r.items():\n"
-                         "    _o.environ.pop(_k, None) if _v is None else _o.environ.__setitem__(_k, _v)\n"
-                         "del _o, _k, _v" % (restore,))
+            self._silent("import os as __o\nfor __k, __v in __isola_env__.items():\n"
+                         "    __o.environ.pop(__k, None) if __v is None else "
+                         "__o.environ.__setitem__(__k, __v)\ndel __o, __k, __v, __isola_env__")
 
 
 class PipeContext(Context):
@@ -435,7 +438,7 @@ class NodeContext(PipeContext):
             if item.get("type") in ("stdout", "stderr"):
                 item["timestamp"] = now()
             if item.get("type") == "result" and item.get("is_main_result"):
-                item["text"] = main_text(item.get("text"))
+                item["text"] = unquoted(item.get("text"))
             emit(item)
             run.check()
 
@@ -621,7 +624,8 @@ class Handler(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(data)
 
-    def body(self):
+    def read_body(self):
+        # Every request's body is read, used or not, so the connection can carry the next one.
         if self.headers.get("Transfer-Encoding", "").lower() == "chunked":
             raise BadRequest(411, "a chunked request body is not supported: send Content-Length")
         try:
@@ -630,7 +634,10 @@ class Handler(BaseHTTPRequestHandler):
             raise BadRequest(400, "Content-Length is not a number") from None
         if n > MAX_BODY:
             raise BadRequest(413, f"request body of {n} bytes is over the {MAX_BODY} byte limit")
-        raw = self.rfile.read(n) if n else b""
+        self.raw = self.rfile.read(n) if n > 0 else b""
+
+    def body(self):
+        raw = self.raw
         if not raw.strip():
             return {}
         try:
@@ -645,6 +652,7 @@ class Handler(BaseHTTPRequestHandler):
         path = urlsplit(self.path).path.rstrip("/") or "/"
         reg = self.server.registry
         try:
+            self.read_body()
             parts = path.strip("/").split("/")
             if method == "GET" and path == "/health":
                 return self.reply(200, '"OK"')
@@ -665,10 +673,21 @@ class Handler(BaseHTTPRequestHandler):
                 return self.reply(200, "null")
             raise BadRequest(404, f"no route {method} {path}")
         except BadRequest as e:
-            self.reply(e.status, str(e), "text/plain; charset=utf-8")
+            self.fail(e.status, str(e))
         except Exception as e:  # noqa: BLE001 - the client gets the reason, the service lives on
             log(f"{method} {path}: {type(e).__name__}: {e}")
-            self.reply(500, f"{type(e).__name__}: {e}", "text/plain; charset=utf-8")
+            self.fail(500, f"{type(e).__name__}: {e}")
+
+    def fail(self, status, text):
+        # The request's body may be unread: the connection cannot carry another request.
+        self.close_connection = True
+        data = text.encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "text/plain; charset=utf-8")
+        self.send_header("Content-Length", str(len(data)))
+        self.send_header("Connection", "close")
+        self.end_headers()
+        self.wfile.write(data)
 
     def execute(self, req):
         code = req.get("code")
@@ -726,6 +745,10 @@ def main():
         print(f"isola-interp: listen on {a.host}:{a.port}: {e.strerror}", file=sys.stderr)
         return 1
     srv.daemon_threads = True
+    # Kernels' connection files: a private directory, whether or not $HOME is writable.
+    runtime = None
+    if "JUPYTER_RUNTIME_DIR" not in os.environ:
+        runtime = os.environ["JUPYTER_RUNTIME_DIR"] = tempfile.mkdtemp(prefix="isola-interp-jupyter-")
     srv.registry = Registry(cwd)
     srv.verbose = a.verbose
     # A service started in the background of a shell inherits SIGINT ignored, and so would every
@@ -747,6 +770,8 @@ def main():
     finally:
         srv.registry.shutdown()
         srv.server_close()
+        if runtime:
+            shutil.rmtree(runtime, ignore_errors=True)
     return 0
 
 
