@@ -186,6 +186,19 @@ ENVD = {
     "POST /filesystem.Filesystem/RemoveWatcher": ("write", "POST", "/filesystem.Filesystem/RemoveWatcher",
                                                   {"watcherId": "0" * 32}, None),
 }
+
+# The code interpreter's port (E2b-Sandbox-Port: 49999), called with the role's envd access
+# token as @e2b/code-interpreter sends it on /execute.
+CODE = {
+    "GET /health": ("read", "GET", "/health", None, None),
+    "POST /execute": ("write", "POST", "/execute", {"code": "open('/tmp/c-exec-{role}', 'w').close()"},
+                      "test -e /tmp/c-exec-{role}"),
+    "GET /contexts": ("read", "GET", "/contexts", None, None),
+    "POST /contexts": ("write", "POST", "/contexts", {"language": "python"}, None),
+    "POST /contexts/{ctx}/restart": ("write", "POST", "/contexts/nosuch/restart", None, None),
+    "DELETE /contexts/{ctx}": ("write", "DELETE", "/contexts/nosuch", None, None),
+}
+
 # What a sandbox needs before the effects above can be judged (sources of moves, victims of
 # removes).
 SETUP = ("touch /tmp/n-src-{role} /tmp/n-keep-{role} /tmp/e-src-{role} /tmp/e-keep-{role}")
