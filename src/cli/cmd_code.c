@@ -233,8 +233,8 @@ int cmd_code(struct cli *cli, int argc, char **argv)
 		case OPT_TIMEOUT:
 			if (cli_parse_seconds(optarg, &timeout) < 0 || timeout <= 0) {
 				json_decref(env);
-				return cli_usage_err(cli, "--timeout `%s` is not a number of seconds",
-						     optarg);
+				return cli_usage_err(
+					cli, "--timeout `%s` is not a number of seconds", optarg);
 			}
 			break;
 		default:
@@ -244,8 +244,9 @@ int cmd_code(struct cli *cli, int argc, char **argv)
 	}
 	if (argc - optind != 2) {
 		json_decref(env);
-		return cli_usage_err(cli, argc - optind < 2 ? "expected ID and FILE (or - for stdin)"
-							    : "too many arguments");
+		return cli_usage_err(cli, argc - optind < 2
+						  ? "expected ID and FILE (or - for stdin)"
+						  : "too many arguments");
 	}
 	if (cr.out && (stat(cr.out, &st) < 0 || !S_ISDIR(st.st_mode))) {
 		json_decref(env);

@@ -462,7 +462,7 @@ enum MHD_Result api_audit_export(struct api_req *r);
 enum MHD_Result api_audit_seal(struct api_req *r);
 enum MHD_Result api_audit_prune(struct api_req *r);
 enum MHD_Result api_compliance(struct api_req *r);
-enum MHD_Result api_code_execute(struct api_req *r);	      /* code.c */
+enum MHD_Result api_code_execute(struct api_req *r);	     /* code.c */
 enum MHD_Result api_code_contexts_list(struct api_req *r);   /* code.c */
 enum MHD_Result api_code_context_create(struct api_req *r);  /* code.c */
 enum MHD_Result api_code_context_restart(struct api_req *r); /* code.c */

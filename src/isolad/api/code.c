@@ -21,10 +21,12 @@
  * {code, message}.
  */
 
-#define CODE_MAX_LINE  (16u << 20) /* one NDJSON event (a large PNG result, base64); the SDKs cap lines there too */
-#define CODE_MAX_REPLY (1u << 20)  /* a contexts reply */
-#define CODE_POLL_MS   500	   /* stream wake-ups: client hang-up and timeout checks */
-#define CODE_MAX_CODE  (1u << 20)  /* bytes of code (the JSON body cap) */
+#define CODE_MAX_LINE                                                                              \
+	(16u                                                                                       \
+	 << 20) /* one NDJSON event (a large PNG result, base64); the SDKs cap lines there too */
+#define CODE_MAX_REPLY (1u << 20) /* a contexts reply */
+#define CODE_POLL_MS   500	  /* stream wake-ups: client hang-up and timeout checks */
+#define CODE_MAX_CODE  (1u << 20) /* bytes of code (the JSON body cap) */
 
 bool api_code_context_ok(const char *s)
 {
@@ -131,11 +133,10 @@ static int exec_produce(struct api_stream *st, void *ud)
 		return -1; /* freeing the stream closes the tunnel: the service sees it */
 	if (es->deadline && util_now_ms() >= es->deadline) {
 		es->cut = true;
-		return api_stream_event(
-			       st, json_pack("{s:s, s:s, s:s, s:s}", "type", "error", "name",
-					     "TimeoutError", "value",
-					     "execution did not finish within the timeout",
-					     "traceback", "")) < 0
+		return api_stream_event(st, json_pack("{s:s, s:s, s:s, s:s}", "type", "error",
+						      "name", "TimeoutError", "value",
+						      "execution did not finish within the timeout",
+						      "traceback", "")) < 0
 			       ? -1
 			       : 1;
 	}

@@ -13,8 +13,8 @@
 #include "../core/agentconn.h"
 #include "../core/core.h"
 
-#define OPEN_MS	   10000 /* the agent connecting to the port inside */
-#define HEAD_MS	   60000 /* the service's response head (a context create starts a kernel) */
+#define OPEN_MS 10000 /* the agent connecting to the port inside */
+#define HEAD_MS 60000 /* the service's response head (a context create starts a kernel) */
 
 struct codeint_call {
 	struct sandbox *s;	  /* reference, owned */
@@ -309,9 +309,9 @@ int codeint_call_body(struct codeint_call *c, size_t max, char **out, size_t *le
 
 			if (cap > max) {
 				free(b);
-				return isola_err_set(err, EFBIG, "too_large",
-						     "the code interpreter's answer passed %zu bytes",
-						     max);
+				return isola_err_set(
+					err, EFBIG, "too_large",
+					"the code interpreter's answer passed %zu bytes", max);
 			}
 			nb = realloc(b, cap * 2 + 1);
 			if (!nb) {

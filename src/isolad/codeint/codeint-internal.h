@@ -20,9 +20,9 @@ extern const struct codeint_file codeint_files[];
 #define CODEINT_MAX_HEAD 8192 /* bytes of a response head */
 
 enum codeint_framing {
-	CODEINT_BY_LENGTH,  /* Content-Length */
-	CODEINT_BY_CHUNKS,  /* Transfer-Encoding: chunked */
-	CODEINT_BY_CLOSE,   /* until the connection ends */
+	CODEINT_BY_LENGTH, /* Content-Length */
+	CODEINT_BY_CHUNKS, /* Transfer-Encoding: chunked */
+	CODEINT_BY_CLOSE,  /* until the connection ends */
 };
 
 enum codeint_chunk_state {
@@ -37,15 +37,15 @@ enum codeint_chunk_state {
 
 /* A response being read: head fields, then the body decoder's state. */
 struct codeint_resp {
-	unsigned status;		/* HTTP status */
-	char ctype[128];		/* Content-Type, "" when none */
-	size_t head_len;		/* bytes of the head, blank line included */
-	enum codeint_framing framing;	/* how the body ends */
-	uint64_t left;			/* BY_LENGTH: bytes left; chunks: bytes left in the chunk */
-	enum codeint_chunk_state chst;	/* chunk decoder state */
-	unsigned size_digits;		/* digits of the chunk size seen */
-	bool line_empty;		/* CH_TRAILER: the current trailer line is empty so far */
-	bool done;			/* the body ended */
+	unsigned status;	       /* HTTP status */
+	char ctype[128];	       /* Content-Type, "" when none */
+	size_t head_len;	       /* bytes of the head, blank line included */
+	enum codeint_framing framing;  /* how the body ends */
+	uint64_t left;		       /* BY_LENGTH: bytes left; chunks: bytes left in the chunk */
+	enum codeint_chunk_state chst; /* chunk decoder state */
+	unsigned size_digits;	       /* digits of the chunk size seen */
+	bool line_empty;	       /* CH_TRAILER: the current trailer line is empty so far */
+	bool done;		       /* the body ended */
 };
 
 /*

@@ -91,15 +91,16 @@ static int drain(struct agent_chan *ch, int timeout_ms, int *code, char *tail, s
 			json_int_t sig = json_integer_value(json_object_get(m.json, "signal"));
 
 			*code = sig > 0 ? 128 + (int)sig
-					: (int)json_integer_value(json_object_get(m.json,
-										  "exit_code"));
+					: (int)json_integer_value(
+						  json_object_get(m.json, "exit_code"));
 			agent_msg_fini(&m);
 			return 0;
 		}
 		case PROTO_ERROR: {
 			const char *c = json_string_value(json_object_get(m.json, "code"));
 
-			r = c && !strcmp(c, "not_found") ? -ENOENT : agent_error_to_err(m.json, err);
+			r = c && !strcmp(c, "not_found") ? -ENOENT
+							 : agent_error_to_err(m.json, err);
 			agent_msg_fini(&m);
 			return r;
 		}
@@ -153,12 +154,12 @@ static int ship(struct agent_conn *conn, struct isola_err **err)
 }
 
 /* Runs argv in the foreground with the sandbox's defaults: see drain(). */
-static int run(struct sandbox *s, struct agent_conn *conn, json_t *argv, int timeout_ms,
-	       int *code, char *tail, size_t n, struct isola_err **err)
+static int run(struct sandbox *s, struct agent_conn *conn, json_t *argv, int timeout_ms, int *code,
+	       char *tail, size_t n, struct isola_err **err)
 {
 	struct agent_chan *ch = NULL;
-	json_t *req = json_pack("{s:s, s:o, s:b, s:b, s:I}", "op", "exec", "argv", argv, "stdin",
-				0, "background", 0, "timeout_ms", (json_int_t)timeout_ms);
+	json_t *req = json_pack("{s:s, s:o, s:b, s:b, s:I}", "op", "exec", "argv", argv, "stdin", 0,
+				"background", 0, "timeout_ms", (json_int_t)timeout_ms);
 	int r;
 
 	if (!req)

@@ -37,12 +37,11 @@ int e2b_code_public(struct api_req *r, const char *sandbox_id)
 	return 0;
 }
 
-static enum MHD_Result fail(struct api_req *r, unsigned status, const char *code,
-			    const char *msg)
+static enum MHD_Result fail(struct api_req *r, unsigned status, const char *code, const char *msg)
 {
-	return api_respond_json(r, status,
-				json_pack("{s:i, s:s, s:s}", "code", (int)status, "name", code,
-					  "message", msg));
+	return api_respond_json(
+		r, status,
+		json_pack("{s:i, s:s, s:s}", "code", (int)status, "name", code, "message", msg));
 }
 
 struct relay {

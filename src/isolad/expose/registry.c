@@ -399,7 +399,8 @@ bool expose_port_is_public(const char *id, int port)
 	char token[EXPOSE_TOKEN_LEN + 1];
 	bool is_public = false;
 
-	if (!expose_active || expose_registry_lookup(expose_active, id, port, &is_public, token) < 0)
+	if (!expose_active ||
+	    expose_registry_lookup(expose_active, id, port, &is_public, token) < 0)
 		is_public = false;
 	sodium_memzero(token, sizeof(token));
 	return is_public;

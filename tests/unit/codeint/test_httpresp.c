@@ -33,7 +33,8 @@ int main(void)
 	struct codeint_resp r;
 	const char *h1 = "HTTP/1.1 200 OK\r\nContent-Type: application/x-ndjson\r\n"
 			 "Transfer-Encoding: chunked\r\n\r\n";
-	const char *chunks = "5\r\nhello\r\n1;ext=1\r\n \r\n6\r\nworld\n\r\n0\r\nX-T: 1\r\n\r\nJUNK";
+	const char *chunks =
+		"5\r\nhello\r\n1;ext=1\r\n \r\n6\r\nworld\n\r\n0\r\nX-T: 1\r\n\r\nJUNK";
 	char out[256];
 	long n;
 
@@ -46,29 +47,45 @@ int main(void)
 		codeint_resp_head(h1, strlen(h1), &r);
 		n = feed(&r, chunks, strlen(chunks), step, out);
 		ok(n == 12 && !memcmp(out, "hello world\n", 12) && r.done,
-		   "chunks decoded in pieces of %zu, trailer skipped, junk after the end ignored", step);
+		   "chunks decoded in pieces of %zu, trailer skipped, junk after the end ignored",
+		   step);
 	}
 
-	ok(codeint_resp_head("HTTP/1.0 404 Not Found\r\nContent-Length: 3\r\n\r\n", strlen("HTTP/1.0 404 Not Found\r\nContent-Length: 3\r\n\r\n"), &r) == 1 &&
+	ok(codeint_resp_head("HTTP/1.0 404 Not Found\r\nContent-Length: 3\r\n\r\n",
+			     strlen("HTTP/1.0 404 Not Found\r\nContent-Length: 3\r\n\r\n"),
+			     &r) == 1 &&
 		   r.status == 404 && r.framing == CODEINT_BY_LENGTH && r.left == 3,
 	   "a length-framed head");
 	n = feed(&r, "abcdef", 6, 2, out);
 	ok(n == 3 && !memcmp(out, "abc", 3) && r.done, "a length body stops at its length");
-	ok(codeint_resp_head("HTTP/1.1 204 No Content\r\n\r\n", strlen("HTTP/1.1 204 No Content\r\n\r\n"), &r) == 1 && r.done,
+	ok(codeint_resp_head("HTTP/1.1 204 No Content\r\n\r\n",
+			     strlen("HTTP/1.1 204 No Content\r\n\r\n"), &r) == 1 &&
+		   r.done,
 	   "204 has no body");
-	ok(codeint_resp_head("HTTP/1.0 200 OK\n\n", strlen("HTTP/1.0 200 OK\n\n"), &r) == 1 && r.framing == CODEINT_BY_CLOSE,
+	ok(codeint_resp_head("HTTP/1.0 200 OK\n\n", strlen("HTTP/1.0 200 OK\n\n"), &r) == 1 &&
+		   r.framing == CODEINT_BY_CLOSE,
 	   "bare LF lines, a body until close");
 
-	ok(codeint_resp_head("HTTP/2 200\r\n\r\n", strlen("HTTP/2 200\r\n\r\n"), &r) == -EBADMSG, "not HTTP/1.x");
-	ok(codeint_resp_head("HTTP/1.1 2x0 OK\r\n\r\n", strlen("HTTP/1.1 2x0 OK\r\n\r\n"), &r) == -EBADMSG, "bad status digits");
-	ok(codeint_resp_head("HTTP/1.1 200 OK\r\nContent-Length: 1x\r\n\r\n", strlen("HTTP/1.1 200 OK\r\nContent-Length: 1x\r\n\r\n"), &r) == -EBADMSG,
-	   "bad Content-Length");
-	ok(codeint_resp_head("HTTP/1.1 200 OK\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\n", strlen("HTTP/1.1 200 OK\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\n"), &r) == -EBADMSG,
-	   "conflicting Content-Lengths");
-	ok(codeint_resp_head("HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip\r\n\r\n", strlen("HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip\r\n\r\n"), &r) ==
+	ok(codeint_resp_head("HTTP/2 200\r\n\r\n", strlen("HTTP/2 200\r\n\r\n"), &r) == -EBADMSG,
+	   "not HTTP/1.x");
+	ok(codeint_resp_head("HTTP/1.1 2x0 OK\r\n\r\n", strlen("HTTP/1.1 2x0 OK\r\n\r\n"), &r) ==
 		   -EBADMSG,
+	   "bad status digits");
+	ok(codeint_resp_head("HTTP/1.1 200 OK\r\nContent-Length: 1x\r\n\r\n",
+			     strlen("HTTP/1.1 200 OK\r\nContent-Length: 1x\r\n\r\n"),
+			     &r) == -EBADMSG,
+	   "bad Content-Length");
+	ok(codeint_resp_head(
+		   "HTTP/1.1 200 OK\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\n",
+		   strlen("HTTP/1.1 200 OK\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\n"),
+		   &r) == -EBADMSG,
+	   "conflicting Content-Lengths");
+	ok(codeint_resp_head("HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip\r\n\r\n",
+			     strlen("HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip\r\n\r\n"),
+			     &r) == -EBADMSG,
 	   "a transfer coding other than chunked");
-	ok(codeint_resp_head("HTTP/1.1 200 OK\r\nno colon\r\n\r\n", strlen("HTTP/1.1 200 OK\r\nno colon\r\n\r\n"), &r) == -EBADMSG,
+	ok(codeint_resp_head("HTTP/1.1 200 OK\r\nno colon\r\n\r\n",
+			     strlen("HTTP/1.1 200 OK\r\nno colon\r\n\r\n"), &r) == -EBADMSG,
 	   "a header line without a colon");
 	{
 		static char big[CODEINT_MAX_HEAD + 10];
