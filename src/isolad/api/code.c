@@ -360,26 +360,26 @@ static const char *ctx_param(struct api_req *r)
 	return api_code_context_ok(ctx) ? ctx : NULL;
 }
 
-enum MHD_Result api_code_context_restart(struct api_req *r)
+/* A call on one context: `method` /contexts/{ctx}`suffix`, named `verb` in errors. */
+static enum MHD_Result context_op(struct api_req *r, const char *method, const char *suffix,
+				  const char *verb)
 {
 	const char *ctx = ctx_param(r);
 	char path[128], what[128];
 
 	if (!ctx)
 		return api_respond_error(r, "invalid", "a context id is 1-64 of [A-Za-z0-9._-]");
-	snprintf(path, sizeof(path), "/contexts/%s/restart", ctx);
-	snprintf(what, sizeof(what), "restart context `%s`", ctx);
-	return contexts_call(r, "POST", path, NULL, what, 204, NULL, NULL);
+	snprintf(path, sizeof(path), "/contexts/%s%s", ctx, suffix);
+	snprintf(what, sizeof(what), "%s context `%s`", verb, ctx);
+	return contexts_call(r, method, path, NULL, what, 204, NULL, NULL);
+}
+
+enum MHD_Result api_code_context_restart(struct api_req *r)
+{
+	return context_op(r, "POST", "/restart", "restart");
 }
 
 enum MHD_Result api_code_context_delete(struct api_req *r)
 {
-	const char *ctx = ctx_param(r);
-	char path[128], what[128];
-
-	if (!ctx)
-		return api_respond_error(r, "invalid", "a context id is 1-64 of [A-Za-z0-9._-]");
-	snprintf(path, sizeof(path), "/contexts/%s", ctx);
-	snprintf(what, sizeof(what), "remove context `%s`", ctx);
-	return contexts_call(r, "DELETE", path, NULL, what, 204, NULL, NULL);
+	return context_op(r, "DELETE", "", "remove");
 }

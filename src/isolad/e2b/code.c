@@ -153,24 +153,24 @@ enum MHD_Result e2b_code_context_create(struct api_req *r)
 	return forward(r, "POST", "/contexts");
 }
 
-enum MHD_Result e2b_code_context_restart(struct api_req *r)
+/* `method` /contexts/{ctx}`suffix`, the id checked first. */
+static enum MHD_Result context_op(struct api_req *r, const char *method, const char *suffix)
 {
 	const char *ctx = ctx_param(r);
 	char path[128];
 
 	if (!ctx)
 		return fail(r, 404, "not_found", "no such context");
-	snprintf(path, sizeof(path), "/contexts/%s/restart", ctx);
-	return forward(r, "POST", path);
+	snprintf(path, sizeof(path), "/contexts/%s%s", ctx, suffix);
+	return forward(r, method, path);
+}
+
+enum MHD_Result e2b_code_context_restart(struct api_req *r)
+{
+	return context_op(r, "POST", "/restart");
 }
 
 enum MHD_Result e2b_code_context_delete(struct api_req *r)
 {
-	const char *ctx = ctx_param(r);
-	char path[128];
-
-	if (!ctx)
-		return fail(r, 404, "not_found", "no such context");
-	snprintf(path, sizeof(path), "/contexts/%s", ctx);
-	return forward(r, "DELETE", path);
+	return context_op(r, "DELETE", "");
 }
