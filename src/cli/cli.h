@@ -115,6 +115,7 @@ int cli_nextopt(struct cli *cli, int argc, char **argv);
 extern const struct cli_opt cli_ls_opts[], cli_rm_opts[], cli_prune_opts[], cli_exec_opts[],
 	cli_stats_opts[], cli_logs_opts[], cli_expose_opts[], cli_fork_opts[], cli_bench_opts[],
 	cli_mcp_opts[];
+extern const struct cli_opt cli_code_opts[];
 
 /* Handles a getopt result no command option matched: -h/--help prints help (returns 0),
  * anything else is a usage error (returns 2). */
@@ -145,6 +146,7 @@ int cmd_create(struct cli *cli, int argc, char **argv);
 int cmd_ls(struct cli *cli, int argc, char **argv);
 int cmd_inspect(struct cli *cli, int argc, char **argv);
 int cmd_rm(struct cli *cli, int argc, char **argv);
+int cmd_code(struct cli *cli, int argc, char **argv);	   /* cmd_code.c */
 int cmd_expose(struct cli *cli, int argc, char **argv);	   /* cmd_expose.c */
 int cmd_ports(struct cli *cli, int argc, char **argv);	   /* cmd_expose.c */
 int cmd_unexpose(struct cli *cli, int argc, char **argv);  /* cmd_expose.c */

@@ -111,6 +111,13 @@ NATIVE = {
     "PUT /v1/sandboxes/{id}/lifecycle": ("write", "PUT", "/v1/sandboxes/{fake}/lifecycle", {}, None),
     "GET /v1/pools": ("operator", "GET", "/v1/pools", None, None),
     "PUT /v1/pools/{template}/{tier}": ("operator", "PUT", "/v1/pools/no-such-template/process", {"size": 0}, None),
+    "POST /v1/sandboxes/{id}/code/execute": ("write", "POST", "/v1/sandboxes/{id}/code/execute",
+                                             {"code": "open('/tmp/n-code-{role}', 'w').close()"},
+                                             "test -e /tmp/n-code-{role}"),
+    "GET /v1/sandboxes/{id}/code/contexts": ("read", "GET", "/v1/sandboxes/{id}/code/contexts", None, None),
+    "POST /v1/sandboxes/{id}/code/contexts": ("write", "POST", "/v1/sandboxes/{fake}/code/contexts", {}, None),
+    "POST /v1/sandboxes/{id}/code/contexts/{ctx}/restart": ("write", "POST", "/v1/sandboxes/{fake}/code/contexts/nosuch/restart", None, None),
+    "DELETE /v1/sandboxes/{id}/code/contexts/{ctx}": ("write", "DELETE", "/v1/sandboxes/{fake}/code/contexts/nosuch", None, None),
     "POST /v1/sandboxes/{id}/ports": ("write", "POST", "/v1/sandboxes/{fake}/ports", {"port": 8080}, None),
     "GET /v1/sandboxes/{id}/ports": ("read", "GET", "/v1/sandboxes/{id}/ports", None, None),
     "DELETE /v1/sandboxes/{id}/ports/{port}": ("write", "DELETE", "/v1/sandboxes/{fake}/ports/8080", None, None),
@@ -185,6 +192,19 @@ ENVD = {
     "POST /filesystem.Filesystem/RemoveWatcher": ("write", "POST", "/filesystem.Filesystem/RemoveWatcher",
                                                   {"watcherId": "0" * 32}, None),
 }
+
+# The code interpreter's port (E2b-Sandbox-Port: 49999), called with the role's envd access
+# token as @e2b/code-interpreter sends it on /execute.
+CODE = {
+    "GET /health": ("read", "GET", "/health", None, None),
+    "POST /execute": ("write", "POST", "/execute", {"code": "open('/tmp/c-exec-{role}', 'w').close()"},
+                      "test -e /tmp/c-exec-{role}"),
+    "GET /contexts": ("read", "GET", "/contexts", None, None),
+    "POST /contexts": ("write", "POST", "/contexts", {"language": "python"}, None),
+    "POST /contexts/{ctx}/restart": ("write", "POST", "/contexts/nosuch/restart", None, None),
+    "DELETE /contexts/{ctx}": ("write", "DELETE", "/contexts/nosuch", None, None),
+}
+
 # What a sandbox needs before the effects above can be judged (sources of moves, victims of
 # removes).
 SETUP = ("touch /tmp/n-src-{role} /tmp/n-keep-{role} /tmp/e-src-{role} /tmp/e-keep-{role}")
@@ -205,10 +225,9 @@ def test_every_route_has_a_table_entry():
     assert len(native) > 50 and len(e2b) > 30, (native, e2b)
     assert native == set(NATIVE), ("native routes without an entry", native - set(NATIVE),
                                    "entries without a route", set(NATIVE) - native)
-    assert e2b == set(CONTROL) | set(ENVD), ("E2B routes without an entry",
-                                             e2b - set(CONTROL) - set(ENVD),
-                                             "entries without a route",
-                                             set(CONTROL) | set(ENVD) - e2b)
+    assert e2b == set(CONTROL) | set(ENVD) | set(CODE), (
+        "E2B routes without an entry", e2b - set(CONTROL) - set(ENVD) - set(CODE),
+        "entries without a route", set(CONTROL) | set(ENVD) | set(CODE) - e2b)
 
 
 def tar_with(name):
@@ -334,7 +353,8 @@ def judge(table, kind, w):
             elif kind == "control":
                 headers["X-API-KEY"] = w["keys"][role]
             else:
-                headers.update({"E2b-Sandbox-Id": w["subject"][role], "E2b-Sandbox-Port": "49983",
+                headers.update({"E2b-Sandbox-Id": w["subject"][role],
+                                "E2b-Sandbox-Port": "49999" if kind == "code" else "49983",
                                 "X-Access-Token": w["envd"][role]})
             if verb == "SSE":
                 verb, stream = "GET", True
@@ -394,6 +414,11 @@ def test_e2b_control_routes_by_role(world):
 
 def test_envd_routes_by_role(world):
     wrong = judge(ENVD, "envd", world)
+    assert not wrong, "\n".join(wrong)
+
+
+def test_code_interpreter_routes_by_role(world):
+    wrong = judge(CODE, "code", world)
     assert not wrong, "\n".join(wrong)
 
 

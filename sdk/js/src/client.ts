@@ -9,6 +9,7 @@ import { IsolaError, NotFoundError, ProtocolError, errorFor } from "./errors.js"
 import { type Body, type ClientOptions, Transport, jsonLines, readAll, seg } from "./http.js";
 import { extractInto, fixDirModes, merge } from "./extract.js";
 import { packDir, unpack } from "./tar.js";
+import * as code from "./code.js";
 import type {
   ArchiveResult,
   Command,
@@ -356,6 +357,31 @@ export class Sandbox {
 
   async unexpose(port: number): Promise<void> {
     await this.t.json("DELETE", `${this.base}/ports/${port}`);
+  }
+
+  /** Runs code in the sandbox's code interpreter (started on first use): results with their
+   * MIME fields, logs and error (docs/code-interpreter.md). The callbacks get each piece as it
+   * streams. A template without Python rejects with DependencyError. */
+  runCode(source: string, opts: code.RunCodeOptions = {}): Promise<code.Execution> {
+    return code.runCode(this.t, this.base, source, opts);
+  }
+
+  /** A new interpreter context whose state persists between runCode calls. */
+  createCodeContext(opts: { language?: string; cwd?: string } = {}): Promise<code.CodeContext> {
+    return code.createCodeContext(this.t, this.base, opts);
+  }
+
+  listCodeContexts(): Promise<code.CodeContext[]> {
+    return code.listCodeContexts(this.t, this.base);
+  }
+
+  /** Restarts a context: its state is lost, its id stays. */
+  restartCodeContext(c: code.CodeContext | string): Promise<void> {
+    return code.restartCodeContext(this.t, this.base, c);
+  }
+
+  removeCodeContext(c: code.CodeContext | string): Promise<void> {
+    return code.removeCodeContext(this.t, this.base, c);
   }
 
   /** One resource sample: cpu_seconds, memory_bytes, disk_bytes, pids, limits, ... */

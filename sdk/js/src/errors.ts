@@ -57,6 +57,9 @@ export class UnavailableError extends IsolaError {}
 export class TimeoutError extends IsolaError {}
 /** 507. */
 export class NoSpaceError extends IsolaError {}
+/** 424 failed_dependency: the template lacks what the operation needs (the code interpreter:
+ * python3 with jupyter_client and ipykernel). */
+export class DependencyError extends IsolaError {}
 /** isolad sent something this SDK cannot read. */
 export class ProtocolError extends IsolaError {}
 
@@ -84,6 +87,7 @@ const BY_CODE: Record<string, ErrorClass> = {
   unavailable: UnavailableError,
   timeout: TimeoutError,
   no_space: NoSpaceError,
+  failed_dependency: DependencyError,
 };
 
 const BY_STATUS: Record<number, ErrorClass> = {

@@ -5,5 +5,6 @@ export { Client, Sandbox, Processes, Files, EventStream } from "./client.js";
 export { Transport, DEFAULT_SOCKET, type ClientOptions, type Body } from "./http.js";
 export { PtySession, WebSocketClient } from "./ws.js";
 export * from "./errors.js";
+export { Execution, Result, type CodeContext, type ExecutionError, type RunCodeOptions } from "./code.js";
 export type * from "./types.js";
 export const VERSION = "0.1.0";

@@ -10,11 +10,12 @@ Standard library only. See docs/sdk.md.
 """
 
 from .client import Client, EventStream, Files, Processes, Sandbox
+from .code import Context, Execution, ExecutionError, Logs, Result
 from .errors import (ConflictError, ForbiddenError, InternalError, InvalidError, IsolaError,
                      MethodNotAllowedError, NoSpaceError, NotFoundError, NotSupportedError,
                      ProtocolError, QuotaExceededError, RangeNotSatisfiableError,
                      RateLimitedError, TimeoutError, TooLargeError, SandboxEndedError,
-                     NameTakenError,
+                     NameTakenError, DependencyError,
                      UnauthorizedError, UnavailableError, error_for)
 from .models import (ArchiveResult, Entry, Event, ExecResult, ExitStatus, Exposure, Health,
                      ImportProgress, Listing, OutputResult, Process, SandboxInfo, Snapshot,
@@ -31,5 +32,6 @@ __all__ = [
     "MethodNotAllowedError", "ConflictError", "TooLargeError", "RangeNotSatisfiableError",
     "InternalError", "NotSupportedError", "UnavailableError", "TimeoutError", "NoSpaceError",
     "ProtocolError", "QuotaExceededError", "RateLimitedError", "WebSocketError", "error_for", "__version__",
-    "SandboxEndedError", "NameTakenError",
+    "SandboxEndedError", "NameTakenError", "DependencyError",
+    "Context", "Execution", "ExecutionError", "Logs", "Result",
 ]

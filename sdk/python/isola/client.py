@@ -9,7 +9,7 @@ import tempfile
 from typing import (IO, Any, Callable, Dict, Iterable, Iterator, List, Mapping, Optional,
                     Sequence, Union)
 
-from . import _extract, errors
+from . import _extract, code as _code, errors
 from ._http import FOREVER, Transport, seg
 from .models import (ArchiveResult, Entry, Event, ExecResult, ExitStatus, Health,
                      Exposure, ImportProgress, Listing, OutputResult, Process, SandboxInfo,
@@ -382,6 +382,35 @@ class Sandbox:
 
     def unexpose(self, port: int) -> None:
         self._t.json("DELETE", f"{self._base}/ports/{int(port)}")
+
+    # -- code interpreter (docs/code-interpreter.md) ---------------------------------------
+    def run_code(self, code: str, *, language: Optional[str] = None, context=None,
+                 env: Optional[Mapping[str, str]] = None, timeout: Optional[float] = None,
+                 on_stdout=None, on_stderr=None, on_result=None,
+                 on_error=None) -> "_code.Execution":
+        """Runs code in the sandbox's code interpreter (started on first use) and returns
+        its Execution: results with their MIME fields, logs, error. language (python by
+        default, js, ts, bash) or context (a Context or its id), not both. The callbacks get
+        each stdout/stderr text, Result and ExecutionError as it streams."""
+        return _code.run_code(self._t, self._base, code, language=language, context=context,
+                              env=dict(env) if env is not None else None, timeout=timeout,
+                              on_stdout=on_stdout, on_stderr=on_stderr, on_result=on_result,
+                              on_error=on_error)
+
+    def create_code_context(self, language: Optional[str] = None,
+                            cwd: Optional[str] = None) -> "_code.Context":
+        """A new interpreter context whose state persists between run_code calls."""
+        return _code.create_context(self._t, self._base, language, cwd)
+
+    def list_code_contexts(self) -> List["_code.Context"]:
+        return _code.list_contexts(self._t, self._base)
+
+    def restart_code_context(self, context) -> None:
+        """Restarts a context: its state is lost, its id stays."""
+        _code.restart_context(self._t, self._base, context)
+
+    def remove_code_context(self, context) -> None:
+        _code.remove_context(self._t, self._base, context)
 
     def __enter__(self) -> "Sandbox":
         return self

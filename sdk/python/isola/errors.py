@@ -112,7 +112,13 @@ class ProtocolError(IsolaError):
     """isolad sent something this SDK cannot read (malformed JSON, a broken stream)."""
 
 
+class DependencyError(IsolaError):
+    """424 failed_dependency: the sandbox's template lacks what the operation needs (the code
+    interpreter: python3 with jupyter_client and ipykernel)."""
+
+
 _BY_CODE = {
+    "failed_dependency": DependencyError,
     "invalid": InvalidError,
     "not_dir": InvalidError,
     "is_dir": InvalidError,

@@ -480,6 +480,13 @@ enum MHD_Result api_audit_export(struct api_req *r);
 enum MHD_Result api_audit_seal(struct api_req *r);
 enum MHD_Result api_audit_prune(struct api_req *r);
 enum MHD_Result api_compliance(struct api_req *r);
+enum MHD_Result api_code_execute(struct api_req *r);	     /* code.c */
+enum MHD_Result api_code_contexts_list(struct api_req *r);   /* code.c */
+enum MHD_Result api_code_context_create(struct api_req *r);  /* code.c */
+enum MHD_Result api_code_context_restart(struct api_req *r); /* code.c */
+enum MHD_Result api_code_context_delete(struct api_req *r);  /* code.c */
+/* A code interpreter context id: 1-64 of [A-Za-z0-9._-] (it goes into the service's path). */
+bool api_code_context_ok(const char *s);
 enum MHD_Result api_ports_add(struct api_req *r);    /* ports.c */
 enum MHD_Result api_ports_list(struct api_req *r);   /* ports.c */
 enum MHD_Result api_ports_remove(struct api_req *r); /* ports.c */

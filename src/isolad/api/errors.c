@@ -30,6 +30,7 @@ static const struct {
 	{"sandbox_ended", 410},
 	{"busy", 409},
 	{"too_large", 413},
+	{"failed_dependency", 424},
 	{"range_not_satisfiable", 416},
 	{"rate_limited", 429},
 	{"internal", 500},

@@ -12,6 +12,7 @@
 #include "../../common/util.h"
 #include "../../common/log.h"
 #include "../core/core.h"
+#include "../images/images.h"
 #include "../expose/expose.h"
 #include "../net/net.h"
 
@@ -100,6 +101,18 @@ int e2b_ctl_body(struct api_req *r, json_t **out)
 static const char *template_to_e2b(const char *name)
 {
 	return !name || !*name || !strcmp(name, "host") ? "base" : name;
+}
+
+/* Is there an isola template of this name (any tenant's: visibility is checked at create)? */
+static bool template_exists(const char *name)
+{
+	struct template_info t;
+
+	memset(&t, 0, sizeof(t));
+	if (images_get(name, &t, NULL) < 0)
+		return false;
+	template_info_fini(&t);
+	return true;
 }
 
 /* E2B knows `running` and `paused`: a hibernated isola sandbox is paused to E2B (memory or
@@ -236,6 +249,12 @@ enum MHD_Result e2b_ctl_create(struct api_req *r)
 		ret = e2b_ctl_err(r, err);
 		goto out;
 	}
+	/* `code-interpreter-v1` (@e2b/code-interpreter's default): a template of that name when
+	 * the operator made one (isola template import code-interpreter-v1 ...), else the default
+	 * template, whose python3 runs the interpreter (docs/code-interpreter.md). */
+	if (tmpl && !strcmp(tmpl, E2B_CODE_TEMPLATE) && !template_exists(tmpl) &&
+	    !e2b_is_snapshot(r, tmpl))
+		tmpl = NULL;
 	if (tmpl && *tmpl && strcmp(tmpl, "base") != 0) {
 		if (!api_valid_template_name(tmpl) || strlen(tmpl) >= sizeof(req.template_name)) {
 			ret = e2b_ctl_error(r, 400, "invalid templateID `%.64s`", tmpl);

@@ -25,6 +25,7 @@
 enum e2b_kind {
 	E2B_CONTROL, /* api.e2b.app-like: X-API-KEY */
 	E2B_ENVD,    /* the in-sandbox daemon: E2b-Sandbox-Id + X-Access-Token */
+	E2B_CODE,    /* the code interpreter (E2b-Sandbox-Port: 49999): token, or a public port */
 };
 
 /* One E2B route. `api` comes first: r->route points at it, so server.c drives the body
@@ -339,6 +340,25 @@ enum MHD_Result e2b_fs_get_watcher_events(struct api_req *r);
 enum MHD_Result e2b_fs_remove_watcher(struct api_req *r);
 /* EntryInfo (proto3 JSON) from an agent entry (UNTRUSTED: typed fields only). */
 json_t *e2b_entry_info(const json_t *agent_entry);
+
+/* --- code.c: the code interpreter's port (49999) through the E2B headers ------------------ */
+
+/* The E2b-Sandbox-Port the code interpreter SDK sends (E2B's JUPYTER_PORT). */
+#define E2B_CODE_PORT "49999"
+/* @e2b/code-interpreter's default template id: the default template unless one has the name. */
+#define E2B_CODE_TEMPLATE "code-interpreter-v1"
+/* A code request without X-Access-Token: allowed when the sandbox's port 49999 is public
+ * (made through the E2B API, as E2B serves it); then r->who acts for the sandbox's tenant as
+ * `e2b:public` with role user. -EACCES otherwise. */
+int e2b_code_public(struct api_req *r, const char *sandbox_id);
+/* Each forwards the request to the service (started on demand) and relays its answer:
+ * status, Content-Type and body, the body streamed as it comes. */
+enum MHD_Result e2b_code_health(struct api_req *r);
+enum MHD_Result e2b_code_execute(struct api_req *r);
+enum MHD_Result e2b_code_contexts(struct api_req *r);
+enum MHD_Result e2b_code_context_create(struct api_req *r);
+enum MHD_Result e2b_code_context_restart(struct api_req *r);
+enum MHD_Result e2b_code_context_delete(struct api_req *r);
 
 enum MHD_Result e2b_health(struct api_req *r);
 enum MHD_Result e2b_files_get(struct api_req *r);

@@ -37,6 +37,15 @@ static int body_data(struct api_req *r, const char *buf, size_t len);
 		{"POST", p, API_BODY_STREAM, h, NULL, body_data}, E2B_ENVD, true, role             \
 	}
 
+#define CODE(m, p, h, role)                                                                        \
+	{                                                                                          \
+		{m, p, API_BODY_NONE, h, NULL, NULL}, E2B_CODE, false, role                        \
+	}
+#define CODE_BODY(m, p, h, role)                                                                   \
+	{                                                                                          \
+		{m, p, API_BODY_STREAM, h, NULL, body_data}, E2B_CODE, true, role                  \
+	}
+
 /* clang-format off */
 static const struct e2b_route e2b_routes[] = {
 	/* E2B-ROUTES-BEGIN (tests/integration/test_route_roles.py reads this table) */
@@ -86,6 +95,14 @@ static const struct e2b_route e2b_routes[] = {
 	RPC("/filesystem.Filesystem/CreateWatcher", e2b_fs_create_watcher, W),
 	RPC("/filesystem.Filesystem/GetWatcherEvents", e2b_fs_get_watcher_events, R),
 	RPC("/filesystem.Filesystem/RemoveWatcher", e2b_fs_remove_watcher, W),
+	/* the code interpreter (@e2b/code-interpreter; only with E2b-Sandbox-Port: 49999):
+	 * listing contexts reads, everything else runs code or changes a context */
+	CODE("GET", "/health", e2b_code_health, R),
+	CODE_BODY("POST", "/execute", e2b_code_execute, W),
+	CODE("GET", "/contexts", e2b_code_contexts, R),
+	CODE_BODY("POST", "/contexts", e2b_code_context_create, W),
+	CODE("POST", "/contexts/{ctx}/restart", e2b_code_context_restart, W),
+	CODE("DELETE", "/contexts/{ctx}", e2b_code_context_delete, W),
 	/* E2B-ROUTES-END */
 };
 #undef R
@@ -178,10 +195,16 @@ int e2b_request_begin(struct api_req *r, const char *url, const char *method, bo
 	struct api_match m;
 	struct e2b_req *er;
 	bool path_seen = false;
+	/* The code interpreter SDK addresses port 49999 with the same headers as envd's 49983:
+	 * its routes (and its /health) are chosen by the port, envd's by any other. */
+	const char *port = api_header(r, "E2b-Sandbox-Port");
+	bool code = port && !strcmp(port, E2B_CODE_PORT);
 
 	for (size_t i = 0; i < ARRAY_SIZE(e2b_routes); i++) {
 		struct api_match tmp;
 
+		if ((e2b_routes[i].kind == E2B_CODE) != code)
+			continue;
 		if (!api_route_match(e2b_routes[i].api.pattern, url, &tmp))
 			continue;
 		path_seen = true;
@@ -246,10 +269,21 @@ int e2b_request_begin(struct api_req *r, const char *url, const char *method, bo
 		/* The access token is checked before the sandbox is looked up: without it, a
 		 * client learns nothing, not even whether the id exists. It makes the caller
 		 * act as the token's issuer, who must still exist (not revoked). */
-		if (need_auth && e2b_envd_auth(r, er->sandbox) < 0)
+		if (need_auth && rt->kind == E2B_CODE && !api_header(r, "X-Access-Token")) {
+			/* The SDK sends the access token on /execute only: its context calls
+			 * rely on port 49999 being public, as E2B serves it. */
+			if (e2b_code_public(r, er->sandbox) < 0)
+				return envd_refuse(r, 401, "unauthenticated",
+						   "missing X-Access-Token, and port 49999 of this "
+						   "sandbox is not public");
+		} else if (need_auth && e2b_envd_auth(r, er->sandbox) < 0) {
 			return envd_refuse(r, 401, "unauthenticated",
 					   "missing, wrong or revoked X-Access-Token");
+		}
 	}
+	if (rt->kind == E2B_CODE && r->who.role < rt->min_role)
+		return envd_refuse(r, 403, "permission_denied",
+				   "a read-only access token may only read");
 	if (rt->kind == E2B_ENVD) {
 		if (r->who.role < rt->min_role)
 			return envd_refuse(r, 403, "permission_denied",

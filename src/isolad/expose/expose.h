@@ -68,6 +68,11 @@ int expose_port_remove(struct core *core, struct sandbox *s, int port, struct is
  */
 int expose_port_all_public(struct sandbox *s, struct isola_err **err);
 
+/* True when port of sandbox id is reachable without a token through the listener: the
+ * sandbox was made through the E2B API (every port public) or the port has a public
+ * exposure. False when the listener is off. Any thread. */
+bool expose_port_is_public(const char *id, int port);
+
 /* "<domain>:<port>" of the running listener (just "<domain>" on port 80) into out, the
  * suffix E2B's getHost() puts after `<port>-<id>.`. 0, -ENOTSUP when off, -ENAMETOOLONG. */
 int expose_host_suffix(char *out, size_t n);

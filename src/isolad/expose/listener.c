@@ -21,6 +21,7 @@
 #include "../../common/util.h"
 #include "../../proto/proto.h"
 #include "../core/agentconn.h"
+#include "../codeint/codeint.h"
 #include "../core/core.h"
 
 /*
@@ -62,8 +63,12 @@ static const char *reason(unsigned status)
 		return "Request Timeout";
 	case 409:
 		return "Conflict";
+	case 424:
+		return "Failed Dependency";
 	case 431:
 		return "Request Header Fields Too Large";
+	case 501:
+		return "Not Implemented";
 	case 502:
 		return "Bad Gateway";
 	case 503:
@@ -71,6 +76,18 @@ static const char *reason(unsigned status)
 	default:
 		return "Error";
 	}
+}
+
+/* The HTTP status of a code interpreter start failure. */
+static unsigned start_status(const struct isola_err *e)
+{
+	if (!strcmp(e->code, "failed_dependency"))
+		return 424;
+	if (!strcmp(e->code, "not_supported"))
+		return 501;
+	if (!strcmp(e->code, "conflict"))
+		return 409;
+	return 503;
 }
 
 /* Writes a complete response ({code, message} JSON, as the API's errors) and nothing else;
@@ -267,9 +284,11 @@ static int open_tunnel(struct xconn *xc, struct sandbox *s, struct agent_chan **
 	cleanup_err struct isola_err *err = NULL;
 	struct agent_conn *conn = NULL;
 	struct agent_msg m = {0};
+	bool started = false;
 	json_t *req;
 	int r;
 
+again:
 	if (sandbox_agent(s, &conn, &err) < 0) {
 		/* not running (a paused or hibernated sandbox, or errored): the state is named */
 		respond(xc->fd, 409, "conflict", NULL, "%s", err ? err->message : "not running");
@@ -292,6 +311,20 @@ static int open_tunnel(struct xconn *xc, struct sandbox *s, struct agent_chan **
 		/* UNTRUSTED: the agent's error; only its errno is used, the message is ours */
 		json_int_t e = json_integer_value(json_object_get(m.json, "errno"));
 
+		if (e == ECONNREFUSED && xc->port == CODEINT_PORT && !started) {
+			/* The code interpreter's port: start the service on demand, then once
+			 * more (E2B's SDK reaches it at 49999-<id>.<domain>). */
+			agent_msg_fini(&m);
+			agent_chan_close(*out);
+			*out = NULL;
+			if (codeint_ensure(s, &err) < 0) {
+				respond(xc->fd, start_status(err), err->code, NULL, "%s",
+					err->message);
+				return -1;
+			}
+			started = true;
+			goto again;
+		}
 		if (e == ECONNREFUSED)
 			respond(xc->fd, 502, "bad_gateway", NULL,
 				"nothing listens on port %d in sandbox `%s`", xc->port, xc->id);

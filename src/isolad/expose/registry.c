@@ -394,6 +394,18 @@ int expose_port_all_public(struct sandbox *s, struct isola_err **err)
 	return 0;
 }
 
+bool expose_port_is_public(const char *id, int port)
+{
+	char token[EXPOSE_TOKEN_LEN + 1];
+	bool is_public = false;
+
+	if (!expose_active ||
+	    expose_registry_lookup(expose_active, id, port, &is_public, token) < 0)
+		is_public = false;
+	sodium_memzero(token, sizeof(token));
+	return is_public;
+}
+
 int expose_host_suffix(char *out, size_t n)
 {
 	struct expose *x = expose_active;
