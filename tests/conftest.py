@@ -69,21 +69,19 @@ def pytest_configure(config):
     config.addinivalue_line("markers", "needs_microvm: skipped outside CI without QEMU/kernel")
 
 
-SESSION_START = time.time()
-
-
 def pytest_sessionfinish(session, exitstatus):
     """After a green session, the state dirs its isolads left under /tmp (the ones a test
     module made and did not remove; a microvm one holds a ~3 GB template image) are removed:
-    only dirs made during this session, that no isolad holds (its lock is free) and no mount
-    references. A failed session keeps them for the post-mortem, as ISOLA_KEEP_STATE does."""
+    only the dirs this session's Isolad objects made (recorded in ic.MADE_STATE_DIRS: never
+    by name, since a concurrent session's dirs look the same), that no isolad holds (its lock
+    is free) and no mount references. A failed session keeps them for the post-mortem, as
+    ISOLA_KEEP_STATE does."""
     import fcntl
-    import glob
     if exitstatus != 0 or os.environ.get("ISOLA_KEEP_STATE"):
         return
-    for d in glob.glob("/tmp/isola-it-*"):
+    for d in ic.MADE_STATE_DIRS:
         try:
-            if os.stat(d).st_mtime < SESSION_START or ic.mounts_referencing(d):
+            if ic.mounts_referencing(d):
                 continue
             with open(os.path.join(d, "isolad.lock"), "a") as lock:
                 fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -165,7 +163,10 @@ class Isolad:
                 pytest.fail(f"{what} binary `{p}` is missing or not executable: build first "
                             f"(ninja -C build) or set ISOLA_BUILD/ISOLA_AGENT", pytrace=False)
         # Short path: sockets under the state dir must fit sun_path (108 bytes).
-        self.state_dir = state_dir or tempfile.mkdtemp(prefix="isola-it-", dir="/tmp")
+        self.state_dir = state_dir
+        if not state_dir:
+            self.state_dir = tempfile.mkdtemp(prefix="isola-it-", dir="/tmp")
+            ic.MADE_STATE_DIRS.append(self.state_dir)  # for pytest_sessionfinish
         os.chmod(self.state_dir, 0o700)
         self.socket = os.path.join(self.state_dir, "isolad.sock")
         self.port = port or free_port()

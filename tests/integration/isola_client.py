@@ -22,6 +22,10 @@ import struct
 import time
 import urllib.parse
 
+# State dirs the tests/conftest.py Isolad made in this pytest session (its sessionfinish
+# removes these and only these: a concurrent session's /tmp/isola-it-* dirs look the same).
+MADE_STATE_DIRS = []
+
 DEFAULT_TIMEOUT = 30.0
 
 

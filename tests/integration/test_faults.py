@@ -36,8 +36,8 @@ ID_RE = re.compile(r"sandbox ([a-z0-9]{16})\b")
 
 @pytest.fixture(scope="module")
 def fd():
-    # Not /tmp/isola-it-*: a concurrent pytest session's finish removes those whose lock is
-    # free, and this isolad's lock is free between each kill and restart.
+    # Its own dir, removed below (the conftest's sessionfinish removes only the dirs an
+    # Isolad made itself).
     d = Isolad(state_dir=tempfile.mkdtemp(prefix="isola-ft-", dir="/tmp"))
     try:
         yield d
