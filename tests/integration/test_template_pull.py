@@ -41,6 +41,7 @@ class Registry:
 
     def __init__(self, root, tls=False, htpasswd=None):
         self.root = root
+        root.mkdir(parents=True, exist_ok=True)
         self.port = free_port()
         self.host = f"127.0.0.1:{self.port}"
         self.data = root / "data"
@@ -58,6 +59,8 @@ class Registry:
                             "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1"],
                            check=True, capture_output=True, timeout=60)
             cfg += ["  tls:", f"    certificate: {self.cert}", f"    key: {key}"]
+            (root / "certs").mkdir()
+            shutil.copy(self.cert, root / "certs" / "ca.crt")  # skopeo --dest-cert-dir
         if htpasswd:
             user, pw = htpasswd
             hp = root / "htpasswd"
@@ -73,7 +76,7 @@ class Registry:
     def push(self, layout, ref, compress=None, creds=None):
         """skopeo copy oci:LAYOUT -> docker://HOST/REF."""
         argv = ["skopeo", "copy", "--quiet", f"oci:{layout}", f"docker://{self.host}/{ref}"]
-        argv += ["--dest-cert-dir", str(self.root)] if self.cert else \
+        argv += ["--dest-cert-dir", str(self.root / "certs")] if self.cert else \
             ["--dest-tls-verify=false"]
         if compress:
             argv += ["--dest-compress-format", compress, "--dest-compress"]
@@ -114,8 +117,9 @@ def layout(tmp_path_factory):
 @pytest.fixture(scope="module")
 def registry(tmp_path_factory, layout):
     r = Registry(tmp_path_factory.mktemp("registry"))
-    r.push(layout, "tools/hello:1")
+    # zstd first: pushed after the gzip one, skopeo would reuse the gzip blobs
     r.push(layout, "tools/hello:zstd", compress="zstd")
+    r.push(layout, "tools/hello:1")
     yield r
     r.stop()
 
@@ -316,7 +320,9 @@ def test_import_rootfs_tarball(cli, api, make_sandbox, layout, tmp_path):
     hello = (layout.parent / "hello").read_bytes()
     D, F = tarfile.DIRTYPE, tarfile.REGTYPE
     raw = imagebuild.tar_bytes([("bin", None, 0o755, D), ("etc", None, 0o755, D),
-                                ("hello", hello, 0o755, F),
+                                ("hello", hello, 0o755, F), ("root", None, 0o700, D),
+                                ("etc/passwd", b"root:x:0:0:root:/root:/bin/sh\n", 0o644, F),
+                                ("etc/group", b"root:x:0:\n", 0o644, F),
                                 ("etc/new", b"added by layer 2\n", 0o644, F)])
     plain = tmp_path / "rootfs.tar"
     plain.write_bytes(raw)
@@ -364,7 +370,8 @@ def test_pull_throughput_vs_skopeo(cli, registry, tmp_path, capsys):
                                   ("data/blob", os.urandom(64 << 20), 0o644, F)])
     lay = tmp_path / "lay"
     (lay / "blobs" / "sha256").mkdir(parents=True)
-    cfg = imagebuild.image_config([layer]).encode()
+    cfg = imagebuild.image_config([layer])
+    cfg = cfg.encode() if isinstance(cfg, str) else cfg
     for b in (layer, cfg):
         (lay / "blobs" / "sha256" / imagebuild.sha(b)).write_bytes(b)
     man = json.dumps({"schemaVersion": 2,
