@@ -22,7 +22,7 @@ PKGS=(
 	man-db # man -l: tests/integration/test_cli_help.py renders the man pages the build makes
 	systemd # systemctl: scripts/install.sh enables isolad.service where systemd runs
 	debootstrap # a Debian minbase template for package installs (test_root_caps.py)
-	docker-registry skopeo umoci apache2-utils # test_template_pull.py: a local registry, skopeo copy, htpasswd
+	docker-registry skopeo umoci apache2-utils openssl # test_template_pull.py: a local registry, skopeo, htpasswd, a self-signed cert
 )
 
 missing=()
