@@ -1,10 +1,12 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* imageref: parses and normalises image references the way docker does (docker.io/library/). */
+/* imageref: parses image references the way docker does (docker.io/library/) and registry auth
+ * challenges. */
 #include "imageref.h"
 
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
+#include <strings.h>
 
 #define LOWER_REPO "abcdefghijklmnopqrstuvwxyz0123456789._-/"
 #define TAG_CHARS  "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-"
@@ -41,6 +43,14 @@ int imageref_parse(const char *ref, struct imageref *out)
 		if (strspn(buf, HOST_CHARS) != strlen(buf) || strlen(buf) >= sizeof(out->registry))
 			return -EINVAL;
 		snprintf(out->registry, sizeof(out->registry), "%s", buf);
+		{
+			const char *port = strrchr(buf, ':');
+
+			/* host:port, the port numeric (a `]` after the colon: an IPv6 literal) */
+			if (port && !strchr(port, ']') &&
+			    (!port[1] || strspn(port + 1, "0123456789") != strlen(port + 1)))
+				return -EINVAL;
+		}
 		name = slash + 1;
 	} else {
 		snprintf(out->registry, sizeof(out->registry), "docker.io");
@@ -93,4 +103,56 @@ bool imageref_host_is_loopback(const char *host)
 	h[n] = '\0';
 	return !strcmp(h, "localhost") ||
 	       (!strncmp(h, "127.", 4) && strspn(h, "0123456789.") == n);
+}
+
+/* One quoted or bare parameter value of a challenge; returns the end of it. */
+static const char *challenge_value(const char *s, char *out, size_t size)
+{
+	size_t o = 0;
+	bool quoted = *s == '"';
+
+	if (quoted)
+		s++;
+	for (; *s && (quoted ? *s != '"' : *s != ','); s++) {
+		if (quoted && *s == '\\' && s[1])
+			s++;
+		if (o + 1 < size)
+			out[o++] = *s;
+	}
+	out[o] = '\0';
+	return quoted && *s == '"' ? s + 1 : s;
+}
+
+int imageref_parse_challenge(const char *h, char *scheme, size_t scheme_size, char *realm,
+				size_t realm_size, char *service, size_t service_size, char *scope,
+				size_t scope_size)
+{
+	size_t n = strcspn(h, " ");
+
+	/* UNTRUSTED: WWW-Authenticate from the registry: Bearer realm="..",service="..". */
+	realm[0] = service[0] = scope[0] = '\0';
+	if (n == 0 || n >= scheme_size)
+		return -EBADMSG;
+	memcpy(scheme, h, n);
+	scheme[n] = '\0';
+	h += n;
+	while (*h) {
+		char key[32], val[1024];
+		size_t k;
+
+		h += strspn(h, " ,");
+		k = strcspn(h, "=, ");
+		if (!*h || h[k] != '=' || k >= sizeof(key))
+			break;
+		memcpy(key, h, k);
+		key[k] = '\0';
+		h = challenge_value(h + k + 1, val, sizeof(val));
+		if (!strcasecmp(key, "realm"))
+			snprintf(realm, realm_size, "%s", val);
+		else if (!strcasecmp(key, "service"))
+			snprintf(service, service_size, "%s", val);
+		else if (!strcasecmp(key, "scope"))
+			snprintf(scope, scope_size, "%s", val);
+	}
+	return 0;
 }

@@ -1,9 +1,11 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* imageref: parses and normalises image references the way docker does (docker.io/library/). */
+/* imageref: parses image references the way docker does (docker.io/library/) and registry auth
+ * challenges. */
 #ifndef ISOLA_IMAGEREF_H
 #define ISOLA_IMAGEREF_H
 
 #include <stdbool.h>
+#include <stddef.h>
 
 /* A parsed reference: "busybox" is docker.io/library/busybox:latest. */
 struct imageref {
@@ -27,5 +29,12 @@ void imageref_format(const struct imageref *r, char *buf, unsigned long size);
 
 /* Whether host[:port] names the loopback interface (localhost, 127.0.0.0/8, [::1]). */
 bool imageref_host_is_loopback(const char *host);
+
+/* Parses a WWW-Authenticate challenge (`Bearer realm="..",service="..",scope=".."`): the
+ * scheme and the three parameters ("" when absent; truncated to the sizes). 0 or -EBADMSG.
+ * Pure; behind fuzz/fuzz_imageref.c. */
+int imageref_parse_challenge(const char *h, char *scheme, size_t scheme_size, char *realm,
+			     size_t realm_size, char *service, size_t service_size, char *scope,
+			     size_t scope_size);
 
 #endif

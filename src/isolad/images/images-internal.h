@@ -76,15 +76,6 @@ const char *images_host_arch(void);
  * when it names no platform); borrowed from index, NULL when there is none. */
 json_t *images_index_pick(json_t *index);
 
-/* pull.c */
-
-/* Parses a WWW-Authenticate challenge (`Bearer realm="..",service="..",scope=".."`): the
- * scheme and the three parameters ("" when absent; truncated to the sizes). 0 or -EBADMSG.
- * Pure; behind fuzz/fuzz_challenge.c. */
-int images_pull_parse_challenge(const char *h, char *scheme, size_t scheme_size, char *realm,
-				size_t realm_size, char *service, size_t service_size, char *scope,
-				size_t scope_size);
-
 /* host.c */
 
 /* Builds the host template into a temp dir under tdir and swaps it in as tdir/host unless the

@@ -160,58 +160,6 @@ static size_t on_data(char *buf, size_t size, size_t n, void *ud)
 	return len;
 }
 
-/* One quoted or bare parameter value of a challenge; returns the end of it. */
-static const char *challenge_value(const char *s, char *out, size_t size)
-{
-	size_t o = 0;
-	bool quoted = *s == '"';
-
-	if (quoted)
-		s++;
-	for (; *s && (quoted ? *s != '"' : *s != ','); s++) {
-		if (quoted && *s == '\\' && s[1])
-			s++;
-		if (o + 1 < size)
-			out[o++] = *s;
-	}
-	out[o] = '\0';
-	return quoted && *s == '"' ? s + 1 : s;
-}
-
-int images_pull_parse_challenge(const char *h, char *scheme, size_t scheme_size, char *realm,
-				size_t realm_size, char *service, size_t service_size, char *scope,
-				size_t scope_size)
-{
-	size_t n = strcspn(h, " ");
-
-	/* UNTRUSTED: WWW-Authenticate from the registry: Bearer realm="..",service="..". */
-	realm[0] = service[0] = scope[0] = '\0';
-	if (n == 0 || n >= scheme_size)
-		return -EBADMSG;
-	memcpy(scheme, h, n);
-	scheme[n] = '\0';
-	h += n;
-	while (*h) {
-		char key[32], val[1024];
-		size_t k;
-
-		h += strspn(h, " ,");
-		k = strcspn(h, "=, ");
-		if (!*h || h[k] != '=' || k >= sizeof(key))
-			break;
-		memcpy(key, h, k);
-		key[k] = '\0';
-		h = challenge_value(h + k + 1, val, sizeof(val));
-		if (!strcasecmp(key, "realm"))
-			snprintf(realm, realm_size, "%s", val);
-		else if (!strcasecmp(key, "service"))
-			snprintf(service, service_size, "%s", val);
-		else if (!strcasecmp(key, "scope"))
-			snprintf(scope, scope_size, "%s", val);
-	}
-	return 0;
-}
-
 /* The curl handle's common options. */
 static CURL *handle(struct pull *p, struct resp *rs, const char *url, struct curl_slist *hdrs,
 		    char *errbuf)
@@ -318,7 +266,7 @@ static int authenticate(struct pull *p, const char *www_auth, struct isola_err *
 {
 	char scheme[32], realm[1024], service[256], scope[512];
 
-	if (images_pull_parse_challenge(www_auth, scheme, sizeof(scheme), realm, sizeof(realm),
+	if (imageref_parse_challenge(www_auth, scheme, sizeof(scheme), realm, sizeof(realm),
 					service, sizeof(service), scope, sizeof(scope)) < 0)
 		return isola_err_set(err, EACCES, "forbidden",
 				     "registry `%s` asks for authentication without a usable "
