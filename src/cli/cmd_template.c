@@ -28,14 +28,14 @@ struct bar {
 
 /* State of an import or pull while its reply streams. */
 struct import {
-	bool json;	       /* NDJSON passthrough */
-	bool bar;	       /* draw progress on stderr (a terminal) */
-	unsigned drawn;	       /* progress lines on screen (the cursor is below them) */
-	uint64_t last_draw;    /* ms of the last redraw, to limit flicker */
+	bool json;		/* NDJSON passthrough */
+	bool bar;		/* draw progress on stderr (a terminal) */
+	unsigned drawn;		/* progress lines on screen (the cursor is below them) */
+	uint64_t last_draw;	/* ms of the last redraw, to limit flicker */
 	struct bar v[MAX_BARS]; /* one line per phase, in the order first seen */
-	unsigned n;	       /* used entries of v */
-	json_t *tmpl;	       /* the template from the done event (owned) */
-	char *error;	       /* message of an error event (owned) */
+	unsigned n;		/* used entries of v */
+	json_t *tmpl;		/* the template from the done event (owned) */
+	char *error;		/* message of an error event (owned) */
 };
 
 /* Redraws every progress line: name, bar, percent, bytes, rate and ETA. */
@@ -238,8 +238,8 @@ static const char *source_text(const json_t *t, char *buf, size_t n)
 
 	if (src && !strcmp(src, "pull") && origin)
 		snprintf(buf, n, "pull %s", origin);
-	else if (src && (!strcmp(src, "oci") || !strcmp(src, "docker-archive") ||
-			 !strcmp(src, "rootfs")))
+	else if (src &&
+		 (!strcmp(src, "oci") || !strcmp(src, "docker-archive") || !strcmp(src, "rootfs")))
 		snprintf(buf, n, "import (%s)", src);
 	else
 		snprintf(buf, n, "%s", src ? src : "-");
@@ -432,7 +432,8 @@ static int tmpl_pull(struct cli *cli, int argc, char **argv)
 	if (argc - optind < 1 || argc - optind > 2)
 		return cli_usage_err(cli, "expected REF and an optional NAME");
 	if (imageref_parse(argv[optind], &ref) < 0)
-		return cli_usage_err(cli, "not an image reference: [registry/]repository[:tag][@sha256:hex]");
+		return cli_usage_err(
+			cli, "not an image reference: [registry/]repository[:tag][@sha256:hex]");
 	if (pw_stdin && !user[0])
 		return cli_usage_err(cli, "--password-stdin needs --username");
 	if (pw_stdin && read_password(pass, sizeof(pass)) < 0) {
@@ -469,7 +470,8 @@ static int tmpl_pull(struct cli *cli, int argc, char **argv)
 		status = cli_fail(err, CLI_EXIT_FAIL);
 	} else if (im.error || !im.tmpl) {
 		if (!cli->json)
-			fprintf(stderr, "isola: %s\n", im.error ? im.error : "pull ended without a result");
+			fprintf(stderr, "isola: %s\n",
+				im.error ? im.error : "pull ended without a result");
 		status = CLI_EXIT_FAIL;
 	} else if (!cli->json) {
 		const char *name = json_string_value(json_object_get(im.tmpl, "name"));

@@ -23,10 +23,14 @@ static const struct {
 	{"GIF8", 4, "a GIF image"},
 	{"%PDF", 4, "a PDF document"},
 	{"PK\x03\x04", 4, "a ZIP archive"},
-	{"\x7f" "ELF", 4, "an ELF executable"},
+	{"\x7f"
+	 "ELF",
+	 4, "an ELF executable"},
 	{"\x1f\x8b", 2, "gzip data that is not a tar"},
 	{"\x28\xb5\x2f\xfd", 4, "zstd data that is not a tar"},
-	{"\xfd" "7zXZ", 5, "xz data that is not a tar"},
+	{"\xfd"
+	 "7zXZ",
+	 5, "xz data that is not a tar"},
 	{"BZh", 3, "bzip2 data that is not a tar"},
 	{"7z\xbc\xaf\x27\x1c", 6, "a 7-Zip archive"},
 	{"QFI\xfb", 4, "a qcow2 disk image"},

@@ -7,10 +7,10 @@
 
 /* What `template import` can take. */
 enum cli_import_kind {
-	CLI_IMPORT_NOT_TAR,	 /* anything else: refused before the upload */
-	CLI_IMPORT_TAR,		 /* a tar (plain, gzip, zstd, xz): layout, docker archive or rootfs */
-	CLI_IMPORT_OCI_DIR,	 /* a directory holding an OCI layout (oci-layout, index.json) */
-	CLI_IMPORT_OTHER_DIR,	 /* a directory that is no OCI layout */
+	CLI_IMPORT_NOT_TAR,   /* anything else: refused before the upload */
+	CLI_IMPORT_TAR,	      /* a tar (plain, gzip, zstd, xz): layout, docker archive or rootfs */
+	CLI_IMPORT_OCI_DIR,   /* a directory holding an OCI layout (oci-layout, index.json) */
+	CLI_IMPORT_OTHER_DIR, /* a directory that is no OCI layout */
 };
 
 /* Names what the first bytes of a file are ("a PNG image", "a ZIP archive", "an ELF

@@ -36,9 +36,9 @@ int imageref_parse(const char *ref, struct imageref *out)
 	}
 	name = buf;
 	slash = strchr(buf, '/');
-	if (slash && (memchr(buf, '.', (size_t)(slash - buf)) ||
-		      memchr(buf, ':', (size_t)(slash - buf)) ||
-		      (slash - buf == 9 && !strncmp(buf, "localhost", 9)))) {
+	if (slash &&
+	    (memchr(buf, '.', (size_t)(slash - buf)) || memchr(buf, ':', (size_t)(slash - buf)) ||
+	     (slash - buf == 9 && !strncmp(buf, "localhost", 9)))) {
 		*slash = '\0';
 		if (strspn(buf, HOST_CHARS) != strlen(buf) || strlen(buf) >= sizeof(out->registry))
 			return -EINVAL;
@@ -101,8 +101,7 @@ bool imageref_host_is_loopback(const char *host)
 		return false;
 	memcpy(h, host, n);
 	h[n] = '\0';
-	return !strcmp(h, "localhost") ||
-	       (!strncmp(h, "127.", 4) && strspn(h, "0123456789.") == n);
+	return !strcmp(h, "localhost") || (!strncmp(h, "127.", 4) && strspn(h, "0123456789.") == n);
 }
 
 /* One quoted or bare parameter value of a challenge; returns the end of it. */
@@ -124,8 +123,8 @@ static const char *challenge_value(const char *s, char *out, size_t size)
 }
 
 int imageref_parse_challenge(const char *h, char *scheme, size_t scheme_size, char *realm,
-				size_t realm_size, char *service, size_t service_size, char *scope,
-				size_t scope_size)
+			     size_t realm_size, char *service, size_t service_size, char *scope,
+			     size_t scope_size)
 {
 	size_t n = strcspn(h, " ");
 

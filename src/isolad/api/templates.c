@@ -41,8 +41,8 @@ enum MHD_Result api_template_get(struct api_req *r)
 	cleanup_err struct isola_err *err = NULL;
 	json_t *t = NULL;
 
-	if (core_template_get_for(r->srv->core, api_tenant(r), api_match_get(&r->match, "name"),
-				  &t, &err) < 0)
+	if (core_template_get_for(r->srv->core, api_tenant(r), api_match_get(&r->match, "name"), &t,
+				  &err) < 0)
 		return api_respond_err(r, err);
 	return api_respond_json(r, 200, t);
 }
@@ -54,20 +54,20 @@ enum MHD_Result api_template_get(struct api_req *r)
  * last one out removes the spool file and frees.
  */
 struct import {
-	struct api_server *srv; /* server (worker registered with it) */
-	char name[64];		/* template name */
-	char tenant[64];	/* importing tenant (becomes the owner) */
-	char path[600];		/* spool file (import) */
-	int fd;			/* spool file, written by the connection thread */
-	json_t *req;		/* pull: the request body (owned; opts point into it) */
+	struct api_server *srv;	      /* server (worker registered with it) */
+	char name[64];		      /* template name */
+	char tenant[64];	      /* importing tenant (becomes the owner) */
+	char path[600];		      /* spool file (import) */
+	int fd;			      /* spool file, written by the connection thread */
+	json_t *req;		      /* pull: the request body (owned; opts point into it) */
 	struct images_pull_opts opts; /* pull: what to pull */
-	pthread_mutex_t lock;	/* protects what follows */
-	pthread_cond_t cond;	/* signalled on a new event */
-	unsigned refs;		/* worker + response */
-	json_t *progress;	/* {phase: latest unsent progress event} (coalesced per phase:
+	pthread_mutex_t lock;	      /* protects what follows */
+	pthread_cond_t cond;	      /* signalled on a new event */
+	unsigned refs;		      /* worker + response */
+	json_t *progress;	      /* {phase: latest unsent progress event} (coalesced per phase:
 				 * a pull's layers each keep theirs), owned */
-	json_t *final;		/* done/error event once the import ended, owned */
-	bool final_sent;	/* the response has emitted `final` */
+	json_t *final;		      /* done/error event once the import ended, owned */
+	bool final_sent;	      /* the response has emitted `final` */
 };
 
 static void import_unref(struct import *im)
@@ -267,8 +267,8 @@ enum MHD_Result api_template_import_end(struct api_req *r)
 	return import_start(r, im);
 }
 
-static const char *const pull_fields[] = {"ref",      "name",	 "username",   "password",
-					  "ca_pem",   "plain_http", NULL};
+static const char *const pull_fields[] = {"ref",    "name",	  "username", "password",
+					  "ca_pem", "plain_http", NULL};
 
 enum MHD_Result api_template_pull(struct api_req *r)
 {

@@ -89,10 +89,10 @@ int core_template_remove_for(struct core *c, const char *tenant, const char *nam
 
 /* What makes a template from a name: an import of a tarball or a pull. */
 struct make {
-	const char *tar_path;			/* import: the spooled tarball */
-	const struct images_pull_opts *pull;	/* pull: the request */
-	core_progress_fn cb;			/* progress */
-	void *ud;				/* cb's argument */
+	const char *tar_path;		     /* import: the spooled tarball */
+	const struct images_pull_opts *pull; /* pull: the request */
+	core_progress_fn cb;		     /* progress */
+	void *ud;			     /* cb's argument */
 };
 
 /* Records tenant as the owner of `name`, makes the template, drops the owner on failure. */

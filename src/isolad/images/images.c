@@ -464,14 +464,14 @@ json_t *images_info_json(const struct template_info *t, bool full)
 	json_t *j, *binds;
 
 	j = json_pack("{s:s,s:s,s:s,s:s*,s:I,s:n,s:f,s:i,s:s,s:s}", "id", t->id, "name", t->name,
-		      "source", t->source, "origin", t->origin[0] ? t->origin : NULL,
-		      "size_bytes", (json_int_t)t->size_bytes, "image_size_bytes", "created_at",
-		      t->created_at, "layers", (int)t->layers, "default_user", t->default_user,
-		      "workdir", t->workdir);
+		      "source", t->source, "origin", t->origin[0] ? t->origin : NULL, "size_bytes",
+		      (json_int_t)t->size_bytes, "image_size_bytes", "created_at", t->created_at,
+		      "layers", (int)t->layers, "default_user", t->default_user, "workdir",
+		      t->workdir);
 	/* The microvm tier's ext4 image of this template, once built (ext4.c). */
-	if (j && images_path(path, "%s/%s/rootfs.ext4", g.tdir, t->id) == 0 &&
-	    stat(path, &st) == 0)
-		json_object_set_new(j, "image_size_bytes", json_integer((json_int_t)st.st_blocks * 512));
+	if (j && images_path(path, "%s/%s/rootfs.ext4", g.tdir, t->id) == 0 && stat(path, &st) == 0)
+		json_object_set_new(j, "image_size_bytes",
+				    json_integer((json_int_t)st.st_blocks * 512));
 	if (!j || !full)
 		return j;
 	binds = json_array();

@@ -23,12 +23,12 @@ struct template_info {
 	unsigned n_binds;			/* used entries of binds */
 	uint64_t size_bytes;			/* bytes on disk */
 	double created_at;			/* unix time */
-	char source[16]; /* "host" | "oci" | "docker-archive" | "rootfs" (imports) | "pull" */
-	char origin[720]; /* pulls: "REF@sha256:<manifest hex>", else "" */
-	char default_user[32];	  /* user commands run as unless the request says otherwise */
-	char workdir[256];	  /* default cwd from the image config, "" = the user's home */
-	json_t *env;		  /* image config Env as {K:V} object (owned) */
-	unsigned layers;	  /* layers applied (0 for host) */
+	char source[16];       /* "host" | "oci" | "docker-archive" | "rootfs" (imports) | "pull" */
+	char origin[720];      /* pulls: "REF@sha256:<manifest hex>", else "" */
+	char default_user[32]; /* user commands run as unless the request says otherwise */
+	char workdir[256];     /* default cwd from the image config, "" = the user's home */
+	json_t *env;	       /* image config Env as {K:V} object (owned) */
+	unsigned layers;       /* layers applied (0 for host) */
 	uint32_t skipped_entries; /* layer entries dropped at import (device nodes) */
 };
 
@@ -85,7 +85,7 @@ struct images_pull_opts {
 	const char *password; /* with username */
 	const char *ca_pem;   /* PEM certificates trusted for the registry (the client sends the
 			       * text: isolad never opens a path a client names) */
-	bool plain_http;      /* speak plain HTTP to the registry (else https; loopback falls back) */
+	bool plain_http; /* speak plain HTTP to the registry (else https; loopback falls back) */
 };
 
 /*
@@ -100,8 +100,8 @@ struct images_pull_opts {
  * a digest mismatch (naming the blob) or a bad manifest, -EPROTO (invalid) for a plain-HTTP
  * registry without plain_http, -EIO (unavailable) for transport failures; plus images_import's.
  */
-int images_pull(const char *name, const struct images_pull_opts *o, images_progress_fn cb,
-		void *ud, struct template_info *out, struct isola_err **err);
+int images_pull(const char *name, const struct images_pull_opts *o, images_progress_fn cb, void *ud,
+		struct template_info *out, struct isola_err **err);
 
 /* Removes a template (not `host`: -EPERM, code forbidden). The caller (core) checks that no
  * sandbox uses it. The directory is renamed away first, then deleted. Any thread. */

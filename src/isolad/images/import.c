@@ -368,7 +368,8 @@ static int load_dir(struct import *im, const char *dir)
 
 	if (dfd < 0)
 		return isola_err_sys(im->err, errno, NULL, "open `%s`", dir);
-	if ((r = link_file(im, dfd, "oci-layout")) < 0 || (r = link_file(im, dfd, "index.json")) < 0)
+	if ((r = link_file(im, dfd, "oci-layout")) < 0 ||
+	    (r = link_file(im, dfd, "index.json")) < 0)
 		return r;
 	d = opendir(dir);
 	if (!d)

@@ -19,9 +19,9 @@
 #include "../../common/imageref.h"
 #include "../../common/util.h"
 
-#define PULL_THREADS   3	 /* layers downloaded at once */
-#define PULL_MAX_TOKEN (64u << 10) /* cap on a token response */
-#define PULL_MAX_ERRBODY 4096	 /* bytes of an error response kept for the message */
+#define PULL_THREADS	 3	     /* layers downloaded at once */
+#define PULL_MAX_TOKEN	 (64u << 10) /* cap on a token response */
+#define PULL_MAX_ERRBODY 4096	     /* bytes of an error response kept for the message */
 
 #define ACCEPT_MANIFESTS                                                                           \
 	"Accept: application/vnd.oci.image.index.v1+json, "                                        \
@@ -31,8 +31,8 @@
 
 /* One blob to download (config or layer). */
 struct pblob {
-	char hex[65];	 /* sha256, hex */
-	uint64_t size;	 /* bytes, from the manifest */
+	char hex[65];	  /* sha256, hex */
+	uint64_t size;	  /* bytes, from the manifest */
 	const char *what; /* "config" or "layer" */
 };
 
@@ -56,21 +56,21 @@ struct pull {
 
 /* A response being received. */
 struct resp {
-	struct pull *p;		    /* the pull (progress) */
-	CURL *h;		    /* the transfer (to read the status in callbacks) */
-	char *body;		    /* in-memory body (manifests, tokens), NUL-terminated */
-	size_t len, max;	    /* bytes in body, cap (0: body goes to fd) */
-	int fd;			    /* file the body is appended to (blobs), else -1 */
+	struct pull *p;			/* the pull (progress) */
+	CURL *h;			/* the transfer (to read the status in callbacks) */
+	char *body;			/* in-memory body (manifests, tokens), NUL-terminated */
+	size_t len, max;		/* bytes in body, cap (0: body goes to fd) */
+	int fd;				/* file the body is appended to (blobs), else -1 */
 	crypto_hash_sha256_state *hash; /* hashed as written to fd */
-	uint64_t got, limit;	    /* bytes written to fd, cap */
-	const char *phase;	    /* progress phase */
-	uint64_t last;		    /* got at the last progress call */
-	int werr;		    /* -errno of a failed write, -EFBIG past a cap */
-	bool resumed;		    /* fd held a partial blob when the request went out */
-	char www_auth[1024];	    /* WWW-Authenticate of the last response */
-	char ctype[128];	    /* Content-Type of the last response */
+	uint64_t got, limit;		/* bytes written to fd, cap */
+	const char *phase;		/* progress phase */
+	uint64_t last;			/* got at the last progress call */
+	int werr;			/* -errno of a failed write, -EFBIG past a cap */
+	bool resumed;			/* fd held a partial blob when the request went out */
+	char www_auth[1024];		/* WWW-Authenticate of the last response */
+	char ctype[128];		/* Content-Type of the last response */
 	char errbody[PULL_MAX_ERRBODY]; /* start of a non-2xx body */
-	size_t errlen;		    /* bytes in errbody */
+	size_t errlen;			/* bytes in errbody */
 };
 
 static long status_of(struct resp *rs)
@@ -95,7 +95,8 @@ static size_t on_header(char *buf, size_t size, size_t n, void *ud)
 	if (!strncmp(line, "HTTP/", 5)) { /* a new response (redirect, retry) */
 		rs->www_auth[0] = rs->ctype[0] = '\0';
 	} else if (!strncasecmp(line, "WWW-Authenticate:", 17)) {
-		snprintf(rs->www_auth, sizeof(rs->www_auth), "%s", line + 17 + strspn(line + 17, " "));
+		snprintf(rs->www_auth, sizeof(rs->www_auth), "%s",
+			 line + 17 + strspn(line + 17, " "));
 	} else if (!strncasecmp(line, "Content-Type:", 13)) {
 		snprintf(rs->ctype, sizeof(rs->ctype), "%s", line + 13 + strspn(line + 13, " "));
 		rs->ctype[strcspn(rs->ctype, "; ")] = '\0';
@@ -233,14 +234,14 @@ static int fetch_token(struct pull *p, const char *realm, const char *service, c
 	st = status_of(&rs);
 	curl_easy_cleanup(h);
 	if (cc != CURLE_OK)
-		return isola_err_set(err, EIO, "unavailable", "registry `%s`: token from `%.200s`: %s",
-				     p->ref.registry, realm, errbuf[0] ? errbuf : curl_easy_strerror(cc));
+		return isola_err_set(err, EIO, "unavailable",
+				     "registry `%s`: token from `%.200s`: %s", p->ref.registry,
+				     realm, errbuf[0] ? errbuf : curl_easy_strerror(cc));
 	if (st == 401 || st == 403)
-		return isola_err_set(err, EACCES, "forbidden",
-				     "registry `%s` refused the credentials%s (HTTP %ld)",
-				     p->ref.registry,
-				     p->o->username ? "" : " (none given: --username, or docker login)",
-				     st);
+		return isola_err_set(
+			err, EACCES, "forbidden",
+			"registry `%s` refused the credentials%s (HTTP %ld)", p->ref.registry,
+			p->o->username ? "" : " (none given: --username, or docker login)", st);
 	if (st != 200)
 		return isola_err_set(err, EIO, "unavailable",
 				     "registry `%s`: token endpoint answered HTTP %ld",
@@ -267,7 +268,7 @@ static int authenticate(struct pull *p, const char *www_auth, struct isola_err *
 	char scheme[32], realm[1024], service[256], scope[512];
 
 	if (imageref_parse_challenge(www_auth, scheme, sizeof(scheme), realm, sizeof(realm),
-					service, sizeof(service), scope, sizeof(scope)) < 0)
+				     service, sizeof(service), scope, sizeof(scope)) < 0)
 		return isola_err_set(err, EACCES, "forbidden",
 				     "registry `%s` asks for authentication without a usable "
 				     "WWW-Authenticate header",
@@ -352,12 +353,14 @@ static int get(struct pull *p, const char *kind, const char *what, const char *e
 			return isola_err_set(err, EPROTO, "invalid",
 					     "registry `%s` does not speak https (%s): pull with "
 					     "--plain-http (`plain_http`) to use plain HTTP",
-					     p->ref.registry, errbuf[0] ? errbuf : curl_easy_strerror(cc));
+					     p->ref.registry,
+					     errbuf[0] ? errbuf : curl_easy_strerror(cc));
 		if (cc == CURLE_PEER_FAILED_VERIFICATION)
-			return isola_err_set(err, EPROTO, "invalid",
-					     "registry `%s`: TLS certificate not trusted (%s): pass "
-					     "its CA with --ca-file",
-					     p->ref.registry, errbuf[0] ? errbuf : curl_easy_strerror(cc));
+			return isola_err_set(
+				err, EPROTO, "invalid",
+				"registry `%s`: TLS certificate not trusted (%s): pass "
+				"its CA with --ca-file",
+				p->ref.registry, errbuf[0] ? errbuf : curl_easy_strerror(cc));
 		if (rs->werr == -EFBIG)
 			return isola_err_set(err, EFBIG, "too_large",
 					     "registry `%s`: %s `%.80s` larger than expected",
@@ -424,8 +427,8 @@ static int fetch_manifest(struct pull *p, const char *what, const char *want, ch
 				  p->ref.registry, st == 401 ? " (or it needs credentials)" : "");
 	else if (r == 0 && (st == 401 || st == 403))
 		r = isola_err_set(err, EACCES, "forbidden",
-				  "registry `%s` refused access to `%s` (HTTP %ld)", p->ref.registry,
-				  p->ref.repo, st);
+				  "registry `%s` refused access to `%s` (HTTP %ld)",
+				  p->ref.registry, p->ref.repo, st);
 	else if (r == 0 && st != 200)
 		r = isola_err_set(err, EIO, "unavailable",
 				  "registry `%s`: manifest `%s` answered HTTP %ld: %.200s",
@@ -574,7 +577,8 @@ static int read_desc(json_t *d, struct pblob *b, const char *what, struct isola_
 	    strspn(dg + 7, "0123456789abcdef") != 64 || !json_is_integer(sz) ||
 	    json_integer_value(sz) < 0)
 		return isola_err_set(err, EBADMSG, "invalid",
-				     "%s: bad descriptor (only sha256 digests are supported)", what);
+				     "%s: bad descriptor (only sha256 digests are supported)",
+				     what);
 	memcpy(b->hex, dg + 7, 65);
 	b->size = (uint64_t)json_integer_value(sz);
 	b->what = what;
@@ -608,8 +612,8 @@ static int resolve(struct pull *p, char top_hex[65], struct isola_err **err)
 		if (r < 0)
 			return r;
 		if (!doc)
-			return isola_err_set(err, EBADMSG, "invalid", "manifest sha256:%.12s…: bad JSON",
-					     hex);
+			return isola_err_set(err, EBADMSG, "invalid",
+					     "manifest sha256:%.12s…: bad JSON", hex);
 		if (!json_is_array(json_object_get(doc, "manifests")))
 			break;
 		if (depth == 3) {
@@ -711,8 +715,8 @@ static int make_spool(struct pull *p, const char *tdir, const char *name, struct
 	return 0;
 }
 
-int images_pull(const char *name, const struct images_pull_opts *o, images_progress_fn cb,
-		void *ud, struct template_info *out, struct isola_err **err)
+int images_pull(const char *name, const struct images_pull_opts *o, images_progress_fn cb, void *ud,
+		struct template_info *out, struct isola_err **err)
 {
 	struct pull p = {.o = o, .cb = cb, .ud = ud, .err = err};
 	pthread_t th[PULL_THREADS];

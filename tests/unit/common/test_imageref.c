@@ -21,8 +21,17 @@ static void norm(const char *in, const char *want, const char *api)
 int main(void)
 {
 	static const char *const bad[] = {
-		"", "Busybox", "busybox:", "busybox:-x", "a//b", "/a", "a/", "busybox@sha256:abc",
-		"busybox@md5:0123", "r:5000/a/../b", "busybox:a/b",
+		"",
+		"Busybox",
+		"busybox:",
+		"busybox:-x",
+		"a//b",
+		"/a",
+		"a/",
+		"busybox@sha256:abc",
+		"busybox@md5:0123",
+		"r:5000/a/../b",
+		"busybox:a/b",
 	};
 	char scheme[16], realm[128], service[64], scope[64];
 	struct imageref r;
@@ -41,11 +50,13 @@ int main(void)
 		ok(imageref_parse(bad[i], &r) < 0, "`%s` refused", bad[i]);
 
 	ok(imageref_host_is_loopback("127.0.0.1:5000") && imageref_host_is_loopback("localhost") &&
-		   imageref_host_is_loopback("[::1]:5000") && imageref_host_is_loopback("127.9.9.9"),
+		   imageref_host_is_loopback("[::1]:5000") &&
+		   imageref_host_is_loopback("127.9.9.9"),
 	   "loopback hosts");
 	ok(!imageref_host_is_loopback("127.0.0.1.example.com") &&
 		   !imageref_host_is_loopback("10.0.0.1:5000") &&
-		   !imageref_host_is_loopback("localhost.evil") && !imageref_host_is_loopback("[::2]"),
+		   !imageref_host_is_loopback("localhost.evil") &&
+		   !imageref_host_is_loopback("[::2]"),
 	   "non-loopback hosts");
 
 	ok(imageref_parse_challenge("Bearer realm=\"https://auth.example/token\",service=\"reg\","
