@@ -130,6 +130,33 @@ static int on_event(void *ud, json_t *ev, struct isola_err **err)
 	return 0;
 }
 
+/* Sends an import or pull request and follows its NDJSON reply: prints `NAME [ORIGIN]` (human
+ * mode) and returns the exit status. Frees what im collected. */
+static int stream_result(struct cli *cli, struct client *c, struct client_req *req,
+			 struct import *im, const char *what)
+{
+	cleanup_err struct isola_err *err = NULL;
+	int status = CLI_EXIT_OK, r = client_do(c, req, &err);
+
+	end_line(im);
+	if (r < 0) {
+		status = cli_fail(err, CLI_EXIT_FAIL);
+	} else if (im->error || !im->tmpl) {
+		if (!cli->json)
+			fprintf(stderr, "isola: %s\n",
+				im->error ? im->error : "no result at the end of the stream");
+		status = CLI_EXIT_FAIL;
+	} else if (!cli->json) {
+		const char *name = json_string_value(json_object_get(im->tmpl, "name"));
+		const char *origin = json_string_value(json_object_get(im->tmpl, "origin"));
+
+		printf("%s%s%s\n", name ? name : what, origin ? " " : "", origin ? origin : "");
+	}
+	json_decref(im->tmpl);
+	free(im->error);
+	return status;
+}
+
 /*
  * Opens what `template import` uploads, refusing what the server would refuse only after the
  * upload: a tar (any compression) as is; an OCI layout directory as a tar made in a temporary
@@ -190,7 +217,7 @@ static int tmpl_import(struct cli *cli, int argc, char **argv)
 				 .ud = &im};
 	struct client *c;
 	struct stat st;
-	int opt, r, status = CLI_EXIT_OK;
+	int opt;
 
 	while ((opt = cli_nextopt(cli, argc, argv)) != -1)
 		return cli_bad_opt(cli, argc, argv, opt);
@@ -211,23 +238,7 @@ static int tmpl_import(struct cli *cli, int argc, char **argv)
 	req.body_fd = fd;
 	req.body_size = S_ISREG(st.st_mode) ? st.st_size : -1;
 	req.on_upload = on_upload;
-	r = client_do(c, &req, &err);
-	end_line(&im);
-	if (r < 0) {
-		status = cli_fail(err, CLI_EXIT_FAIL);
-	} else if (im.error || !im.tmpl) {
-		if (!cli->json)
-			fprintf(stderr, "isola: %s\n",
-				im.error ? im.error : "import ended without a result");
-		status = CLI_EXIT_FAIL;
-	} else if (!cli->json) {
-		const char *name = json_string_value(json_object_get(im.tmpl, "name"));
-
-		printf("%s\n", name ? name : argv[optind]);
-	}
-	json_decref(im.tmpl);
-	free(im.error);
-	return status;
+	return stream_result(cli, c, &req, &im, "import");
 }
 
 /* SOURCE as users read it: `import`, `pull REF@sha256:…`, `host`. */
@@ -415,7 +426,7 @@ static int tmpl_pull(struct cli *cli, int argc, char **argv)
 	struct client *c;
 	json_t *body;
 	size_t len;
-	int opt, r, status = CLI_EXIT_OK;
+	int opt, status;
 
 	while ((opt = cli_nextopt(cli, argc, argv)) != -1) {
 		if (opt == OPT_USERNAME)
@@ -463,24 +474,8 @@ static int tmpl_pull(struct cli *cli, int argc, char **argv)
 		return CLI_EXIT_FAIL;
 	}
 	req.body = body;
-	r = client_do(c, &req, &err);
+	status = stream_result(cli, c, &req, &im, "pull");
 	json_decref(body);
-	end_line(&im);
-	if (r < 0) {
-		status = cli_fail(err, CLI_EXIT_FAIL);
-	} else if (im.error || !im.tmpl) {
-		if (!cli->json)
-			fprintf(stderr, "isola: %s\n",
-				im.error ? im.error : "pull ended without a result");
-		status = CLI_EXIT_FAIL;
-	} else if (!cli->json) {
-		const char *name = json_string_value(json_object_get(im.tmpl, "name"));
-		const char *origin = json_string_value(json_object_get(im.tmpl, "origin"));
-
-		printf("%s%s%s\n", name ? name : "?", origin ? " " : "", origin ? origin : "");
-	}
-	json_decref(im.tmpl);
-	free(im.error);
 	return status;
 }
 

@@ -154,23 +154,36 @@ static int save_data(struct import *im, struct archive *a, struct blob *b, int64
 	return 0;
 }
 
+/* A libarchive reader of the tar (any compression) at fd. NULL with *im->err set. */
+static struct archive *open_tar(struct import *im, int fd)
+{
+	struct archive *a = archive_read_new();
+
+	if (!a) {
+		isola_err_set(im->err, ENOMEM, "internal", "out of memory");
+		return NULL;
+	}
+	archive_read_support_filter_all(a);
+	archive_read_support_format_tar(a);
+	if (archive_read_open_fd(a, fd, 64 * 1024) != ARCHIVE_OK) {
+		isola_err_set(im->err, EBADMSG, "invalid", "not a tarball: %s",
+			      archive_error_string(a));
+		archive_read_free(a);
+		return NULL;
+	}
+	return a;
+}
+
 /* Copies every file of the outer tarball into blobs/, recording names, sizes and digests. */
 static int unpack_outer(struct import *im, int fd, uint64_t total)
 {
-	struct archive *a = archive_read_new();
+	struct archive *a = open_tar(im, fd);
 	struct archive_entry *e;
 	uint64_t bytes = 0, last = 0;
 	int r = 0;
 
 	if (!a)
-		return isola_err_set(im->err, ENOMEM, "internal", "out of memory");
-	archive_read_support_filter_all(a);
-	archive_read_support_format_tar(a);
-	if (archive_read_open_fd(a, fd, 64 * 1024) != ARCHIVE_OK) {
-		r = isola_err_set(im->err, EBADMSG, "invalid", "not a tarball: %s",
-				  archive_error_string(a));
-		goto out;
-	}
+		return -EBADMSG;
 	progress(im, "unpack", 0, total);
 	for (;;) {
 		char name[PATH_MAX], target[PATH_MAX];
@@ -276,19 +289,12 @@ static bool archive_name(const char *name)
  */
 static int is_rootfs_tar(struct import *im, int fd)
 {
-	struct archive *a = archive_read_new();
+	struct archive *a = open_tar(im, fd);
 	struct archive_entry *e;
 	int r = 0;
 
 	if (!a)
-		return isola_err_set(im->err, ENOMEM, "internal", "out of memory");
-	archive_read_support_filter_all(a);
-	archive_read_support_format_tar(a);
-	if (archive_read_open_fd(a, fd, 64 * 1024) != ARCHIVE_OK) {
-		r = isola_err_set(im->err, EBADMSG, "invalid", "not a tarball: %s",
-				  archive_error_string(a));
-		goto out;
-	}
+		return -EBADMSG;
 	for (size_t k = 0; k < IMAGES_MAX_OUTER; k++) {
 		char name[PATH_MAX];
 		const char *raw;
