@@ -262,30 +262,19 @@ static bool is_hex64(const char *s)
 	return s[64] == '\0';
 }
 
-/* Whether a top-level name of a tarball belongs to an image archive (OCI layout or docker-archive:
- * oci-layout, index.json, manifest.json, repositories, blobs/, <hex64>/, <hex64>.json). */
-static bool archive_name(const char *name)
+/* Whether a tarball entry marks an image archive: oci-layout, index.json or manifest.json at
+ * the top. */
+static bool archive_marker(const char *name)
 {
-	size_t n = strcspn(name, "/");
-	char top[80];
-
-	if (n >= sizeof(top))
-		return false;
-	memcpy(top, name, n);
-	top[n] = '\0';
-	if (!strcmp(top, "oci-layout") || !strcmp(top, "index.json") ||
-	    !strcmp(top, "manifest.json") || !strcmp(top, "repositories") || !strcmp(top, "blobs"))
-		return true;
-	if (n == 64 + 5 && !strcmp(top + 64, ".json"))
-		top[64] = '\0';
-	return strlen(top) == 64 && strspn(top, "0123456789abcdef") == 64;
+	return !strcmp(name, "oci-layout") || !strcmp(name, "index.json") ||
+	       !strcmp(name, "manifest.json");
 }
 
 /*
- * Reads the tarball's headers only (data skipped) until a name decides: one that no image
- * archive has at its top (etc/, bin/, usr/...) makes it a root filesystem tarball. 1 for a
- * rootfs, 0 for an image archive (or undecided), -EBADMSG with *err for what is no tarball.
- * fd is rewound.
+ * Reads the tarball's headers only (data skipped): one with an image archive's marker at its
+ * top (archive_marker) makes it an image archive, else a tarball with entries is a root
+ * filesystem. 1 for a rootfs, 0 for an image archive (or no entries), -EBADMSG with *err for
+ * what is no tarball. fd is rewound.
  */
 static int is_rootfs_tar(struct import *im, int fd)
 {
@@ -295,13 +284,15 @@ static int is_rootfs_tar(struct import *im, int fd)
 
 	if (!a)
 		return -EBADMSG;
-	for (size_t k = 0; k < IMAGES_MAX_OUTER; k++) {
+	for (size_t k = 0;; k++) {
 		char name[PATH_MAX];
 		const char *raw;
 		int h = archive_read_next_header(a, &e);
 
-		if (h == ARCHIVE_EOF)
+		if (h == ARCHIVE_EOF) {
+			r = k > 0;
 			break;
+		}
 		if (h < ARCHIVE_WARN) {
 			r = isola_err_set(im->err, EBADMSG, "invalid", "not a tarball: %s",
 					  archive_error_string(a));
@@ -309,12 +300,8 @@ static int is_rootfs_tar(struct import *im, int fd)
 		}
 		/* UNTRUSTED: only compared with the names image archives use. */
 		raw = archive_entry_pathname(e);
-		if (!raw || extract_norm_path(raw, name, sizeof(name)) < 0)
-			continue;
-		if (!archive_name(name)) {
-			r = 1;
+		if (raw && extract_norm_path(raw, name, sizeof(name)) == 0 && archive_marker(name))
 			break;
-		}
 	}
 out:
 	archive_read_free(a);
