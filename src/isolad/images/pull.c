@@ -664,6 +664,23 @@ static int resolve(struct pull *p, char top_hex[65], struct isola_err **err)
 			p->n_blobs++;
 	}
 	json_decref(doc);
+	if (r == 0) {
+		struct images_budget cap;
+		uint64_t sum = 0;
+
+		/* Declared sizes bound what is downloaded: the whole image within the import's
+		 * unpacked-size cap, so a hostile manifest cannot fill the disk. */
+		images_get_limits(&cap);
+		for (i = 0; i < p->n_blobs; i++)
+			sum += p->blobs[i].size > cap.max_bytes ? cap.max_bytes : p->blobs[i].size;
+		for (i = 0; i < p->n_blobs; i++)
+			if (p->blobs[i].size > cap.max_bytes || sum > cap.max_bytes)
+				return isola_err_set(err, EFBIG, "too_large",
+						     "image `%s`: %llu bytes of blobs, above the "
+						     "%llu-byte cap",
+						     p->ref_text, (unsigned long long)sum,
+						     (unsigned long long)cap.max_bytes);
+	}
 	return r;
 }
 
