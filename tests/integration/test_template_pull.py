@@ -19,10 +19,15 @@ import uuid
 
 import pytest
 
-import conftest
-import imagebuild
-import isola_client as ic
-from conftest import free_port
+import sys
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2] / "sdk" / "python"))
+
+import conftest  # noqa: E402
+import imagebuild  # noqa: E402
+import isola  # noqa: E402
+import isola_client as ic  # noqa: E402
+from conftest import free_port  # noqa: E402
 
 
 def wait_port(port, proc, log, scheme="http"):
@@ -215,6 +220,20 @@ def test_pull_loopback_without_plain_http_falls_back(api, registry):
         events = s.read_all(timeout=180)
     assert events[-1]["type"] == "done", events
     assert api.request("DELETE", f"/v1/templates/{name}").status == 204
+
+
+def test_pull_through_the_python_sdk(isolad, registry):
+    c = isola.Client(socket_path=isolad.socket, timeout=180)
+    phases = []
+    t = c.pull_template(f"{registry.host}/tools/hello:1", "sdkpull", plain_http=True,
+                        on_progress=lambda p: phases.append(p.phase))
+    assert t.name == "sdkpull" and t.source == "pull" and t.layers == 2, t
+    assert t.origin.startswith(f"{registry.host}/tools/hello:1@sha256:"), t
+    assert any(p.startswith("download sha256:") for p in phases), phases
+    assert c.get_template("sdkpull").raw["env"]["GREETING"] == "from-image"
+    with pytest.raises(isola.errors.NotFoundError):
+        c.pull_template(f"{registry.host}/tools/nope:1", "sdknope", plain_http=True)
+    c.delete_template("sdkpull")
 
 
 def test_pull_unknown_image_names_ref(cli, registry):
