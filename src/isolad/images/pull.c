@@ -212,9 +212,12 @@ static int fetch_token(struct pull *p, const char *realm, const char *service, c
 	long st;
 	int r;
 
-	if (strncmp(realm, "https://", 8) && strncmp(realm, "http://", 7))
+	/* The credentials go to the realm (as docker sends them): never in clear text when the
+	 * registry itself is spoken to over https. */
+	if (strncmp(realm, "https://", 8) &&
+	    (strncmp(realm, "http://", 7) || !strcmp(p->scheme, "https")))
 		return isola_err_set(err, EBADMSG, "invalid",
-				     "registry `%s`: token realm `%.200s` is not an http(s) URL",
+				     "registry `%s`: token realm `%.200s` is not an https URL",
 				     p->ref.registry, realm);
 	es = curl_easy_escape(NULL, service, 0);
 	esc = curl_easy_escape(NULL, scope, 0);
@@ -346,7 +349,8 @@ static int get(struct pull *p, const char *kind, const char *what, const char *e
 		/* An https attempt at a plain-HTTP registry fails in the TLS handshake. Loopback
 		 * registries may be plain HTTP (as docker treats them); others need plain_http. */
 		if (cc == CURLE_SSL_CONNECT_ERROR && !strcmp(p->scheme, "https") && attempt == 0 &&
-		    imageref_host_is_loopback(p->ref.api_host)) {
+		    !strcmp(kind, "manifests") && imageref_host_is_loopback(p->ref.api_host)) {
+			/* only the first manifest request, before the download threads read it */
 			snprintf(p->scheme, sizeof(p->scheme), "http");
 			continue;
 		}
