@@ -85,6 +85,10 @@ NATIVE = {
     "GET /v1/templates": ("read", "GET", "/v1/templates", None, None),
     "POST /v1/templates": ("write", "POST", "/v1/templates?name=rr-{role}", b"not a tar", None),
     "DELETE /v1/templates/{name}": ("write", "DELETE", "/v1/templates/no-such-template", None, None),
+    "GET /v1/templates/{name}": ("read", "GET", "/v1/templates/no-such-template", None, None),
+    # nothing listens on port 9: a writer's pull ends in an error event, a reader is refused
+    "POST /v1/templates/pull": ("write", "POST", "/v1/templates/pull",
+                                {"ref": "127.0.0.1:9/rr/x:1", "name": "rr-pull-{role}"}, None),
     "GET /v1/sandboxes/{id}/stats": ("read", "GET", "/v1/sandboxes/{id}/stats", None, None),
     "GET /v1/sandboxes/{id}/metrics": ("read", "GET", "/v1/sandboxes/{id}/metrics", None, None),
     "GET /metrics": ("read", "GET", "/metrics", None, None),

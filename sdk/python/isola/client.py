@@ -250,6 +250,32 @@ class Client:
                 return self.import_template(name, f, on_progress, timeout)
         r = self.transport.open("POST", "/v1/templates", query={"name": name}, body=source,
                                 headers={"Content-Type": "application/x-tar"}, timeout=timeout)
+        return self._template_stream(r, f"template import `{name}`", on_progress)
+
+    def pull_template(self, ref: str, name: Optional[str] = None, *,
+                      username: Optional[str] = None, password: Optional[str] = None,
+                      ca_pem: Optional[str] = None, plain_http: bool = False,
+                      on_progress: Optional[Callable[[ImportProgress], Any]] = None,
+                      timeout: float = 1800.0) -> Template:
+        """Has isolad pull image ref ([registry/]repo[:tag][@sha256:hex]) from an OCI registry
+        as template name (default: the repository's last component). ca_pem: PEM text of
+        certificates to trust. on_progress gets each event (`download sha256:<12 hex>` per
+        blob, then the import's phases). Raises the pull's error (typed by its code)."""
+        body: Dict[str, Any] = {"ref": ref, "plain_http": bool(plain_http)}
+        for k, v in (("name", name), ("username", username), ("password", password),
+                     ("ca_pem", ca_pem)):
+            if v is not None:
+                body[k] = v
+        r = self.transport.open("POST", "/v1/templates/pull", json_body=body, timeout=timeout)
+        return self._template_stream(r, f"template pull `{ref}`", on_progress)
+
+    def get_template(self, name: str) -> Template:
+        """One template with env, binds and skipped_entries (in raw)."""
+        return Template.from_json(self.transport.json("GET", f"/v1/templates/{seg(name)}"))
+
+    @staticmethod
+    def _template_stream(r, what: str, on_progress) -> Template:
+        """Follows an import or pull reply's NDJSON to its template or error."""
         try:
             for ev in r.json_lines():
                 t = ev.get("type")
@@ -257,12 +283,12 @@ class Client:
                     on_progress(ImportProgress(ev.get("phase", ""), ev.get("done", 0),
                                                ev.get("total", 0)))
                 elif t == "done":
-                    return Template.from_json(ev.get("template") or {"name": name})
+                    return Template.from_json(ev.get("template") or {})
                 elif t == "error":
-                    raise errors.error_for(ev.get("code"), ev.get("message") or "import failed")
+                    raise errors.error_for(ev.get("code"), ev.get("message") or "failed")
         finally:
             r.close()
-        raise errors.ProtocolError(f"template import `{name}`: stream ended without a result")
+        raise errors.ProtocolError(f"{what}: stream ended without a result")
 
     def delete_template(self, name: str) -> None:
         self.transport.json("DELETE", f"/v1/templates/{seg(name)}")

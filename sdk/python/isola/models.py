@@ -259,13 +259,16 @@ class Template:
     created_at: Optional[float] = None
     default_user: Optional[str] = None
     workdir: Optional[str] = None
+    origin: Optional[str] = None  # pulls: "REF@sha256:<digest>"
+    layers: Optional[int] = None
     raw: Dict[str, Any] = field(default_factory=dict, repr=False)
 
     @classmethod
     def from_json(cls, d: Dict[str, Any]) -> "Template":
         return cls(name=d.get("name", ""), id=d.get("id"), source=d.get("source"),
                    size_bytes=d.get("size_bytes"), created_at=d.get("created_at"),
-                   default_user=d.get("default_user"), workdir=d.get("workdir"), raw=d)
+                   default_user=d.get("default_user"), workdir=d.get("workdir"),
+                   origin=d.get("origin"), layers=d.get("layers"), raw=d)
 
 
 @dataclass

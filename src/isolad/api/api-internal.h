@@ -454,6 +454,8 @@ int api_template_import_begin(struct api_req *r);
 int api_template_import_data(struct api_req *r, const char *buf, size_t len);
 enum MHD_Result api_template_import_end(struct api_req *r);
 enum MHD_Result api_template_delete(struct api_req *r);
+enum MHD_Result api_template_get(struct api_req *r);
+enum MHD_Result api_template_pull(struct api_req *r);
 enum MHD_Result api_metrics(struct api_req *r);
 enum MHD_Result api_sandbox_stats(struct api_req *r);
 /* GET /v1/sandboxes/{id}/metrics?start=&end=: the kept samples (core/history.c) in range. */

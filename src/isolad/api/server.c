@@ -77,6 +77,8 @@ static const struct api_route api_routes[] = {
 	ROUTE_STREAM("PUT", "/v1/sandboxes/{id}/archive", api_archive_put_begin, api_archive_put_data, api_archive_put_end),
 	ROUTE("GET", "/v1/templates", api_template_list),
 	ROUTE_STREAM("POST", "/v1/templates", api_template_import_begin, api_template_import_data, api_template_import_end),
+	ROUTE_JSON("POST", "/v1/templates/pull", api_template_pull),
+	ROUTE("GET", "/v1/templates/{name}", api_template_get),
 	ROUTE("DELETE", "/v1/templates/{name}", api_template_delete),
 	ROUTE("GET", "/v1/sandboxes/{id}/stats", api_sandbox_stats),
 	ROUTE("GET", "/v1/sandboxes/{id}/metrics", api_sandbox_metrics),

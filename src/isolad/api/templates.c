@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* templates: list, import (tar spooled to disk, progress streamed as NDJSON) and remove. */
+/* templates: list, inspect, import (tar spooled to disk) and pull (from a registry), with
+ * progress streamed as NDJSON, and remove. */
 #include "api-internal.h"
 
 #include <errno.h>
@@ -11,7 +12,9 @@
 #include <unistd.h>
 
 #include "../../common/util.h"
+#include "../../common/imageref.h"
 #include "../core/core.h"
+#include "../images/images.h"
 
 enum MHD_Result api_template_list(struct api_req *r)
 {
@@ -33,24 +36,38 @@ enum MHD_Result api_template_delete(struct api_req *r)
 	return api_respond_empty(r, 204);
 }
 
+enum MHD_Result api_template_get(struct api_req *r)
+{
+	cleanup_err struct isola_err *err = NULL;
+	json_t *t = NULL;
+
+	if (core_template_get_for(r->srv->core, api_tenant(r), api_match_get(&r->match, "name"), &t,
+				  &err) < 0)
+		return api_respond_err(r, err);
+	return api_respond_json(r, 200, t);
+}
+
 /*
- * An import. The upload is spooled to a file under the spool dir (the cap is enforced by
+ * An import or a pull. An import's upload is spooled to a file under the spool dir (the cap is enforced by
  * the server as bytes arrive); then a worker thread runs core_template_import() and the
  * response streams its progress. The worker and the response each hold a reference; the
  * last one out removes the spool file and frees.
  */
 struct import {
-	struct api_server *srv; /* server (worker registered with it) */
-	char name[64];		/* template name */
-	char tenant[64];	/* importing tenant (becomes the owner) */
-	char path[600];		/* spool file */
-	int fd;			/* spool file, written by the connection thread */
-	pthread_mutex_t lock;	/* protects what follows */
-	pthread_cond_t cond;	/* signalled on a new event */
-	unsigned refs;		/* worker + response */
-	json_t *progress;	/* latest unsent progress event (coalesced), owned */
-	json_t *final;		/* done/error event once the import ended, owned */
-	bool final_sent;	/* the response has emitted `final` */
+	struct api_server *srv;	      /* server (worker registered with it) */
+	char name[64];		      /* template name */
+	char tenant[64];	      /* importing tenant (becomes the owner) */
+	char path[600];		      /* spool file (import) */
+	int fd;			      /* spool file, written by the connection thread */
+	json_t *req;		      /* pull: the request body (owned; opts point into it) */
+	struct images_pull_opts opts; /* pull: what to pull */
+	pthread_mutex_t lock;	      /* protects what follows */
+	pthread_cond_t cond;	      /* signalled on a new event */
+	unsigned refs;		      /* worker + response */
+	json_t *progress;	      /* {phase: latest unsent progress event} (coalesced per phase:
+				 * a pull's layers each keep theirs), owned */
+	json_t *final;		      /* done/error event once the import ended, owned */
+	bool final_sent;	      /* the response has emitted `final` */
 };
 
 static void import_unref(struct import *im)
@@ -68,6 +85,8 @@ static void import_unref(struct import *im)
 		unlink(im->path);
 	json_decref(im->progress);
 	json_decref(im->final);
+	if (im->req)
+		json_decref(im->req);
 	pthread_cond_destroy(&im->cond);
 	pthread_mutex_destroy(&im->lock);
 	free(im);
@@ -77,6 +96,31 @@ static void import_state_free(void *p)
 {
 	if (p)
 		import_unref(p);
+}
+
+/* A new import/pull of template `name`, made the request's state. NULL on ENOMEM. */
+static struct import *import_new(struct api_req *r, const char *name)
+{
+	struct import *im = calloc(1, sizeof(*im));
+
+	if (!im)
+		return NULL;
+	im->progress = json_object();
+	if (!im->progress) {
+		free(im);
+		return NULL;
+	}
+	im->srv = r->srv;
+	im->fd = -1;
+	im->refs = 1;
+	pthread_mutex_init(&im->lock, NULL);
+	pthread_cond_init(&im->cond, NULL);
+	snprintf(im->name, sizeof(im->name), "%s", name);
+	snprintf(im->tenant, sizeof(im->tenant), "%s", api_tenant(r));
+	snprintf(r->audit_target, sizeof(r->audit_target), "%s", name);
+	r->state = im;
+	r->state_free = import_state_free;
+	return im;
 }
 
 int api_template_import_begin(struct api_req *r)
@@ -92,21 +136,11 @@ int api_template_import_begin(struct api_req *r)
 			      "or '-'");
 		return api_req_fail(r, err);
 	}
-	im = calloc(1, sizeof(*im));
+	im = import_new(r, name);
 	if (!im) {
 		isola_err_set(&err, ENOMEM, "internal", "out of memory");
 		return api_req_fail(r, err);
 	}
-	im->srv = r->srv;
-	im->fd = -1;
-	im->refs = 1;
-	pthread_mutex_init(&im->lock, NULL);
-	pthread_cond_init(&im->cond, NULL);
-	snprintf(im->name, sizeof(im->name), "%s", name);
-	snprintf(im->tenant, sizeof(im->tenant), "%s", api_tenant(r));
-	snprintf(r->audit_target, sizeof(r->audit_target), "%s", name);
-	r->state = im;
-	r->state_free = import_state_free;
 	q = util_mkdir_p(r->srv->spool_dir, 0700);
 	if (q < 0) {
 		isola_err_sys(&err, -q, NULL, "create spool directory `%s`", r->srv->spool_dir);
@@ -143,8 +177,9 @@ static void import_progress(void *ud, const char *phase, uint64_t done, uint64_t
 			  "done", (json_int_t)done, "total", (json_int_t)total);
 
 	pthread_mutex_lock(&im->lock);
-	json_decref(im->progress);
-	im->progress = ev; /* coalesced: a slow client sees the latest only */
+	/* coalesced per phase: a slow client sees the latest of each */
+	if (ev)
+		json_object_set_new(im->progress, phase ? phase : "", ev);
 	pthread_cond_broadcast(&im->cond);
 	pthread_mutex_unlock(&im->lock);
 }
@@ -156,8 +191,10 @@ static void *import_thread(void *p)
 	cleanup_err struct isola_err *err = NULL;
 	json_t *tmpl = NULL, *ev;
 
-	if (core_template_import_for(srv->core, im->tenant, im->name, im->path, import_progress, im,
-				     &tmpl, &err) < 0)
+	if ((im->req ? core_template_pull_for(srv->core, im->tenant, im->name, &im->opts,
+					      import_progress, im, &tmpl, &err)
+		     : core_template_import_for(srv->core, im->tenant, im->name, im->path,
+						import_progress, im, &tmpl, &err)) < 0)
 		ev = json_pack("{s:s, s:s, s:s}", "type", "error", "code",
 			       err ? err->code : "internal", "message",
 			       err && err->message ? err->message : "import failed");
@@ -181,9 +218,11 @@ static int import_produce(struct api_stream *st, void *ud)
 
 	pthread_mutex_lock(&im->lock);
 	for (;;) {
-		if (im->progress) {
-			ev = im->progress;
-			im->progress = NULL;
+		if (json_object_size(im->progress)) {
+			void *it = json_object_iter(im->progress);
+
+			ev = json_incref(json_object_iter_value(it));
+			json_object_del(im->progress, json_object_iter_key(it));
 			break;
 		}
 		if (im->final && !im->final_sent) {
@@ -202,7 +241,7 @@ static int import_produce(struct api_stream *st, void *ud)
 			ts.tv_sec += 1;
 			pthread_cond_timedwait(&im->cond, &im->lock, &ts);
 		}
-		if (!im->progress && !im->final && api_stream_peer_gone(st))
+		if (!json_object_size(im->progress) && !im->final && api_stream_peer_gone(st))
 			break;
 	}
 	pthread_mutex_unlock(&im->lock);
@@ -213,11 +252,11 @@ static int import_produce(struct api_stream *st, void *ud)
 	return api_stream_event(st, ev) < 0 ? -1 : 0;
 }
 
+static enum MHD_Result import_start(struct api_req *r, struct import *im);
+
 enum MHD_Result api_template_import_end(struct api_req *r)
 {
 	struct import *im = r->state;
-	struct MHD_Response *resp;
-	pthread_t th;
 	struct stat sb;
 
 	if (fstat(im->fd, &sb) < 0 || sb.st_size == 0)
@@ -225,6 +264,59 @@ enum MHD_Result api_template_import_end(struct api_req *r)
 					 "empty upload: send the template as a tar body");
 	close(im->fd);
 	im->fd = -1;
+	return import_start(r, im);
+}
+
+static const char *const pull_fields[] = {"ref",    "name",	  "username", "password",
+					  "ca_pem", "plain_http", NULL};
+
+enum MHD_Result api_template_pull(struct api_req *r)
+{
+	cleanup_err struct isola_err *err = NULL;
+	const char *ref = NULL, *name = NULL, *user = NULL, *pass = NULL, *ca = NULL;
+	char derived[64];
+	struct imageref ir;
+	struct import *im;
+	bool plain = false;
+
+	if (!r->json)
+		return api_respond_error(r, "invalid", "body must be a JSON object with `ref`");
+	if (api_json_only(r->json, pull_fields, &err) < 0 ||
+	    api_json_str(r->json, "ref", 600, &ref, &err) < 0 ||
+	    api_json_str(r->json, "name", 63, &name, &err) < 0 ||
+	    api_json_str(r->json, "username", 255, &user, &err) < 0 ||
+	    api_json_str(r->json, "password", 4096, &pass, &err) < 0 ||
+	    api_json_str(r->json, "ca_pem", 1 << 20, &ca, &err) < 0 ||
+	    api_json_bool(r->json, "plain_http", &plain, &err) < 0)
+		return api_respond_err(r, err);
+	if (!ref || imageref_parse(ref, &ir) < 0)
+		return api_respond_error(r, "invalid",
+					 "`ref` must be an image reference "
+					 "([registry/]repository[:tag][@sha256:hex])");
+	if (!name || !*name) {
+		/* The repository's last component: docker.io/library/python:3 -> python. */
+		const char *base = strrchr(ir.repo, '/') ? strrchr(ir.repo, '/') + 1 : ir.repo;
+
+		snprintf(derived, sizeof(derived), "%.63s", base);
+		name = derived;
+	}
+	if (!api_valid_template_name(name))
+		return api_respond_error(r, "invalid", "invalid template name `%.64s`", name);
+	im = import_new(r, name);
+	if (!im)
+		return api_respond_error(r, "internal", "out of memory");
+	im->req = json_incref(r->json); /* the strings below stay valid while it lives */
+	im->opts = (struct images_pull_opts){
+		.ref = ref, .username = user, .password = pass, .ca_pem = ca, .plain_http = plain};
+	return import_start(r, im);
+}
+
+/* Starts the worker of an import/pull whose request state is im and streams its progress. */
+static enum MHD_Result import_start(struct api_req *r, struct import *im)
+{
+	struct MHD_Response *resp;
+	pthread_t th;
+
 	if (!api_server_worker_enter(r->srv))
 		return api_respond_error(r, "unavailable", "server is shutting down");
 	im->refs = 3; /* request state (dropped at completion), worker, response */

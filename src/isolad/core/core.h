@@ -296,6 +296,14 @@ int core_template_remove_for(struct core *c, const char *tenant, const char *nam
 int core_template_import_for(struct core *c, const char *tenant, const char *name,
 			     const char *tar_path, core_progress_fn cb, void *ud, json_t **out,
 			     struct isola_err **err);
+/* Pulls an image (images_pull) as template `name` owned by tenant; *out as import's. */
+struct images_pull_opts;
+int core_template_pull_for(struct core *c, const char *tenant, const char *name,
+			   const struct images_pull_opts *o, core_progress_fn cb, void *ud,
+			   json_t **out, struct isola_err **err);
+/* One template's full view (images_info_json(full)); another tenant's is `not_found`. */
+int core_template_get_for(struct core *c, const char *tenant, const char *name, json_t **out,
+			  struct isola_err **err);
 /* True when tenant (NULL = anyone) may use template `name` (name or id). */
 bool core_template_visible(struct core *c, const char *tenant, const char *name);
 

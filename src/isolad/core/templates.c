@@ -87,9 +87,17 @@ int core_template_remove_for(struct core *c, const char *tenant, const char *nam
 	return r;
 }
 
-int core_template_import_for(struct core *c, const char *tenant, const char *name,
-			     const char *tar_path, core_progress_fn cb, void *ud, json_t **out,
-			     struct isola_err **err)
+/* What makes a template from a name: an import of a tarball or a pull. */
+struct make {
+	const char *tar_path;		     /* import: the spooled tarball */
+	const struct images_pull_opts *pull; /* pull: the request */
+	core_progress_fn cb;		     /* progress */
+	void *ud;			     /* cb's argument */
+};
+
+/* Records tenant as the owner of `name`, makes the template, drops the owner on failure. */
+static int make_owned(struct core *c, const char *tenant, const char *name, const struct make *m,
+		      json_t **out, struct isola_err **err)
 {
 	struct template_info t;
 	char owner[64];
@@ -111,10 +119,53 @@ int core_template_import_for(struct core *c, const char *tenant, const char *nam
 	/* The owner first: the template never exists, even briefly, without one. */
 	if (store_template_owner_set(c->store, name, tenant ? tenant : TENANCY_DEFAULT, err) < 0)
 		return -EIO;
-	r = core_template_import(c, name, tar_path, cb, ud, out, err);
+	if (m->pull) {
+		r = images_pull(name, m->pull, m->cb, m->ud, &t, err);
+		if (r == 0) {
+			*out = images_info_json(&t, false);
+			template_info_fini(&t);
+		}
+	} else {
+		r = core_template_import(c, name, m->tar_path, m->cb, m->ud, out, err);
+	}
 	if (r < 0)
 		store_template_owner_delete(c->store, name, NULL);
 	return r;
+}
+
+int core_template_import_for(struct core *c, const char *tenant, const char *name,
+			     const char *tar_path, core_progress_fn cb, void *ud, json_t **out,
+			     struct isola_err **err)
+{
+	struct make m = {.tar_path = tar_path, .cb = cb, .ud = ud};
+
+	return make_owned(c, tenant, name, &m, out, err);
+}
+
+int core_template_pull_for(struct core *c, const char *tenant, const char *name,
+			   const struct images_pull_opts *o, core_progress_fn cb, void *ud,
+			   json_t **out, struct isola_err **err)
+{
+	struct make m = {.pull = o, .cb = cb, .ud = ud};
+
+	return make_owned(c, tenant, name, &m, out, err);
+}
+
+int core_template_get_for(struct core *c, const char *tenant, const char *name, json_t **out,
+			  struct isola_err **err)
+{
+	struct template_info t;
+	int r;
+
+	if (!core_template_visible(c, tenant, name))
+		return isola_err_set(err, ENOENT, "not_found", "template `%s` not found", name);
+	memset(&t, 0, sizeof(t));
+	r = images_get(name, &t, err);
+	if (r < 0)
+		return r;
+	*out = images_info_json(&t, true);
+	template_info_fini(&t);
+	return *out ? 0 : isola_err_set(err, ENOMEM, "internal", "out of memory");
 }
 
 int core_template_remove(struct core *c, const char *name, struct isola_err **err)
@@ -174,9 +225,7 @@ int core_template_import(struct core *c, const char *name, const char *tar_path,
 	r = images_import(name, tar_path, cb, ud, &t, err);
 	if (r < 0)
 		return r;
-	*out = json_pack("{s:s, s:s, s:s, s:I, s:f}", "id", t.id, "name", t.name, "source",
-			 t.source, "size_bytes", (json_int_t)t.size_bytes, "created_at",
-			 t.created_at);
+	*out = images_info_json(&t, false);
 	template_info_fini(&t);
 	return 0;
 }

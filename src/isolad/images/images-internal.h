@@ -57,6 +57,25 @@ uint64_t images_du(int dirfd);
 /* Hex-encodes n bytes into out (2n+1 bytes). */
 void images_hex(const unsigned char *in, size_t n, char *out);
 
+/* import.c */
+
+/*
+ * Imports the OCI image layout directory `dir` (oci-layout, index.json, blobs/sha256/<hex>;
+ * other files are ignored) as template `name`, already reserved with images_reserve() (the
+ * reservation is dropped whatever happens). Blobs are hard-linked, re-hashed and verified as a
+ * tarball's are. source/origin are recorded on the template. dir is not changed.
+ */
+int images_import_dir(const char *name, const char *dir, const char *source, const char *origin,
+		      images_progress_fn cb, void *ud, struct template_info *out,
+		      struct isola_err **err);
+
+/* "amd64", "arm64" or uname's machine. */
+const char *images_host_arch(void);
+
+/* The entry of an OCI index / docker manifest list for linux/<host arch> (or the only entry
+ * when it names no platform); borrowed from index, NULL when there is none. */
+json_t *images_index_pick(json_t *index);
+
 /* host.c */
 
 /* Builds the host template into a temp dir under tdir and swaps it in as tdir/host unless the

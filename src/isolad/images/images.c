@@ -147,6 +147,8 @@ int images_manifest_write(const char *dir, const struct template_info *t)
 		      "skipped_entries", (json_int_t)t->skipped_entries, "default_user",
 		      t->default_user, "workdir", t->workdir, "env", env, "binds", binds, "rootfs",
 		      "rootfs");
+	if (m && t->origin[0])
+		json_object_set_new(m, "origin", json_string(t->origin));
 	if (!m)
 		return -ENOMEM;
 	text = json_dumps(m, JSON_INDENT(2) | JSON_SORT_KEYS);
@@ -202,7 +204,12 @@ static int manifest_load(const char *id, struct template_info *t)
 	    !copy_str(t->workdir, sizeof(t->workdir), json_object_get(m, "workdir")))
 		goto out;
 	if (strcmp(t->source, "host") && strcmp(t->source, "oci") &&
-	    strcmp(t->source, "docker-archive"))
+	    strcmp(t->source, "docker-archive") && strcmp(t->source, "rootfs") &&
+	    strcmp(t->source, "pull"))
+		goto out;
+	/* Optional: manifests written before pulls existed have none. */
+	if (json_object_get(m, "origin") &&
+	    !copy_str(t->origin, sizeof(t->origin), json_object_get(m, "origin")))
 		goto out;
 	t->created_at = json_number_value(json_object_get(m, "created_at"));
 	t->size_bytes = (uint64_t)json_integer_value(json_object_get(m, "size_bytes"));
@@ -300,6 +307,8 @@ static int scan(struct isola_err **err)
 
 		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
 			continue;
+		if (!strncmp(de->d_name, ".pull-", 6))
+			continue; /* a pull's spool, kept so the next attempt resumes it */
 		if (!strncmp(de->d_name, ".tmp-", 5) || !strncmp(de->d_name, ".rm-", 4)) {
 			r = util_rm_rf_at(dirfd(d), de->d_name);
 			if (r < 0)
@@ -448,6 +457,33 @@ int images_get(const char *name_or_id, struct template_info *out, struct isola_e
 	return r;
 }
 
+json_t *images_info_json(const struct template_info *t, bool full)
+{
+	char path[PATH_MAX];
+	struct stat st;
+	json_t *j, *binds;
+
+	j = json_pack("{s:s,s:s,s:s,s:s*,s:I,s:n,s:f,s:i,s:s,s:s}", "id", t->id, "name", t->name,
+		      "source", t->source, "origin", t->origin[0] ? t->origin : NULL, "size_bytes",
+		      (json_int_t)t->size_bytes, "image_size_bytes", "created_at", t->created_at,
+		      "layers", (int)t->layers, "default_user", t->default_user, "workdir",
+		      t->workdir);
+	/* The microvm tier's ext4 image of this template, once built (ext4.c). */
+	if (j && images_path(path, "%s/%s/rootfs.ext4", g.tdir, t->id) == 0 && stat(path, &st) == 0)
+		json_object_set_new(j, "image_size_bytes",
+				    json_integer((json_int_t)st.st_blocks * 512));
+	if (!j || !full)
+		return j;
+	binds = json_array();
+	for (unsigned i = 0; binds && i < t->n_binds; i++)
+		json_array_append_new(binds, json_pack("{s:s,s:s}", "src", t->binds[i].src, "dst",
+						       t->binds[i].dst));
+	json_object_set_new(j, "binds", binds);
+	json_object_set_new(j, "env", t->env ? json_deep_copy(t->env) : json_object());
+	json_object_set_new(j, "skipped_entries", json_integer(t->skipped_entries));
+	return j;
+}
+
 int images_list(json_t **out, struct isola_err **err)
 {
 	json_t *a = json_array();
@@ -458,12 +494,7 @@ int images_list(json_t **out, struct isola_err **err)
 	for (size_t i = 0; i < g.n; i++) {
 		const struct template_info *t = &g.v[i];
 
-		if (json_array_append_new(
-			    a, json_pack("{s:s,s:s,s:s,s:I,s:f,s:i,s:s,s:s}", "id", t->id, "name",
-					 t->name, "source", t->source, "size_bytes",
-					 (json_int_t)t->size_bytes, "created_at", t->created_at,
-					 "layers", (int)t->layers, "default_user", t->default_user,
-					 "workdir", t->workdir)) < 0) {
+		if (json_array_append_new(a, images_info_json(t, false)) < 0) {
 			pthread_mutex_unlock(&g.lock);
 			json_decref(a);
 			return isola_err_set(err, ENOMEM, "internal",

@@ -23,11 +23,12 @@ struct template_info {
 	unsigned n_binds;			/* used entries of binds */
 	uint64_t size_bytes;			/* bytes on disk */
 	double created_at;			/* unix time */
-	char source[16];			/* "host" | "oci" | "docker-archive" */
-	char default_user[32];	  /* user commands run as unless the request says otherwise */
-	char workdir[256];	  /* default cwd from the image config, "" = the user's home */
-	json_t *env;		  /* image config Env as {K:V} object (owned) */
-	unsigned layers;	  /* layers applied (0 for host) */
+	char source[16];       /* "host" | "oci" | "docker-archive" | "rootfs" (imports) | "pull" */
+	char origin[720];      /* pulls: "REF@sha256:<manifest hex>", else "" */
+	char default_user[32]; /* user commands run as unless the request says otherwise */
+	char workdir[256];     /* default cwd from the image config, "" = the user's home */
+	json_t *env;	       /* image config Env as {K:V} object (owned) */
+	unsigned layers;       /* layers applied (0 for host) */
 	uint32_t skipped_entries; /* layer entries dropped at import (device nodes) */
 };
 
@@ -50,17 +51,22 @@ void images_shutdown(void);
  * -ENOENT (code not_found) naming it if missing. Any thread. */
 int images_get(const char *name_or_id, struct template_info *out, struct isola_err **err);
 
-/* A new JSON array (caller decrefs) of {id,name,source,size_bytes,created_at,layers,
- * default_user,workdir}, sorted by name. Any thread. */
+/* A new JSON array (caller decrefs) of images_info_json() objects, sorted by name. Any thread. */
 int images_list(json_t **out, struct isola_err **err);
+
+/* The API's view of one template (caller decrefs; NULL on ENOMEM): id, name, source, origin,
+ * size_bytes, image_size_bytes (the microvm ext4 image when built, else null), created_at,
+ * layers, default_user, workdir; with `full`, also env, binds and skipped_entries. */
+json_t *images_info_json(const struct template_info *t, bool full);
 
 /* Called from the importing thread: phase is "unpack", "layer 2/5" or "commit"; done/total in
  * bytes of the input being read (total 0 when unknown). */
 typedef void (*images_progress_fn)(void *ud, const char *phase, uint64_t done, uint64_t total);
 
 /*
- * Imports an OCI image layout tarball or a docker-archive tarball (as written by
- * `skopeo copy ... oci-archive:` / `docker save`) from tar_path as template `name`. The tarball
+ * Imports an OCI image layout tarball, a docker-archive tarball (as written by
+ * `skopeo copy ... oci-archive:` / `docker save`) or a plain root filesystem tarball (like
+ * `docker import`; plain, gzip, zstd or xz) from tar_path as template `name`. The tarball
  * is hostile input: see docs/templates.md for what is refused. Crash-safe: builds in
  * templates/.tmp-XXXXXX, syncs, renames into place, writes the manifest last. Blocks for the
  * whole import (run it on a worker thread); other images_* calls proceed meanwhile. cb may be
@@ -71,6 +77,31 @@ typedef void (*images_progress_fn)(void *ud, const char *phase, uint64_t done, u
  */
 int images_import(const char *name, const char *tar_path, images_progress_fn cb, void *ud,
 		  struct template_info *out, struct isola_err **err);
+
+/* What images_pull() is asked (all borrowed; NULL/false when not given). */
+struct images_pull_opts {
+	const char *ref;      /* image reference: [registry/]repo[:tag|@sha256:hex] */
+	const char *username; /* registry credentials (basic, or for the token handshake) */
+	const char *password; /* with username */
+	const char *ca_pem;   /* PEM certificates trusted for the registry (the client sends the
+			       * text: isolad never opens a path a client names) */
+	bool plain_http; /* speak plain HTTP to the registry (else https; loopback falls back) */
+};
+
+/*
+ * Pulls an image from an OCI distribution (v2) registry and imports it as template `name`
+ * (docs/templates.md "Pull"): manifest (index -> linux/<host arch>), config and layers
+ * downloaded concurrently into templates/.pull-<hash>/ (kept on failure so a retry resumes
+ * each layer with a Range request), each verified against its sha256 digest, then imported
+ * exactly as images_import() imports an OCI layout. Progress phases: "manifest",
+ * "download sha256:<12 hex>" (done/total bytes of that blob, from several threads), then the
+ * import's. Blocks; run it on a worker thread. Errors: -ENOENT (not_found) for an unknown
+ * image, -EACCES (forbidden) when the registry refuses the credentials, -EBADMSG (invalid) for
+ * a digest mismatch (naming the blob) or a bad manifest, -EPROTO (invalid) for a plain-HTTP
+ * registry without plain_http, -EIO (unavailable) for transport failures; plus images_import's.
+ */
+int images_pull(const char *name, const struct images_pull_opts *o, images_progress_fn cb, void *ud,
+		struct template_info *out, struct isola_err **err);
 
 /* Removes a template (not `host`: -EPERM, code forbidden). The caller (core) checks that no
  * sandbox uses it. The directory is renamed away first, then deleted. Any thread. */

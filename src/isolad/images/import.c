@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* import: turns an OCI-layout or docker-archive tarball into a template, verifying digests. */
+/* import: turns an OCI layout (tarball or directory), a docker-archive or a rootfs tarball into a
+ * template, verifying digests. */
 #include "images.h"
 #include "images-internal.h"
 
@@ -13,6 +14,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/utsname.h>
+#include <dirent.h>
 #include <unistd.h>
 
 #include "../../common/extract.h"
@@ -152,23 +154,36 @@ static int save_data(struct import *im, struct archive *a, struct blob *b, int64
 	return 0;
 }
 
+/* A libarchive reader of the tar (any compression) at fd. NULL with *im->err set. */
+static struct archive *open_tar(struct import *im, int fd)
+{
+	struct archive *a = archive_read_new();
+
+	if (!a) {
+		isola_err_set(im->err, ENOMEM, "internal", "out of memory");
+		return NULL;
+	}
+	archive_read_support_filter_all(a);
+	archive_read_support_format_tar(a);
+	if (archive_read_open_fd(a, fd, 64 * 1024) != ARCHIVE_OK) {
+		isola_err_set(im->err, EBADMSG, "invalid", "not a tarball: %s",
+			      archive_error_string(a));
+		archive_read_free(a);
+		return NULL;
+	}
+	return a;
+}
+
 /* Copies every file of the outer tarball into blobs/, recording names, sizes and digests. */
 static int unpack_outer(struct import *im, int fd, uint64_t total)
 {
-	struct archive *a = archive_read_new();
+	struct archive *a = open_tar(im, fd);
 	struct archive_entry *e;
 	uint64_t bytes = 0, last = 0;
 	int r = 0;
 
 	if (!a)
-		return isola_err_set(im->err, ENOMEM, "internal", "out of memory");
-	archive_read_support_filter_all(a);
-	archive_read_support_format_tar(a);
-	if (archive_read_open_fd(a, fd, 64 * 1024) != ARCHIVE_OK) {
-		r = isola_err_set(im->err, EBADMSG, "invalid", "not a tarball: %s",
-				  archive_error_string(a));
-		goto out;
-	}
+		return -EBADMSG;
 	progress(im, "unpack", 0, total);
 	for (;;) {
 		char name[PATH_MAX], target[PATH_MAX];
@@ -239,6 +254,142 @@ out:
 	return r;
 }
 
+static bool is_hex64(const char *s)
+{
+	for (int i = 0; i < 64; i++)
+		if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f')))
+			return false;
+	return s[64] == '\0';
+}
+
+/* Whether a tarball entry marks an image archive: oci-layout, index.json or manifest.json at
+ * the top. */
+static bool archive_marker(const char *name)
+{
+	return !strcmp(name, "oci-layout") || !strcmp(name, "index.json") ||
+	       !strcmp(name, "manifest.json");
+}
+
+/*
+ * Reads the tarball's headers only (data skipped): one with an image archive's marker at its
+ * top (archive_marker) makes it an image archive, else a tarball with entries is a root
+ * filesystem. 1 for a rootfs, 0 for an image archive (or no entries), -EBADMSG with *err for
+ * what is no tarball. fd is rewound.
+ */
+static int is_rootfs_tar(struct import *im, int fd)
+{
+	struct archive *a = open_tar(im, fd);
+	struct archive_entry *e;
+	int r = 0;
+
+	if (!a)
+		return -EBADMSG;
+	for (size_t k = 0;; k++) {
+		char name[PATH_MAX];
+		const char *raw;
+		int h = archive_read_next_header(a, &e);
+
+		if (h == ARCHIVE_EOF) {
+			r = k > 0;
+			break;
+		}
+		if (h < ARCHIVE_WARN) {
+			r = isola_err_set(im->err, EBADMSG, "invalid", "not a tarball: %s",
+					  archive_error_string(a));
+			goto out;
+		}
+		/* UNTRUSTED: only compared with the names image archives use. */
+		raw = archive_entry_pathname(e);
+		if (raw && extract_norm_path(raw, name, sizeof(name)) == 0 && archive_marker(name))
+			break;
+	}
+out:
+	archive_read_free(a);
+	if (lseek(fd, 0, SEEK_SET) < 0)
+		r = isola_err_sys(im->err, errno, NULL, "rewind the tarball");
+	return r;
+}
+
+/* Adds the regular file dir/rel as blob `rel` (hard link into blobs/, hashed). Missing: 0. */
+static int link_file(struct import *im, int dirfd, const char *rel)
+{
+	crypto_hash_sha256_state h;
+	unsigned char md[crypto_hash_sha256_BYTES];
+	cleanup_fd int fd = openat(dirfd, rel, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+	struct blob *b;
+	char file[32];
+	struct stat st;
+
+	if (fd < 0 && errno == ENOENT)
+		return 0;
+	if (fd < 0 || fstat(fd, &st) < 0)
+		return isola_err_sys(im->err, errno, NULL, "open `%s`", rel);
+	if (!S_ISREG(st.st_mode))
+		return 0;
+	if (add_blob(im, rel, NULL) < 0)
+		return -ENOMEM;
+	b = &im->v[im->n - 1];
+	snprintf(file, sizeof(file), "%zu", im->n - 1);
+	if (linkat(dirfd, rel, im->blobsfd, file, 0) < 0)
+		return isola_err_sys(im->err, errno, NULL, "link `%s` into the import", rel);
+	crypto_hash_sha256_init(&h);
+	for (;;) {
+		char buf[64 * 1024];
+		ssize_t n = read(fd, buf, sizeof(buf));
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return isola_err_sys(im->err, errno, NULL, "read `%s`", rel);
+		if (n == 0)
+			break;
+		crypto_hash_sha256_update(&h, (const unsigned char *)buf, (size_t)n);
+		b->size += (uint64_t)n;
+	}
+	crypto_hash_sha256_final(&h, md);
+	images_hex(md, sizeof(md), b->sha);
+	return 0;
+}
+
+/* The directory form of unpack_outer: an OCI layout on disk (a pull's spool). */
+static int load_dir(struct import *im, const char *dir)
+{
+	cleanup_fd int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	struct dirent *de;
+	DIR *d;
+	int r;
+
+	if (dfd < 0)
+		return isola_err_sys(im->err, errno, NULL, "open `%s`", dir);
+	if ((r = link_file(im, dfd, "oci-layout")) < 0 ||
+	    (r = link_file(im, dfd, "index.json")) < 0)
+		return r;
+	d = opendir(dir);
+	if (!d)
+		return isola_err_sys(im->err, errno, NULL, "open `%s`", dir);
+	r = 0;
+	{
+		char sub[PATH_MAX];
+		DIR *bd;
+
+		snprintf(sub, sizeof(sub), "%s/blobs/sha256", dir);
+		closedir(d);
+		bd = opendir(sub);
+		if (!bd)
+			return isola_err_sys(im->err, errno, NULL, "open `%s`", sub);
+		while (r == 0 && (de = readdir(bd))) {
+			char rel[128];
+
+			if (strlen(de->d_name) != 64 || !is_hex64(de->d_name))
+				continue; /* ".", "..", partial downloads */
+			snprintf(rel, sizeof(rel), "blobs/sha256/%s", de->d_name);
+			r = link_file(im, dfd, rel);
+		}
+		closedir(bd);
+	}
+	return r;
+}
+
 /* Finds a regular outer file by name, following up to 8 links. -1 when missing. */
 static ssize_t find_blob(struct import *im, const char *name)
 {
@@ -253,14 +404,6 @@ static ssize_t find_blob(struct import *im, const char *name)
 		name = im->v[found].link;
 	}
 	return -1;
-}
-
-static bool is_hex64(const char *s)
-{
-	for (int i = 0; i < 64; i++)
-		if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f')))
-			return false;
-	return s[64] == '\0';
 }
 
 /* Checks a blob against an expected sha256 (hex) and size (-1: any). */
@@ -354,7 +497,7 @@ static ssize_t desc_blob(struct import *im, const struct desc *d, const char *wh
 	return verify(im, i, d->hex, d->size, what) < 0 ? -1 : i;
 }
 
-static const char *host_arch(void)
+const char *images_host_arch(void)
 {
 	static struct utsname u;
 
@@ -366,34 +509,38 @@ static const char *host_arch(void)
 	return u.machine;
 }
 
+json_t *images_index_pick(json_t *index)
+{
+	json_t *ms = json_object_get(index, "manifests"), *m;
+	size_t i;
+
+	json_array_foreach(ms, i, m)
+	{
+		json_t *p = json_object_get(m, "platform");
+		const char *os = json_string_value(json_object_get(p, "os"));
+		const char *arch = json_string_value(json_object_get(p, "architecture"));
+
+		/* An entry without a platform (a one-image OCI layout) fits if it is alone. */
+		if ((!p && json_array_size(ms) == 1) ||
+		    (os && arch && !strcmp(os, "linux") && !strcmp(arch, images_host_arch())))
+			return m;
+	}
+	return NULL;
+}
+
 /* Picks the manifest for this host from an index: the only one, or the linux/<arch> one. */
 static json_t *pick(struct import *im, json_t *index, struct desc *out)
 {
-	json_t *ms = json_object_get(index, "manifests"), *m, *chosen = NULL;
-	size_t i;
+	json_t *ms = json_object_get(index, "manifests"), *chosen;
 
 	if (!json_is_array(ms) || json_array_size(ms) == 0) {
 		isola_err_set(im->err, EBADMSG, "invalid", "index: no manifests");
 		return NULL;
 	}
-	if (json_array_size(ms) == 1) {
-		chosen = json_array_get(ms, 0);
-	} else {
-		json_array_foreach(ms, i, m)
-		{
-			json_t *p = json_object_get(m, "platform");
-			const char *os = json_string_value(json_object_get(p, "os"));
-			const char *arch = json_string_value(json_object_get(p, "architecture"));
-
-			if (os && arch && !strcmp(os, "linux") && !strcmp(arch, host_arch())) {
-				chosen = m;
-				break;
-			}
-		}
-	}
+	chosen = images_index_pick(index);
 	if (!chosen) {
 		isola_err_set(im->err, EBADMSG, "invalid", "index: no manifest for linux/%s",
-			      host_arch());
+			      images_host_arch());
 		return NULL;
 	}
 	return parse_desc(im, chosen, out, "manifest") < 0 ? NULL : chosen;
@@ -646,21 +793,34 @@ out:
 	return r;
 }
 
-static int run(struct import *im, const char *tar_path)
+/* Imports a root filesystem tarball (fd at offset 0) as the template's only layer. */
+static int import_rootfs(struct import *im, int fd, uint64_t size)
+{
+	snprintf(im->t->source, sizeof(im->t->source), "rootfs");
+	im->t->layers = 1;
+	progress(im, "unpack", size, size);
+	return images_layer_apply(im->rootfd, fd, size, "rootfs tarball", "layer 1/1", &im->b,
+				  im->cb, im->ud, im->err);
+}
+
+/* Fills tmp/ from path (a tarball, or with is_dir an OCI layout directory) and imports it. */
+static int run(struct import *im, const char *src_path, bool is_dir)
 {
 	unsigned char md[crypto_hash_sha256_BYTES], salt[16];
 	crypto_hash_sha256_state h;
 	cleanup_fd int fd = -1;
 	char path[PATH_MAX];
-	struct stat st;
-	int r;
+	struct stat st = {0};
+	int r, rootfs = 0;
 
-	fd = open(tar_path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0 || fstat(fd, &st) < 0)
-		return isola_err_sys(im->err, errno, NULL, "open `%s`", tar_path);
-	if (!S_ISREG(st.st_mode))
-		return isola_err_set(im->err, EINVAL, "invalid", "`%s`: not a regular file",
-				     tar_path);
+	if (!is_dir) {
+		fd = open(src_path, O_RDONLY | O_CLOEXEC);
+		if (fd < 0 || fstat(fd, &st) < 0)
+			return isola_err_sys(im->err, errno, NULL, "open `%s`", src_path);
+		if (!S_ISREG(st.st_mode))
+			return isola_err_set(im->err, EINVAL, "invalid", "`%s`: not a regular file",
+					     src_path);
+	}
 	snprintf(path, sizeof(path), "%s/blobs", im->tmp);
 	if (mkdir(path, 0700) < 0 ||
 	    (im->blobsfd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0)
@@ -669,19 +829,28 @@ static int run(struct import *im, const char *tar_path)
 	if (mkdir(path, 0755) < 0 || chmod(path, 0755) < 0 ||
 	    (im->rootfd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0)
 		return isola_err_sys(im->err, errno, NULL, "create `%s`", path);
-	r = unpack_outer(im, fd, (uint64_t)st.st_size);
+	if (is_dir)
+		r = load_dir(im, src_path);
+	else if ((rootfs = is_rootfs_tar(im, fd)) != 0)
+		r = rootfs < 0 ? rootfs : import_rootfs(im, fd, (uint64_t)st.st_size);
+	else
+		r = unpack_outer(im, fd, (uint64_t)st.st_size);
 	if (r < 0)
 		return r;
-	if (find_blob(im, "oci-layout") >= 0 && find_blob(im, "index.json") >= 0) {
-		snprintf(im->t->source, sizeof(im->t->source), "oci");
+	if (rootfs) {
+		/* the digest of a rootfs tarball is not computed: the id's salt makes it unique */
+		snprintf(im->digest, sizeof(im->digest), "rootfs");
+	} else if (find_blob(im, "oci-layout") >= 0 && find_blob(im, "index.json") >= 0) {
+		if (!im->t->source[0])
+			snprintf(im->t->source, sizeof(im->t->source), "oci");
 		r = import_oci(im);
 	} else if (find_blob(im, "manifest.json") >= 0) {
 		snprintf(im->t->source, sizeof(im->t->source), "docker-archive");
 		r = import_docker(im);
 	} else {
 		r = isola_err_set(im->err, EBADMSG, "invalid",
-				  "neither an OCI layout (oci-layout, index.json) nor a docker "
-				  "archive (manifest.json)");
+				  "neither an OCI layout (oci-layout, index.json), a docker "
+				  "archive (manifest.json) nor a root filesystem tarball");
 	}
 	if (r < 0)
 		return r;
@@ -710,8 +879,10 @@ static int run(struct import *im, const char *tar_path)
 	return 0;
 }
 
-int images_import(const char *name, const char *tar_path, images_progress_fn cb, void *ud,
-		  struct template_info *out, struct isola_err **err)
+/* An import of a reserved name; drops the reservation whatever happens. */
+static int import_reserved(const char *name, const char *tdir, const char *src_path, bool is_dir,
+			   const char *source, const char *origin, images_progress_fn cb, void *ud,
+			   struct template_info *out, struct isola_err **err)
 {
 	struct template_info t = {0};
 	struct import im = {
@@ -723,14 +894,12 @@ int images_import(const char *name, const char *tar_path, images_progress_fn cb,
 		.t = &t,
 		.err = err,
 	};
-	char tdir[PATH_MAX];
 	int r;
 
-	r = images_reserve(name, tdir, err);
-	if (r < 0)
-		return r;
 	images_get_limits(&im.b);
 	snprintf(t.name, sizeof(t.name), "%s", name);
+	snprintf(t.source, sizeof(t.source), "%s", source ? source : "");
+	snprintf(t.origin, sizeof(t.origin), "%s", origin ? origin : "");
 	t.env = json_object();
 	if (!t.env) {
 		r = isola_err_set(err, ENOMEM, "internal", "out of memory");
@@ -741,7 +910,7 @@ int images_import(const char *name, const char *tar_path, images_progress_fn cb,
 		r = isola_err_sys(err, errno, NULL, "mkdtemp in `%s`", tdir);
 		goto out_unreserve;
 	}
-	r = run(&im, tar_path);
+	r = run(&im, src_path, is_dir);
 	if (im.blobsfd >= 0)
 		close(im.blobsfd);
 	if (im.rootfd >= 0)
@@ -772,4 +941,31 @@ out_unreserve:
 	images_unreserve(name);
 	template_info_fini(&t);
 	return r;
+}
+
+int images_import(const char *name, const char *tar_path, images_progress_fn cb, void *ud,
+		  struct template_info *out, struct isola_err **err)
+{
+	char tdir[PATH_MAX];
+	int r = images_reserve(name, tdir, err);
+
+	if (r < 0)
+		return r;
+	return import_reserved(name, tdir, tar_path, false, NULL, NULL, cb, ud, out, err);
+}
+
+int images_import_dir(const char *name, const char *dir, const char *source, const char *origin,
+		      images_progress_fn cb, void *ud, struct template_info *out,
+		      struct isola_err **err)
+{
+	char tdir[PATH_MAX];
+	const char *slash = strrchr(dir, '/');
+
+	/* dir is templates/.pull-<hash>: its parent is the templates dir */
+	if (!slash || (size_t)(slash - dir) >= sizeof(tdir)) {
+		images_unreserve(name);
+		return isola_err_set(err, EINVAL, "internal", "bad layout dir `%s`", dir);
+	}
+	snprintf(tdir, sizeof(tdir), "%.*s", (int)(slash - dir), dir);
+	return import_reserved(name, tdir, dir, true, source, origin, cb, ud, out, err);
 }
