@@ -590,8 +590,8 @@ long xhttp_body_feed(struct xhttp_body *b, const char *p, size_t len)
 				b->st = XHTTP_B_FINAL_LF;
 				break;
 			}
-			b->st = XHTTP_B_TRAILER_IN;
-			/* fall through: the byte starts a trailer line */
+			b->st = XHTTP_B_TRAILER_IN; /* the byte starts a trailer line */
+			__attribute__((fallthrough));
 		case XHTTP_B_TRAILER_IN:
 			if (++b->tsize > XHTTP_MAX_HEAD)
 				return -EBADMSG;
@@ -644,10 +644,10 @@ static long stream_head(struct xhttp_stream *s, const char *p, size_t len,
 		r = -EMSGSIZE;
 	if (r <= 0)
 		return r < 0 ? r : (long)take;
-	r = ops->head(ctx, s->hbuf, &s->head);
+	r = xhttp_body_init(s->hbuf, &s->head, &s->body); /* refused framing: nothing passes */
 	if (r < 0)
 		return r;
-	r = xhttp_body_init(s->hbuf, &s->head, &s->body);
+	r = ops->head(ctx, s->hbuf, &s->head);
 	if (r < 0)
 		return r;
 	s->in_head = s->body.st == XHTTP_B_DONE;
