@@ -112,10 +112,10 @@ enum xhttp_body_state {
 
 struct xhttp_body {
 	enum xhttp_body_state st;
-	uint64_t left;	/* bytes left in a Content-Length body or a chunk */
-	unsigned ndig;	/* chunk-size digits so far */
-	bool last;	/* the chunk being sized is the last (size 0) */
-	size_t tsize;	/* chunk-extension / trailer bytes so far (bounded) */
+	uint64_t left; /* bytes left in a Content-Length body or a chunk */
+	unsigned ndig; /* chunk-size digits so far */
+	bool last;     /* the chunk being sized is the last (size 0) */
+	size_t tsize;  /* chunk-extension / trailer bytes so far (bounded) */
 };
 
 /*

@@ -66,7 +66,7 @@ static int rec_head(void *ctx, const char *buf, const struct xhttp_head *hh)
 	rec_put(r, "]", 1);
 	r->heads++;
 	return strstr(buf, "Refuse-Me") && strstr(buf, "Refuse-Me") < buf + hh->head_len ? -EPERM
-											   : 0;
+											 : 0;
 }
 
 static int rec_body(void *ctx, const char *p, size_t n)
@@ -246,7 +246,8 @@ int main(void)
 	   "a refused head stops the stream");
 	ok(feed("GET /a HTTP/1.1\r\n\r\nGET /b HTTP/1.1\r\nRefuse-Me: 1\r\n\r\n", 0, &rc) ==
 			   -EPERM &&
-		   xhttp_stream_feed(&strm, "GET /c HTTP/1.1\r\n\r\n", 19, &rec_ops, &rc) == -EPIPE &&
+		   xhttp_stream_feed(&strm, "GET /c HTTP/1.1\r\n\r\n", 19, &rec_ops, &rc) ==
+			   -EPIPE &&
 		   rc.heads == 2,
 	   "nothing passes after a refusal");
 	ok(same_any_split("GET /a HTTP/1.1\r\n\r\nGET /b HTTP/1.1\nHost: x\n\n", -EBADMSG, NULL),
@@ -266,12 +267,13 @@ int main(void)
 		   same_any_split("GET /a HTTP/1.1\r\nContent-Length: 1234567890123456789\r\n\r\n",
 				  -EBADMSG, NULL),
 	   "a signed or 19-digit Content-Length refused");
-	ok(same_any_split("POST /a HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n5 \r\nhello", -EBADMSG,
-			  NULL) &&
+	ok(same_any_split("POST /a HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n5 \r\nhello",
+			  -EBADMSG, NULL) &&
 		   same_any_split("POST /a HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n5\nhello",
 				  -EBADMSG, NULL) &&
-		   same_any_split("POST /a HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nhello",
-				  -EBADMSG, NULL) &&
+		   same_any_split(
+			   "POST /a HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nhello",
+			   -EBADMSG, NULL) &&
 		   same_any_split("POST /a HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n"
 				  "1000000000000000\r\n",
 				  -EBADMSG, NULL),
