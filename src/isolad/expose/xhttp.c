@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* xhttp: the exposure listener's request-head parser, router and rewriter (pure, fuzzed). */
+/* xhttp: the exposure listener's head parser, router, rewriter and request framing (pure). */
 #include "xhttp.h"
 
 #include <errno.h>
