@@ -27,9 +27,12 @@
 /*
  * Threads: one accept thread; per client connection one thread that reads and checks the
  * request head, opens the agent tunnel and then relays sandbox -> client; once tunnelled, a
- * second thread relays client -> sandbox. The head is the only thing read as HTTP: after it,
- * bytes pass untouched both ways (WebSocket upgrades, chunked and streamed bodies), and every
- * later request on the connection goes to the same target (one connection = one target).
+ * second thread relays client -> sandbox. That direction is read as HTTP/1.1 request framing
+ * (xhttp_stream): EVERY request head on a keep-alive connection is parsed, must name the
+ * connection's sandbox and port and carry its token, and is rewritten (prefix and token
+ * removed); bodies (Content-Length, chunked) stream through untouched, unbuffered. A request
+ * that does not pass ends the connection without reaching the sandbox. After a request with
+ * an Upgrade header the bytes are opaque both ways (WebSocket). Responses are not parsed.
  *
  * The listener never reaches the sandbox over a network: the agent inside connects to the
  * port on the sandbox's own loopback (src/agent/tunnel.c), so a sandbox with no network at
@@ -197,11 +200,63 @@ static void login_redirect(struct xconn *xc, const char *buf, const struct xhttp
 }
 
 struct relay {
-	struct xconn *xc;      /* connection */
-	struct agent_chan *ch; /* tunnel channel */
+	struct xconn *xc;	   /* connection */
+	struct agent_chan *ch;	   /* tunnel channel */
+	struct xhttp_stream *strm; /* request framing of the client's bytes */
+	char *head2;		   /* rewritten head (2 * XHTTP_MAX_HEAD bytes) */
 };
 
-/* Client -> sandbox: reads the client socket and sends STDIN; EOF at its end. */
+/*
+ * A later request head on the connection (xhttp_stream's head callback): it must name the
+ * connection's sandbox and port and carry that exposure's token now (public: none); it is
+ * then rewritten exactly as the first. Otherwise nothing of it is forwarded and the
+ * connection ends (-EPERM): a pooled connection cannot carry one sandbox's request (or
+ * token) into another.
+ */
+static int relay_head(void *ctx, const char *buf, const struct xhttp_head *h)
+{
+	struct relay *rl = ctx;
+	struct xconn *xc = rl->xc;
+	char token[EXPOSE_TOKEN_LEN + 1] = "";
+	struct xhttp_route rt;
+	bool is_public = false, ok;
+	long n;
+
+	ok = xhttp_route(buf, h, xc->x->domain, &rt) == 0 && strcmp(rt.id, xc->id) == 0 &&
+	     rt.port == xc->port &&
+	     expose_registry_lookup(xc->x, rt.id, rt.port, &is_public, token) == 0 &&
+	     (is_public || token_ok(buf, &rt, token));
+	sodium_memzero(token, sizeof(token));
+	if (!ok) {
+		log_debug("exposure: sandbox `%s` port %d: a later request on the connection "
+			  "names another target or lacks the token; connection closed",
+			  xc->id, xc->port);
+		return -EPERM;
+	}
+	n = xhttp_rewrite(buf, h, &rt, rl->head2, 2 * XHTTP_MAX_HEAD);
+	if (n < 0 || agent_chan_send_data(rl->ch, rl->head2, (size_t)n, NULL) < 0)
+		return -EIO;
+	__atomic_fetch_add(&xc->st->bytes_in, (uint64_t)n, __ATOMIC_RELAXED);
+	return 0;
+}
+
+/* Body (or raw, after an Upgrade) bytes: forwarded untouched, never buffered. */
+static int relay_body(void *ctx, const char *p, size_t n)
+{
+	struct relay *rl = ctx;
+
+	if (atomic_load(&rl->xc->done) || agent_chan_send_data(rl->ch, p, n, NULL) < 0)
+		return -EIO;
+	__atomic_fetch_add(&rl->xc->st->bytes_in, (uint64_t)n, __ATOMIC_RELAXED);
+	return 0;
+}
+
+static const struct xhttp_stream_ops relay_ops = {.head = relay_head, .body = relay_body};
+
+/* Client -> sandbox: reads the client socket, frames it (xhttp_stream) and sends STDIN;
+ * EOF at its end, or as soon as the client sends something that may not pass (a later
+ * request for another target, without its token, malformed or smuggling-prone framing):
+ * the server inside answers what it already got, then the connection closes. */
 static void *upload_main(void *arg)
 {
 	struct relay *rl = arg;
@@ -209,8 +264,8 @@ static void *upload_main(void *arg)
 	uint8_t *buf = malloc(RELAY_CHUNK);
 
 	while (buf && !atomic_load(&xc->done) && !atomic_load(&xc->cut)) {
-		cleanup_err struct isola_err *err = NULL;
 		ssize_t n = read(xc->fd, buf, RELAY_CHUNK);
+		int r;
 
 		if (n < 0 && errno == EINTR)
 			continue;
@@ -219,10 +274,18 @@ static void *upload_main(void *arg)
 				agent_chan_send_eof(rl->ch, NULL);
 			break;
 		}
-		if (atomic_load(&xc->done) ||
-		    agent_chan_send_data(rl->ch, buf, (size_t)n, &err) < 0)
+		/* UNTRUSTED: the client's bytes; every head is parsed, routed and checked */
+		r = xhttp_stream_feed(rl->strm, (const char *)buf, (size_t)n, &relay_ops, rl);
+		if (r < 0) {
+			if (r != -EPERM)
+				log_debug("exposure: sandbox `%s` port %d: request framing: %s; "
+					  "connection closed",
+					  xc->id, xc->port, strerror(-r));
+			if (!atomic_load(&xc->done))
+				agent_chan_send_eof(rl->ch, NULL);
+			shutdown(xc->fd, SHUT_RD);
 			break;
-		__atomic_fetch_add(&xc->st->bytes_in, (uint64_t)n, __ATOMIC_RELAXED);
+		}
 	}
 	free(buf);
 	return NULL;
@@ -372,6 +435,7 @@ static void serve(struct xconn *xc, char *buf, size_t len, const struct xhttp_he
 {
 	struct expose *x = xc->x;
 	char token[EXPOSE_TOKEN_LEN + 1] = "", *head2 = NULL;
+	struct xhttp_stream *strm = NULL;
 	struct xhttp_route rt;
 	struct sandbox *s = NULL;
 	struct agent_chan *ch = NULL;
@@ -401,6 +465,13 @@ static void serve(struct xconn *xc, char *buf, size_t len, const struct xhttp_he
 			"?isola_token=");
 		goto out;
 	}
+	strm = malloc(sizeof(*strm));
+	if (!strm || xhttp_stream_start(strm, buf, h) < 0) {
+		respond(xc->fd, 400, "invalid", NULL,
+			"request framing refused (Transfer-Encoding other than chunked, both "
+			"Content-Length and Transfer-Encoding, or a bad Content-Length)");
+		goto out;
+	}
 	if (!is_public && rt.from == XHTTP_TOK_QUERY &&
 	    (xhttp_span_eq(buf, h->method, "GET") || xhttp_span_eq(buf, h->method, "HEAD"))) {
 		login_redirect(xc, buf, h, &rt, token);
@@ -417,18 +488,23 @@ static void serve(struct xconn *xc, char *buf, size_t len, const struct xhttp_he
 		goto out;
 	head2 = malloc(2 * XHTTP_MAX_HEAD);
 	n = head2 ? xhttp_rewrite(buf, h, &rt, head2, 2 * XHTTP_MAX_HEAD) : -ENOMEM;
-	if (n < 0 || agent_chan_send_data(ch, head2, (size_t)n, NULL) < 0 ||
-	    (len > h->head_len &&
-	     agent_chan_send_data(ch, buf + h->head_len, len - h->head_len, NULL) < 0)) {
+	rl = (struct relay){.xc = xc, .ch = ch, .strm = strm, .head2 = head2};
+	if (n < 0 || agent_chan_send_data(ch, head2, (size_t)n, NULL) < 0) {
 		json_t *c = json_pack("{s:b}", "close", 1);
 
 		agent_chan_send_json(ch, PROTO_CONTROL, c, NULL);
 		json_decref(c);
 		goto out;
 	}
-	__atomic_fetch_add(&xc->st->bytes_in, (uint64_t)(len - h->head_len) + (uint64_t)n,
-			   __ATOMIC_RELAXED);
-	rl = (struct relay){.xc = xc, .ch = ch};
+	__atomic_fetch_add(&xc->st->bytes_in, (uint64_t)n, __ATOMIC_RELAXED);
+	/* the bytes read past the first head (its body, pipelined requests) are framed too;
+	 * when they may not pass, the server answers what it got and the connection ends */
+	if (xhttp_stream_feed(strm, buf + h->head_len, len - h->head_len, &relay_ops, &rl) < 0) {
+		agent_chan_send_eof(ch, NULL);
+		shutdown(xc->fd, SHUT_RD);
+		download(xc, ch);
+		goto out;
+	}
 	if (pthread_create(&up, NULL, upload_main, &rl) != 0) {
 		json_t *c = json_pack("{s:b}", "close", 1);
 
@@ -442,6 +518,7 @@ static void serve(struct xconn *xc, char *buf, size_t len, const struct xhttp_he
 	pthread_join(up, NULL);
 out:
 	free(head2);
+	free(strm);
 	sodium_memzero(token, sizeof(token));
 	agent_chan_close(ch);
 	if (xc->st) {

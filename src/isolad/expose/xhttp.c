@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* xhttp: the exposure listener's request-head parser, router and rewriter (pure, fuzzed). */
+/* xhttp: the exposure listener's head parser, router, rewriter and request framing (pure). */
 #include "xhttp.h"
 
 #include <errno.h>
@@ -459,4 +459,234 @@ long xhttp_rewrite(const char *buf, const struct xhttp_head *h, const struct xht
 	if (!put(out, cap, &pos, "\r\n", 2))
 		return -ENOSPC;
 	return (long)pos;
+}
+
+/* ---- request framing (RFC 9112 §6) ---- */
+
+#define CHUNK_MAX_DIGITS 15   /* < 2^60 bytes: no overflow */
+#define CHUNK_EXT_MAX	 4096 /* bytes of chunk extensions per chunk */
+
+static bool is_hex(unsigned char c, unsigned *v)
+{
+	if (c >= '0' && c <= '9')
+		*v = c - '0';
+	else if (c >= 'a' && c <= 'f')
+		*v = c - 'a' + 10;
+	else if (c >= 'A' && c <= 'F')
+		*v = c - 'A' + 10;
+	else
+		return false;
+	return true;
+}
+
+int xhttp_body_init(const char *buf, const struct xhttp_head *h, struct xhttp_body *b)
+{
+	const struct xhttp_field *cl = NULL, *te = NULL;
+	bool upgrade = false;
+
+	memset(b, 0, sizeof(*b));
+	b->st = XHTTP_B_DONE;
+	for (unsigned i = 0; i < h->nfields; i++) {
+		const struct xhttp_field *f = &h->fields[i];
+
+		if (xhttp_span_eq(buf, f->name, "Content-Length")) {
+			if (cl)
+				return -EBADMSG;
+			cl = f;
+		} else if (xhttp_span_eq(buf, f->name, "Transfer-Encoding")) {
+			if (te)
+				return -EBADMSG;
+			te = f;
+		} else if (xhttp_span_eq(buf, f->name, "Upgrade")) {
+			upgrade = true;
+		}
+	}
+	/* UNTRUSTED: the framing headers; anything two parsers could read differently closes */
+	if (cl && te)
+		return -EBADMSG;
+	if (te) {
+		if (!xhttp_span_eq(buf, te->value, "chunked"))
+			return -EBADMSG;
+		b->st = XHTTP_B_SIZE;
+	} else if (cl) {
+		if (cl->value.len == 0 || cl->value.len > 18)
+			return -EBADMSG;
+		for (size_t i = 0; i < cl->value.len; i++) {
+			unsigned char c = (unsigned char)buf[cl->value.off + i];
+
+			if (c < '0' || c > '9')
+				return -EBADMSG;
+			b->left = b->left * 10 + (c - '0');
+		}
+		b->st = b->left ? XHTTP_B_LENGTH : XHTTP_B_DONE;
+	}
+	if (upgrade)
+		b->st = XHTTP_B_RAW; /* the server inside decides; we stop reading HTTP */
+	return 0;
+}
+
+long xhttp_body_feed(struct xhttp_body *b, const char *p, size_t len)
+{
+	size_t i = 0;
+
+	while (i < len && b->st != XHTTP_B_DONE) {
+		unsigned char c = (unsigned char)p[i];
+		unsigned v;
+
+		switch (b->st) {
+		case XHTTP_B_RAW:
+			return (long)len;
+		case XHTTP_B_LENGTH:
+		case XHTTP_B_DATA: {
+			size_t n = len - i < b->left ? len - i : (size_t)b->left;
+
+			i += n;
+			b->left -= n;
+			if (b->left == 0)
+				b->st = b->st == XHTTP_B_LENGTH ? XHTTP_B_DONE : XHTTP_B_DATA_CR;
+			continue;
+		}
+		case XHTTP_B_SIZE:
+			if (is_hex(c, &v)) {
+				if (++b->ndig > CHUNK_MAX_DIGITS)
+					return -EBADMSG;
+				b->left = b->left * 16 + v;
+			} else if (b->ndig == 0) {
+				return -EBADMSG;
+			} else if (c == ';') {
+				b->st = XHTTP_B_EXT;
+				b->tsize = 0;
+			} else if (c == '\r') {
+				b->st = XHTTP_B_SIZE_LF;
+			} else {
+				return -EBADMSG; /* no blanks, no bare LF */
+			}
+			break;
+		case XHTTP_B_EXT:
+			if (c == '\r')
+				b->st = XHTTP_B_SIZE_LF;
+			else if ((c < 0x20 && c != '\t') || c == 0x7f || ++b->tsize > CHUNK_EXT_MAX)
+				return -EBADMSG;
+			break;
+		case XHTTP_B_SIZE_LF:
+			if (c != '\n')
+				return -EBADMSG;
+			b->ndig = 0;
+			b->tsize = 0;
+			b->st = b->left ? XHTTP_B_DATA : XHTTP_B_TRAILER;
+			break;
+		case XHTTP_B_DATA_CR:
+			if (c != '\r')
+				return -EBADMSG;
+			b->st = XHTTP_B_DATA_LF;
+			break;
+		case XHTTP_B_DATA_LF:
+			if (c != '\n')
+				return -EBADMSG;
+			b->st = XHTTP_B_SIZE;
+			break;
+		case XHTTP_B_TRAILER:
+			if (c == '\r') {
+				b->st = XHTTP_B_FINAL_LF;
+				break;
+			}
+			b->st = XHTTP_B_TRAILER_IN; /* the byte starts a trailer line */
+			__attribute__((fallthrough));
+		case XHTTP_B_TRAILER_IN:
+			if (++b->tsize > XHTTP_MAX_HEAD)
+				return -EBADMSG;
+			if (c == '\r')
+				b->st = XHTTP_B_TRAILER_LF;
+			else if ((c < 0x20 && c != '\t') || c == 0x7f)
+				return -EBADMSG;
+			break;
+		case XHTTP_B_TRAILER_LF:
+			if (c != '\n')
+				return -EBADMSG;
+			b->st = XHTTP_B_TRAILER;
+			break;
+		case XHTTP_B_FINAL_LF:
+			if (c != '\n')
+				return -EBADMSG;
+			b->st = XHTTP_B_DONE;
+			break;
+		case XHTTP_B_DONE:
+			break;
+		}
+		i++;
+	}
+	return (long)i;
+}
+
+int xhttp_stream_start(struct xhttp_stream *s, const char *buf, const struct xhttp_head *h)
+{
+	int r = xhttp_body_init(buf, h, &s->body);
+
+	s->hlen = 0;
+	s->in_head = r == 0 && s->body.st == XHTTP_B_DONE;
+	s->failed = r < 0;
+	return r;
+}
+
+/* Appends what fits of p to the head buffer and parses it; returns the bytes of p used
+ * (all of them while the head is incomplete), or a negative errno. */
+static long stream_head(struct xhttp_stream *s, const char *p, size_t len,
+			const struct xhttp_stream_ops *ops, void *ctx)
+{
+	size_t take = len < sizeof(s->hbuf) - s->hlen ? len : sizeof(s->hbuf) - s->hlen;
+	size_t old = s->hlen;
+	int r;
+
+	memcpy(s->hbuf + s->hlen, p, take);
+	s->hlen += take;
+	r = xhttp_parse(s->hbuf, s->hlen, &s->head);
+	if (r == 0 && s->hlen == sizeof(s->hbuf))
+		r = -EMSGSIZE;
+	if (r <= 0)
+		return r < 0 ? r : (long)take;
+	r = xhttp_body_init(s->hbuf, &s->head, &s->body); /* refused framing: nothing passes */
+	if (r < 0)
+		return r;
+	r = ops->head(ctx, s->hbuf, &s->head);
+	if (r < 0)
+		return r;
+	s->in_head = s->body.st == XHTTP_B_DONE;
+	s->hlen = 0;
+	return (long)(s->head.head_len - old);
+}
+
+int xhttp_stream_feed(struct xhttp_stream *s, const char *p, size_t len,
+		      const struct xhttp_stream_ops *ops, void *ctx)
+{
+	size_t i = 0;
+
+	if (s->failed)
+		return -EPIPE;
+	while (i < len) {
+		long n;
+
+		if (s->in_head && s->hlen == 0 && (p[i] == '\r' || p[i] == '\n')) {
+			i++; /* an empty line before a request line */
+			continue;
+		}
+		if (s->in_head) {
+			n = stream_head(s, p + i, len - i, ops, ctx);
+		} else {
+			n = xhttp_body_feed(&s->body, p + i, len - i);
+			if (n > 0) {
+				int r = ops->body(ctx, p + i, (size_t)n);
+
+				if (r < 0)
+					n = r;
+			}
+			if (n >= 0 && s->body.st == XHTTP_B_DONE)
+				s->in_head = true;
+		}
+		if (n < 0) {
+			s->failed = true;
+			return (int)n;
+		}
+		i += (size_t)n;
+	}
+	return 0;
 }

@@ -40,10 +40,86 @@ static const char *rewrite(const char *s)
 	return out;
 }
 
+/* Records a stream's events: "\n[H <request line>]" per head, body bytes as they come
+ * (consecutive pieces merged), so any split of the input must give the same record. */
+struct rec {
+	char s[4096];
+	size_t n;
+	unsigned heads;
+};
+
+static void rec_put(struct rec *r, const char *p, size_t n)
+{
+	if (r->n + n < sizeof(r->s)) {
+		memcpy(r->s + r->n, p, n);
+		r->n += n;
+		r->s[r->n] = '\0';
+	}
+}
+
+static int rec_head(void *ctx, const char *buf, const struct xhttp_head *hh)
+{
+	struct rec *r = ctx;
+
+	rec_put(r, "\n[H ", 4);
+	rec_put(r, buf, hh->version.off + hh->version.len);
+	rec_put(r, "]", 1);
+	r->heads++;
+	return strstr(buf, "Refuse-Me") && strstr(buf, "Refuse-Me") < buf + hh->head_len ? -EPERM
+											 : 0;
+}
+
+static int rec_body(void *ctx, const char *p, size_t n)
+{
+	rec_put(ctx, p, n);
+	return 0;
+}
+
+static const struct xhttp_stream_ops rec_ops = {.head = rec_head, .body = rec_body};
+static struct xhttp_stream strm;
+
+/* Feeds s whole (step 0) or in pieces of step bytes; returns the first error or 0. */
+static int feed(const char *s, size_t step, struct rec *r)
+{
+	size_t len = strlen(s), i = 0;
+	int e = 0;
+
+	memset(r, 0, sizeof(*r));
+	memset(&strm, 0, sizeof(strm));
+	strm.in_head = true;
+	while (i < len && e == 0) {
+		size_t n = step && len - i > step ? step : len - i;
+
+		e = xhttp_stream_feed(&strm, s + i, n, &rec_ops, r);
+		i += n;
+	}
+	return e;
+}
+
+/* The same record (and result) for the whole input and for every piece size 1..7. After an
+ * error only the result is compared: the body bytes before the bad one may have passed. */
+static bool same_any_split(const char *s, int want, const char *want_rec)
+{
+	struct rec whole, part;
+	int e = feed(s, 0, &whole);
+
+	if (e != want || (want_rec && strcmp(whole.s, want_rec) != 0)) {
+		printf("# got %d (want %d), record: %s\n", e, want, whole.s);
+		return false;
+	}
+	for (size_t step = 1; step < 8; step++)
+		if (feed(s, step, &part) != want || (!want && strcmp(part.s, whole.s) != 0)) {
+			printf("# split %zu differs: %s\n", step, part.s);
+			return false;
+		}
+	return true;
+}
+
 int main(void)
 {
 	char big[XHTTP_MAX_HEAD + 64], many[8192];
 	const char *s;
+	struct rec rc;
 	size_t off;
 
 	/* parsing */
@@ -142,5 +218,67 @@ int main(void)
 	ok(xhttp_target_without_token(s, &h, out, sizeof(out)) == 6 && !memcmp(out, "/p?z=9", 6),
 	   "redirect target without the token");
 	ok(xhttp_rewrite(s, &h, &rt, out, 10) == -ENOSPC, "small buffer refused");
+
+	/* request framing on a keep-alive connection */
+	ok(same_any_split("GET /a HTTP/1.1\r\nHost: h\r\n\r\nGET /b HTTP/1.1\r\nHost: h\r\n\r\n", 0,
+			  "\n[H GET /a HTTP/1.1]\n[H GET /b HTTP/1.1]"),
+	   "two heads without bodies");
+	ok(same_any_split("POST /a HTTP/1.1\r\nContent-Length: 19\r\n\r\nGET /x HTTP/1.1\r\n\r\n"
+			  "GET /b HTTP/1.1\r\n\r\n",
+			  0, "\n[H POST /a HTTP/1.1]GET /x HTTP/1.1\r\n\r\n\n[H GET /b HTTP/1.1]"),
+	   "a Content-Length body is data even when it looks like a head");
+	ok(same_any_split("POST /a HTTP/1.1\r\nTransfer-Encoding: Chunked\r\n\r\n"
+			  "5;x=y\r\nhello\r\nA\r\n0123456789\r\n0\r\nT: 1\r\n\r\n"
+			  "GET /b HTTP/1.1\r\n\r\n",
+			  0,
+			  "\n[H POST /a HTTP/1.1]5;x=y\r\nhello\r\nA\r\n0123456789\r\n0\r\nT: 1"
+			  "\r\n\r\n\n[H GET /b HTTP/1.1]"),
+	   "chunked body with extension and trailer, then a head");
+	ok(same_any_split("GET /ws HTTP/1.1\r\nUpgrade: websocket\r\n\r\nGET /b HTTP/1.1\r\n\r\n",
+			  0, "\n[H GET /ws HTTP/1.1]GET /b HTTP/1.1\r\n\r\n"),
+	   "after an Upgrade request every byte is raw");
+	ok(same_any_split("GET /a HTTP/1.1\r\n\r\n\r\nGET /b HTTP/1.1\r\n\r\n", 0,
+			  "\n[H GET /a HTTP/1.1]\n[H GET /b HTTP/1.1]"),
+	   "an empty line between requests is skipped");
+	ok(same_any_split("GET /a HTTP/1.1\r\n\r\nGET /b HTTP/1.1\r\nRefuse-Me: 1\r\n\r\n"
+			  "GET /c HTTP/1.1\r\n\r\n",
+			  -EPERM, NULL),
+	   "a refused head stops the stream");
+	ok(feed("GET /a HTTP/1.1\r\n\r\nGET /b HTTP/1.1\r\nRefuse-Me: 1\r\n\r\n", 0, &rc) ==
+			   -EPERM &&
+		   xhttp_stream_feed(&strm, "GET /c HTTP/1.1\r\n\r\n", 19, &rec_ops, &rc) ==
+			   -EPIPE &&
+		   rc.heads == 2,
+	   "nothing passes after a refusal");
+	ok(same_any_split("GET /a HTTP/1.1\r\n\r\nGET /b HTTP/1.1\nHost: x\n\n", -EBADMSG, NULL),
+	   "malformed second head refused");
+	ok(feed("GET /a HTTP/1.1\r\nTransfer-Encoding: gzip, chunked\r\n\r\n", 0, &rc) ==
+			   -EBADMSG &&
+		   rc.heads == 0,
+	   "Transfer-Encoding other than chunked refused before the head passes");
+	ok(same_any_split("GET /a HTTP/1.1\r\nContent-Length: 1\r\nTransfer-Encoding: "
+			  "chunked\r\n\r\n",
+			  -EBADMSG, NULL),
+	   "Content-Length with Transfer-Encoding refused");
+	ok(same_any_split("GET /a HTTP/1.1\r\nContent-Length: 1\r\nContent-Length: 1\r\n\r\n",
+			  -EBADMSG, NULL),
+	   "two Content-Length headers refused");
+	ok(same_any_split("GET /a HTTP/1.1\r\nContent-Length: +1\r\n\r\n", -EBADMSG, NULL) &&
+		   same_any_split("GET /a HTTP/1.1\r\nContent-Length: 1234567890123456789\r\n\r\n",
+				  -EBADMSG, NULL),
+	   "a signed or 19-digit Content-Length refused");
+	ok(same_any_split("POST /a HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n5 \r\nhello",
+			  -EBADMSG, NULL) &&
+		   same_any_split("POST /a HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n5\nhello",
+				  -EBADMSG, NULL) &&
+		   same_any_split(
+			   "POST /a HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nhello",
+			   -EBADMSG, NULL) &&
+		   same_any_split("POST /a HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n"
+				  "1000000000000000\r\n",
+				  -EBADMSG, NULL),
+	   "bad chunk framing refused (blank, bare LF, data overrun, 16 hex digits)");
+	ok(xhttp_stream_start(&strm, "", &(struct xhttp_head){0}) == 0 && strm.in_head,
+	   "a start with no body expects the next head");
 	return tap_done();
 }
