@@ -86,8 +86,9 @@ NATIVE = {
     "POST /v1/templates": ("write", "POST", "/v1/templates?name=rr-{role}", b"not a tar", None),
     "DELETE /v1/templates/{name}": ("write", "DELETE", "/v1/templates/no-such-template", None, None),
     "GET /v1/templates/{name}": ("read", "GET", "/v1/templates/no-such-template", None, None),
-    # nothing listens on port 9: a writer's pull ends in an error event, a reader is refused
-    "POST /v1/templates/pull": ("write", "POST", "/v1/templates/pull",
+    # isolad dials from the host (loopback included): the operator's alone. Nothing listens
+    # on port 9: the operator's pull ends in an error event, everyone else is refused.
+    "POST /v1/templates/pull": ("operator", "POST", "/v1/templates/pull",
                                 {"ref": "127.0.0.1:9/rr/x:1", "name": "rr-pull-{role}"}, None),
     "GET /v1/sandboxes/{id}/stats": ("read", "GET", "/v1/sandboxes/{id}/stats", None, None),
     "GET /v1/sandboxes/{id}/metrics": ("read", "GET", "/v1/sandboxes/{id}/metrics", None, None),

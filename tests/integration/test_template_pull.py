@@ -23,11 +23,13 @@ import sys
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2] / "sdk" / "python"))
 
-import conftest  # noqa: E402
 import imagebuild  # noqa: E402
 import isola  # noqa: E402
 import isola_client as ic  # noqa: E402
-from conftest import free_port  # noqa: E402
+# tests/conftest.py by path: a bare `import conftest` finds tests/sdk's when CI collects both
+from tenancy_util import ROOT_CONFTEST as conftest  # noqa: E402
+
+free_port = conftest.free_port
 
 
 def wait_port(port, proc, log, scheme="http"):

@@ -278,7 +278,13 @@ enum MHD_Result api_template_pull(struct api_req *r)
 	struct imageref ir;
 	struct import *im;
 	bool plain = false;
+	enum MHD_Result ret;
 
+	/* isolad dials the registry from the host, outside every sandbox's egress policy and
+	 * able to reach loopback: only the operator may point it somewhere (a tenant's pull
+	 * would be a request forgery into the host's network). */
+	if (api_deny_unless_operator(r, &ret))
+		return ret;
 	if (!r->json)
 		return api_respond_error(r, "invalid", "body must be a JSON object with `ref`");
 	if (api_json_only(r->json, pull_fields, &err) < 0 ||
