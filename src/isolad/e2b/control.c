@@ -253,8 +253,12 @@ enum MHD_Result e2b_ctl_create(struct api_req *r)
 	 * the operator made one (isola template import code-interpreter-v1 ...), else the default
 	 * template, whose python3 runs the interpreter (docs/code-interpreter.md). */
 	if (tmpl && !strcmp(tmpl, E2B_CODE_TEMPLATE) && !template_exists(tmpl) &&
-	    !e2b_is_snapshot(r, tmpl))
+	    !e2b_is_snapshot(r, tmpl)) {
 		tmpl = NULL;
+		/* A Python context with matplotlib loaded is ~100 MiB: the 256 MiB default held
+		 * the default context and one more, and a third died of OOM (ContextDied). */
+		req.memory_bytes = E2B_CODE_MEMORY;
+	}
 	if (tmpl && *tmpl && strcmp(tmpl, "base") != 0) {
 		if (!api_valid_template_name(tmpl) || strlen(tmpl) >= sizeof(req.template_name)) {
 			ret = e2b_ctl_error(r, 400, "invalid templateID `%.64s`", tmpl);

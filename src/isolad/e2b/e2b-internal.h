@@ -347,6 +347,7 @@ json_t *e2b_entry_info(const json_t *agent_entry);
 #define E2B_CODE_PORT "49999"
 /* @e2b/code-interpreter's default template id: the default template unless one has the name. */
 #define E2B_CODE_TEMPLATE "code-interpreter-v1"
+#define E2B_CODE_MEMORY	  (1024ull << 20) /* its sandboxes' memory: a few Python contexts */
 /* A code request without X-Access-Token: allowed when the sandbox's port 49999 is public
  * (made through the E2B API, as E2B serves it); then r->who acts for the sandbox's tenant as
  * `e2b:public` with role user. -EACCES otherwise. */
