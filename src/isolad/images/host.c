@@ -57,8 +57,13 @@ static const struct {
 /* Host files copied (not bound) into the root when present: small, and a copy keeps the
  * rest of the host's /etc (shadow, ssh keys, ...) out of every sandbox. */
 static const char *const host_copies[] = {
-	"etc/os-release", "etc/ld.so.cache", "etc/ld.so.conf", "etc/ssl/openssl.cnf",
-	"etc/services",	  "etc/protocols",   "etc/shells",
+	"etc/os-release",
+	"etc/ld.so.cache",
+	"etc/ld.so.conf",
+	"etc/ssl/openssl.cnf",
+	"etc/services",
+	"etc/protocols",
+	"etc/shells",
 	/* Debian's matplotlib reads its defaults here (python3-matplotlib: "Could not find
 	 * matplotlibrc file" without it). */
 	"etc/matplotlibrc",
