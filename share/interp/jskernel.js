@@ -65,6 +65,29 @@ function errorLine(e) {
   return { type: 'error', name: 'Error', value: 'Uncaught ' + util.inspect(e), traceback: '' };
 }
 
+// TypeScript to JavaScript: node's own type stripping (node >= 22.13), else the TypeScript
+// compiler's transpileModule (a `typescript` the cell's require finds, or Debian's
+// node-typescript), which also lowers enums and namespaces. Type errors are not reported.
+const TS_PATHS = ['typescript', '/usr/share/nodejs/typescript'];
+
+function stripTypes(code) {
+  const m = require('module');
+  if (typeof m.stripTypeScriptTypes === 'function') return m.stripTypeScriptTypes(code, { mode: 'transform' });
+  for (const p of TS_PATHS) {
+    let ts;
+    try {
+      ts = globalThis.require(p);
+    } catch (_) {
+      continue;
+    }
+    return ts.transpileModule(code, {
+      compilerOptions: { target: ts.ScriptTarget.ES2022, module: ts.ModuleKind.ESNext },
+      reportDiagnostics: false,
+    }).outputText;
+  }
+  throw new Error('TypeScript needs node >= 22.13 or the TypeScript compiler (Debian: node-typescript)');
+}
+
 async function runCell(req) {
   count += 1;
   send({ type: 'number_of_executions', execution_count: count });
@@ -76,7 +99,7 @@ async function runCell(req) {
   globalThis.require = createRequire(path.join(process.cwd(), '[interp]'));
   try {
     let code = req.code;
-    if (req.ts) code = require('module').stripTypeScriptTypes(code, { mode: 'transform' });
+    if (req.ts) code = stripTypes(code);
     let rewritten = null;
     if (processTopLevelAwait && /\bawait\b/.test(code)) {
       try {

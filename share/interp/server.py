@@ -370,10 +370,15 @@ class PipeContext(Context):
             return False
 
 
-def node_has_type_stripping(node):
-    r = subprocess.run([node, "-p", "typeof require('module').stripTypeScriptTypes"],
-                       capture_output=True, text=True)
-    return r.stdout.strip() == "function"
+# jskernel.js's stripTypes: node's own type stripping, else a TypeScript compiler it can load.
+TS_PROBE = ("typeof require('module').stripTypeScriptTypes === 'function' || "
+            "['typescript', '/usr/share/nodejs/typescript'].some(p => "
+            "{ try { require.resolve(p); return true } catch (_) { return false } })")
+
+
+def node_can_strip_types(node):
+    r = subprocess.run([node, "-p", TS_PROBE], capture_output=True, text=True)
+    return r.stdout.strip() == "true"
 
 
 class NodeContext(PipeContext):
@@ -387,10 +392,11 @@ class NodeContext(PipeContext):
         if node is None:
             raise BadRequest(400, f"language '{self.language}' needs node on PATH, which "
                              "this sandbox lacks")
-        if self.typescript and not node_has_type_stripping(node):
+        if self.typescript and not node_can_strip_types(node):
             v = subprocess.run([node, "--version"], capture_output=True, text=True).stdout.strip()
-            raise BadRequest(400, f"language 'typescript' is not supported: node {v} cannot strip "
-                             "types (module.stripTypeScriptTypes needs node >= 22.13)")
+            raise BadRequest(400, f"language 'typescript' is not supported here: node {v} "
+                             "cannot strip types (node >= 22.13) and no TypeScript compiler "
+                             "is installed (Debian: node-typescript)")
         r, w = os.pipe()
         try:
             self._spawn([node, "--expose-internals", os.path.join(HERE, "jskernel.js")], (w,))
