@@ -27,6 +27,7 @@ const TOOLS = [
   "sandbox_process_logs",
   "sandbox_read_file",
   "sandbox_remove",
+  "sandbox_run_code",
   "sandbox_run_command",
   "sandbox_search",
   "sandbox_snapshot",

@@ -14,7 +14,8 @@ npm_ci "$HERE" || exit 1
 ISOLA_TEST_EXPOSE_PORT=$(/usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
 export ISOLA_TEST_EXPOSE_PORT
 ISOLAD_EXTRA_ARGS="--expose-listen 127.0.0.1:$ISOLA_TEST_EXPOSE_PORT" isolad_start || exit 1
-timeout 240 node --test --test-concurrency=1 --test-timeout=120000 \
+# 600 s: sandbox_run_code starts a Python kernel (code.test.mjs), seconds to a minute under load.
+timeout 600 node --test --test-concurrency=1 --test-timeout=240000 \
 	--test-reporter=spec --test-reporter-destination=stdout \
 	--test-reporter=junit --test-reporter-destination="$JUNIT" \
 	"$HERE"/*.test.mjs

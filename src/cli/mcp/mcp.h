@@ -186,6 +186,7 @@ int mcp_tool_snapshot(struct mcp_call *, json_t *, struct mcp_result *, struct i
 int mcp_tool_fork(struct mcp_call *, json_t *, struct mcp_result *, struct isola_err **);
 int mcp_tool_expose(struct mcp_call *, json_t *, struct mcp_result *, struct isola_err **);
 int mcp_tool_run(struct mcp_call *, json_t *, struct mcp_result *, struct isola_err **);
+int mcp_tool_run_code(struct mcp_call *, json_t *, struct mcp_result *, struct isola_err **);
 int mcp_tool_ps(struct mcp_call *, json_t *, struct mcp_result *, struct isola_err **);
 int mcp_tool_logs(struct mcp_call *, json_t *, struct mcp_result *, struct isola_err **);
 int mcp_tool_kill(struct mcp_call *, json_t *, struct mcp_result *, struct isola_err **);

@@ -59,6 +59,14 @@ static const char out_ls[] =
 static const char out_search[] =
 	"{\"type\":\"object\",\"required\":[\"matches\",\"more\"],\"properties\":{\"matches\":{"
 	"\"type\":\"array\",\"items\":{\"type\":\"string\"}},\"more\":{\"type\":\"boolean\"}}}";
+static const char out_code[] =
+	"{\"type\":\"object\",\"required\":[\"sandbox_id\",\"results\",\"error\"],\"properties\":{"
+	"\"sandbox_id\":{\"type\":\"string\"},\"results\":{\"type\":\"array\",\"items\":{\"type\":"
+	"\"object\",\"properties\":{\"formats\":{\"type\":\"array\",\"items\":{\"type\":\"string\"}},"
+	"\"is_main_result\":{\"type\":\"boolean\"},\"text\":{\"type\":\"string\"}}}},\"error\":{"
+	"\"type\":[\"object\",\"null\"],\"properties\":{\"name\":{\"type\":\"string\"},\"value\":{"
+	"\"type\":\"string\"},\"traceback\":{\"type\":\"string\"}}},\"stdout_bytes\":{\"type\":"
+	"\"integer\"},\"stderr_bytes\":{\"type\":\"integer\"}}}";
 static const char out_fork[] =
 	"{\"type\":\"object\",\"required\":[\"children\"],\"properties\":{\"children\":{\"type\":"
 	"\"array\",\"items\":{\"type\":\"string\"}}}}";
@@ -98,6 +106,23 @@ const struct mcp_tool mcp_tools[] = {
 		    "\"description\":\"seconds; the command is killed after it (0: none)\"},"
 		    BOOL("background", "start it and return its pid without waiting")),
 	 out_run, ADD | MCP_HINT_OPENWORLD, mcp_tool_run},
+	{"sandbox_run_code", "Run code in sandbox",
+	 "Run code in the sandbox's code interpreter, a live interpreter per context whose "
+	 "variables, imports and working directory persist between calls (Python by default; "
+	 "javascript, typescript, bash). Returns stdout/stderr, the last expression's value and "
+	 "rich results (matplotlib figures come back as images); an exception is an error result "
+	 "with its traceback. The first call in a sandbox starts the interpreter (seconds).",
+	 OBJ_REQ("\"code\"",
+		 ID_OPT "," STR("code", "the code to run") ","
+			"\"language\":{\"type\":\"string\",\"description\":\"python (default), "
+			"javascript, typescript or bash (aliases: py, js, ts, sh)\"},"
+			STR("context", "a context id (from the API or SDK); absent: the language's "
+				       "default context") ","
+			SMAP("env", "environment variables for this run only") ","
+			"\"timeout\":{\"type\":\"integer\",\"minimum\":0,\"maximum\":3600,"
+			"\"description\":\"seconds; the run is interrupted after it, the context "
+			"kept (0: none)\"}"),
+	 out_code, ADD | MCP_HINT_OPENWORLD, mcp_tool_run_code},
 	{"sandbox_process_list", "List processes",
 	 "List the processes of a sandbox (running ones and recently exited ones).",
 	 OBJ(ID_OPT), out_ps, RO, mcp_tool_ps},

@@ -140,3 +140,29 @@ void mcp_out_bound(struct sbuf *b, const char *p, size_t len, const char *saved)
 		sb_printf(b, "The elided part is not kept. ...]\n");
 	sb_add_utf8(b, p + len - tail, tail);
 }
+
+size_t mcp_strip_ansi(char *s)
+{
+	char *w = s;
+
+	for (const char *r = s; *r;) {
+		if (*r != '\x1b') {
+			*w++ = *r++;
+			continue;
+		}
+		r++;
+		if (*r == '[') { /* CSI: parameters and intermediates, then one final byte */
+			r++;
+			while (*r && (unsigned char)*r >= 0x20 && (unsigned char)*r <= 0x3f)
+				r++;
+			while (*r && (unsigned char)*r >= 0x20 && (unsigned char)*r <= 0x2f)
+				r++;
+			if (*r && (unsigned char)*r >= 0x40 && (unsigned char)*r <= 0x7e)
+				r++;
+		} else if (*r) {
+			r++;
+		}
+	}
+	*w = '\0';
+	return (size_t)(w - s);
+}

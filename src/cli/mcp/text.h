@@ -18,6 +18,11 @@ void sb_printf(struct sbuf *b, const char *fmt, ...) __attribute__((format(print
 /* Appends n bytes as valid UTF-8 (each invalid byte becomes U+FFFD). */
 void sb_add_utf8(struct sbuf *b, const char *p, size_t n);
 
+/* Removes ANSI escape sequences (CSI `ESC [ ... final`, and a lone ESC with the byte after
+ * it) from the NUL-terminated s in place: a colour-coded traceback reads as plain text to a
+ * model. Returns the new length. */
+size_t mcp_strip_ansi(char *s);
+
 /* Bounded output: a stream's text for the model — all of it when it is at most
  * MCP_OUT_HEAD + MCP_OUT_TAIL bytes, else the head and the tail on line boundaries with a marker
  * naming the byte count and `saved` (the sandbox path of the whole stream, or NULL). */

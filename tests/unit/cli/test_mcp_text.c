@@ -95,5 +95,13 @@ int main(void)
 	   "a single long line is cut at the byte limits");
 	free(b.s);
 	free(s);
+	{
+		char t[] =
+			"\x1b[0;31mZeroDivisionError\x1b[0m: x\x1b[38;5;241;43m1\x1b[39;49m \x1b";
+		size_t n = mcp_strip_ansi(t);
+
+		ok(n == strlen("ZeroDivisionError: x1 ") && !strcmp(t, "ZeroDivisionError: x1 "),
+		   "ANSI colour sequences (and a trailing lone ESC) are removed");
+	}
 	return tap_done();
 }
