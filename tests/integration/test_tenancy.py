@@ -129,6 +129,18 @@ def test_read_only_role_may_only_read(isolad, tenants):
     assert len(t.client.list_sandboxes()) == 1, "a refused create made a sandbox"
 
 
+def test_doctor_keeps_host_paths_for_the_operator(isolad, tenants):
+    """Any token may ask what the host supports; only the operator sees the host's paths."""
+    op = isolad.client().get_json("/v1/doctor")
+    assert op["state_dir"] == isolad.state_dir, op
+    t = tenants(role="admin")
+    for role in ("admin", "read-only"):
+        doc = t.tcp(t.new_token(role)).get_json("/v1/doctor")
+        assert "state_dir" not in doc and "kernel" not in doc.get("microvm", {}), (role, doc)
+        assert doc["tier"] == op["tier"] and doc["cgroup"] == op["cgroup"], (role, doc)
+        assert isolad.state_dir not in json.dumps(doc), (role, doc)
+
+
 def test_user_role_is_not_admin(isolad, tenants):
     t = tenants()
     for method, path, body in (("POST", "/v1/tokens", {"role": "admin"}),

@@ -98,7 +98,7 @@ static bool deny_unless_admin(struct api_req *r, enum MHD_Result *ret)
 	return true;
 }
 
-static bool is_operator(const struct api_req *r)
+bool api_is_operator(const struct api_req *r)
 {
 	return r->who.role == TENANCY_ADMIN && !strcmp(r->who.tenant, TENANCY_DEFAULT);
 }
@@ -136,7 +136,7 @@ enum MHD_Result api_token_create(struct api_req *r)
 					 role);
 	if (!tenant)
 		tenant = r->who.tenant;
-	if (!is_operator(r) && strcmp(tenant, r->who.tenant) != 0)
+	if (!api_is_operator(r) && strcmp(tenant, r->who.tenant) != 0)
 		return api_respond_error(
 			r, "forbidden", "a tenant admin may create tokens for its own tenant only");
 	if (tenancy_token_create(core_tenancy(r->srv->core), tenant, rl, name, &out, &err) < 0)
@@ -155,7 +155,7 @@ enum MHD_Result api_token_list(struct api_req *r)
 
 	if (deny_unless_admin(r, &ret))
 		return ret;
-	if (!is_operator(r))
+	if (!api_is_operator(r))
 		tenant = r->who.tenant;
 	if (tenancy_token_list(core_tenancy(r->srv->core), tenant, &list, &err) < 0)
 		return api_respond_err(r, err);
@@ -170,7 +170,7 @@ enum MHD_Result api_token_revoke(struct api_req *r)
 
 	if (deny_unless_admin(r, &ret))
 		return ret;
-	if (tenancy_token_revoke(core_tenancy(r->srv->core), is_operator(r) ? NULL : r->who.tenant,
+	if (tenancy_token_revoke(core_tenancy(r->srv->core), api_is_operator(r) ? NULL : r->who.tenant,
 				 id, &err) < 0)
 		return api_respond_err(r, err);
 	return api_respond_empty(r, 204);
@@ -266,7 +266,7 @@ enum MHD_Result api_tenant_get(struct api_req *r)
 	json_t *t;
 
 	/* A tenant sees itself; another tenant answers like a missing one. */
-	if (!is_operator(r) && strcmp(name, r->who.tenant) != 0)
+	if (!api_is_operator(r) && strcmp(name, r->who.tenant) != 0)
 		return api_respond_error(r, "not_found", "tenant `%.64s` not found", name);
 	t = tenant_object(r, name, &err);
 	return t ? api_respond_json(r, 200, t) : api_respond_err(r, err);

@@ -391,6 +391,8 @@ void api_procwatch_start(struct api_req *r, struct sandbox *s, const json_t *arg
 void api_audit_command(struct api_server *srv, const struct tenancy_principal *who,
 		       const char *sandbox, const json_t *argv, const char *user, long pid,
 		       const json_t *exit, uint64_t started_ms);
+/* True when r's principal is the operator (the admin of the `default` tenant). */
+bool api_is_operator(const struct api_req *r);
 /* True (after responding 403) when r's principal is not the operator (admin of default). */
 bool api_deny_unless_operator(struct api_req *r, enum MHD_Result *ret);
 
