@@ -41,11 +41,16 @@ state=$tmp/state
 sock=$state/isolad.sock
 ipid=
 rpid=
+bpid=
 names=()
 # Nothing may outlive the run: the pulled templates, isolad, the registry, the temp dir.
 cleanup() {
 	local n
 	set +e
+	if [ -n "$bpid" ]; then
+		kill "$bpid" 2>/dev/null
+		wait "$bpid" 2>/dev/null
+	fi
 	if [ -n "$ipid" ] && kill -0 "$ipid" 2>/dev/null; then
 		for n in "${names[@]}"; do
 			"$CLI" --socket "$sock" template rm "$n" >/dev/null 2>&1 || true
@@ -127,9 +132,10 @@ echo "# $(date -u +%Y-%m-%dT%H:%MZ) $(nproc) cores, kernel $(uname -r), load $lo
 	"$ROUNDS rounds, ${MIB} MiB layer ($lsz bytes) from docker-registry on $host" >&2
 for ((i = 1; i <= ROUNDS; i++)); do names+=("bench-pull-$$-$i"); done
 
-# The rounds; python3 only times what runs and formats the report.
+# The rounds; python3 only times what runs and formats the report. In the background and
+# waited for, so a TERM stops it (and the pull it runs) at once rather than after every round.
 SOCK="$sock" CLI="$CLI" REF="$ref" TMP="$tmp" LAYER_BYTES="$lsz" JSON="$JSON" LOAD0="$load0" \
-python3 - "${names[@]}" <<'EOF'
+python3 - "${names[@]}" <<'EOF' &
 import json, os, shutil, subprocess, sys, time, urllib.request
 
 env = os.environ
@@ -231,3 +237,5 @@ print(f"\nisola / skopeo throughput, {mib:.0f} MiB layer, {len(rounds)} rounds: 
       f"{d['min']:.2f}-{d['max']:.2f}x, whole pull {p['min']:.2f}-{p['max']:.2f}x "
       f"(target >= 0.8x); load {report['load_start']} -> {report['load_end']}")
 EOF
+bpid=$!
+wait "$bpid"
