@@ -232,13 +232,14 @@ static int check_alive(struct agent_conn *conn, int pid, struct isola_err **err)
 {
 	struct agent_chan *ch = NULL;
 	json_t *req = json_pack("{s:s, s:i, s:b}", "op", "attach", "pid", pid, "stdin", 0);
-	json_t *res = NULL, *procs;
+	json_t *ps = json_pack("{s:s}", "op", "ps"), *res = NULL, *procs;
 	char tail[TAIL_MAX] = "";
 	int code = -1, r;
 	size_t i;
 	json_t *p;
 
-	r = agent_call(conn, json_pack("{s:s}", "op", "ps"), CALL_MS, &res, err);
+	r = agent_call(conn, ps, CALL_MS, &res, err); /* borrows ps */
+	json_decref(ps);
 	if (r < 0) {
 		json_decref(req);
 		return r;
