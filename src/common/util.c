@@ -254,6 +254,17 @@ int util_random(void *buf, size_t n)
 	return 0;
 }
 
+int util_hexval(char c)
+{
+	if (c >= '0' && c <= '9')
+		return c - '0';
+	if (c >= 'a' && c <= 'f')
+		return c - 'a' + 10;
+	if (c >= 'A' && c <= 'F')
+		return c - 'A' + 10;
+	return -1;
+}
+
 const char *util_fmt_size(uint64_t bytes, char *buf, size_t len)
 {
 	static const char units[] = "KMGTP";

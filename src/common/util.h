@@ -84,6 +84,9 @@ int util_parse_duration(const char *s, uint64_t max, uint64_t *out);
 /* Parses "512M", "2G", "1024", "64k" into bytes. 0 or -EINVAL/-ERANGE. */
 int util_parse_size(const char *s, uint64_t *out);
 
+/* The value of one hex digit (either case), or -1 when c is not one. */
+int util_hexval(char c);
+
 /* Formats bytes the way util_parse_size reads them: 512M, 1.5G, 1.0T, 100K, 12B. Returns buf. */
 const char *util_fmt_size(uint64_t bytes, char *buf, size_t len);
 

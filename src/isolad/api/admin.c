@@ -170,8 +170,8 @@ enum MHD_Result api_token_revoke(struct api_req *r)
 
 	if (deny_unless_admin(r, &ret))
 		return ret;
-	if (tenancy_token_revoke(core_tenancy(r->srv->core), api_is_operator(r) ? NULL : r->who.tenant,
-				 id, &err) < 0)
+	if (tenancy_token_revoke(core_tenancy(r->srv->core),
+				 api_is_operator(r) ? NULL : r->who.tenant, id, &err) < 0)
 		return api_respond_err(r, err);
 	return api_respond_empty(r, 204);
 }

@@ -120,6 +120,16 @@ static int emit_line(struct api_stream *st, const char *p, size_t n)
 	return api_stream_event(st, j);
 }
 
+/* Ends the stream with an error event `name`: `value` (the execution is abandoned). */
+static int cut(struct exec_stream *es, struct api_stream *st, const char *name, const char *value)
+{
+	es->cut = true;
+	return api_stream_event(st, json_pack("{s:s, s:s, s:s, s:s}", "type", "error", "name", name,
+					      "value", value, "traceback", "")) < 0
+		       ? -1
+		       : 1;
+}
+
 static int exec_produce(struct api_stream *st, void *ud)
 {
 	struct exec_stream *es = ud;
@@ -132,25 +142,13 @@ static int exec_produce(struct api_stream *st, void *ud)
 	if (api_stream_peer_gone(st))
 		return -1; /* freeing the stream closes the tunnel: the service sees it */
 	if (es->deadline && util_now_ms() >= es->deadline) {
-		es->cut = true;
-		return api_stream_event(st, json_pack("{s:s, s:s, s:s, s:s}", "type", "error",
-						      "name", "TimeoutError", "value",
-						      "execution did not finish within the timeout",
-						      "traceback", "")) < 0
-			       ? -1
-			       : 1;
+		return cut(es, st, "TimeoutError", "execution did not finish within the timeout");
 	}
 	n = codeint_call_read(es->c, buf, sizeof(buf), CODE_POLL_MS, &err);
 	if (n == -ETIMEDOUT)
 		return 0;
 	if (n < 0) {
-		es->cut = true;
-		return api_stream_event(st, json_pack("{s:s, s:s, s:s, s:s}", "type", "error",
-						      "name", "ServiceError", "value",
-						      err && err->message ? err->message : "error",
-						      "traceback", "")) < 0
-			       ? -1
-			       : 1;
+		return cut(es, st, "ServiceError", err && err->message ? err->message : "error");
 	}
 	if (n == 0) {
 		if (es->line.len > es->line.off &&
@@ -178,13 +176,7 @@ static int exec_produce(struct api_stream *st, void *ud)
 		start = i + 1;
 	}
 	if (es->line.len - es->line.off > CODE_MAX_LINE) {
-		es->cut = true;
-		return api_stream_event(st, json_pack("{s:s, s:s, s:s, s:s}", "type", "error",
-						      "name", "ServiceError", "value",
-						      "a result passed the 16 MiB event cap",
-						      "traceback", "")) < 0
-			       ? -1
-			       : 1;
+		return cut(es, st, "ServiceError", "a result passed the 16 MiB event cap");
 	}
 	return 0;
 }

@@ -6,6 +6,8 @@
 #include <string.h>
 #include <strings.h>
 
+#include "../../common/util.h"
+
 /* Finds the end of the head ("\r\n\r\n" or "\n\n"): its length, or 0. */
 static size_t head_end(const char *buf, size_t len)
 {
@@ -125,17 +127,6 @@ int codeint_resp_head(const char *buf, size_t len, struct codeint_resp *r)
 	return 1;
 }
 
-static int hexval(char c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	return -1;
-}
-
 long codeint_resp_body(struct codeint_resp *r, const char *in, size_t n, char *out)
 {
 	size_t i = 0, o = 0;
@@ -159,7 +150,7 @@ long codeint_resp_body(struct codeint_resp *r, const char *in, size_t n, char *o
 
 		switch (r->chst) {
 		case CH_SIZE: {
-			int h = hexval(c);
+			int h = util_hexval(c);
 
 			if (h >= 0) {
 				if (++r->size_digits > 15)

@@ -516,17 +516,6 @@ out:
 
 /* --- list ------------------------------------------------------------------------------------ */
 
-static int hexval(char c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	return -1;
-}
-
 /* Percent-decodes s[0..n) into out (NUL-terminated); `plus` turns '+' into ' '. */
 static int pct_decode(const char *s, size_t n, bool plus, char *out, size_t cap)
 {
@@ -540,8 +529,8 @@ static int pct_decode(const char *s, size_t n, bool plus, char *out, size_t cap)
 
 			if (i + 2 >= n)
 				return -EINVAL;
-			h = hexval(s[i + 1]);
-			l = hexval(s[i + 2]);
+			h = util_hexval(s[i + 1]);
+			l = util_hexval(s[i + 2]);
 			if (h < 0 || l < 0)
 				return -EINVAL;
 			c = (char)(h << 4 | l);
@@ -626,7 +615,7 @@ static int token_parse(const char *t, long long *created_us, char *id, size_t id
 	if (l == 0 || l % 2 || l / 2 >= sizeof(raw))
 		return -EINVAL;
 	for (size_t i = 0; i < l / 2; i++) {
-		int h = hexval(t[2 * i]), lo = hexval(t[2 * i + 1]);
+		int h = util_hexval(t[2 * i]), lo = util_hexval(t[2 * i + 1]);
 
 		if (h < 0 || lo < 0)
 			return -EINVAL;
