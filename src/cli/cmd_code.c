@@ -12,6 +12,7 @@
 #include "cli.h"
 #include "client.h"
 #include "output.h"
+#include "mcp/text.h"
 #include "parse.h"
 
 #define CODE_MAX (1u << 20) /* bytes of code, the API's JSON body cap */
@@ -136,7 +137,15 @@ static int on_event(void *ud, json_t *ev, struct isola_err **err)
 		const char *tb = json_string_value(json_object_get(ev, "traceback"));
 
 		fflush(stdout);
-		if (tb && *tb)
+		if (tb && *tb && !isatty(STDERR_FILENO)) {
+			/* IPython colours its tracebacks: plain text when not on a terminal */
+			char *plain = strdup(tb);
+
+			if (plain)
+				mcp_strip_ansi(plain);
+			fprintf(stderr, "%s\n", plain ? plain : tb);
+			free(plain);
+		} else if (tb && *tb)
 			fprintf(stderr, "%s\n", tb);
 		else
 			fprintf(stderr, "%s: %s\n",

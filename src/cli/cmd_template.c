@@ -444,7 +444,10 @@ static int tmpl_pull(struct cli *cli, int argc, char **argv)
 		return cli_usage_err(cli, "expected REF and an optional NAME");
 	if (imageref_parse(argv[optind], &ref) < 0)
 		return cli_usage_err(
-			cli, "not an image reference: [registry/]repository[:tag][@sha256:hex]");
+			cli,
+			"`%.200s` is not an image reference "
+			"([registry/]repository[:tag][@sha256:hex], lower-case repository)",
+			argv[optind]);
 	if (pw_stdin && !user[0])
 		return cli_usage_err(cli, "--password-stdin needs --username");
 	if (pw_stdin && read_password(pass, sizeof(pass)) < 0) {
