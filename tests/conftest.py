@@ -155,6 +155,11 @@ class Isolad:
         self.wrap = [str(a) for a in wrap]
         self.extra_env = dict(extra_env or {})
         self.extra_args = [str(a) for a in extra_args]
+        # Concurrent pytest sessions (scripts/test.sh runs two) give their isolads disjoint
+        # host uid ranges, so a test judging "processes in this sandbox's uid range" never
+        # sees the other session's sandboxes.
+        if os.environ.get("ISOLA_TEST_UID_BASE") and "--uid-base" not in self.extra_args:
+            self.extra_args += ["--uid-base", os.environ["ISOLA_TEST_UID_BASE"]]
         self.tty = tty
         self.pty_master = None
         self.pty_name = None

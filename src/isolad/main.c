@@ -34,7 +34,7 @@ static void usage(FILE *f)
 		   "              [--audit-segment-records N] [--audit-seal-interval SECONDS]\n"
 		   "              [--audit-retention SECONDS] [--cpu-overcommit X]\n"
 		   "              [--memory-overcommit X] [--accel auto|kvm|tcg]\n"
-		   "              [--snapshot-dir DIR] [--tombstone-ttl DURATION]\n"
+		   "              [--snapshot-dir DIR] [--tombstone-ttl DURATION] [--uid-base N]\n"
 		   "              [--socket-group GROUP] [--console on|off]\n"
 		   "              [--expose-listen HOST:PORT] [--expose-domain DOMAIN]\n"
 		   "              [--expose-max-conns N] [--pool TEMPLATE:TIER:N]...\n" NET_USAGE);
@@ -103,6 +103,7 @@ int main(int argc, char **argv)
 		{"snapshot-dir", required_argument, NULL, 1007},
 		{"tombstone-ttl", required_argument, NULL, 1008},
 		{"socket-group", required_argument, NULL, 1009},
+		{"uid-base", required_argument, NULL, 1010},
 		{"expose-listen", required_argument, NULL, 1101},
 		{"expose-domain", required_argument, NULL, 1102},
 		{"expose-max-conns", required_argument, NULL, 1103},
@@ -258,6 +259,25 @@ int main(int argc, char **argv)
 			}
 			snprintf(cfg.snapshot_dir, sizeof(cfg.snapshot_dir), "%s", optarg);
 			break;
+		case 1010: { /* host uid ranges (docs/process-tier.md "Host uid ranges") */
+			char *end;
+			unsigned long long v;
+
+			errno = 0;
+			v = strtoull(optarg, &end, 10);
+			if (errno || end == optarg || *end || optarg[0] == '-' ||
+			    !core_uid_base_valid(v)) {
+				fprintf(stderr,
+					"isolad: --uid-base `%s` must be a multiple of 65536 from %u "
+					"to %llu (each isolad on a host needs its own %llu host uids)\n",
+					optarg, CORE_UID_BASE_MIN,
+					(unsigned long long)UINT32_MAX - CORE_UID_SPAN - 65535,
+					(unsigned long long)CORE_UID_SPAN);
+				return 2;
+			}
+			cfg.uid_base = (uint32_t)v;
+			break;
+		}
 		case 1101: /* port exposure (docs/network.md "Port exposure") */
 			xcfg.listen_addr = optarg;
 			break;

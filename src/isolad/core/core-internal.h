@@ -11,7 +11,6 @@
 #include "lifecycle.h"
 
 #define CORE_MAX_SANDBOXES  4096     /* uid slots; also the hard cap on live sandboxes */
-#define CORE_UID_BASE	    1048576u /* first host uid handed to sandboxes (above subuid ranges) */
 #define CORE_MAX_TOMBSTONES 10000    /* records of ended sandboxes kept (newest first) */
 
 /*
@@ -97,6 +96,7 @@ struct core {
 	int monitor_running;			 /* 1 while the thread runs */
 	int stop_fd;				 /* eventfd that stops the monitor */
 	int lock_fd; /* flock on <state>/isolad.lock: one isolad per state dir */
+	uint32_t uid_base; /* host uid of slot 0's id 0 (core_config.uid_base, checked) */
 	struct core_reservation *pending; /* admitted creates not yet in the list (under lock) */
 	struct tenancy *tenancy;	  /* tenants, tokens, rate buckets */
 	struct audit *audit;		  /* the audit trail */

@@ -37,6 +37,7 @@ void core_config_defaults(struct core_config *cfg)
 	cfg->default_ttl_s = 0;
 	cfg->max_ttl_s = 7 * 24 * 3600;
 	cfg->tombstone_ttl_s = 24 * 3600;
+	cfg->uid_base = CORE_UID_BASE_MIN;
 	/* CPU is time-shared, so limits may add up past the host; memory is not: a sandbox
 	 * admitted past RAM would be OOM-killed later instead of refused now. */
 	cfg->cpu_overcommit = 32.0; /* CPU limits are caps, not reservations */
@@ -117,6 +118,50 @@ static int core_lock_state_dir(struct core *c, struct isola_err **err)
 	return 0;
 }
 
+int core_uid_base_valid(uint64_t base)
+{
+	return base >= CORE_UID_BASE_MIN && base % 65536u == 0 &&
+	       base + CORE_UID_SPAN <= (uint64_t)UINT32_MAX; /* (uid_t)-1 is never a uid */
+}
+
+/*
+ * Adopts cfg.uid_base, recorded in the store's meta table: the host uids of a state dir's
+ * sandboxes (live, hibernated or orphaned by a crash) follow from it, so it changes only
+ * while the state dir holds no sandbox.
+ */
+static int core_uid_base_adopt(struct core *c, struct isola_err **err)
+{
+	cleanup_free char *was = NULL;
+	struct store_sandbox *rows = NULL;
+	char now[16];
+	size_t n = 0;
+	int r;
+
+	if (!core_uid_base_valid(c->cfg.uid_base))
+		return isola_err_set(err, EINVAL, "invalid", "uid base %u is not a usable range start",
+				     c->cfg.uid_base);
+	snprintf(now, sizeof(now), "%u", c->cfg.uid_base);
+	r = store_meta_get(c->store, "uid_base", &was, err);
+	if (r < 0)
+		return r;
+	if (was && strcmp(was, now) != 0) {
+		r = store_sandbox_list(c->store, &rows, &n, err);
+		if (r < 0)
+			return r;
+		for (size_t i = 0; i < n; i++)
+			store_sandbox_fini(&rows[i]);
+		free(rows);
+		if (n > 0)
+			return isola_err_set(err, EBUSY, "conflict",
+					     "state dir `%s` holds %zu sandbox(es) whose processes run "
+					     "as host uids from %s; start isolad with --uid-base %s, or "
+					     "destroy them first",
+					     c->cfg.state_dir, n, was, was);
+	}
+	c->uid_base = c->cfg.uid_base;
+	return was && strcmp(was, now) == 0 ? 0 : store_meta_set(c->store, "uid_base", now, err);
+}
+
 int core_new(const struct core_config *cfg, struct core **out, struct isola_err **err)
 {
 	struct core *c = calloc(1, sizeof(*c));
@@ -165,6 +210,9 @@ int core_new(const struct core_config *cfg, struct core **out, struct isola_err 
 		goto fail;
 	snprintf(path, sizeof(path), "%s/isola.db", cfg->state_dir);
 	r = store_open(path, &c->store, err);
+	if (r < 0)
+		goto fail;
+	r = core_uid_base_adopt(c, err);
 	if (r < 0)
 		goto fail;
 	r = tenancy_new(c->store, &c->tenancy, err);
@@ -660,7 +708,7 @@ int core_sandbox_start(struct core *c, struct sandbox *s, uint32_t ttl_s, const 
 	if (s->uid_slot < 0)
 		return isola_err_set(err, EAGAIN, "unavailable", "host is full: %d sandboxes",
 				     CORE_MAX_SANDBOXES);
-	s->spec.uid_base = CORE_UID_BASE + (uint32_t)s->uid_slot * 65536u;
+	s->spec.uid_base = c->uid_base + (uint32_t)s->uid_slot * 65536u;
 	s->created_at = util_wall_time();
 	s->last_active = s->created_at;
 	{

@@ -31,9 +31,20 @@ struct core_config {
 	uint64_t audit_retention_s;	/* audit: drop sealed segments older (0 = keep) */
 	char snapshot_dir[512];	  /* snapshots and hibernation images, "" = <state>/snapshots */
 	uint32_t tombstone_ttl_s; /* keep records of ended sandboxes this long (0 = none) */
+	uint32_t uid_base;	  /* first host uid of sandbox slot 0 (core_uid_base_valid) */
 };
 
 void core_config_defaults(struct core_config *cfg);
+
+/*
+ * 1 if `base` can be a core_config.uid_base: a multiple of 65536, at least CORE_UID_BASE_MIN
+ * (above the subordinate ranges /etc/subuid hands out) and low enough that every slot's
+ * 65536 ids stay below (uid_t)-1. Several isolads on one host need disjoint ranges of
+ * CORE_UID_SPAN ids each (docs/process-tier.md "Host uid ranges").
+ */
+#define CORE_UID_BASE_MIN 1048576u
+#define CORE_UID_SPAN	  (4096ull * 65536ull) /* CORE_MAX_SANDBOXES slots of 65536 ids */
+int core_uid_base_valid(uint64_t base);
 
 /* A validated create request (the API fills it; borrowed for the call). */
 struct sandbox_request {

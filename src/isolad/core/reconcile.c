@@ -32,7 +32,7 @@ static struct sandbox *sandbox_from_row(struct core *c, const struct store_sandb
 	if (core_sandbox_dir(c, row->id, s->spec.dir, sizeof(s->spec.dir)) < 0)
 		log_warn("sandbox %s: state dir path too long", row->id);
 	s->uid_slot = row->uid_slot;
-	s->spec.uid_base = CORE_UID_BASE + (uint32_t)row->uid_slot * 65536u;
+	s->spec.uid_base = c->uid_base + (uint32_t)row->uid_slot * 65536u;
 	s->created_at = row->created_at;
 	s->expires_at = row->expires_at;
 	s->last_active = util_wall_time();
