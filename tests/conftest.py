@@ -67,6 +67,10 @@ def pytest_configure(config):
     config.addinivalue_line("markers", "process_only(reason): the subject is process-tier only")
     config.addinivalue_line("markers", "fresh_sandbox: the `sandbox` fixture is never shared")
     config.addinivalue_line("markers", "needs_microvm: skipped outside CI without QEMU/kernel")
+    config.addinivalue_line("markers", "host_exclusive: judges host-wide state (every isola "
+                            "cgroup or agent on the host, the host's routing rules), so no other "
+                            "isolad may work meanwhile: scripts/test.sh runs these alone, after "
+                            "its two concurrent sessions")
 
 
 def pytest_sessionfinish(session, exitstatus):
@@ -139,6 +143,14 @@ def sanitizer_report(text):
     return None
 
 
+# Concurrent pytest sessions (scripts/test.sh runs two) give their isolads disjoint host uid
+# ranges (docs/process-tier.md "Host uid ranges"), so a test judging "processes in this
+# sandbox's uid range" never sees the other session's sandboxes. Every isolad a test starts
+# gets these arguments.
+UID_BASE_ARGS = (["--uid-base", os.environ["ISOLA_TEST_UID_BASE"]]
+                 if os.environ.get("ISOLA_TEST_UID_BASE") else [])
+
+
 class Isolad:
     """A real isolad process on a private state dir, socket and TCP port."""
 
@@ -155,11 +167,8 @@ class Isolad:
         self.wrap = [str(a) for a in wrap]
         self.extra_env = dict(extra_env or {})
         self.extra_args = [str(a) for a in extra_args]
-        # Concurrent pytest sessions (scripts/test.sh runs two) give their isolads disjoint
-        # host uid ranges, so a test judging "processes in this sandbox's uid range" never
-        # sees the other session's sandboxes.
-        if os.environ.get("ISOLA_TEST_UID_BASE") and "--uid-base" not in self.extra_args:
-            self.extra_args += ["--uid-base", os.environ["ISOLA_TEST_UID_BASE"]]
+        if "--uid-base" not in self.extra_args:
+            self.extra_args += UID_BASE_ARGS
         self.tty = tty
         self.pty_master = None
         self.pty_name = None

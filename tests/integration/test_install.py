@@ -131,7 +131,8 @@ def test_socket_group_member_may_use_isolad(staged, group_users):
     log = open(state / "isolad.log", "wb")
     # The installed isolad, without --agent: it must find the installed agent by itself.
     d = subprocess.Popen([str(p / "bin/isolad"), "--state-dir", str(state), "--socket", str(sock),
-                          "--socket-group", group], stdout=log, stderr=log,
+                          "--socket-group", group] + ROOT_CONFTEST.UID_BASE_ARGS,
+                         stdout=log, stderr=log,
                          start_new_session=True)
     try:
         ic.wait_for(lambda: sock.exists() or d.poll() is not None, 60, what="isolad's socket")

@@ -173,6 +173,7 @@ def test_sandbox_lost_while_isolad_down(api, isolad, make_sandbox, tier):
     assert_nothing_left(isolad, sid, fp, mounts_before)
 
 
+@pytest.mark.host_exclusive  # every isola cgroup on the host
 def test_destroy_leaves_nothing(api, isolad, make_sandbox, tier):
     mounts_before = len(ic.mounts_referencing(isolad.state_dir))
     cgroups_before = ic.cgroup_dirs()
@@ -223,6 +224,7 @@ def test_destroy_while_exec_streams(api, isolad, make_sandbox):
     assert api.request("GET", "/v1/health").status == 200
 
 
+@pytest.mark.host_exclusive  # every isola cgroup on the host
 def test_many_sandboxes_create_destroy(api, isolad, make_sandbox, tier):
     """A burst of creates and destroys leaves the daemon consistent and the host clean."""
     cgroups_before = ic.cgroup_dirs()

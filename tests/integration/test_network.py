@@ -15,6 +15,10 @@ import netlab
 from netlab import WEB, OTHER, run_client, net_info, set_policy
 from netlab import lab, nd, c, mk  # noqa: F401 (the module's fixtures, shared with the boundary tests)
 
+# netlab routes the metadata and private addresses to its namespace by rules every lab
+# adds at the same preference: two labs at once would catch each other's traffic.
+pytestmark = pytest.mark.host_exclusive
+
 
 def test_sandbox_gets_a_veth_and_loopback(c, mk):
     sid = mk()

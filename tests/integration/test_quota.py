@@ -100,6 +100,7 @@ def agent_pids():
     return pids
 
 
+@pytest.mark.host_exclusive  # every isola-agent process on the host
 def test_burst_of_200_concurrent_creates(isolad, tenant):
     limit = 6
     t = tenant(max_sandboxes=limit, create_rate=20, create_burst=40)

@@ -137,6 +137,7 @@ BAD_CREATES = [
 ]
 
 
+@pytest.mark.host_exclusive  # every isola cgroup on the host
 @pytest.mark.parametrize("desc,body,status,code,words", BAD_CREATES,
                          ids=[c[0] for c in BAD_CREATES])
 def test_create_rejects_bad_input(api, isolad, desc, body, status, code, words):

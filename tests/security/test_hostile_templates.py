@@ -81,6 +81,7 @@ def daemon(request, isolad, isolad_walk):
     return request.param, (isolad if request.param == "openat2" else isolad_walk)
 
 
+@pytest.mark.host_exclusive  # every isola cgroup on the host
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_hostile_template(daemon, images, module_canary, case):
     mode, d = daemon

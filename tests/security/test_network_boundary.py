@@ -17,6 +17,10 @@ import netlab
 from netlab import WEB, OTHER, METADATA, PRIVATE, HOST_ADDR, run_client, net_info
 from netlab import lab, nd, c, mk  # noqa: F401 (the module's fixtures, shared with test_network)
 
+# netlab routes the metadata and private addresses to its namespace by rules every lab
+# adds at the same preference: two labs at once would catch each other's traffic.
+pytestmark = pytest.mark.host_exclusive
+
 
 @pytest.fixture
 def host_sink():
