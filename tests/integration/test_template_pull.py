@@ -1,6 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """`isola template pull` and POST /v1/templates/pull against Debian's docker-registry run on a
-loopback port (plain HTTP, TLS with a self-signed certificate, htpasswd basic auth), with images
+loopback port (plain HTTP, TLS with a self-signed certificate, htpasswd basic auth, a token
+server issuing RS256 JWTs), with images
 put there by skopeo from an OCI layout this test writes (a static binary and a few files);
 rootfs tarball import and the CLI's refusal of what is no tar before the upload; template ls
 and inspect."""
@@ -47,7 +48,8 @@ def wait_port(port, proc, log, scheme="http"):
 class Registry:
     """One docker-registry process with its own config and storage in a temp dir."""
 
-    def __init__(self, root, tls=False, htpasswd=None):
+    def __init__(self, root, tls=False, htpasswd=None, auth=()):
+        """auth: config lines of an `auth:` section of the caller's (e.g. token)."""
         self.root = root
         root.mkdir(parents=True, exist_ok=True)
         self.port = free_port()
@@ -75,6 +77,8 @@ class Registry:
             subprocess.run(["htpasswd", "-Bbc", str(hp), user, pw], check=True,
                            capture_output=True)
             cfg += ["auth:", "  htpasswd:", "    realm: isola-test", f"    path: {hp}"]
+        if auth:
+            cfg += ["auth:"] + list(auth)
         (root / "config.yml").write_text("\n".join(cfg) + "\n")
         self.log = root / "registry.log"
         self.proc = subprocess.Popen(["docker-registry", "serve", str(root / "config.yml")],
@@ -335,6 +339,127 @@ def test_pull_basic_auth_and_docker_config(cli, tmp_path, layout):
             assert cli("template", "rm", n).returncode == 0
     finally:
         reg.stop()
+
+
+def b64url(b):
+    return base64.urlsafe_b64encode(b).rstrip(b"=").decode()
+
+
+class TokenServer:
+    """A registry token server (the distribution token spec, the handshake docker and skopeo
+    speak): GET /token?service=&scope= with HTTP Basic credentials answers a JWT signed RS256
+    with a self-signed certificate the registry trusts (x5c header). Logs every request."""
+
+    SERVICE = "isola-test-registry"
+    ISSUER = "isola-test-issuer"
+
+    def __init__(self, root, users):
+        import http.server
+        import threading
+        self.users = users
+        self.requests = []  # (scope list, user or None, status)
+        self.key, self.cert = root / "token-key.pem", root / "token-cert.pem"
+        subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes",
+                        "-keyout", str(self.key), "-out", str(self.cert), "-days", "2",
+                        "-subj", "/CN=isola-test-token"],
+                       check=True, capture_output=True, timeout=60)
+        der = subprocess.run(["openssl", "x509", "-in", str(self.cert), "-outform", "DER"],
+                             check=True, capture_output=True).stdout
+        self.x5c = base64.b64encode(der).decode()
+        srv = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def log_message(self, *a):
+                pass
+
+            def do_GET(self):
+                import urllib.parse
+                u = urllib.parse.urlparse(self.path)
+                q = urllib.parse.parse_qs(u.query)
+                user = None
+                h = self.headers.get("Authorization", "")
+                if h.startswith("Basic "):
+                    name, _, pw = base64.b64decode(h[6:]).decode().partition(":")
+                    if srv.users.get(name) != pw:
+                        srv.requests.append((q.get("scope", []), name, 401))
+                        self.send_response(401)
+                        self.end_headers()
+                        return
+                    user = name
+                scopes = q.get("scope", [])
+                access = []
+                for sc in scopes:
+                    kind, name, actions = sc.split(":")
+                    # anonymous callers get nothing; known users what they ask
+                    access.append({"type": kind, "name": name,
+                                   "actions": actions.split(",") if user else []})
+                tok = srv.sign({"iss": srv.ISSUER, "sub": user or "", "aud": q["service"][0],
+                                "exp": int(time.time()) + 300, "nbf": int(time.time()) - 10,
+                                "iat": int(time.time()), "jti": uuid.uuid4().hex,
+                                "access": access})
+                srv.requests.append((scopes, user, 200))
+                body = json.dumps({"token": tok, "expires_in": 300}).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.port = self.httpd.server_address[1]
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+        self.thread.start()
+
+    def sign(self, claims):
+        head = b64url(json.dumps({"typ": "JWT", "alg": "RS256", "x5c": [self.x5c]}).encode())
+        body = b64url(json.dumps(claims).encode())
+        sig = subprocess.run(["openssl", "dgst", "-sha256", "-sign", str(self.key)],
+                             input=f"{head}.{body}".encode(), check=True,
+                             capture_output=True).stdout
+        return f"{head}.{body}.{b64url(sig)}"
+
+    def registry_auth(self):
+        return ["  token:", f"    realm: http://127.0.0.1:{self.port}/token",
+                f"    service: {self.SERVICE}", f"    issuer: {self.ISSUER}",
+                f"    rootcertbundle: {self.cert}"]
+
+    def stop(self):
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+def test_pull_token_auth_handshake(cli, api, make_sandbox, tmp_path, layout):
+    """A registry behind a token server: the pull answers the Bearer challenge by asking the
+    realm for a pull token on this repository alone (credentials by Basic auth), and uses it."""
+    ts = TokenServer(tmp_path, {"bob": "t0ken-pw"})
+    reg = Registry(tmp_path / "tok", auth=ts.registry_auth())
+    try:
+        reg.push(layout, "tools/hello:1", creds=("bob", "t0ken-pw"))
+        ref = f"{reg.host}/tools/hello:1"
+        assert any(u == "bob" and st == 200 for _, u, st in ts.requests), ts.requests
+        ts.requests.clear()
+        # no credentials: the anonymous token grants nothing, the registry refuses
+        cp, events = pull(cli, "--plain-http", ref, "toknone", ok=False)
+        assert cp.returncode != 0, events
+        assert [sc for sc, u, _ in ts.requests if u is None], ts.requests
+        ts.requests.clear()
+        cp = cli("template", "pull", "--plain-http", "--username", "bob",
+                 "--password-stdin", ref, "tokwrong", input="nope\n", json=True)
+        assert cp.returncode != 0 and "refused the credentials" in cp.stdout, cp.stdout
+        ts.requests.clear()
+        cp = cli("template", "pull", "--plain-http", "--username", "bob",
+                 "--password-stdin", ref, "tokok", input="t0ken-pw\n", json=True)
+        assert cp.returncode == 0, (cp.stdout, cp.stderr)
+        # only ever a pull scope on this repository, with the user's credentials
+        assert ts.requests and all(sc == ["repository:tools/hello:pull"] and u == "bob"
+                                   for sc, u, _ in ts.requests), ts.requests
+        check_runs(api, make_sandbox, "tokok")
+        assert cli("template", "rm", "tokok").returncode == 0
+        names = [t["name"] for t in api.get_json("/v1/templates")["templates"]]
+        assert "toknone" not in names and "tokwrong" not in names, names
+    finally:
+        reg.stop()
+        ts.stop()
 
 
 def test_import_rootfs_tarball(cli, api, make_sandbox, layout, tmp_path):

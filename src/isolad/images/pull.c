@@ -280,9 +280,10 @@ static int authenticate(struct pull *p, const char *www_auth, struct isola_err *
 	if (!strcasecmp(scheme, "Bearer")) {
 		char want[512];
 
-		/* Our own scope: a hostile challenge cannot widen what we ask for. */
+		/* Our own scope, whatever the challenge names: a hostile challenge cannot widen
+		 * what the caller's credentials are asked to grant (push, another repository). */
 		snprintf(want, sizeof(want), "repository:%s:pull", p->ref.repo);
-		return fetch_token(p, realm, service, scope[0] ? scope : want, err);
+		return fetch_token(p, realm, service, want, err);
 	}
 	if (!strcasecmp(scheme, "Basic")) {
 		char cred[1024], b64[1400];
