@@ -319,3 +319,49 @@ def test_host_form_keepalive_drops_the_token_header(xd, pair):
             clean(seen, a, [ta])
     finally:
         c.close()
+
+
+UPGRADE = "Upgrade: websocket\r\nConnection: Upgrade\r\n"
+
+
+@pytest.mark.parametrize("pipelined", [False, True])
+def test_declined_upgrade_then_another_request_never_passes_unchecked(xd, pair, pipelined):
+    """The server inside answers an Upgrade with 200 and keeps the connection (python's
+    http.server ignores Upgrade): the relay must not turn opaque, or B's request (and B's
+    token) would ride the connection into sandbox A unchecked."""
+    (a, ta), (b, tb) = pair
+    marker = f"ka-declined-{int(pipelined)}"
+    first = path_req(a, f"/{marker}-a", ta, extra=UPGRADE)
+    second = path_req(b, f"/{marker}-b", tb, how="cookie")
+    c = Conn(xd)
+    try:
+        if pipelined:
+            c.send(first + second)  # bytes before the server's answer never pass
+        else:
+            c.send(first)
+        st, seen = c.response()
+        assert st == 200 and f"/{marker}-a" in seen, seen
+        if not pipelined:
+            c.send(second)
+        assert c.closed(), "the listener answered a request sent after a declined Upgrade"
+    finally:
+        c.close()
+    time.sleep(0.3)
+    log_a = inside_log(xd, a, "ka.log")
+    assert f"/{marker}-a" in log_a
+    assert f"{marker}-b" not in log_a, "B's request was delivered into sandbox A"
+    assert tb not in log_a and ta not in log_a, "a token reached sandbox A"
+
+
+def test_upgrade_on_a_later_request_is_not_forwarded(xd, pair):
+    (a, ta), _ = pair
+    c = Conn(xd)
+    try:
+        c.send(path_req(a, "/ka-up-first", ta))
+        assert c.response()[0] == 200
+        c.send(path_req(a, "/ka-up-later", ta, extra=UPGRADE))
+        assert c.closed(), "an Upgrade on a reused connection was forwarded"
+    finally:
+        c.close()
+    time.sleep(0.3)
+    assert "ka-up-later" not in inside_log(xd, a, "ka.log")

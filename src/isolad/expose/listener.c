@@ -31,8 +31,12 @@
  * (xhttp_stream): EVERY request head on a keep-alive connection is parsed, must name the
  * connection's sandbox and port and carry its token, and is rewritten (prefix and token
  * removed); bodies (Content-Length, chunked) stream through untouched, unbuffered. A request
- * that does not pass ends the connection without reaching the sandbox. After a request with
- * an Upgrade header the bytes are opaque both ways (WebSocket). Responses are not parsed.
+ * that does not pass ends the connection without reaching the sandbox. An Upgrade is
+ * honoured only as a connection's first request (browsers open a fresh connection for every
+ * WebSocket); its bytes become opaque both ways only once the server inside answered 101
+ * (the first bytes of the response, the only ones parsed): a server that declines the
+ * upgrade and keeps the connection gets no further client byte, since the relay would not
+ * know where its next request begins — the connection ends instead.
  *
  * The listener never reaches the sandbox over a network: the agent inside connects to the
  * port on the sandbox's own loopback (src/agent/tunnel.c), so a sandbox with no network at
@@ -199,12 +203,82 @@ static void login_redirect(struct xconn *xc, const char *buf, const struct xhttp
 	respond(xc->fd, 302, "redirect", extra, "signed in; continue at %s", loc);
 }
 
+enum upgrade { UPGRADE_NONE, UPGRADE_PENDING, UPGRADE_ACCEPTED, UPGRADE_DECLINED };
+
+#define STATUS_101_LEN 12 /* "HTTP/1.1 101" */
+
 struct relay {
 	struct xconn *xc;	   /* connection */
 	struct agent_chan *ch;	   /* tunnel channel */
 	struct xhttp_stream *strm; /* request framing of the client's bytes */
 	char *head2;		   /* rewritten head (2 * XHTTP_MAX_HEAD bytes) */
+	pthread_mutex_t lock;	   /* protects upgrade, status, nstatus */
+	pthread_cond_t cond;	   /* upgrade left UPGRADE_PENDING */
+	enum upgrade upgrade;	   /* the first request asked for an Upgrade: the verdict */
+	char status[STATUS_101_LEN]; /* the response's first bytes while pending */
+	size_t nstatus;
+	bool early;		   /* feeding the bytes read with the first head */
 };
+
+/* Records the verdict on a pending Upgrade and wakes the upload thread. */
+static void upgrade_verdict(struct relay *rl, enum upgrade v)
+{
+	pthread_mutex_lock(&rl->lock);
+	if (rl->upgrade == UPGRADE_PENDING) {
+		rl->upgrade = v;
+		pthread_cond_broadcast(&rl->cond);
+	}
+	pthread_mutex_unlock(&rl->lock);
+}
+
+/* Sandbox -> client bytes while an Upgrade is pending: its verdict from the status line. */
+static void upgrade_watch(struct relay *rl, const char *p, size_t n)
+{
+	size_t take;
+	bool ok;
+
+	pthread_mutex_lock(&rl->lock);
+	if (rl->upgrade != UPGRADE_PENDING) {
+		pthread_mutex_unlock(&rl->lock);
+		return;
+	}
+	take = n < STATUS_101_LEN - rl->nstatus ? n : STATUS_101_LEN - rl->nstatus;
+	memcpy(rl->status + rl->nstatus, p, take);
+	rl->nstatus += take;
+	pthread_mutex_unlock(&rl->lock);
+	if (rl->nstatus < STATUS_101_LEN)
+		return;
+	/* UNTRUSTED: the server's status line; only "101" opens the opaque relay */
+	ok = (memcmp(rl->status, "HTTP/1.1 101", STATUS_101_LEN) == 0 ||
+	      memcmp(rl->status, "HTTP/1.0 101", STATUS_101_LEN) == 0);
+	upgrade_verdict(rl, ok ? UPGRADE_ACCEPTED : UPGRADE_DECLINED);
+}
+
+/* 0 once the pending Upgrade was accepted; -EPERM when declined or the connection ends. */
+static int upgrade_wait(struct relay *rl)
+{
+	int r;
+
+	pthread_mutex_lock(&rl->lock);
+	while (rl->upgrade == UPGRADE_PENDING && !rl->early && !atomic_load(&rl->xc->done)) {
+		struct timespec ts;
+
+		clock_gettime(CLOCK_REALTIME, &ts);
+		ts.tv_nsec += 100 * 1000000L;
+		if (ts.tv_nsec >= 1000000000L) {
+			ts.tv_sec++;
+			ts.tv_nsec -= 1000000000L;
+		}
+		pthread_cond_timedwait(&rl->cond, &rl->lock, &ts);
+	}
+	r = rl->upgrade == UPGRADE_ACCEPTED ? 0 : -EPERM;
+	pthread_mutex_unlock(&rl->lock);
+	if (r < 0)
+		log_debug("exposure: sandbox `%s` port %d: client bytes after an Upgrade the server "
+			  "did not accept (or before its answer); connection closed",
+			  rl->xc->id, rl->xc->port);
+	return r;
+}
 
 /*
  * A later request head on the connection (xhttp_stream's head callback): it must name the
@@ -222,7 +296,8 @@ static int relay_head(void *ctx, const char *buf, const struct xhttp_head *h)
 	bool is_public = false, ok;
 	long n;
 
-	ok = xhttp_route(buf, h, xc->x->domain, &rt) == 0 && strcmp(rt.id, xc->id) == 0 &&
+	ok = !xhttp_head_has(buf, h, "Upgrade") && /* only as the first request (see top) */
+	     xhttp_route(buf, h, xc->x->domain, &rt) == 0 && strcmp(rt.id, xc->id) == 0 &&
 	     rt.port == xc->port &&
 	     expose_registry_lookup(xc->x, rt.id, rt.port, &is_public, token) == 0 &&
 	     (is_public || token_ok(buf, &rt, token));
@@ -245,6 +320,8 @@ static int relay_body(void *ctx, const char *p, size_t n)
 {
 	struct relay *rl = ctx;
 
+	if (rl->upgrade != UPGRADE_NONE && upgrade_wait(rl) < 0)
+		return -EPERM;
 	if (atomic_load(&rl->xc->done) || agent_chan_send_data(rl->ch, p, n, NULL) < 0)
 		return -EIO;
 	__atomic_fetch_add(&rl->xc->st->bytes_in, (uint64_t)n, __ATOMIC_RELAXED);
@@ -294,7 +371,7 @@ static void *upload_main(void *arg)
 /* Sandbox -> client until the tunnel ends. Returns when the agent's final frame arrived or
  * the agent connection died. (An open tunnel is an open agent channel, which idle detection
  * already counts as activity: a quiet WebSocket does not let the sandbox be paused.) */
-static void download(struct xconn *xc, struct agent_chan *ch)
+static void download(struct xconn *xc, struct agent_chan *ch, struct relay *rl)
 {
 	bool close_sent = false, client_ok = true;
 
@@ -315,9 +392,11 @@ static void download(struct xconn *xc, struct agent_chan *ch)
 			continue;
 		}
 		if (r < 0)
-			return;
+			break;
 		switch (m.type) {
 		case PROTO_STDOUT:
+			if (rl)
+				upgrade_watch(rl, (const char *)m.data, m.len);
 			if (util_write_all(xc->fd, m.data, m.len) < 0)
 				client_ok = false; /* close at the next turn; keep draining */
 			else
@@ -333,12 +412,15 @@ static void download(struct xconn *xc, struct agent_chan *ch)
 		case PROTO_EXIT:
 		case PROTO_CLOSE:
 			agent_msg_fini(&m);
-			return;
+			goto out;
 		default:
 			break;
 		}
 		agent_msg_fini(&m);
 	}
+out:
+	if (rl)
+		upgrade_verdict(rl, UPGRADE_DECLINED); /* the tunnel ended before a 101 */
 }
 
 /* Opens the tunnel: 0, or responds (409/502/503) and returns -1. */
@@ -440,7 +522,7 @@ static void serve(struct xconn *xc, char *buf, size_t len, const struct xhttp_he
 	struct sandbox *s = NULL;
 	struct agent_chan *ch = NULL;
 	cleanup_err struct isola_err *err = NULL;
-	bool is_public = false;
+	bool is_public = false, relay_ready = false;
 	struct relay rl;
 	pthread_t up;
 	long n;
@@ -488,7 +570,11 @@ static void serve(struct xconn *xc, char *buf, size_t len, const struct xhttp_he
 		goto out;
 	head2 = malloc(2 * XHTTP_MAX_HEAD);
 	n = head2 ? xhttp_rewrite(buf, h, &rt, head2, 2 * XHTTP_MAX_HEAD) : -ENOMEM;
-	rl = (struct relay){.xc = xc, .ch = ch, .strm = strm, .head2 = head2};
+	rl = (struct relay){.xc = xc, .ch = ch, .strm = strm, .head2 = head2, .early = true,
+			    .upgrade = strm->body.st == XHTTP_B_RAW ? UPGRADE_PENDING : UPGRADE_NONE};
+	pthread_mutex_init(&rl.lock, NULL);
+	pthread_cond_init(&rl.cond, NULL);
+	relay_ready = true;
 	if (n < 0 || agent_chan_send_data(ch, head2, (size_t)n, NULL) < 0) {
 		json_t *c = json_pack("{s:b}", "close", 1);
 
@@ -498,13 +584,15 @@ static void serve(struct xconn *xc, char *buf, size_t len, const struct xhttp_he
 	}
 	__atomic_fetch_add(&xc->st->bytes_in, (uint64_t)n, __ATOMIC_RELAXED);
 	/* the bytes read past the first head (its body, pipelined requests) are framed too;
-	 * when they may not pass, the server answers what it got and the connection ends */
+	 * when they may not pass, the server answers what it got and the connection ends
+	 * (bytes sent after an Upgrade before its answer never pass: rl.early) */
 	if (xhttp_stream_feed(strm, buf + h->head_len, len - h->head_len, &relay_ops, &rl) < 0) {
 		agent_chan_send_eof(ch, NULL);
 		shutdown(xc->fd, SHUT_RD);
-		download(xc, ch);
+		download(xc, ch, &rl);
 		goto out;
 	}
+	rl.early = false;
 	if (pthread_create(&up, NULL, upload_main, &rl) != 0) {
 		json_t *c = json_pack("{s:b}", "close", 1);
 
@@ -512,11 +600,15 @@ static void serve(struct xconn *xc, char *buf, size_t len, const struct xhttp_he
 		json_decref(c);
 		goto out;
 	}
-	download(xc, ch);
+	download(xc, ch, &rl);
 	atomic_store(&xc->done, true);
 	shutdown(xc->fd, SHUT_RDWR); /* wakes the upload thread's read */
 	pthread_join(up, NULL);
 out:
+	if (relay_ready) {
+		pthread_mutex_destroy(&rl.lock);
+		pthread_cond_destroy(&rl.cond);
+	}
 	free(head2);
 	free(strm);
 	sodium_memzero(token, sizeof(token));

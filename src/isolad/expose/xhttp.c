@@ -461,6 +461,14 @@ long xhttp_rewrite(const char *buf, const struct xhttp_head *h, const struct xht
 	return (long)pos;
 }
 
+bool xhttp_head_has(const char *buf, const struct xhttp_head *h, const char *name)
+{
+	for (unsigned i = 0; i < h->nfields; i++)
+		if (xhttp_span_eq(buf, h->fields[i].name, name))
+			return true;
+	return false;
+}
+
 /* ---- request framing (RFC 9112 §6) ---- */
 
 #define CHUNK_MAX_DIGITS 15   /* < 2^60 bytes: no overflow */
@@ -497,10 +505,9 @@ int xhttp_body_init(const char *buf, const struct xhttp_head *h, struct xhttp_bo
 			if (te)
 				return -EBADMSG;
 			te = f;
-		} else if (xhttp_span_eq(buf, f->name, "Upgrade")) {
-			upgrade = true;
 		}
 	}
+	upgrade = xhttp_head_has(buf, h, "Upgrade");
 	/* UNTRUSTED: the framing headers; anything two parsers could read differently closes */
 	if (cl && te)
 		return -EBADMSG;

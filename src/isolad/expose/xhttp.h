@@ -88,6 +88,9 @@ long xhttp_target_without_token(const char *buf, const struct xhttp_head *h, cha
 /* Case-insensitive comparison of a span with a NUL-terminated string. */
 bool xhttp_span_eq(const char *buf, struct xhttp_span s, const char *str);
 
+/* true when the head has a field named `name` (case-insensitive). */
+bool xhttp_head_has(const char *buf, const struct xhttp_head *h, const char *name);
+
 /*
  * Request framing (RFC 9112 §6): what follows a request head on the client->sandbox
  * direction of a keep-alive connection. The listener parses EVERY request head (not only
