@@ -331,7 +331,11 @@
 	// ANSI escape sequences (colours in IPython tracebacks) removed: the text stays plain.
 	// eslint-disable-next-line no-control-regex
 	const stripAnsi = (s) => String(s).replace(/\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[@-_]/g, '');
-	const B64 = /^[A-Za-z0-9+/]+={0,2}$/;
+	// Base64 image data from a result (Jupyter ends it with a newline), or null if it is not base64.
+	const b64 = (v) => {
+		const s = typeof v === 'string' ? v.replace(/\s+/g, '') : '';
+		return /^[A-Za-z0-9+/]+={0,2}$/.test(s) ? s : null;
+	};
 
 	let notebookOf = null; // the sandbox whose cells are on the page
 
@@ -371,8 +375,8 @@
 				if (ev.type === 'stdout' || ev.type === 'stderr') text(ev.type, ev.text || '');
 				else if (ev.type === 'result') {
 					stream = null;
-					if (typeof ev.png === 'string' && B64.test(ev.png)) out.append(el('img', { src: `data:image/png;base64,${ev.png}`, alt: 'result image' }));
-					else if (typeof ev.jpeg === 'string' && B64.test(ev.jpeg)) out.append(el('img', { src: `data:image/jpeg;base64,${ev.jpeg}`, alt: 'result image' }));
+					if (b64(ev.png)) out.append(el('img', { src: `data:image/png;base64,${b64(ev.png)}`, alt: 'result image' }));
+					else if (b64(ev.jpeg)) out.append(el('img', { src: `data:image/jpeg;base64,${b64(ev.jpeg)}`, alt: 'result image' }));
 					else if (ev.text !== undefined && ev.text !== null) out.append(el('pre', { class: 'result', text: String(ev.text) }));
 				} else if (ev.type === 'error') {
 					stream = null;
