@@ -251,6 +251,7 @@
 					onclick: () => attempt(() => fn(sb.id)) }));
 			actions.append(destroyButton(sb.id));
 		}
+		const usage = views() ? views().usageText(sb.id) : ['—', '—', '—'];
 		const tr = el('tr', { 'data-id': sb.id },
 			el('td', { class: 'id', text: sb.id }),
 			el('td', { text: sb.name || '' }),
@@ -261,11 +262,10 @@
 			el('td', { class: 'age', 'data-created': String(sb.created_at), text: age(sb.created_at) }),
 			el('td', { text: sb.cpu ? String(sb.cpu) : '—' }),
 			el('td', { text: human(sb.memory) }),
-			el('td', { class: 'usage u-cpu' }),
-			el('td', { class: 'usage u-mem' }),
-			el('td', { class: 'usage u-net' }),
+			el('td', { class: 'usage u-cpu', text: usage[0] }),
+			el('td', { class: 'usage u-mem', text: usage[1] }),
+			el('td', { class: 'usage u-net', text: usage[2] }),
 			actions);
-		if (views()) views().fillUsage(tr, sb.id);
 		tr.dataset.search = [sb.id, sb.name, sb.state, sb.tier, sb.template,
 			...Object.entries(sb.labels || {}).map(([k, v]) => `${k}=${v}`)].join(' ').toLowerCase();
 		tr.dataset.state = sb.state;
@@ -374,7 +374,7 @@
 	}
 
 	function showTab(name) {
-		if (name === 'terminal' && !canWrite()) name = 'files';
+		if ((name === 'terminal' || name === 'notebook') && !canWrite()) name = 'files';
 		sessionStorage.setItem('isola.tab', name);
 		for (const b of document.querySelectorAll('.tabs button')) b.classList.toggle('active', b.dataset.tab === name);
 		for (const t of document.querySelectorAll('.tab')) t.hidden = t.id !== `tab-${name}`;

@@ -24,7 +24,9 @@
 	const usage = new Map(); // sandbox id -> {t, cpu, cpuPct, mem, tx, rx}
 	let usageTimer = null;
 
-	function usageText(u) {
+	// The three usage cells' texts of sandbox id (CPU %, memory used, network), from the cache.
+	function usageText(id) {
+		const u = usage.get(id);
 		if (!u) return ['—', '—', '—'];
 		const net = u.tx === undefined ? '—' : `↑${bytes(u.tx)} ↓${bytes(u.rx)}`;
 		return [u.cpuPct === undefined ? '…' : `${u.cpuPct.toFixed(1)}%`, human(u.mem), net];
@@ -32,7 +34,7 @@
 
 	// Writes the cached usage of id into its row's three usage cells.
 	function fillUsage(tr, id) {
-		const [cpu, mem, net] = usageText(usage.get(id));
+		const [cpu, mem, net] = usageText(id);
 		tr.querySelector('td.u-cpu').textContent = cpu;
 		tr.querySelector('td.u-mem').textContent = mem;
 		tr.querySelector('td.u-net').textContent = net;
@@ -415,5 +417,5 @@
 		$('nb-add').addEventListener('click', () => addCell());
 	});
 
-	window.isolaViews = { show, leave, follow, startUsage, fillUsage };
+	window.isolaViews = { show, leave, follow, startUsage, usageText };
 })();
