@@ -26,7 +26,10 @@ after(async () => {
 async function openTab(id, tab) {
 	const page = await signedIn();
 	await row(page, id).locator('button', { hasText: 'Open' }).click();
-	await page.waitForSelector('#detail:not([hidden])', { timeout: WAIT });
+	// The detail opens, or the console shows why not (then the test fails saying so).
+	await page.waitForFunction(() => !document.getElementById('detail').hidden || !document.getElementById('error').hidden,
+		null, { timeout: WAIT });
+	assert.equal(await page.isVisible('#detail'), true, `the detail did not open: ${await page.textContent('#error')}`);
 	await page.click(`.tabs button[data-tab=${tab}]`);
 	await page.waitForSelector(`#tab-${tab}:not([hidden])`, { timeout: WAIT });
 	return page;
@@ -198,7 +201,10 @@ test('notebook: a cell prints 42, a matplotlib figure shows as a PNG, an error s
 	const cell = (i) => page.locator('#cells .cell').nth(i);
 	await cell(0).locator('textarea').fill('x = 6 * 7\nprint(x)');
 	await cell(0).locator('button[data-action=run]').click();
-	await cell(0).locator('pre.stdout', { hasText: '42' }).waitFor({ timeout: 180000 });
+	// The first cell starts the interpreter (slow on a loaded machine): its output or its error.
+	await cell(0).locator('pre.stdout, pre.err').first().waitFor({ timeout: 300000 });
+	assert.equal(await cell(0).locator('pre.err').count(), 0, `the cell failed: ${await cell(0).locator('pre.err').allTextContents()}`);
+	await cell(0).locator('pre.stdout', { hasText: '42' }).waitFor({ timeout: WAIT });
 	assert.equal((await cell(0).locator('pre.stdout').textContent()).trim(), '42');
 	await page.click('#nb-add');
 	await cell(1).locator('textarea').fill('import matplotlib.pyplot as plt\nplt.plot([1, 2, 3], [x, 1, x])\nplt.show()');
