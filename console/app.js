@@ -19,6 +19,8 @@
 		listSeq: 0, // listDir() calls made (a slower, older answer is dropped)
 	};
 	const canWrite = () => st.who && st.who.role !== 'read-only';
+	// The one-sandbox views, usage columns and notebook (sandbox-views.js, loaded after this file).
+	const views = () => window.isolaViews || null;
 
 	// Builds an element; children are nodes or strings (always text, never markup).
 	function el(tag, props, ...children) {
@@ -114,6 +116,7 @@
 		if (st.events) st.events.abort();
 		st.events = null;
 		closeTerminal();
+		if (views()) views().leave();
 		st.token = null;
 		st.who = null;
 		sessionStorage.clear();
@@ -177,6 +180,7 @@
 			const frag = document.createDocumentFragment();
 			for (const sb of ev.sandboxes) frag.append(rowFor(sb));
 			body.replaceChildren(frag);
+			if (views()) views().startUsage();
 			// When the filled table was first painted (the frame after it, ms since navigation):
 			// what tests/console measures with 200 sandboxes.
 			if (!window.isolaFirstPaint) requestAnimationFrame(() => setTimeout(() => {
@@ -191,6 +195,7 @@
 			if (st.selected === ev.id) $('d-state').textContent = 'destroyed';
 		}
 		$('count').textContent = `(${st.rows.size})`;
+		templateOptions();
 		applyFilter();
 	}
 
@@ -246,6 +251,7 @@
 					onclick: () => attempt(() => fn(sb.id)) }));
 			actions.append(destroyButton(sb.id));
 		}
+		const usage = views() ? views().usageText(sb.id) : ['—', '—', '—'];
 		const tr = el('tr', { 'data-id': sb.id },
 			el('td', { class: 'id', text: sb.id }),
 			el('td', { text: sb.name || '' }),
@@ -256,9 +262,14 @@
 			el('td', { class: 'age', 'data-created': String(sb.created_at), text: age(sb.created_at) }),
 			el('td', { text: sb.cpu ? String(sb.cpu) : '—' }),
 			el('td', { text: human(sb.memory) }),
+			el('td', { class: 'usage u-cpu', text: usage[0] }),
+			el('td', { class: 'usage u-mem', text: usage[1] }),
+			el('td', { class: 'usage u-net', text: usage[2] }),
 			actions);
 		tr.dataset.search = [sb.id, sb.name, sb.state, sb.tier, sb.template,
 			...Object.entries(sb.labels || {}).map(([k, v]) => `${k}=${v}`)].join(' ').toLowerCase();
+		tr.dataset.state = sb.state;
+		tr.dataset.template = sb.template || '';
 		if (st.selected === sb.id) tr.classList.add('selected');
 		st.rows.set(sb.id, { sb, tr });
 		return tr;
@@ -282,9 +293,31 @@
 		return b;
 	}
 
+	// Free text (every word in id, name, state, tier, template or a label), then exact state,
+	// template and label (`key` has the label, `key=value` has it with that value).
 	function applyFilter() {
 		const q = $('filter').value.trim().toLowerCase();
-		for (const { tr } of st.rows.values()) tr.hidden = q !== '' && !q.split(/\s+/).every((w) => tr.dataset.search.includes(w));
+		const state = $('filter-state').value, template = $('filter-template').value;
+		const label = $('filter-label').value.trim();
+		const eq = label.indexOf('=');
+		const [lk, lv] = eq < 0 ? [label, null] : [label.slice(0, eq), label.slice(eq + 1)];
+		for (const { sb, tr } of st.rows.values()) {
+			const labels = sb.labels || {};
+			tr.hidden = (q !== '' && !q.split(/\s+/).every((w) => tr.dataset.search.includes(w))) ||
+				(state !== '' && sb.state !== state) || (template !== '' && sb.template !== template) ||
+				(label !== '' && (!Object.hasOwn(labels, lk) || (lv !== null && labels[lk] !== lv)));
+		}
+	}
+
+	// The template filter offers the templates of the listed sandboxes.
+	function templateOptions() {
+		const sel = $('filter-template');
+		const have = new Set([...sel.options].slice(1).map((o) => o.value));
+		const want = new Set([...st.rows.values()].map(({ sb }) => sb.template).filter(Boolean));
+		if (want.size === have.size && [...want].every((t) => have.has(t))) return;
+		const cur = sel.value;
+		sel.replaceChildren(sel.options[0], ...[...want].sort().map((t) => el('option', { value: t, text: t })));
+		sel.value = want.has(cur) ? cur : '';
 	}
 
 	setInterval(() => {
@@ -320,6 +353,7 @@
 			return;
 		}
 		closeTerminal();
+		if (views()) views().leave();
 		st.selected = sb.id;
 		sessionStorage.setItem('isola.open', sb.id);
 		for (const { tr } of st.rows.values()) tr.classList.toggle('selected', tr.dataset.id === sb.id);
@@ -332,6 +366,7 @@
 
 	function closeSandbox() {
 		closeTerminal();
+		if (views()) views().leave();
 		st.selected = null;
 		sessionStorage.removeItem('isola.open');
 		$('detail').hidden = true;
@@ -339,14 +374,16 @@
 	}
 
 	function showTab(name) {
-		if (name === 'terminal' && !canWrite()) name = 'files';
+		if ((name === 'terminal' || name === 'notebook') && !canWrite()) name = 'files';
 		sessionStorage.setItem('isola.tab', name);
 		for (const b of document.querySelectorAll('.tabs button')) b.classList.toggle('active', b.dataset.tab === name);
 		for (const t of document.querySelectorAll('.tab')) t.hidden = t.id !== `tab-${name}`;
 		if (name === 'terminal') openTerminal();
 		else closeTerminal();
+		if (views()) views().leave();
 		if (name === 'files') listDir(st.cwd);
 		if (name === 'processes') listProcs();
+		if (views()) views().show(name, st.selected);
 	}
 
 	/* --- terminal: xterm.js over /v1/sandboxes/{id}/processes/{pid}/ws ------------------------- */
@@ -534,7 +571,11 @@
 
 	async function downloadFile(path, name) {
 		const blob = await attempt(() => fetchFile(path));
-		if (!blob) return;
+		if (blob) saveAs(blob, name);
+	}
+
+	// Hands a blob to the browser as a download named name (never rendered).
+	function saveAs(blob, name) {
 		const a = el('a', { href: URL.createObjectURL(blob), download: name });
 		document.body.append(a);
 		a.click();
@@ -558,15 +599,21 @@
 		for (const p of r.processes || []) {
 			frag.append(el('tr', {}, el('td', { text: String(p.pid) }), el('td', { text: (p.argv || []).join(' ') }),
 				el('td', { text: p.tty ? 'yes' : '' }), el('td', { text: p.tag || '' }), el('td', { text: p.running ? 'yes' : 'no' }),
-				el('td', {}, el('button', { type: 'button', text: 'Output', onclick: () => showOutput(id, p.pid) }))));
+				el('td', {}, el('button', { type: 'button', text: 'Output', onclick: () => showOutput(id, p.pid) }),
+					p.running && views() ? el('button', { type: 'button', text: 'Follow', 'data-action': 'follow',
+						onclick: () => views().follow(id, p.pid) }) : '')));
 		}
 		$('procs').tBodies[0].replaceChildren(frag);
 	}
 
 	async function showOutput(id, pid) {
+		if (views()) views().leave();
 		const r = await attempt(() => api('GET', sbPath(id, `/processes/${pid}/output`)));
 		if (r) $('p-output').textContent = (r.stdout || '') + (r.stderr || '');
 	}
+
+	// What sandbox-views.js uses (the same helpers: one API client, one element builder).
+	window.isolaApp = { st, api, el, sbPath, attempt, human, canWrite, showError, openSandbox, saveBlob: saveAs };
 
 	/* --- wiring ------------------------------------------------------------------------------ */
 
@@ -577,7 +624,8 @@
 			$('token').value = '';
 		});
 		$('signout').addEventListener('click', () => signOut(''));
-		$('filter').addEventListener('input', applyFilter);
+		for (const f of ['filter', 'filter-label']) $(f).addEventListener('input', applyFilter);
+		for (const f of ['filter-state', 'filter-template']) $(f).addEventListener('change', applyFilter);
 		$('create-form').addEventListener('submit', createFromForm);
 		$('d-close').addEventListener('click', closeSandbox);
 		for (const b of document.querySelectorAll('.tabs button')) b.addEventListener('click', () => showTab(b.dataset.tab));

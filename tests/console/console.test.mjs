@@ -7,59 +7,10 @@ import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { cpus, loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { chromium } from 'playwright-core';
+import { URL_, TOKEN, WAIT, api, createSandbox, signedIn, row, shot, launchBrowser, closeBrowser } from './helpers.mjs';
 
-const URL_ = process.env.ISOLA_TEST_URL;
-const TOKEN = process.env.ISOLA_TEST_TOKEN;
-const SHOTS = process.env.ISOLA_TEST_SHOTS || tmpdir();
-const WAIT = 60000;
-
-let browser;
-
-async function api(method, path, body, token = TOKEN) {
-	const r = await fetch(URL_ + path, {
-		method,
-		headers: { Authorization: `Bearer ${token}`, ...(body ? { 'Content-Type': 'application/json' } : {}) },
-		body: body ? JSON.stringify(body) : undefined,
-	});
-	const text = await r.text();
-	if (!r.ok) throw new Error(`${method} ${path}: ${r.status} ${text}`);
-	return text ? JSON.parse(text) : null;
-}
-
-const createSandbox = (extra = {}) => api('POST', '/v1/sandboxes', { template: 'host', ...extra });
-
-// A page signed in with token; dialogs (alert from injected markup) are recorded, not shown.
-async function signedIn(token = TOKEN) {
-	const ctx = await browser.newContext({ acceptDownloads: true, viewport: { width: 1280, height: 900 } });
-	const page = await ctx.newPage();
-	page.dialogs = [];
-	page.on('dialog', (d) => {
-		page.dialogs.push(d.message());
-		d.dismiss();
-	});
-	page.cspErrors = [];
-	page.on('console', (m) => {
-		if (/Content Security Policy/i.test(m.text())) page.cspErrors.push(m.text());
-	});
-	await page.goto(URL_ + '/');
-	await page.fill('#token', token);
-	await page.click('#signin-form button[type=submit]');
-	await page.waitForSelector('#app:not([hidden])', { timeout: WAIT });
-	await page.waitForFunction(() => document.getElementById('live').textContent === 'live', null, { timeout: WAIT });
-	return page;
-}
-
-const row = (page, id) => page.locator(`#sandboxes tr[data-id="${id}"]`);
-const shot = (page, name) => page.screenshot({ path: join(SHOTS, `${name}.png`), fullPage: true });
-
-before(async () => {
-	browser = await chromium.launch({ executablePath: '/usr/bin/chromium', headless: true, args: ['--no-sandbox'] });
-});
-
-after(async () => {
-	if (browser) await browser.close();
-});
+before(launchBrowser);
+after(closeBrowser);
 
 test('every console response carries the CSP and the hardening headers', async () => {
 	for (const path of ['/', '/console/app.js', '/console/app.css', '/console/xterm.js', '/console/xterm.css',

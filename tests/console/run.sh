@@ -12,6 +12,8 @@ rm -f "$JUNIT"
 
 command -v chromium >/dev/null || { echo "console: chromium is missing (scripts/deps.sh installs it)" >&2; exit 1; }
 npm_ci "$HERE" || exit 1
+# The ports view needs the exposure listener (sandbox.test.mjs exposes and closes a port).
+ISOLAD_EXTRA_ARGS="${ISOLAD_EXTRA_ARGS:-} --expose-listen 127.0.0.1:$(/usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')"
 isolad_start || exit 1
 # The test starts a second isolad (--console off) from the same binaries.
 export ISOLA_TEST_ISOLAD=$ISOLAD_BIN ISOLA_TEST_AGENT=$AGENT_BIN

@@ -277,6 +277,8 @@ struct sandbox_sample {
 	uint64_t cpu_usec;     /* CPU time consumed so far */
 	uint64_t memory_bytes; /* memory in use */
 	uint64_t disk_bytes;   /* writable-layer bytes used */
+	uint64_t net_tx_bytes; /* bytes the sandbox sent on its veth so far (0: no network) */
+	uint64_t net_rx_bytes; /* bytes it received so far */
 };
 
 /*

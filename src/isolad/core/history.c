@@ -5,9 +5,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../net/net.h"
+
 /*
  * One ring per sandbox, allocated at its first sample and freed with it: SANDBOX_HISTORY_LEN
- * samples of 32 bytes (720 x 32 = 22.5 KiB plus a header), whatever the sandbox does, so the
+ * samples of 48 bytes (720 x 48 = 33.75 KiB plus a header), whatever the sandbox does, so the
  * memory isolad spends on history is bounded by the number of live sandboxes. The monitor
  * thread adds a sample every SANDBOX_HISTORY_PERIOD_S while the sandbox runs (a paused or
  * hibernated sandbox has no counters to read and leaves a gap); readers copy under the
@@ -23,6 +25,7 @@ void history_tick(struct sandbox *s, double now)
 {
 	struct tier_stats st;
 	struct sandbox_history *h;
+	uint64_t tx = 0, rx = 0;
 	bool due;
 
 	pthread_mutex_lock(&s->lock);
@@ -33,6 +36,8 @@ void history_tick(struct sandbox *s, double now)
 	pthread_mutex_unlock(&s->lock);
 	if (!due || sandbox_stats(s, &st, NULL) < 0)
 		return;
+	/* The veth's counters (none without networking: they stay 0). */
+	net_sandbox_bytes(sandbox_id(s), &tx, &rx);
 	pthread_mutex_lock(&s->lock);
 	if (!s->hist)
 		s->hist = calloc(1, sizeof(*s->hist));
@@ -41,7 +46,9 @@ void history_tick(struct sandbox *s, double now)
 		h->ring[h->head] = (struct sandbox_sample){.at = now,
 							   .cpu_usec = st.cpu_usec,
 							   .memory_bytes = st.memory_bytes,
-							   .disk_bytes = st.disk_bytes};
+							   .disk_bytes = st.disk_bytes,
+							   .net_tx_bytes = tx,
+							   .net_rx_bytes = rx};
 		h->head = (h->head + 1) % SANDBOX_HISTORY_LEN;
 		if (h->n < SANDBOX_HISTORY_LEN)
 			h->n++;

@@ -173,6 +173,7 @@ static void entry_put(struct net_sandbox *e)
 {
 	if (e && atomic_fetch_sub(&e->refs, 1) == 1) {
 		net_policy_free(e->policy);
+		net_denials_fini(&e->c.denials);
 		free(e);
 	}
 }
@@ -404,6 +405,7 @@ static struct net_sandbox *entry_new(const struct net *n, const struct sandbox_s
 	if (!e)
 		return NULL;
 	atomic_init(&e->refs, 1);
+	net_denials_init(&e->c.denials);
 	snprintf(e->id, sizeof(e->id), "%s", spec->id);
 	ifname_for(n, spec->id, e->ifname);
 	return e;
@@ -725,6 +727,22 @@ static void format_v4(uint32_t host_order, char *buf, size_t n)
 		 (host_order >> 8) & 255, host_order & 255);
 }
 
+int net_sandbox_bytes(const char *id, uint64_t *tx, uint64_t *rx)
+{
+	struct net_link_counters lc = {0};
+	char ifname[NET_IFNAME_MAX];
+	struct net *n = net_cur;
+
+	if (!n)
+		return -ENOENT;
+	ifname_for(n, id, ifname);
+	if (net_link_counters(ifname, &lc) < 0)
+		return -ENOENT;
+	*tx = lc.tx_bytes;
+	*rx = lc.rx_bytes;
+	return 0;
+}
+
 int net_sandbox_info(const char *id, json_t **out, struct isola_err **err)
 {
 	struct net *n = net_cur;
@@ -743,8 +761,10 @@ int net_sandbox_info(const char *id, json_t **out, struct isola_err **err)
 	format_v4(e->block + 2, addr, sizeof(addr));
 	format_v4(e->block + 1, gw, sizeof(gw));
 	*out = json_pack(
-		"{s:o?, s:s, s:s, s:s, s:{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}}",
-		"policy", pol, "interface", e->ifname, "address", addr, "gateway", gw, "counters",
+		"{s:o?, s:o?, s:s, s:s, s:s, s:{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, "
+		"s:I}}",
+		"policy", pol, "denials", net_denials_to_json(&e->c.denials), "interface", e->ifname,
+		"address", addr, "gateway", gw, "counters",
 		"tx_bytes", (json_int_t)lc.tx_bytes, "tx_packets", (json_int_t)lc.tx_packets,
 		"rx_bytes", (json_int_t)lc.rx_bytes, "rx_packets", (json_int_t)lc.rx_packets,
 		"connections", (json_int_t)atomic_load(&e->c.connections), "active",

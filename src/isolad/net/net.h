@@ -10,6 +10,7 @@
 
 #include "../../common/err.h"
 #include "../tiers/tier.h"
+#include "denials.h"
 #include "policy.h"
 
 struct net;
@@ -72,6 +73,7 @@ struct net_counters {
 	_Atomic uint64_t bytes_in;    /* payload bytes received through the proxy */
 	_Atomic uint64_t dns_queries; /* queries the resolver answered */
 	_Atomic uint64_t dns_refused; /* of which refused by policy */
+	struct net_denials denials;   /* the proxy's most recent refusals (denials.h) */
 };
 
 /*
@@ -142,7 +144,13 @@ int net_policy_validate(const json_t *policy, struct isola_err **err);
  * when the sandbox has no network (`not_supported` without a current network). */
 int net_sandbox_set_policy(const char *id, const json_t *policy, struct isola_err **err);
 
-/* {policy, interface, address, gateway, counters} of a sandbox (new reference). */
+/*
+ * The byte counters of sandbox id's veth (*tx: sent by the sandbox, *rx: received), read from
+ * the host side's sysfs statistics. -ENOENT without networking or without that interface
+ * (the outputs are left alone). Any thread; takes no lock.
+ */
+int net_sandbox_bytes(const char *id, uint64_t *tx, uint64_t *rx);
+/* {policy, denials, interface, address, gateway, counters} of a sandbox (new reference). */
 int net_sandbox_info(const char *id, json_t **out, struct isola_err **err);
 
 /* Totals since start for /metrics: the proxy's counters and the resolver's queries (refused

@@ -396,9 +396,15 @@ static void log_decision(struct conn *c, const struct net_addr *a, const char *v
 
 static void conn_deny(struct conn *c, enum net_proxy_deny d, const char *reason)
 {
+	char as[INET6_ADDRSTRLEN];
+
 	atomic_fetch_add(&c->p->denied[d], 1);
-	if (c->counters)
+	if (c->counters) {
 		atomic_fetch_add(&c->counters->denied, 1);
+		addr_str(&c->dst, as, sizeof(as));
+		net_denials_add(&c->counters->denials, util_wall_time(), c->head.name, as, c->port,
+				reason ? reason : net_proxy_deny_name(d));
+	}
 	log_decision(c, NULL, "deny", reason ? reason : net_proxy_deny_name(d));
 	conn_close(c, true);
 }

@@ -788,6 +788,16 @@ static void test_limits(void)
 	ok(was_reset(fd), "a 4th connection of the same sandbox: RST");
 	close(fd);
 	ok(atomic_load(&counters_a.denied) == denied0 + 1, "sandbox counter: one denied");
+	{
+		json_t *j = net_denials_to_json(&counters_a.denials);
+		json_t *e = json_array_get(json_object_get(j, "recent"), 0);
+
+		ok(json_integer_value(json_object_get(j, "total")) == (json_int_t)denied0 + 1 &&
+			   !strcmp(json_string_value(json_object_get(e, "reason")), "sandbox_connection_limit") &&
+			   json_integer_value(json_object_get(e, "port")) == echo.port,
+		   "the denial is in the sandbox's recent denials (reason sandbox_connection_limit, its port)");
+		json_decref(j);
+	}
 	fd = dial(p, SB_B, UP_OK, echo.port);
 	ok(echo_ok(fd, http_get("allowed.test")), "another sandbox is not affected by A's limit");
 	close(fd);
@@ -1144,6 +1154,8 @@ int main(void)
 	struct isola_err *err = NULL;
 
 	signal(SIGPIPE, SIG_IGN);
+	net_denials_init(&counters_a.denials);
+	net_denials_init(&counters_b.denials);
 	if (net_opens_parse("127.0.0.2/32,::1/128", &opens, &err) < 0)
 		abort();
 	server_start(&echo, UP_OK, ECHO);
