@@ -140,6 +140,12 @@ static const char *sandbox_of(const struct container *c)
 	return json_string_value(json_object_get(c->st, "sandbox"));
 }
 
+/* True when err says the sandbox no longer exists (never existed, or ended: a tombstone). */
+static bool sandbox_gone(const struct isola_err *e)
+{
+	return e && (!strcmp(e->code, "not_found") || !strcmp(e->code, "sandbox_ended"));
+}
+
 /* The OCI status of c from isolad (docs/oci.md); *host_pid gets the init's host pid. */
 static const char *container_status(struct container *c, long *host_pid,
 				    struct isola_err **err)
@@ -155,7 +161,7 @@ static const char *container_status(struct container *c, long *host_pid,
 	if (!h)
 		return NULL;
 	if (client_json(h, "GET", path, NULL, &sb, &e) < 0) {
-		if (e && !strcmp(e->code, "not_found"))
+		if (e && sandbox_gone(e))
 			return "stopped"; /* destroyed behind our back, or killed before start */
 		*err = e;
 		e = NULL;
@@ -194,7 +200,7 @@ static int destroy_sandbox(const char *sandbox, struct isola_err **err)
 
 	if (!h)
 		return -EIO;
-	if (client_json(h, "DELETE", path, NULL, NULL, &e) < 0 && strcmp(e->code, "not_found")) {
+	if (client_json(h, "DELETE", path, NULL, NULL, &e) < 0 && !sandbox_gone(e)) {
 		*err = e;
 		e = NULL;
 		return -EIO;
