@@ -18,7 +18,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from tenancy_util import ROOT_CONFTEST as conftest  # noqa: E402
 from tenancy_util import Tenant  # noqa: E402
 
-RUNC = conftest.BUILD / "src" / "runc" / "isola-runc"
+RUNC = Path(os.environ.get("ISOLA_RUNC") or conftest.BUILD / "src" / "runc" / "isola-runc")
 BINARIES = ("sh", "cat", "sleep", "id", "grep")
 CAP_SYS_ADMIN = 21
 
