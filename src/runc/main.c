@@ -308,6 +308,63 @@ static int do_create(const char *id, const struct create_opts *o, struct contain
 	return r;
 }
 
+static int follow(struct container *c, struct isola_err **err);
+
+/* ROOT/ID/exec.fifo: the relay blocks opening it for writing until start or delete opens it. */
+static void fifo_path(const struct container *c, char *buf, size_t n)
+{
+	snprintf(buf, n, "%s/exec.fifo", c->dir);
+}
+
+/* Wakes the relay of c (start, kill before start, delete); it rereads the state file. */
+static void relay_release(const struct container *c)
+{
+	char path[PATH_MAX + 16];
+	int fd;
+
+	fifo_path(c, path, sizeof(path));
+	fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+	if (fd >= 0)
+		close(fd);
+}
+
+/*
+ * `create` returns at once, but the container's output must reach the stdio the caller gave
+ * it (an engine's fifos), as runc's init keeps them. A detached relay process keeps our
+ * stdout/stderr, waits on exec.fifo for `start`, then follows the process's output into them
+ * and exits when it ends (or at once when the container was killed or deleted unstarted).
+ * Stdin is not forwarded (docs/oci.md).
+ */
+static int relay_spawn(const struct container *c, struct isola_err **err)
+{
+	char path[PATH_MAX + 16];
+	struct container rc;
+	pid_t pid;
+	int fd, st;
+
+	fifo_path(c, path, sizeof(path));
+	if (mkfifo(path, 0600) < 0)
+		return isola_err_sys(err, errno, NULL, "mkfifo `%s`", path);
+	fflush(NULL);
+	pid = fork();
+	if (pid < 0)
+		return isola_err_sys(err, errno, NULL, "fork the output relay");
+	if (pid > 0)
+		return 0;
+	/* The relay: a session of its own, no client shared with the parent. */
+	setsid();
+	g.cl = NULL;
+	fd = open(path, O_WRONLY | O_CLOEXEC); /* blocks until start/kill/delete */
+	if (fd >= 0)
+		close(fd);
+	st = 0;
+	if (container_load(&rc, c->id, NULL) == 0 &&
+	    json_integer_value(json_object_get(rc.st, "pid")) > 0 &&
+	    !json_is_true(json_object_get(rc.st, "killed")))
+		st = follow(&rc, NULL) < 0;
+	_exit(st);
+}
+
 static int do_start(struct container *c, struct isola_err **err)
 {
 	cleanup_free char *path = cli_pathf("/v1/sandboxes/%s/processes", sandbox_of(c));
@@ -315,6 +372,7 @@ static int do_start(struct container *c, struct isola_err **err)
 	const char *st = container_status(c, &host_pid, err);
 	json_t *proc = NULL;
 	struct client *h = cl(err);
+	int r;
 
 	if (!st || !h)
 		return -EIO;
@@ -326,7 +384,9 @@ static int do_start(struct container *c, struct isola_err **err)
 		return isola_err_wrap(err, "start container `%s`", c->id);
 	json_object_set(c->st, "pid", json_object_get(proc, "pid"));
 	json_decref(proc);
-	return container_save(c, err);
+	r = container_save(c, err);
+	relay_release(c);
+	return r;
 }
 
 /* Writes one stdout/stderr event of the container's output to our fd 1 or 2. */
@@ -393,6 +453,9 @@ static int do_delete(struct container *c, bool force, struct isola_err **err)
 				     st);
 	if (destroy_sandbox(sandbox_of(c), err) < 0)
 		return isola_err_wrap(err, "delete container `%s`", c->id);
+	json_object_set_new(c->st, "killed", json_true());
+	container_save(c, NULL);
+	relay_release(c);
 	util_rm_rf(c->dir);
 	return 0;
 }
@@ -435,6 +498,7 @@ static int do_kill(struct container *c, int sig, struct isola_err **err)
 		/* Nothing of the container's runs yet: it stops, and its sandbox goes. */
 		json_object_set_new(c->st, "killed", json_true());
 		r = container_save(c, err);
+		relay_release(c);
 		return r < 0 ? r : destroy_sandbox(sandbox_of(c), err);
 	}
 	path = cli_pathf("/v1/sandboxes/%s/processes/%ld/signal", sandbox_of(c), pid);
@@ -579,6 +643,11 @@ static int run_command(int argc, char **argv)
 		return report("%s: missing container ID", cmd), 1;
 	if (!strcmp(cmd, "create") || !strcmp(cmd, "run")) {
 		r = do_create(id, &o, &c, &err);
+		if (r == 0 && (!strcmp(cmd, "create") || o.detach) && relay_spawn(&c, &err) < 0) {
+			destroy_sandbox(sandbox_of(&c), NULL);
+			util_rm_rf(c.dir);
+			r = -EIO;
+		}
 		if (r == 0 && !strcmp(cmd, "run")) {
 			r = do_start(&c, &err);
 			if (r == 0 && !o.detach) {

@@ -8,6 +8,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -63,8 +64,16 @@ class Runc:
         env = dict(os.environ, ISOLA_SOCKET=self.isolad.socket)
         env.pop("ISOLA_URL", None)
         env.pop("ISOLA_TOKEN", None)
-        cp = subprocess.run([str(RUNC), "--root", str(self.root)] + [str(a) for a in args],
-                            capture_output=True, text=True, timeout=timeout, env=env, cwd=cwd)
+        # Files, not pipes: `create` leaves an output relay holding its stdout/stderr (as
+        # runc's init does) until the container's process ends.
+        with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+            p = subprocess.run([str(RUNC), "--root", str(self.root)] + [str(a) for a in args],
+                               stdout=out, stderr=err, stdin=subprocess.DEVNULL,
+                               timeout=timeout, env=env, cwd=cwd)
+            out.seek(0)
+            err.seek(0)
+            cp = subprocess.CompletedProcess(p.args, p.returncode, out.read().decode(),
+                                             err.read().decode())
         rep = conftest.sanitizer_report(cp.stderr)
         assert rep is None, f"sanitizer report from isola-runc {args}:\n{rep}"
         if check:
@@ -163,6 +172,26 @@ def test_lifecycle_create_start_state_kill_delete(runc, rootfs, tmp_path, isolad
     assert sandboxes(isolad, **{"oci.id": "c1"}) == []
     cp = runc("state", "c1")
     assert cp.returncode == 1 and "container `c1` does not exist" in cp.stderr
+
+
+def test_create_start_relays_output_to_creates_stdio(runc, rootfs, tmp_path):
+    """The process's output reaches the stdout/stderr `create` was given (an engine's fifos)."""
+    b = make_bundle(runc, rootfs, tmp_path, ["sh", "-c", "echo out-line; echo err-line >&2"])
+    out, err = tmp_path / "out", tmp_path / "err"
+    env = dict(os.environ, ISOLA_SOCKET=runc.isolad.socket)
+    with open(out, "wb") as o, open(err, "wb") as e:
+        p = subprocess.run([str(RUNC), "--root", str(runc.root), "create", "--bundle", str(b),
+                            "o1"], stdout=o, stderr=e, stdin=subprocess.DEVNULL, env=env,
+                           timeout=120)
+    assert p.returncode == 0, err.read_text()
+    assert out.read_text() == ""  # nothing runs before start
+    runc("start", "o1", check=True)
+    runc.wait_status("o1", "stopped")
+    end = time.monotonic() + 60
+    while out.read_text() != "out-line\n" or err.read_text() != "err-line\n":
+        assert time.monotonic() < end, (out.read_text(), err.read_text())
+        time.sleep(0.1)
+    runc("delete", "o1", check=True)
 
 
 def test_kill_before_start_stops_the_container(runc, rootfs, tmp_path, isolad):
