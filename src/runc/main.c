@@ -361,8 +361,10 @@ static int relay_spawn(const struct container *c, struct isola_err **err)
 	if (container_load(&rc, c->id, NULL) == 0 &&
 	    json_integer_value(json_object_get(rc.st, "pid")) > 0 &&
 	    !json_is_true(json_object_get(rc.st, "killed")))
-		st = follow(&rc, NULL) < 0;
-	_exit(st);
+		st = follow(&rc, NULL);
+	/* The process's status (128+N for a signal): a subreaper above us (an engine's shim)
+	 * learns it from the relay's exit. */
+	_exit(st < 0 ? 255 : st);
 }
 
 static int do_start(struct container *c, struct isola_err **err)
