@@ -7,12 +7,12 @@
 #include <string.h>
 
 #define OCI_MAX_ARGS 256
-#define OCI_MAX_ENV 1024
-#define OCI_MAX_STR 32768
+#define OCI_MAX_ENV  1024
+#define OCI_MAX_STR  32768
 
 /* The namespaces every isola sandbox has anyway (process tier, docs/process-tier.md). */
-static const char *const known_ns[] = {"pid",	  "network", "mount", "ipc", "uts",
-				       "user",	  "cgroup",  "time",  NULL};
+static const char *const known_ns[] = {"pid",  "network", "mount", "ipc", "uts",
+				       "user", "cgroup",  "time",  NULL};
 
 bool oci_id_valid(const char *id)
 {
@@ -105,8 +105,7 @@ static int map_env(const json_t *proc, json_t *body, struct isola_err **err)
 }
 
 /* cwd and user: the process's and the sandbox's defaults (isola exec into the container). */
-static int map_cwd_user(const json_t *proc, json_t *create, json_t *body,
-			struct isola_err **err)
+static int map_cwd_user(const json_t *proc, json_t *create, json_t *body, struct isola_err **err)
 {
 	const json_t *cwdv = json_object_get(proc, "cwd");
 	const json_t *user = json_object_get(proc, "user"), *uid;
@@ -122,9 +121,9 @@ static int map_cwd_user(const json_t *proc, json_t *create, json_t *body,
 	if (!user || json_is_null(user))
 		return 0;
 	uid = json_object_get(user, "uid");
-	if (!json_is_object(user) || (uid && (!json_is_integer(uid) ||
-					      json_integer_value(uid) < 0 ||
-					      json_integer_value(uid) > 0xfffffffe)))
+	if (!json_is_object(user) ||
+	    (uid && (!json_is_integer(uid) || json_integer_value(uid) < 0 ||
+		     json_integer_value(uid) > 0xfffffffe)))
 		return isola_err_set(err, EINVAL, "invalid",
 				     "config.json: `process.user.uid` must be an integer "
 				     "0-4294967294");
@@ -272,8 +271,7 @@ static int map_annotations(const json_t *spec, struct oci_mapped *out, struct is
 	return 0;
 }
 
-static int map_root(const json_t *spec, const char *bundle, json_t *create,
-		    struct isola_err **err)
+static int map_root(const json_t *spec, const char *bundle, json_t *create, struct isola_err **err)
 {
 	const char *path = str_of(json_object_get(json_object_get(spec, "root"), "path"));
 	char full[1024];
@@ -294,8 +292,8 @@ static int map_root(const json_t *spec, const char *bundle, json_t *create,
 	return 0;
 }
 
-static int map_spec(const json_t *spec, const char *bundle, const char *id,
-		    struct oci_mapped *out, struct isola_err **err)
+static int map_spec(const json_t *spec, const char *bundle, const char *id, struct oci_mapped *out,
+		    struct isola_err **err)
 {
 	const json_t *proc = json_object_get(spec, "process");
 	const json_t *linux_ = json_object_get(spec, "linux");
@@ -373,8 +371,8 @@ json_t *oci_spec_default(void)
 	return json_pack(
 		"{s:s, s:{s:b, s:{s:i, s:i}, s:[s], s:[s, s], s:s, s:b}, s:{s:s, s:b}, s:s,"
 		" s:{s:[{s:s}, {s:s}, {s:s}, {s:s}, {s:s}]}}",
-		"ociVersion", "1.0.2", "process", "terminal", 0, "user", "uid", 0, "gid", 0,
-		"args", "sh", "env", "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+		"ociVersion", "1.0.2", "process", "terminal", 0, "user", "uid", 0, "gid", 0, "args",
+		"sh", "env", "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
 		"TERM=xterm", "cwd", "/", "noNewPrivileges", 1, "root", "path", "rootfs",
 		"readonly", 0, "hostname", "isola", "linux", "namespaces", "type", "pid", "type",
 		"network", "type", "ipc", "type", "uts", "type", "mount");
@@ -386,8 +384,8 @@ json_t *oci_features(void)
 	return json_pack("{s:s, s:s, s:[], s:[], s:{s:[s, s, s, s, s, s, s], s:{s:b, s:b, s:b}},"
 			 " s:{s:s}}",
 			 "ociVersionMin", "1.0.0", "ociVersionMax", "1.2.0", "hooks",
-			 "mountOptions", "linux", "namespaces", "cgroup", "ipc", "mount",
-			 "network", "pid", "user", "uts", "cgroup", "v1", 1, "v2", 1, "systemd", 0,
+			 "mountOptions", "linux", "namespaces", "cgroup", "ipc", "mount", "network",
+			 "pid", "user", "uts", "cgroup", "v1", 1, "v2", 1, "systemd", 0,
 			 "annotations", "io.isola.runtime",
 			 "isola-runc: process-tier sandboxes of isolad");
 }

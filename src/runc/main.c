@@ -17,14 +17,14 @@
 #include "../common/util.h"
 #include "config.h"
 
-#define DEFAULT_ROOT "/run/isola-runc"
+#define DEFAULT_ROOT   "/run/isola-runc"
 #define DEFAULT_SOCKET "/run/isola/isolad.sock"
 
 /* Global options (runc's) and the isolad connection. One per process. */
 struct runc {
-	const char *root;	/* --root: per-container state dirs */
-	const char *log;	/* --log FILE, or NULL */
-	bool log_json;		/* --log-format json */
+	const char *root;	 /* --root: per-container state dirs */
+	const char *log;	 /* --log FILE, or NULL */
+	bool log_json;		 /* --log-format json */
 	struct client_conf conf; /* isolad: $ISOLA_SOCKET (operator) or $ISOLA_URL + token */
 	struct client *cl;	 /* made on first use */
 };
@@ -112,7 +112,8 @@ static int container_init(struct container *c, const char *id, struct isola_err 
 				     id ? id : "");
 	snprintf(c->id, sizeof(c->id), "%s", id);
 	if ((size_t)snprintf(c->dir, sizeof(c->dir), "%s/%s", g.root, id) >= sizeof(c->dir))
-		return isola_err_set(err, ENAMETOOLONG, "invalid", "--root `%s` is too long", g.root);
+		return isola_err_set(err, ENAMETOOLONG, "invalid", "--root `%s` is too long",
+				     g.root);
 	return 0;
 }
 
@@ -147,8 +148,7 @@ static bool sandbox_gone(const struct isola_err *e)
 }
 
 /* The OCI status of c from isolad (docs/oci.md); *host_pid gets the init's host pid. */
-static const char *container_status(struct container *c, long *host_pid,
-				    struct isola_err **err)
+static const char *container_status(struct container *c, long *host_pid, struct isola_err **err)
 {
 	cleanup_free char *path = cli_pathf("/v1/sandboxes/%s", sandbox_of(c));
 	cleanup_err struct isola_err *e = NULL;
@@ -177,8 +177,8 @@ static const char *container_status(struct container *c, long *host_pid,
 		status = "created";
 		*host_pid = (long)json_integer_value(json_object_get(sb, "host_pid"));
 	} else {
-		cleanup_free char *pp = cli_pathf("/v1/sandboxes/%s/processes/%ld", sandbox_of(c),
-						  pid);
+		cleanup_free char *pp =
+			cli_pathf("/v1/sandboxes/%s/processes/%ld", sandbox_of(c), pid);
 
 		status = "stopped";
 		if (client_json(h, "GET", pp, NULL, &proc, NULL) == 0 &&
@@ -409,8 +409,7 @@ static int on_output(void *ud, json_t *ev, struct isola_err **err)
 	len = cli_b64_decode(s, json_string_length(data), buf);
 	if (len < 0)
 		return isola_err_set(err, EPROTO, "internal", "output event with malformed base64");
-	if (util_write_all(!strcmp(type, "stdout") ? 1 : 2, buf, (size_t)len) < 0 &&
-	    errno != EPIPE)
+	if (util_write_all(!strcmp(type, "stdout") ? 1 : 2, buf, (size_t)len) < 0 && errno != EPIPE)
 		return isola_err_sys(err, errno, NULL, "write output");
 	return 0;
 }
@@ -419,10 +418,10 @@ static int on_output(void *ud, json_t *ev, struct isola_err **err)
 static int follow(struct container *c, struct isola_err **err)
 {
 	long pid = (long)json_integer_value(json_object_get(c->st, "pid"));
-	cleanup_free char *out = cli_pathf("/v1/sandboxes/%s/processes/%ld/output?follow=true",
-					   sandbox_of(c), pid);
-	cleanup_free char *wait = cli_pathf("/v1/sandboxes/%s/processes/%ld/wait", sandbox_of(c),
-					    pid);
+	cleanup_free char *out =
+		cli_pathf("/v1/sandboxes/%s/processes/%ld/output?follow=true", sandbox_of(c), pid);
+	cleanup_free char *wait =
+		cli_pathf("/v1/sandboxes/%s/processes/%ld/wait", sandbox_of(c), pid);
 	struct client_req rq = {.method = "GET",
 				.path = out,
 				.body_fd = -1,
@@ -468,8 +467,8 @@ static int parse_signal(const char *s)
 	static const struct {
 		const char *name;
 		int sig;
-	} tab[] = {{"HUP", SIGHUP},   {"INT", SIGINT},	 {"QUIT", SIGQUIT}, {"KILL", SIGKILL},
-		   {"USR1", SIGUSR1}, {"USR2", SIGUSR2}, {"TERM", SIGTERM}, {"STOP", SIGSTOP},
+	} tab[] = {{"HUP", SIGHUP},   {"INT", SIGINT},	  {"QUIT", SIGQUIT}, {"KILL", SIGKILL},
+		   {"USR1", SIGUSR1}, {"USR2", SIGUSR2},  {"TERM", SIGTERM}, {"STOP", SIGSTOP},
 		   {"CONT", SIGCONT}, {"WINCH", SIGWINCH}};
 	char *end;
 	long n;
@@ -521,8 +520,9 @@ static int print_state(struct container *c, struct isola_err **err)
 		return -EIO;
 	j = json_pack("{s:s, s:s, s:s, s:I, s:O, s:O, s:O}", "ociVersion", "1.2.0", "id", c->id,
 		      "status", st, "pid", (json_int_t)host_pid, "bundle",
-		      json_object_get(c->st, "bundle"), "created", json_object_get(c->st, "created"),
-		      "annotations", json_object_get(c->st, "annotations") ?: json_object());
+		      json_object_get(c->st, "bundle"), "created",
+		      json_object_get(c->st, "created"), "annotations",
+		      json_object_get(c->st, "annotations") ?: json_object());
 	if (j)
 		json_object_set(j, "sandbox", json_object_get(c->st, "sandbox"));
 	s = j ? json_dumps(j, JSON_INDENT(2) | JSON_PRESERVE_ORDER) : NULL;
@@ -566,8 +566,8 @@ static void usage(FILE *f)
 	      "  spec [--bundle DIR]                          write a config.json\n"
 	      "  features                                     print the features JSON\n\n"
 	      "global options: --root DIR (" DEFAULT_ROOT "), --log FILE, --log-format text|json,\n"
-	      "  --debug (ignored), --systemd-cgroup (refused). isolad: $ISOLA_SOCKET ("
-	      DEFAULT_SOCKET ") or $ISOLA_URL with $ISOLA_TOKEN (an operator token).\n",
+	      "  --debug (ignored), --systemd-cgroup (refused). isolad: $ISOLA_SOCKET "
+	      "(" DEFAULT_SOCKET ") or $ISOLA_URL with $ISOLA_TOKEN (an operator token).\n",
 	      f);
 }
 
@@ -598,7 +598,8 @@ static int run_command(int argc, char **argv)
 	for (i = 1; i < argc; i++) {
 		const char *a = argv[i];
 
-		if ((v = opt_val(argc, argv, &i, "--bundle")) || (v = opt_val(argc, argv, &i, "-b")))
+		if ((v = opt_val(argc, argv, &i, "--bundle")) ||
+		    (v = opt_val(argc, argv, &i, "-b")))
 			o.bundle = v;
 		else if ((v = opt_val(argc, argv, &i, "--pid-file")))
 			o.pid_file = v;

@@ -15,7 +15,7 @@
 static const char *const create_fields[] = {
 	"template", "tier",    "cpu",	  "memory",   "disk",	    "pids",	    "env",
 	"workdir",  "user",    "ttl",	  "labels",   "on_timeout", "idle_timeout", "auto_resume",
-	"snapshot", "network", "cap_add", "cap_drop", "name",	    "rootfs", NULL,
+	"snapshot", "network", "cap_add", "cap_drop", "name",	    "rootfs",	    NULL,
 };
 
 /* Applies one of cap_add/cap_drop to *mask. UNTRUSTED: the client's list, each entry a

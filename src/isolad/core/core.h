@@ -58,7 +58,7 @@ struct sandbox_request {
 	const char *name;	 /* unique per tenant among live sandboxes, or NULL */
 	bool caps_set;		 /* cap_add/cap_drop given: caps replaces the default set */
 	uint64_t caps;		 /* root's capabilities when caps_set (common/caps.h mask) */
-	const char *rootfs;	 /* operator only (api checks): host dir as the lower layer, or NULL */
+	const char *rootfs; /* operator only (api checks): host dir as the lower layer, or NULL */
 };
 
 /* Opens the store, initialises templates, reconciles sandboxes left by an earlier isolad

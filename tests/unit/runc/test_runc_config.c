@@ -56,8 +56,8 @@ static void test_mapping(void)
 		return;
 	ok(!strcmp(json_string_value(json_object_get(m.create, "rootfs")), "/b/rootfs"),
 	   "a relative root.path joins the bundle");
-	ok(!strcmp(json_string_value(json_object_get(json_object_get(m.create, "labels"),
-						     "oci.id")),
+	ok(!strcmp(json_string_value(
+			   json_object_get(json_object_get(m.create, "labels"), "oci.id")),
 		   "c1") &&
 		   !strcmp(json_string_value(json_object_get(json_object_get(m.create, "labels"),
 							     "oci.bundle")),
@@ -104,8 +104,8 @@ static void test_refusals(void)
 	ok(refused(BASE ",\"linux\":{\"namespaces\":[{\"type\":\"bogus\"}]}}", "invalid",
 		   "not a known namespace"),
 	   "unknown namespace refused");
-	ok(refused(BASE ",\"linux\":{\"sysctl\":{\"net.ipv4.ip_forward\":\"1\"}}}",
-		   "not_supported", "`linux.sysctl`"),
+	ok(refused(BASE ",\"linux\":{\"sysctl\":{\"net.ipv4.ip_forward\":\"1\"}}}", "not_supported",
+		   "`linux.sysctl`"),
 	   "sysctl refused");
 	ok(refused(BASE ",\"linux\":{\"resources\":{\"memory\":{\"limit\":1024}}}}", "invalid",
 		   "below isola's minimum"),
