@@ -15,7 +15,7 @@
 static const char *const create_fields[] = {
 	"template", "tier",    "cpu",	  "memory",   "disk",	    "pids",	    "env",
 	"workdir",  "user",    "ttl",	  "labels",   "on_timeout", "idle_timeout", "auto_resume",
-	"snapshot", "network", "cap_add", "cap_drop", "name",	    NULL,
+	"snapshot", "network", "cap_add", "cap_drop", "name",	    "rootfs",	    NULL,
 };
 
 /* Applies one of cap_add/cap_drop to *mask. UNTRUSTED: the client's list, each entry a
@@ -99,6 +99,7 @@ static int parse_create(const json_t *b, struct sandbox_request *req, struct iso
 	    api_json_str(b, "user", 64, &req->user, err) < 0 ||
 	    api_json_str(b, "snapshot", 63, &snap, err) < 0 ||
 	    api_json_str(b, "name", 63, &name, err) < 0 ||
+	    api_json_str(b, "rootfs", 500, &req->rootfs, err) < 0 ||
 	    api_lifecycle_parse(b, req, err) < 0 || /* on_timeout, idle_timeout, auto_resume */
 	    parse_caps(b, req, err) < 0)
 		return -EINVAL;
@@ -151,6 +152,14 @@ enum MHD_Result api_sandbox_create(struct api_req *r)
 		r->json = json_object();
 	if (parse_create(r->json, &req, &err) < 0 || api_network_check(r->json, &err) < 0)
 		return api_respond_err(r, err);
+	/* `rootfs` shows any host directory to the sandbox (isola-runc's bundle, docs/oci.md): a
+	 * tenant could name /etc or another tenant's files, so only the operator may. */
+	if (req.rootfs && (req.snapshot || req.template_name[0]))
+		return api_respond_error(r, "invalid",
+					 "field `rootfs` cannot be combined with `template` or "
+					 "`snapshot`");
+	if (req.rootfs && api_deny_unless_operator(r, &ret))
+		return ret;
 	req.tenant = api_tenant(r);
 	req.retry_after_s = &r->retry_after_s;
 	if (core_sandbox_create(r->srv->core, &req, &s, &err) < 0) {
@@ -315,11 +324,17 @@ enum MHD_Result api_sandbox_get(struct api_req *r)
 	cleanup_err struct isola_err *err = NULL;
 	struct sandbox *s = NULL;
 	enum MHD_Result ret;
+	json_t *body;
 
 	if (core_sandbox_get_for(r->srv->core, api_tenant(r), api_match_get(&r->match, "id"), &s,
 				 &err) < 0)
 		return api_respond_err(r, err);
-	ret = api_respond_json(r, 200, sandbox_to_json(s));
+	body = sandbox_to_json(s);
+	/* The host pid of the sandbox's init, for the operator only (isola-runc's --pid-file):
+	 * a tenant never learns host pids. */
+	if (body && api_is_operator(r))
+		json_object_set_new(body, "host_pid", json_integer(sandbox_host_pid(s)));
+	ret = api_respond_json(r, 200, body);
 	sandbox_unref(s);
 	return ret;
 }

@@ -410,6 +410,33 @@ static int check_string_map(const json_t *m, const char *what, size_t max_entrie
 	return 0;
 }
 
+/*
+ * A host directory as the lower layer (isola-runc's bundle root, docs/oci.md): absolute, no
+ * `..` component, at most 500 bytes, and a directory whose last component is no symlink. The
+ * API lets only the operator name one. Fills t like images_get() with no env or binds.
+ */
+static int core_rootfs_info(const char *path, struct template_info *t, struct isola_err **err)
+{
+	struct stat st;
+	size_t n = strlen(path);
+
+	if (path[0] != '/' || n > 500 || strstr(path, "/../") ||
+	    (n >= 3 && !strcmp(path + n - 3, "/..")))
+		return isola_err_set(err, EINVAL, "invalid",
+				     "rootfs `%.64s` must be an absolute path of at most 500 bytes "
+				     "without `..`",
+				     path);
+	if (lstat(path, &st) < 0)
+		return isola_err_sys(err, errno, "invalid", "rootfs `%s`", path);
+	if (!S_ISDIR(st.st_mode))
+		return isola_err_set(err, ENOTDIR, "invalid",
+				     "rootfs `%s` is not a directory (a symlink is refused)", path);
+	snprintf(t->name, sizeof(t->name), "rootfs");
+	snprintf(t->rootfs, sizeof(t->rootfs), "%s", path);
+	snprintf(t->workdir, sizeof(t->workdir), "/");
+	return 0;
+}
+
 /* Fills the sandbox's spec, env and defaults from the request and the template. */
 static int core_prepare(struct core *c, struct sandbox *s, const struct sandbox_request *req,
 			struct isola_err **err)
@@ -419,7 +446,10 @@ static int core_prepare(struct core *c, struct sandbox *s, const struct sandbox_
 	int r;
 
 	memset(&t, 0, sizeof(t));
-	r = images_get(tname, &t, err);
+	if (req->rootfs) /* isola-runc's bundle (docs/oci.md): no template behind it */
+		r = core_rootfs_info(req->rootfs, &t, err);
+	else
+		r = images_get(tname, &t, err);
 	if (r < 0)
 		return r;
 	snprintf(s->template_name, sizeof(s->template_name), "%s", t.name);

@@ -69,6 +69,7 @@ struct sandbox_request {
 	const char *name;	 /* unique per tenant among live sandboxes, or NULL */
 	bool caps_set;		 /* cap_add/cap_drop given: caps replaces the default set */
 	uint64_t caps;		 /* root's capabilities when caps_set (common/caps.h mask) */
+	const char *rootfs; /* operator only (api checks): host dir as the lower layer, or NULL */
 };
 
 /* Opens the store, initialises templates, reconciles sandboxes left by an earlier isolad
@@ -239,6 +240,10 @@ const char *sandbox_id(const struct sandbox *s);
 /* The sandbox as its API object (new reference): id, state, tier, template, limits,
  * labels, created_at, expires_at, persistence, error. */
 json_t *sandbox_to_json(struct sandbox *s);
+
+/* The host pid of the sandbox's init (the tier's saved `pid`), 0 when it has none (not
+ * running, or a tier without one). Any thread (takes s->lock). */
+long sandbox_host_pid(struct sandbox *s);
 
 /*
  * The agent connection of a running sandbox, borrowed while the caller holds its

@@ -516,7 +516,7 @@ int pool_claim(struct core *c, struct sandbox *s, const struct sandbox_request *
 	struct pool *pl;
 	int r;
 
-	if (!ps || req->pooled || req->snapshot)
+	if (!ps || req->pooled || req->snapshot || req->rootfs) /* rootfs: no template */
 		return 0;
 	pthread_mutex_lock(&ps->lock);
 	pl = pool_find(ps, s->template_name, s->tier->name);

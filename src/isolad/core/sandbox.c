@@ -135,6 +135,24 @@ static json_t *caps_json(uint64_t mask)
 	return a;
 }
 
+long sandbox_host_pid(struct sandbox *s)
+{
+	char *saved = NULL;
+	json_t *j;
+	long pid = 0;
+
+	pthread_mutex_lock(&s->lock);
+	if (s->ts && s->tier && s->tier->save)
+		saved = s->tier->save(s->ts);
+	pthread_mutex_unlock(&s->lock);
+	j = saved ? json_loads(saved, 0, NULL) : NULL;
+	if (json_is_integer(json_object_get(j, "pid")))
+		pid = (long)json_integer_value(json_object_get(j, "pid"));
+	json_decref(j);
+	free(saved);
+	return pid > 0 ? pid : 0;
+}
+
 json_t *sandbox_to_json(struct sandbox *s)
 {
 	json_t *j;

@@ -1,0 +1,28 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* fuzz_runc_config: libFuzzer target for isola-runc's config.json mapping (src/runc/config.c). */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "runc/config.h"
+
+/* Any input maps or fails with an error; a success always carries a create body with a
+ * rootfs string and labels, and a process body with a non-empty cmd. */
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	struct isola_err *err = NULL;
+	struct oci_mapped m;
+
+	if (oci_config_map((const char *)data, size, "/bundle", "fuzz", &m, &err) == 0) {
+		if (!json_is_string(json_object_get(m.create, "rootfs")) ||
+		    !json_is_object(json_object_get(m.create, "labels")) ||
+		    json_array_size(json_object_get(m.process, "cmd")) == 0 ||
+		    !json_is_object(m.annotations))
+			abort();
+		oci_mapped_fini(&m);
+	} else if (!err || !err->message || m.create || m.process) {
+		abort();
+	}
+	isola_err_free(err);
+	return 0;
+}

@@ -1,0 +1,391 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* config: maps an OCI bundle's config.json onto isolad's create and process requests. */
+#include "config.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#define OCI_MAX_ARGS 256
+#define OCI_MAX_ENV  1024
+#define OCI_MAX_STR  32768
+
+/* The namespaces every isola sandbox has anyway (process tier, docs/process-tier.md). */
+static const char *const known_ns[] = {"pid",  "network", "mount", "ipc", "uts",
+				       "user", "cgroup",  "time",  NULL};
+
+bool oci_id_valid(const char *id)
+{
+	size_t n = id ? strlen(id) : 0;
+
+	if (n == 0 || n > 128 || !strcmp(id, ".") || !strcmp(id, ".."))
+		return false;
+	for (const char *c = id; *c; c++)
+		if (!((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') ||
+		      (*c >= '0' && *c <= '9') || strchr("_.+-", *c)))
+			return false;
+	return true;
+}
+
+void oci_mapped_fini(struct oci_mapped *m)
+{
+	json_decref(m->create);
+	json_decref(m->process);
+	json_decref(m->annotations);
+	memset(m, 0, sizeof(*m));
+}
+
+/* A string no longer than OCI_MAX_STR, or NULL. */
+static const char *str_of(const json_t *v)
+{
+	const char *s = json_string_value(v);
+
+	return s && json_string_length(v) <= OCI_MAX_STR && strlen(s) == json_string_length(v)
+		       ? s
+		       : NULL;
+}
+
+static int map_args(const json_t *proc, json_t *body, struct isola_err **err)
+{
+	const json_t *args = json_object_get(proc, "args"), *v;
+	json_t *cmd;
+	size_t i;
+
+	if (!json_is_array(args) || json_array_size(args) == 0 ||
+	    json_array_size(args) > OCI_MAX_ARGS)
+		return isola_err_set(err, EINVAL, "invalid",
+				     "config.json: `process.args` must be an array of 1-%d strings",
+				     OCI_MAX_ARGS);
+	cmd = json_array();
+	json_array_foreach(args, i, v)
+	{
+		if (!str_of(v)) {
+			json_decref(cmd);
+			return isola_err_set(err, EINVAL, "invalid",
+					     "config.json: `process.args[%zu]` is not a string", i);
+		}
+		json_array_append(cmd, (json_t *)v);
+	}
+	json_object_set_new(body, "cmd", cmd);
+	return 0;
+}
+
+static int map_env(const json_t *proc, json_t *body, struct isola_err **err)
+{
+	const json_t *env = json_object_get(proc, "env"), *v;
+	json_t *map;
+	size_t i;
+
+	if (!env || json_is_null(env))
+		return 0;
+	if (!json_is_array(env) || json_array_size(env) > OCI_MAX_ENV)
+		return isola_err_set(err, EINVAL, "invalid",
+				     "config.json: `process.env` must be an array of at most %d "
+				     "strings",
+				     OCI_MAX_ENV);
+	map = json_object();
+	json_array_foreach(env, i, v)
+	{
+		const char *s = str_of(v), *eq = s ? strchr(s, '=') : NULL;
+		char key[256];
+
+		if (!eq || eq == s || (size_t)(eq - s) >= sizeof(key)) {
+			json_decref(map);
+			return isola_err_set(err, EINVAL, "invalid",
+					     "config.json: `process.env[%zu]` must be KEY=VALUE "
+					     "with a key of 1-255 bytes",
+					     i);
+		}
+		memcpy(key, s, (size_t)(eq - s));
+		key[eq - s] = '\0';
+		json_object_set_new(map, key, json_string(eq + 1));
+	}
+	json_object_set_new(body, "env", map);
+	return 0;
+}
+
+/* cwd and user: the process's and the sandbox's defaults (isola exec into the container). */
+static int map_cwd_user(const json_t *proc, json_t *create, json_t *body, struct isola_err **err)
+{
+	const json_t *cwdv = json_object_get(proc, "cwd");
+	const json_t *user = json_object_get(proc, "user"), *uid;
+	const char *cwd = str_of(cwdv);
+	char name[24];
+
+	if (!cwd || cwd[0] != '/' || strlen(cwd) > 255)
+		return isola_err_set(err, EINVAL, "invalid",
+				     "config.json: `process.cwd` must be an absolute path of at "
+				     "most 255 bytes");
+	json_object_set_new(body, "cwd", json_string(cwd));
+	json_object_set_new(create, "workdir", json_string(cwd));
+	if (!user || json_is_null(user))
+		return 0;
+	uid = json_object_get(user, "uid");
+	if (!json_is_object(user) ||
+	    (uid && (!json_is_integer(uid) || json_integer_value(uid) < 0 ||
+		     json_integer_value(uid) > 0xfffffffe)))
+		return isola_err_set(err, EINVAL, "invalid",
+				     "config.json: `process.user.uid` must be an integer "
+				     "0-4294967294");
+	if (json_object_get(user, "username"))
+		return isola_err_set(err, ENOTSUP, "not_supported",
+				     "config.json: `process.user.username` is for Windows");
+	/* The agent resolves a numeric user in the container's /etc/passwd (root for 0). */
+	if (!uid || json_integer_value(uid) == 0)
+		snprintf(name, sizeof(name), "root");
+	else
+		snprintf(name, sizeof(name), "%lld", (long long)json_integer_value(uid));
+	json_object_set_new(body, "user", json_string(name));
+	json_object_set_new(create, "user", json_string(name));
+	return 0;
+}
+
+/* A non-negative integer field of obj, or -1 when absent/null; -2 when malformed. */
+static long long uint_field(const json_t *obj, const char *key)
+{
+	const json_t *v = json_object_get(obj, key);
+
+	if (!v || json_is_null(v))
+		return -1;
+	if (!json_is_integer(v))
+		return -2;
+	return json_integer_value(v) < 0 ? -1 : json_integer_value(v);
+}
+
+static int map_resources(const json_t *linux_, json_t *create, struct isola_err **err)
+{
+	const json_t *res = json_object_get(linux_, "resources");
+	long long mem, quota, period, pids;
+
+	if (!res || json_is_null(res))
+		return 0;
+	if (!json_is_object(res))
+		return isola_err_set(err, EINVAL, "invalid",
+				     "config.json: `linux.resources` must be an object");
+	mem = uint_field(json_object_get(res, "memory"), "limit");
+	quota = uint_field(json_object_get(res, "cpu"), "quota");
+	period = uint_field(json_object_get(res, "cpu"), "period");
+	pids = uint_field(json_object_get(res, "pids"), "limit");
+	if (mem == -2 || quota == -2 || period == -2 || pids == -2)
+		return isola_err_set(err, EINVAL, "invalid",
+				     "config.json: `linux.resources` memory.limit, cpu.quota, "
+				     "cpu.period and pids.limit must be integers");
+	if (mem > 0) {
+		if (mem < (16ll << 20))
+			return isola_err_set(err, EINVAL, "invalid",
+					     "config.json: `linux.resources.memory.limit` %lld is "
+					     "below isola's minimum of 16 MiB",
+					     mem);
+		json_object_set_new(create, "memory", json_integer(mem));
+	}
+	if (quota > 0) {
+		double cpus = (double)quota / (double)(period > 0 ? period : 100000);
+
+		if (cpus < 0.001)
+			cpus = 0.001;
+		if (cpus > 1024)
+			cpus = 1024;
+		json_object_set_new(create, "cpu", json_real(cpus));
+	}
+	if (pids > 0)
+		json_object_set_new(create, "pids",
+				    json_integer(pids > 0x7fffffff ? 0x7fffffff : pids));
+	return 0;
+}
+
+static int check_namespaces(const json_t *linux_, struct isola_err **err)
+{
+	const json_t *nss = json_object_get(linux_, "namespaces"), *ns;
+	size_t i;
+
+	if (!nss || json_is_null(nss))
+		return 0;
+	if (!json_is_array(nss))
+		return isola_err_set(err, EINVAL, "invalid",
+				     "config.json: `linux.namespaces` must be an array");
+	json_array_foreach(nss, i, ns)
+	{
+		const char *type = str_of(json_object_get(ns, "type"));
+		const char *path = str_of(json_object_get(ns, "path"));
+		bool known = false;
+
+		for (size_t k = 0; type && known_ns[k]; k++)
+			known = known || !strcmp(type, known_ns[k]);
+		if (!known)
+			return isola_err_set(err, EINVAL, "invalid",
+					     "config.json: `linux.namespaces[%zu].type` is not a "
+					     "known namespace",
+					     i);
+		/* Joining a namespace by path would put the container into another's. */
+		if (path && *path)
+			return isola_err_set(err, ENOTSUP, "not_supported",
+					     "config.json: `linux.namespaces[%zu]`: joining the %s "
+					     "namespace at a path is refused (isola makes its own)",
+					     i, type);
+	}
+	return 0;
+}
+
+/* Hooks run on the host as the runtime's user (root): refused outright. */
+static int check_hooks(const json_t *spec, struct isola_err **err)
+{
+	const json_t *hooks = json_object_get(spec, "hooks"), *list;
+	const char *name;
+
+	if (!hooks || json_is_null(hooks))
+		return 0;
+	if (!json_is_object(hooks))
+		return isola_err_set(err, EINVAL, "invalid",
+				     "config.json: `hooks` must be an object");
+	json_object_foreach((json_t *)hooks, name, list)
+	{
+		if (json_is_array(list) && json_array_size(list) == 0)
+			continue;
+		return isola_err_set(err, ENOTSUP, "not_supported",
+				     "config.json: `hooks.%.32s` is refused (hooks would run on "
+				     "the host as root)",
+				     name);
+	}
+	return 0;
+}
+
+static int map_annotations(const json_t *spec, struct oci_mapped *out, struct isola_err **err)
+{
+	const json_t *ann = json_object_get(spec, "annotations"), *v;
+	const char *k;
+
+	out->annotations = json_object();
+	if (!ann || json_is_null(ann))
+		return 0;
+	if (!json_is_object(ann) || json_object_size(ann) > 1024)
+		return isola_err_set(err, EINVAL, "invalid",
+				     "config.json: `annotations` must be an object of at most "
+				     "1024 strings");
+	json_object_foreach((json_t *)ann, k, v)
+	{
+		if (!str_of(v))
+			return isola_err_set(err, EINVAL, "invalid",
+					     "config.json: `annotations.%.64s` is not a string", k);
+		json_object_set(out->annotations, k, (json_t *)v);
+	}
+	return 0;
+}
+
+static int map_root(const json_t *spec, const char *bundle, json_t *create, struct isola_err **err)
+{
+	const char *path = str_of(json_object_get(json_object_get(spec, "root"), "path"));
+	char full[1024];
+	int n;
+
+	if (!path || !*path)
+		return isola_err_set(err, EINVAL, "invalid",
+				     "config.json: `root.path` must be a non-empty string");
+	if (path[0] == '/')
+		n = snprintf(full, sizeof(full), "%s", path);
+	else
+		n = snprintf(full, sizeof(full), "%s/%s", bundle, path);
+	if (n < 0 || (size_t)n >= sizeof(full) - 1 || n > 500)
+		return isola_err_set(err, ENAMETOOLONG, "invalid",
+				     "config.json: `root.path` is longer than 500 bytes with the "
+				     "bundle");
+	json_object_set_new(create, "rootfs", json_string(full));
+	return 0;
+}
+
+static int map_spec(const json_t *spec, const char *bundle, const char *id, struct oci_mapped *out,
+		    struct isola_err **err)
+{
+	const json_t *proc = json_object_get(spec, "process");
+	const json_t *linux_ = json_object_get(spec, "linux");
+	const json_t *sysctl = json_object_get(linux_, "sysctl");
+	const char *ver = str_of(json_object_get(spec, "ociVersion"));
+	int r;
+
+	if (!json_is_object(spec))
+		return isola_err_set(err, EINVAL, "invalid", "config.json: not a JSON object");
+	if (!ver || strncmp(ver, "1.", 2) != 0)
+		return isola_err_set(err, EINVAL, "invalid",
+				     "config.json: `ociVersion` must be a 1.x version");
+	if (!json_is_object(proc))
+		return isola_err_set(err, EINVAL, "invalid",
+				     "config.json: `process` must be an object");
+	if (linux_ && !json_is_object(linux_))
+		return isola_err_set(err, EINVAL, "invalid",
+				     "config.json: `linux` must be an object");
+	if (json_is_true(json_object_get(proc, "terminal")))
+		return isola_err_set(err, ENOTSUP, "not_supported",
+				     "config.json: `process.terminal` is not supported yet "
+				     "(no --console-socket)");
+	if (sysctl && !json_is_null(sysctl) &&
+	    (!json_is_object(sysctl) || json_object_size(sysctl)))
+		return isola_err_set(err, ENOTSUP, "not_supported",
+				     "config.json: `linux.sysctl` is refused");
+	out->create = json_pack("{s:s, s:{s:s, s:s}}", "tier", "process", "labels", "oci.id", id,
+				"oci.bundle", bundle);
+	out->process = json_pack("{s:s}", "tag", "oci");
+	if (!out->create || !out->process)
+		return isola_err_set(err, ENOMEM, "internal", "out of memory");
+	r = map_root(spec, bundle, out->create, err);
+	if (r == 0)
+		r = map_args(proc, out->process, err);
+	if (r == 0)
+		r = map_env(proc, out->process, err);
+	if (r == 0)
+		r = map_cwd_user(proc, out->create, out->process, err);
+	if (r == 0)
+		r = map_resources(linux_, out->create, err);
+	if (r == 0)
+		r = check_namespaces(linux_, err);
+	if (r == 0)
+		r = check_hooks(spec, err);
+	if (r == 0)
+		r = map_annotations(spec, out, err);
+	return r;
+}
+
+int oci_config_map(const char *text, size_t len, const char *bundle, const char *id,
+		   struct oci_mapped *out, struct isola_err **err)
+{
+	json_error_t je;
+	json_t *spec;
+	int r;
+
+	memset(out, 0, sizeof(*out));
+	if (len > OCI_CONFIG_MAX)
+		return isola_err_set(err, EFBIG, "invalid", "config.json: larger than %u bytes",
+				     OCI_CONFIG_MAX);
+	/* UNTRUSTED: the bundle's config.json; every field is checked in map_spec. */
+	spec = json_loadb(text, len, JSON_REJECT_DUPLICATES, &je);
+	if (!spec)
+		return isola_err_set(err, EINVAL, "invalid", "config.json: line %d: %s", je.line,
+				     je.text);
+	r = map_spec(spec, bundle, id, out, err);
+	json_decref(spec);
+	if (r < 0)
+		oci_mapped_fini(out);
+	return r;
+}
+
+json_t *oci_spec_default(void)
+{
+	return json_pack(
+		"{s:s, s:{s:b, s:{s:i, s:i}, s:[s], s:[s, s], s:s, s:b}, s:{s:s, s:b}, s:s,"
+		" s:{s:[{s:s}, {s:s}, {s:s}, {s:s}, {s:s}]}}",
+		"ociVersion", "1.0.2", "process", "terminal", 0, "user", "uid", 0, "gid", 0, "args",
+		"sh", "env", "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+		"TERM=xterm", "cwd", "/", "noNewPrivileges", 1, "root", "path", "rootfs",
+		"readonly", 0, "hostname", "isola", "linux", "namespaces", "type", "pid", "type",
+		"network", "type", "ipc", "type", "uts", "type", "mount");
+}
+
+json_t *oci_features(void)
+{
+	/* Hooks and mount options: none honoured in this slice (docs/oci.md). */
+	return json_pack("{s:s, s:s, s:[], s:[], s:{s:[s, s, s, s, s, s, s], s:{s:b, s:b, s:b}},"
+			 " s:{s:s}}",
+			 "ociVersionMin", "1.0.0", "ociVersionMax", "1.2.0", "hooks",
+			 "mountOptions", "linux", "namespaces", "cgroup", "ipc", "mount", "network",
+			 "pid", "user", "uts", "cgroup", "v1", 1, "v2", 1, "systemd", 0,
+			 "annotations", "io.isola.runtime",
+			 "isola-runc: process-tier sandboxes of isolad");
+}

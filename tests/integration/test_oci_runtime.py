@@ -1,0 +1,299 @@
+# SPDX-License-Identifier: Apache-2.0
+"""isola-runc, the OCI runtime (docs/oci.md): a bundle made by hand from host binaries and
+`isola-runc spec`, driven through create/start/state/kill/delete and run against the session's
+real isolad; the container is a process-tier sandbox with isola's hardening."""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from tenancy_util import ROOT_CONFTEST as conftest  # noqa: E402
+from tenancy_util import Tenant  # noqa: E402
+
+RUNC = Path(os.environ.get("ISOLA_RUNC") or conftest.BUILD / "src" / "runc" / "isola-runc")
+BINARIES = ("sh", "cat", "sleep", "id", "grep")
+CAP_SYS_ADMIN = 21
+
+
+def make_rootfs(root):
+    """A tiny rootfs: a few dynamically linked host binaries with their libraries."""
+    for d in ("bin", "etc", "proc", "dev", "sys", "tmp"):
+        (root / d).mkdir(parents=True, exist_ok=True)
+    for name in BINARIES:
+        src = shutil.which(name)
+        assert src, f"host binary `{name}` missing"
+        shutil.copy2(os.path.realpath(src), root / "bin" / name)
+        out = subprocess.run(["ldd", src], capture_output=True, text=True, check=True).stdout
+        for word in out.split():
+            if word.startswith("/") and os.path.exists(word):
+                dst = root / word.lstrip("/")
+                dst.parent.mkdir(parents=True, exist_ok=True)
+                if not dst.exists():
+                    shutil.copy2(os.path.realpath(word), dst)
+    (root / "etc" / "passwd").write_text("root:x:0:0:root:/root:/bin/sh\n"
+                                         "app:x:1000:1000:app:/tmp:/bin/sh\n")
+    (root / "etc" / "group").write_text("root:x:0:\napp:x:1000:\n")
+
+
+@pytest.fixture(scope="module")
+def rootfs(tmp_path_factory):
+    root = tmp_path_factory.mktemp("oci-rootfs") / "rootfs"
+    make_rootfs(root)
+    return root
+
+
+class Runc:
+    """isola-runc with its own --root, talking to the session isolad's unix socket."""
+
+    def __init__(self, isolad, state_root):
+        if not os.access(RUNC, os.X_OK):
+            pytest.fail(f"`{RUNC}` is missing: build first", pytrace=False)
+        self.isolad = isolad
+        self.root = state_root
+
+    def __call__(self, *args, cwd=None, timeout=120, check=False):
+        env = dict(os.environ, ISOLA_SOCKET=self.isolad.socket)
+        env.pop("ISOLA_URL", None)
+        env.pop("ISOLA_TOKEN", None)
+        # Files, not pipes: `create` leaves an output relay holding its stdout/stderr (as
+        # runc's init does) until the container's process ends.
+        with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+            p = subprocess.run([str(RUNC), "--root", str(self.root)] + [str(a) for a in args],
+                               stdout=out, stderr=err, stdin=subprocess.DEVNULL,
+                               timeout=timeout, env=env, cwd=cwd)
+            out.seek(0)
+            err.seek(0)
+            cp = subprocess.CompletedProcess(p.args, p.returncode, out.read().decode(),
+                                             err.read().decode())
+        rep = conftest.sanitizer_report(cp.stderr)
+        assert rep is None, f"sanitizer report from isola-runc {args}:\n{rep}"
+        if check:
+            assert cp.returncode == 0, f"isola-runc {args}: {cp.returncode} {cp.stderr}"
+        return cp
+
+    def state(self, cid):
+        return json.loads(self("state", cid, check=True).stdout)
+
+    def wait_status(self, cid, want, deadline_s=60):
+        end = time.monotonic() + deadline_s
+        while True:
+            st = self.state(cid)
+            if st["status"] == want:
+                return st
+            assert time.monotonic() < end, f"container {cid} still {st['status']}, want {want}"
+            time.sleep(0.1)
+
+
+@pytest.fixture
+def runc(isolad, tmp_path):
+    r = Runc(isolad, tmp_path / "runc-root")
+    yield r
+    # Nothing of a test may stay behind: every container it made is deleted.
+    if r.root.exists():
+        for d in r.root.iterdir():
+            r("delete", "--force", d.name)
+
+
+def make_bundle(runc, rootfs, tmp_path, args, edit=None):
+    """A bundle dir: `isola-runc spec`'s config.json with args, and root.path -> rootfs."""
+    b = tmp_path / "bundle"
+    b.mkdir()
+    runc("spec", "--bundle", b, check=True)
+    cfg = json.loads((b / "config.json").read_text())
+    assert cfg["ociVersion"].startswith("1.") and cfg["root"]["path"] == "rootfs"
+    cfg["process"]["args"] = args
+    cfg["root"]["path"] = str(rootfs)
+    if edit:
+        edit(cfg)
+    (b / "config.json").write_text(json.dumps(cfg))
+    return b
+
+
+def sandboxes(isolad, **labels):
+    c = isolad.client(timeout=30)
+    q = "&".join(f"label={k}={v}" for k, v in labels.items())
+    r = c.request("GET", "/v1/sandboxes" + (f"?{q}" if q else ""))
+    assert r.status == 200, r
+    return r.json()["sandboxes"]
+
+
+def test_run_prints_output_and_exits_with_status(runc, rootfs, tmp_path, isolad):
+    b = make_bundle(runc, rootfs, tmp_path,
+                    ["sh", "-c", "echo hello from $GREETING; cat /etc/passwd >&2; exit 3"],
+                    lambda c: c["process"]["env"].append("GREETING=oci"))
+    cp = runc("run", "--bundle", b, "r1")
+    assert cp.returncode == 3, cp.stderr
+    assert cp.stdout == "hello from oci\n"
+    assert "app:x:1000" in cp.stderr
+    # run deletes what it made: no state, no sandbox.
+    assert not (runc.root / "r1").exists()
+    assert sandboxes(isolad, **{"oci.id": "r1"}) == []
+
+
+def test_lifecycle_create_start_state_kill_delete(runc, rootfs, tmp_path, isolad, cli):
+    b = make_bundle(runc, rootfs, tmp_path, ["sleep", "1000"])
+    pidfile = tmp_path / "init.pid"
+    runc("create", "--bundle", b, "--pid-file", pidfile, "c1", check=True)
+    st = runc.state("c1")
+    assert st["status"] == "created" and st["id"] == "c1" and st["bundle"] == str(b)
+    assert st["pid"] > 0 and int(pidfile.read_text()) == st["pid"]
+    assert Path(f"/proc/{st['pid']}").exists()
+    # The container is an isola sandbox: `isola ls` lists it with its bundle label.
+    ls = cli("ls", "--label", f"oci.bundle={b}", json=True)
+    assert ls.returncode == 0, ls.stderr
+    rows = json.loads(ls.stdout)
+    rows = rows["sandboxes"] if isinstance(rows, dict) else rows
+    assert [s["id"] for s in rows] == [st["sandbox"]]
+    assert rows[0]["labels"]["oci.id"] == "c1"
+    # A second create of the same id is refused and leaves the first alone.
+    cp = runc("create", "--bundle", b, "c1")
+    assert cp.returncode == 1 and "container `c1` already exists" in cp.stderr
+
+    runc("start", "c1", check=True)
+    assert runc.state("c1")["status"] == "running"
+    cp = runc("start", "c1")
+    assert cp.returncode == 1 and "only a created container starts" in cp.stderr
+    cp = runc("delete", "c1")
+    assert cp.returncode == 1 and "is running" in cp.stderr
+
+    runc("kill", "c1", "KILL", check=True)
+    st = runc.wait_status("c1", "stopped")
+    assert st["pid"] == 0
+    runc("delete", "c1", check=True)
+    assert sandboxes(isolad, **{"oci.id": "c1"}) == []
+    cp = runc("state", "c1")
+    assert cp.returncode == 1 and "container `c1` does not exist" in cp.stderr
+
+
+def test_create_start_relays_output_to_creates_stdio(runc, rootfs, tmp_path):
+    """The process's output reaches the stdout/stderr `create` was given (an engine's fifos)."""
+    b = make_bundle(runc, rootfs, tmp_path, ["sh", "-c", "echo out-line; echo err-line >&2"])
+    out, err = tmp_path / "out", tmp_path / "err"
+    env = dict(os.environ, ISOLA_SOCKET=runc.isolad.socket)
+    with open(out, "wb") as o, open(err, "wb") as e:
+        p = subprocess.run([str(RUNC), "--root", str(runc.root), "create", "--bundle", str(b),
+                            "o1"], stdout=o, stderr=e, stdin=subprocess.DEVNULL, env=env,
+                           timeout=120)
+    assert p.returncode == 0, err.read_text()
+    assert out.read_text() == ""  # nothing runs before start
+    runc("start", "o1", check=True)
+    runc.wait_status("o1", "stopped")
+    end = time.monotonic() + 60
+    while out.read_text() != "out-line\n" or err.read_text() != "err-line\n":
+        assert time.monotonic() < end, (out.read_text(), err.read_text())
+        time.sleep(0.1)
+    runc("delete", "o1", check=True)
+
+
+def test_kill_before_start_stops_the_container(runc, rootfs, tmp_path, isolad):
+    b = make_bundle(runc, rootfs, tmp_path, ["sleep", "1000"])
+    runc("create", "--bundle", b, "k1", check=True)
+    runc("kill", "k1", check=True)
+    assert runc.state("k1")["status"] == "stopped"
+    assert sandboxes(isolad, **{"oci.id": "k1"}) == []
+    runc("delete", "k1", check=True)
+
+
+def test_isola_hardening_holds_in_the_container(runc, rootfs, tmp_path):
+    b = make_bundle(runc, rootfs, tmp_path,
+                    ["grep", "-E", "^(NoNewPrivs|Seccomp|CapEff|CapBnd):", "/proc/self/status"],
+                    # The spec asks for everything; isola's never-list still applies.
+                    lambda c: c["process"].update(noNewPrivileges=False, capabilities={
+                        k: ["CAP_SYS_ADMIN", "CAP_SYS_PTRACE"] for k in
+                        ("bounding", "effective", "permitted")}))
+    cp = runc("run", "--bundle", b, "h1")
+    assert cp.returncode == 0, cp.stderr
+    f = dict(line.split(":\t") for line in cp.stdout.splitlines())
+    assert f["NoNewPrivs"] == "1"
+    assert f["Seccomp"] == "2"  # filter mode: isola's allowlist
+    assert not int(f["CapBnd"], 16) & (1 << CAP_SYS_ADMIN)
+    assert not int(f["CapEff"], 16) & (1 << CAP_SYS_ADMIN)
+
+
+def test_user_and_cwd_and_resources_are_mapped(runc, rootfs, tmp_path, isolad):
+    def edit(c):
+        c["process"]["user"] = {"uid": 1000, "gid": 1000}
+        c["process"]["cwd"] = "/tmp"
+        c["linux"]["resources"] = {"memory": {"limit": 64 << 20}, "pids": {"limit": 50},
+                                   "cpu": {"quota": 50000, "period": 100000}}
+    b = make_bundle(runc, rootfs, tmp_path, ["sh", "-c", "id -u; echo $PWD"], edit)
+    runc("create", "--bundle", b, "u1", check=True)
+    sb = sandboxes(isolad, **{"oci.id": "u1"})[0]
+    assert sb["memory"] == 64 << 20 and sb["pids"] == 50 and sb["cpu"] == 0.5
+    runc("start", "u1", check=True)
+    runc.wait_status("u1", "stopped")
+    runc("delete", "u1", check=True)
+    cp = runc("run", "--bundle", b, "u2")
+    assert cp.returncode == 0, cp.stderr
+    assert cp.stdout == "1000\n/tmp\n"
+
+
+@pytest.mark.parametrize("edit,msg", [
+    (lambda c: c.update(hooks={"prestart": [{"path": "/bin/true"}]}),
+     "`hooks.prestart` is refused"),
+    (lambda c: c["linux"]["namespaces"].append({"type": "network", "path": "/proc/1/ns/net"}),
+     "joining the network namespace at a path is refused"),
+    (lambda c: c["process"].update(terminal=True), "`process.terminal` is not supported"),
+    (lambda c: c["process"].update(args=[]), "`process.args` must be an array"),
+    (lambda c: c.update(ociVersion="2.0.0"), "`ociVersion` must be a 1.x version"),
+    (lambda c: c["root"].update(path="/nonexistent-oci-root"), "root.path"),
+])
+def test_refused_config_leaves_nothing(runc, rootfs, tmp_path, isolad, edit, msg):
+    b = make_bundle(runc, rootfs, tmp_path, ["true"], edit)
+    cp = runc("create", "--bundle", b, "bad")
+    assert cp.returncode == 1 and msg in cp.stderr, cp.stderr
+    assert not (runc.root / "bad").exists()
+    assert sandboxes(isolad, **{"oci.id": "bad"}) == []
+
+
+def test_global_flags(runc, tmp_path):
+    cp = runc("--systemd-cgroup", "state", "x")
+    assert cp.returncode == 1 and "--systemd-cgroup is not supported" in cp.stderr
+    log = tmp_path / "runc.log"
+    cp = runc("--debug", "--log", log, "--log-format", "json", "state", "nosuch")
+    assert cp.returncode == 1
+    rec = json.loads(log.read_text().splitlines()[-1])
+    assert rec["level"] == "error" and "container `nosuch` does not exist" in rec["msg"]
+    feats = json.loads(runc("features", check=True).stdout)
+    assert feats["ociVersionMin"].startswith("1.") and "pid" in feats["linux"]["namespaces"]
+    cp = runc("create", "bad/id")
+    assert cp.returncode == 1 and "container id `bad/id` is invalid" in cp.stderr
+
+
+def test_rootfs_is_the_operators_alone(isolad, rootfs):
+    """A tenant (even its admin) naming a host directory as rootfs gets 403 and nothing."""
+    t = Tenant(isolad, role="admin")
+    try:
+        r = t.client.request("POST", "/v1/sandboxes", json={"rootfs": str(rootfs)})
+        assert r.status == 403, r
+        assert t.client.request("GET", "/v1/sandboxes").json()["sandboxes"] == []
+        # The operator's sandbox shows its init's host pid; the tenant never sees one.
+        op = isolad.client(timeout=60)
+        r = op.request("POST", "/v1/sandboxes", json={"rootfs": "relative/dir"})
+        assert r.status == 400 and "must be an absolute path" in r.json()["message"], r
+        r = op.request("POST", "/v1/sandboxes", json={"rootfs": str(rootfs / "etc/passwd")})
+        assert r.status == 400 and "is not a directory" in r.json()["message"], r
+    finally:
+        t.cleanup()
+
+
+def test_container_survives_isolad_restart(runc, rootfs, tmp_path, isolad):
+    """isolad holds the container (label oci.id): a restart loses nothing."""
+    b = make_bundle(runc, rootfs, tmp_path, ["sh", "-c", "echo after restart"])
+    runc("create", "--bundle", b, "s1", check=True)
+    pid = runc.state("s1")["pid"]
+    isolad.restart()
+    st = runc.state("s1")
+    assert st["status"] == "created" and st["pid"] == pid
+    runc("start", "s1", check=True)
+    runc.wait_status("s1", "stopped")
+    runc("delete", "s1", check=True)

@@ -1,0 +1,164 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* test_runc_config: TAP tests for isola-runc's config.json mapping (honoured, mapped, refused). */
+#include <stdlib.h>
+#include <string.h>
+
+#include "config.h"
+#include "../tap.h"
+
+#define BASE                                                                                       \
+	"{\"ociVersion\":\"1.0.2\",\"root\":{\"path\":\"rootfs\"},"                                \
+	"\"process\":{\"args\":[\"sh\",\"-c\",\"echo hi\"],\"env\":[\"A=1\",\"B=x=y\"],"           \
+	"\"cwd\":\"/srv\",\"user\":{\"uid\":1000,\"gid\":1000}}"
+
+/* Maps text for container "c1" of bundle /b; returns the error code ("" on success). */
+static const char *map(const char *text, struct oci_mapped *m, char *msg, size_t n)
+{
+	static char code[32];
+	struct isola_err *err = NULL;
+	int r = oci_config_map(text, strlen(text), "/b", "c1", m, &err);
+
+	code[0] = msg[0] = '\0';
+	if (r < 0) {
+		snprintf(code, sizeof(code), "%s", err ? err->code : "?");
+		snprintf(msg, n, "%s", err ? err->message : "");
+		isola_err_free(err);
+	}
+	return code;
+}
+
+static bool refused(const char *text, const char *code, const char *needle)
+{
+	struct oci_mapped m;
+	char msg[512];
+	const char *got = map(text, &m, msg, sizeof(msg));
+	bool good = !strcmp(got, code) && strstr(msg, needle) && !m.create && !m.process;
+
+	if (!good)
+		printf("# code %s message %s\n", got, msg);
+	oci_mapped_fini(&m);
+	return good;
+}
+
+static void test_mapping(void)
+{
+	struct oci_mapped m;
+	char msg[512];
+	const char *code =
+		map(BASE ",\"linux\":{\"resources\":{\"memory\":{\"limit\":67108864},"
+			 "\"cpu\":{\"quota\":150000,\"period\":100000},\"pids\":{\"limit\":64}},"
+			 "\"namespaces\":[{\"type\":\"pid\"},{\"type\":\"network\"}]},"
+			 "\"hooks\":{\"prestart\":[]},\"annotations\":{\"a\":\"b\"}}",
+		    &m, msg, sizeof(msg));
+
+	ok(!*code, "a full config maps (%s)", msg);
+	if (*code)
+		return;
+	ok(!strcmp(json_string_value(json_object_get(m.create, "rootfs")), "/b/rootfs"),
+	   "a relative root.path joins the bundle");
+	ok(!strcmp(json_string_value(
+			   json_object_get(json_object_get(m.create, "labels"), "oci.id")),
+		   "c1") &&
+		   !strcmp(json_string_value(json_object_get(json_object_get(m.create, "labels"),
+							     "oci.bundle")),
+			   "/b"),
+	   "labels oci.id and oci.bundle");
+	ok(json_integer_value(json_object_get(m.create, "memory")) == 67108864 &&
+		   json_real_value(json_object_get(m.create, "cpu")) == 1.5 &&
+		   json_integer_value(json_object_get(m.create, "pids")) == 64,
+	   "memory, cpu quota/period and pids map to the sandbox's limits");
+	ok(json_array_size(json_object_get(m.process, "cmd")) == 3, "args become cmd");
+	ok(!strcmp(json_string_value(json_object_get(json_object_get(m.process, "env"), "B")),
+		   "x=y"),
+	   "env splits at the first =");
+	ok(!strcmp(json_string_value(json_object_get(m.process, "cwd")), "/srv") &&
+		   !strcmp(json_string_value(json_object_get(m.create, "workdir")), "/srv"),
+	   "cwd is the process's and the sandbox's");
+	ok(!strcmp(json_string_value(json_object_get(m.process, "user")), "1000"),
+	   "uid 1000 becomes user `1000`");
+	ok(!strcmp(json_string_value(json_object_get(m.annotations, "a")), "b"),
+	   "annotations kept");
+	oci_mapped_fini(&m);
+
+	code = map("{\"ociVersion\":\"1.2.0\",\"root\":{\"path\":\"/abs\"},\"process\":"
+		   "{\"args\":[\"x\"],\"cwd\":\"/\",\"user\":{\"uid\":0}}}",
+		   &m, msg, sizeof(msg));
+	ok(!*code && !strcmp(json_string_value(json_object_get(m.create, "rootfs")), "/abs") &&
+		   !strcmp(json_string_value(json_object_get(m.process, "user")), "root") &&
+		   !json_object_get(m.create, "memory"),
+	   "absolute root.path kept, uid 0 is root, no resources no limits");
+	oci_mapped_fini(&m);
+}
+
+static void test_refusals(void)
+{
+	ok(refused("{", "invalid", "config.json: line"), "malformed JSON");
+	ok(refused("[]", "invalid", "not a JSON object"), "not an object");
+	ok(refused("{\"ociVersion\":\"2.0\"}", "invalid", "`ociVersion`"), "version 2 refused");
+	ok(refused(BASE ",\"hooks\":{\"prestart\":[{\"path\":\"/x\"}]}}", "not_supported",
+		   "`hooks.prestart` is refused"),
+	   "hooks refused");
+	ok(refused(BASE ",\"linux\":{\"namespaces\":[{\"type\":\"network\",\"path\":\"/p\"}]}}",
+		   "not_supported", "joining the network namespace"),
+	   "joining a namespace refused");
+	ok(refused(BASE ",\"linux\":{\"namespaces\":[{\"type\":\"bogus\"}]}}", "invalid",
+		   "not a known namespace"),
+	   "unknown namespace refused");
+	ok(refused(BASE ",\"linux\":{\"sysctl\":{\"net.ipv4.ip_forward\":\"1\"}}}", "not_supported",
+		   "`linux.sysctl`"),
+	   "sysctl refused");
+	ok(refused(BASE ",\"linux\":{\"resources\":{\"memory\":{\"limit\":1024}}}}", "invalid",
+		   "below isola's minimum"),
+	   "tiny memory limit refused");
+	ok(refused("{\"ociVersion\":\"1.0.0\",\"root\":{\"path\":\"r\"},\"process\":{\"args\":[],"
+		   "\"cwd\":\"/\"}}",
+		   "invalid", "`process.args`"),
+	   "empty args refused");
+	ok(refused("{\"ociVersion\":\"1.0.0\",\"root\":{\"path\":\"r\"},\"process\":{\"args\":"
+		   "[\"x\"],\"cwd\":\"rel\"}}",
+		   "invalid", "`process.cwd`"),
+	   "relative cwd refused");
+	ok(refused("{\"ociVersion\":\"1.0.0\",\"root\":{\"path\":\"r\"},\"process\":{\"args\":"
+		   "[\"x\"],\"cwd\":\"/\",\"env\":[\"NOEQ\"]}}",
+		   "invalid", "`process.env[0]`"),
+	   "env entry without = refused");
+	ok(refused("{\"ociVersion\":\"1.0.0\",\"root\":{\"path\":\"r\"},\"process\":{\"args\":"
+		   "[\"x\"],\"cwd\":\"/\",\"terminal\":true}}",
+		   "not_supported", "`process.terminal`"),
+	   "terminal refused");
+	ok(refused("{\"ociVersion\":\"1.0.0\",\"process\":{\"args\":[\"x\"],\"cwd\":\"/\"}}",
+		   "invalid", "`root.path`"),
+	   "missing root refused");
+	ok(refused("{\"ociVersion\":\"1.0.0\",\"root\":{\"path\":\"r\"},\"process\":{\"args\":"
+		   "[\"x\"],\"cwd\":\"/\",\"user\":{\"uid\":-1}}}",
+		   "invalid", "`process.user.uid`"),
+	   "negative uid refused");
+}
+
+static void test_ids_and_documents(void)
+{
+	json_t *spec = oci_spec_default(), *feat = oci_features();
+	char *text = json_dumps(spec, 0);
+	struct oci_mapped m;
+	char msg[512];
+
+	ok(oci_id_valid("abc-1.2_3+x") && !oci_id_valid("") && !oci_id_valid("..") &&
+		   !oci_id_valid("a/b") && !oci_id_valid("a b"),
+	   "container ids");
+	ok(!*map(text, &m, msg, sizeof(msg)), "`spec`'s own config maps (%s)", msg);
+	oci_mapped_fini(&m);
+	ok(json_is_array(json_object_get(json_object_get(feat, "linux"), "namespaces")) &&
+		   json_array_size(json_object_get(feat, "hooks")) == 0,
+	   "features: namespaces listed, no hooks");
+	free(text);
+	json_decref(spec);
+	json_decref(feat);
+}
+
+int main(void)
+{
+	test_mapping();
+	test_refusals();
+	test_ids_and_documents();
+	return tap_done();
+}
