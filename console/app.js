@@ -106,6 +106,7 @@
 		$('app').hidden = false;
 		$('signout').hidden = false;
 		startEvents();
+		document.dispatchEvent(new CustomEvent('isola:signin')); // ops.js: templates, operations
 		const last = sessionStorage.getItem('isola.open');
 		if (last) openSandbox(last);
 	}
@@ -125,6 +126,7 @@
 		$('signin').hidden = false;
 		$('whoami').textContent = '';
 		showError(why || '');
+		document.dispatchEvent(new CustomEvent('isola:signout'));
 	}
 
 	/* --- live sandbox table (GET /v1/events) ------------------------------------------------- */
@@ -567,6 +569,9 @@
 		const r = await attempt(() => api('GET', sbPath(id, `/processes/${pid}/output`)));
 		if (r) $('p-output').textContent = (r.stdout || '') + (r.stderr || '');
 	}
+
+	// What ops.js (templates, snapshots, operations) borrows; it loads after this file.
+	window.isola = { api, attempt, el, human, showError, who: () => st.who, canWrite };
 
 	/* --- wiring ------------------------------------------------------------------------------ */
 
