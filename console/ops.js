@@ -304,19 +304,21 @@
 
 	// The audit trail (GET /v1/audit/export, NDJSON), searched and paged in the page.
 	async function loadAudit() {
-		const [text, v] = await Promise.all([
-			attempt(() => api('GET', '/v1/audit/export', { raw: true }).then((r) => r.text())), // NDJSON
-			attempt(() => api('GET', '/v1/audit/verify')),
-		]);
+		showVerify(attempt(() => api('GET', '/v1/audit/verify')));
+		const text = await attempt(() => api('GET', '/v1/audit/export', { raw: true }).then((r) => r.text())); // NDJSON
+		if (typeof text !== 'string') return;
+		au.records = text.split('\n').filter((l) => l.trim()).map((l) => JSON.parse(l)).reverse();
+		au.page = 0;
+		renderAudit();
+	}
+
+	async function showVerify(answer) {
+		const v = await answer;
 		if (v) {
 			$('au-verify').textContent = v.ok ? `chain verified: ${v.records} records, ${v.segments} segments, ${v.sealed} sealed`
 				: `CHAIN BROKEN: ${(v.problems || []).map((p) => (typeof p === 'string' ? p : JSON.stringify(p))).join('; ')}`;
 			$('au-verify').className = v.ok ? 'ok' : 'bad';
 		}
-		if (typeof text !== 'string') return;
-		au.records = text.split('\n').filter((l) => l.trim()).map((l) => JSON.parse(l)).reverse();
-		au.page = 0;
-		renderAudit();
 	}
 
 	function renderAudit() {
