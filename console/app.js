@@ -108,6 +108,7 @@
 		$('app').hidden = false;
 		$('signout').hidden = false;
 		startEvents();
+		document.dispatchEvent(new CustomEvent('isola:signin')); // ops.js: templates, operations
 		const last = sessionStorage.getItem('isola.open');
 		if (last) openSandbox(last);
 	}
@@ -128,6 +129,7 @@
 		$('signin').hidden = false;
 		$('whoami').textContent = '';
 		showError(why || '');
+		document.dispatchEvent(new CustomEvent('isola:signout'));
 	}
 
 	/* --- live sandbox table (GET /v1/events) ------------------------------------------------- */
@@ -613,7 +615,10 @@
 	}
 
 	// What sandbox-views.js uses (the same helpers: one API client, one element builder).
-	window.isolaApp = { st, api, el, sbPath, attempt, human, canWrite, showError, openSandbox, saveBlob: saveAs };
+	// and what ops.js (templates, snapshots, operations) borrows; both load after this file.
+	window.isolaApp = { st, api, el, sbPath, attempt, human, canWrite, showError, openSandbox, saveBlob: saveAs,
+		who: () => st.who };
+	window.isola = window.isolaApp;
 
 	/* --- wiring ------------------------------------------------------------------------------ */
 

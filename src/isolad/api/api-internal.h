@@ -473,6 +473,8 @@ bool api_console_path(const char *url);
 enum MHD_Result api_console_serve(struct api_req *r, const char *url, const char *method);
 /* events.c: GET /v1/events, the tenant's sandbox changes as server-sent events. */
 enum MHD_Result api_events(struct api_req *r);
+/* List scans made by the event streams so far (events.c; /metrics). */
+uint64_t api_events_scans(void);
 
 enum MHD_Result api_tenant_create(struct api_req *r);
 enum MHD_Result api_tenant_list(struct api_req *r);

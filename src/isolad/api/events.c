@@ -2,27 +2,39 @@
 /* events: GET /v1/events — the caller's tenant's sandbox changes as server-sent events. */
 #include "api-internal.h"
 
+#include <stdatomic.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "../../common/util.h"
 #include "../core/core.h"
 
-#define EVENTS_PERIOD_MS    500	  /* how often the tenant's list is compared */
 #define EVENTS_TICK_MS	    100	  /* hang-up and shutdown checks while waiting */
-#define EVENTS_KEEPALIVE_MS 15000 /* a comment line when nothing happened for this long */
+#define EVENTS_KEEPALIVE_MS 15000 /* a comment line (and a rescan) when nothing happened */
+
+/* List scans made by all event streams (isola_events_scans_total in /metrics). */
+static atomic_uint_fast64_t scans;
+
+uint64_t api_events_scans(void)
+{
+	return atomic_load(&scans);
+}
 
 /*
- * One subscriber. The core has no change bus yet (docs/console.md), so each stream compares
- * the tenant's list every EVENTS_PERIOD_MS and sends only what differs: `created`, `changed`
- * (any field of the object), `destroyed`. Owned by the stream; used by its MHD thread only.
+ * One subscriber. The stream waits on the core's change bus (core_changes_wait: one
+ * notification per sandbox created, state transition, destroyed) and only then compares the
+ * tenant's list with what it last sent, sending the differences: `created`, `changed` (any
+ * field of the object), `destroyed`. With nothing happening it scans once per keep-alive
+ * period, which also picks up fields that change without a notification (last_active).
+ * Owned by the stream; used by its MHD thread only.
  */
 struct events {
 	struct api_server *srv; /* the server (borrowed) */
 	char tenant[64];	/* whose sandboxes: the caller's tenant, fixed at the start */
 	json_t *last; /* id -> sandbox object as last sent, owned; NULL before the snapshot */
 	uint64_t last_out_ms; /* when bytes were last produced (keep-alive) */
+	uint64_t seen;	      /* the change bus's sequence number ev->last reflects */
 };
 
 static void events_free(void *p)
@@ -40,6 +52,7 @@ static json_t *current(struct events *ev)
 	json_t *list = NULL, *byid, *s;
 	size_t i;
 
+	atomic_fetch_add(&scans, 1);
 	if (core_sandbox_list_for(ev->srv->core, ev->tenant, NULL, &list, &err) < 0)
 		return NULL;
 	byid = json_object();
@@ -89,13 +102,6 @@ static int diff(struct api_stream *st, struct events *ev, json_t *now)
 	return n;
 }
 
-static void sleep_ms(unsigned ms)
-{
-	struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (long)(ms % 1000) * 1000000L};
-
-	nanosleep(&ts, NULL);
-}
-
 static int events_produce(struct api_stream *st, void *ud)
 {
 	struct events *ev = ud;
@@ -104,7 +110,9 @@ static int events_produce(struct api_stream *st, void *ud)
 	int n;
 
 	if (!ev->last) {
-		/* First: everything the tenant has, in one `snapshot` event. */
+		/* First: everything the tenant has, in one `snapshot` event. The sequence number
+		 * is read before the list: a change in between is rescanned, never missed. */
+		ev->seen = core_changes_seq(ev->srv->core);
 		ev->last = current(ev);
 		if (!ev->last)
 			return api_stream_abort(st, "events", "internal",
@@ -118,12 +126,16 @@ static int events_produce(struct api_stream *st, void *ud)
 			       : 0;
 	}
 	for (;;) {
-		for (unsigned w = 0; w < EVENTS_PERIOD_MS; w += EVENTS_TICK_MS) {
+		bool changed = false;
+
+		while (!changed) {
 			if (api_server_is_stopping(ev->srv))
 				return 1;
 			if (api_stream_peer_gone(st))
 				return -1;
-			sleep_ms(EVENTS_TICK_MS);
+			changed = core_changes_wait(ev->srv->core, &ev->seen, EVENTS_TICK_MS) > 0;
+			if (util_now_ms() - ev->last_out_ms >= EVENTS_KEEPALIVE_MS)
+				break;
 		}
 		now = current(ev);
 		if (!now)

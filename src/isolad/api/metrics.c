@@ -258,6 +258,10 @@ enum MHD_Result api_metrics(struct api_req *r)
 		put(&b, "isola_api_stream_aborts_total{stream=\"%s\"} %llu\n", stream_kinds[i],
 		    (unsigned long long)m.stream_aborts[i]);
 	pthread_mutex_unlock(&m.lock);
+	head(&b, "isola_events_scans_total", "counter",
+	     "Sandbox list scans made by GET /v1/events streams (each after a change-bus "
+	     "notification, or once per keep-alive period when nothing changed).");
+	put(&b, "isola_events_scans_total %llu\n", (unsigned long long)api_events_scans());
 	head(&b, "isola_pool_sandboxes", "gauge",
 	     "Warm sandboxes waiting in pools (pools do not exist in this build: always 0).");
 	put(&b, "isola_pool_sandboxes 0\n");

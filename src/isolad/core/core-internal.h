@@ -7,6 +7,7 @@
 #include <stdatomic.h>
 
 #include "../store/store.h"
+#include "changes.h"
 #include "core.h"
 #include "lifecycle.h"
 
@@ -108,7 +109,11 @@ struct core {
 	pthread_mutex_t end_lock;	  /* with end_cond: waiters for a sandbox to end */
 	pthread_cond_t end_cond;	  /* broadcast when a sandbox ends or fails */
 	uint64_t end_gen;		  /* bumped under end_lock at each broadcast */
+	struct change_bus changes;	  /* one notify per sandbox change (core_changed) */
 };
+
+/* Tells the change bus a sandbox was created, changed state or went (any lock may be held). */
+void core_changed(struct core *c);
 
 /* Allocates a sandbox object (one reference) with state CREATING. */
 struct sandbox *sandbox_alloc(struct core *c, const char *id);

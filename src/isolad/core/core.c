@@ -177,6 +177,7 @@ int core_new(const struct core_config *cfg, struct core **out, struct isola_err 
 	pthread_mutex_init(&c->snap_lock, NULL);
 	pthread_mutex_init(&c->end_lock, NULL);
 	pthread_cond_init(&c->end_cond, NULL);
+	change_bus_init(&c->changes);
 	r = util_mkdir_p(cfg->state_dir, 0700);
 	if (r < 0) {
 		isola_err_sys(err, -r, NULL, "create state dir `%s`", cfg->state_dir);
@@ -279,6 +280,7 @@ void core_free(struct core *c)
 	pthread_mutex_destroy(&c->snap_lock);
 	pthread_mutex_destroy(&c->end_lock);
 	pthread_cond_destroy(&c->end_cond);
+	change_bus_fini(&c->changes);
 	free(c);
 }
 
@@ -303,6 +305,7 @@ int core_list_add(struct core *c, struct sandbox *s, struct isola_err **err)
 	}
 	sandbox_ref(s);
 	c->sandboxes[c->n_sandboxes++] = s;
+	core_changed(c); /* created */
 out:
 	pthread_mutex_unlock(&c->lock);
 	return r;
@@ -334,8 +337,10 @@ void core_list_remove(struct core *c, struct sandbox *s)
 	if (found && s->uid_slot >= 0 && s->uid_slot < CORE_MAX_SANDBOXES)
 		c->slots[s->uid_slot] = 0;
 	pthread_mutex_unlock(&c->lock);
-	if (found)
+	if (found) {
+		core_changed(c); /* destroyed */
 		sandbox_unref(s);
+	}
 }
 
 /* Reserves the lowest free uid slot; -EAGAIN when the host is full. */
@@ -1026,6 +1031,7 @@ int core_sandbox_destroy_obj(struct core *c, struct sandbox *s, struct isola_err
 		s->tier->resume(s->ts, NULL);
 	prev_error = s->error ? strdup(s->error) : NULL;
 	s->state = SANDBOX_DESTROYING;
+	core_changed(c);
 	if (s->ts) {
 		r = s->tier->destroy(s->ts, err);
 		s->ts = NULL;
@@ -1058,6 +1064,7 @@ int core_sandbox_destroy_obj(struct core *c, struct sandbox *s, struct isola_err
 		s->error =
 			strdup("destroyed, but its record could not be removed: destroy it again");
 		pthread_mutex_unlock(&s->lock);
+		core_changed(c);
 		free(prev_error);
 		return isola_err_wrap(err,
 				      "destroy sandbox `%s`: its processes and files are gone, "
@@ -1109,6 +1116,7 @@ void core_sandbox_fail(struct core *c, struct sandbox *s, const char *reason)
 	store_sandbox_set_state(c->store, s->id, "error", reason, NULL);
 	store_sandbox_set_tier_state(c->store, s->id, NULL, NULL);
 	pthread_mutex_unlock(&s->lock);
+	core_changed(c);
 	log_warn("sandbox %s failed: %s", s->id, reason);
 	core_sandbox_end_notify(c); /* an errored sandbox has ended for its waiters */
 }
@@ -1135,6 +1143,7 @@ int core_sandbox_set_ttl_for(struct core *c, const char *tenant, const char *id,
 	s->life.ttl_s = ttl_s; /* restarted when a policy pause ends (lifecycle.c) */
 	r = store_sandbox_set_expiry(c->store, s->id, s->expires_at, err);
 	pthread_mutex_unlock(&s->lock);
+	core_changed(c);
 	sandbox_unref(s);
 	return r;
 }

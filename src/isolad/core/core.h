@@ -97,6 +97,14 @@ int core_sandbox_list(struct core *c, const json_t *filter, json_t **out, struct
 int core_sandbox_destroy(struct core *c, const char *id, struct isola_err **err);
 
 /*
+ * The change bus (changes.h): core_changes_seq() is the number of sandbox changes so far
+ * (created, a state transition, destroyed); core_changes_wait() waits up to timeout_ms for it
+ * to differ from *seen (1 and *seen updated, 0 on timeout). GET /v1/events rescans on it.
+ */
+uint64_t core_changes_seq(struct core *c);
+int core_changes_wait(struct core *c, uint64_t *seen, unsigned timeout_ms);
+
+/*
  * The same, seen by one tenant (NULL = every tenant, the operator's view): another
  * tenant's sandbox answers exactly like a missing id (`not_found`, same message), so its
  * existence is not revealed. The unscoped functions above are these with tenant NULL.

@@ -255,6 +255,7 @@ static void life_apply(struct core *c, struct sandbox *s, const char *why)
 		if (r < 0)
 			s->last_active = util_wall_time();
 		pthread_mutex_unlock(&s->lock);
+		core_changed(c); /* paused_by, expires_at */
 	}
 	if (r < 0)
 		log_warn("sandbox %s: on_timeout=%s: %s", s->id, life_policy_name(p),

@@ -61,6 +61,7 @@ int sandbox_op_begin(struct core *c, struct sandbox *s, unsigned allowed, enum s
 	}
 	s->op_prev = s->state;
 	s->state = to;
+	core_changed(c);
 out:
 	pthread_mutex_unlock(&s->lock);
 	return r;
@@ -74,6 +75,7 @@ int sandbox_op_end(struct core *c, struct sandbox *s, enum sandbox_state to, str
 	s->state = to;
 	r = store_sandbox_set_state(c->store, s->id, sandbox_state_name(to), NULL, err);
 	pthread_mutex_unlock(&s->lock);
+	core_changed(c);
 	return r;
 }
 
@@ -186,6 +188,7 @@ static int core_sandbox_wake(struct core *c, struct sandbox *s, struct isola_err
 		if (r < 0)
 			s->state = SANDBOX_WAKING;
 		pthread_mutex_unlock(&s->lock);
+		core_changed(c);
 	}
 	if (r < 0) {
 		if (s->conn) {
@@ -292,6 +295,7 @@ int core_sandbox_hibernate_obj(struct core *c, struct sandbox *s, struct isola_e
 	s->state = SANDBOX_HIBERNATED;
 	core_persist(c, s, NULL);
 	pthread_mutex_unlock(&s->lock);
+	core_changed(c);
 	if (r < 0) {
 		/* The image is complete; what the tier could not remove is logged, the sandbox
 		 * is hibernated all the same and a resume restores it. */

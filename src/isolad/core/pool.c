@@ -569,6 +569,7 @@ int pool_claim(struct core *c, struct sandbox *s, const struct sandbox_request *
 	pthread_mutex_unlock(&ps->lock);
 	log_info("sandbox %s claimed from pool %s/%s by tenant %s", p->id, s->template_name,
 		 s->tier->name, p->tenant);
+	core_changed(c); /* now the tenant's: created, as its list sees it */
 	*out = p;
 	return 1;
 }

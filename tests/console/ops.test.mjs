@@ -1,0 +1,237 @@
+// SPDX-License-Identifier: Apache-2.0
+// ops.test: the console's templates, snapshots and operations pages (console/ops.js) in headless chromium.
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
+import { mkdtempSync, mkdirSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { chromium } from 'playwright-core';
+
+const URL_ = process.env.ISOLA_TEST_URL;
+const OPERATOR = process.env.ISOLA_TEST_TOKEN; // admin of the default tenant
+const SHOTS = process.env.ISOLA_TEST_SHOTS || tmpdir();
+const WAIT = 60000;
+const HOSTILE = '<img src=x onerror=alert(1)>';
+
+let browser;
+
+// One /v1 request; returns {status, body} (body parsed when JSON).
+async function call(method, path, body, token = OPERATOR) {
+	const r = await fetch(URL_ + path, {
+		method,
+		headers: { Authorization: `Bearer ${token}`, ...(body ? { 'Content-Type': 'application/json' } : {}) },
+		body: body ? JSON.stringify(body) : undefined,
+	});
+	const text = await r.text();
+	let parsed = text;
+	try {
+		parsed = text ? JSON.parse(text) : null;
+	} catch (_) { /* NDJSON or text */ }
+	return { status: r.status, body: parsed };
+}
+
+async function ok(method, path, body, token) {
+	const r = await call(method, path, body, token);
+	assert.ok(r.status < 300, `${method} ${path}: ${r.status} ${JSON.stringify(r.body)}`);
+	return r.body;
+}
+
+// A page signed in with token on one of the console's pages; dialogs (alert) are recorded.
+async function open(token, pageName) {
+	const ctx = await browser.newContext({ viewport: { width: 1280, height: 900 } });
+	const page = await ctx.newPage();
+	page.alerts = [];
+	page.on('dialog', (d) => {
+		page.alerts.push(d.message());
+		d.dismiss();
+	});
+	await page.goto(URL_ + '/');
+	await page.fill('#token', token);
+	await page.click('#signin-form button[type=submit]');
+	await page.waitForSelector('#app:not([hidden])', { timeout: WAIT });
+	if (pageName) await page.click(`#pages button[data-page=${pageName}]`);
+	return page;
+}
+
+const shot = (page, name) => page.screenshot({ path: join(SHOTS, `ops-${name}.png`), fullPage: true });
+
+async function tenantWithAdmin() {
+	const name = `c${Math.random().toString(36).slice(2, 10)}`;
+	await ok('POST', '/v1/tenants', { name, max_sandboxes: 4 });
+	const t = await ok('POST', '/v1/tokens', { tenant: name, role: 'admin', name: `${name}-admin` });
+	return { name, token: t.token };
+}
+
+before(async () => {
+	browser = await chromium.launch({ executablePath: '/usr/bin/chromium', headless: true, args: ['--no-sandbox'] });
+});
+
+after(async () => {
+	if (browser) await browser.close();
+});
+
+test('templates: the list with template ls columns, inspect, and an import with progress', async () => {
+	const page = await open(OPERATOR, 'templates');
+	const host = page.locator('#templates tr[data-name="host"]');
+	await host.waitFor({ timeout: WAIT });
+	const cells = await host.locator('td').allTextContents();
+	assert.equal(cells[0], 'host');
+	assert.match(cells[1], /\d.*(B|KiB|MiB|GiB)/, 'size');
+	assert.equal(cells[2], '0', 'layers');
+	assert.equal(cells[3], 'host', 'source');
+	await host.locator('button[data-action=inspect]').click();
+	await page.waitForFunction(() => document.getElementById('tp-inspect').textContent.includes('"name": "host"'), null, { timeout: WAIT });
+	// Import a tarball through the file picker: upload progress, then the server's, then the row.
+	const dir = mkdtempSync(join(tmpdir(), 'isola-ops-tar-'));
+	try {
+		mkdirSync(join(dir, 'root/etc'), { recursive: true });
+		mkdirSync(join(dir, 'root/bin'), { recursive: true });
+		writeFileSync(join(dir, 'root/etc/hostname'), 'console-import\n');
+		writeFileSync(join(dir, 'root/bin/filler'), Buffer.alloc(2 << 20, 7));
+		execFileSync('tar', ['-cf', join(dir, 'root.tar'), '-C', join(dir, 'root'), '.']);
+		await page.fill('#tp-import-name', 'console-imported');
+		await page.setInputFiles('#tp-import-file', join(dir, 'root.tar'));
+		await page.click('#tp-import button[type=submit]');
+		await page.locator('#templates tr[data-name="console-imported"]').waitFor({ timeout: WAIT });
+	} finally {
+		rmSync(dir, { recursive: true, force: true });
+	}
+	assert.equal(await page.locator('#tp-progress [data-phase="upload"] progress').count(), 1, 'upload progress shown');
+	const [value, max] = await page.locator('#tp-progress [data-phase="upload"] progress').evaluate((p) => [p.value, p.max]);
+	assert.ok(max > 2 << 20 && value === max, `upload progress ${value}/${max}`);
+	assert.match(await page.textContent('#tp-progress'), /template console-imported ready/);
+	await shot(page, 'templates');
+	// Delete asks twice; the API no longer has it.
+	const del = page.locator('#templates tr[data-name="console-imported"] button[data-action=delete]');
+	await del.click();
+	await del.click();
+	await page.locator('#templates tr[data-name="console-imported"]').waitFor({ state: 'detached', timeout: WAIT });
+	assert.equal((await call('GET', '/v1/templates/console-imported')).status, 404);
+	await page.context().close();
+});
+
+test('snapshots: name, size, created, source sandbox; delete', async () => {
+	const sb = await ok('POST', '/v1/sandboxes', { template: 'host' });
+	const name = `console-snap-${Date.now()}`;
+	try {
+		await ok('POST', '/v1/snapshots', { sandbox: sb.id, name });
+		const page = await open(OPERATOR, 'snapshots');
+		const tr = page.locator(`#snapshots tr[data-name="${name}"]`);
+		await tr.waitFor({ timeout: WAIT });
+		const cells = await tr.locator('td').allTextContents();
+		assert.equal(cells[0], name);
+		assert.match(cells[2], /\d/, 'size');
+		assert.equal(cells[4], sb.id, 'source sandbox');
+		await shot(page, 'snapshots');
+		await tr.locator('button[data-action=delete]').click();
+		await tr.locator('button[data-action=delete]').click();
+		await tr.waitFor({ state: 'detached', timeout: WAIT });
+		assert.equal((await call('GET', `/v1/snapshots/${name}`)).status, 404);
+		await page.context().close();
+	} finally {
+		await call('DELETE', `/v1/sandboxes/${sb.id}`);
+	}
+});
+
+test('tokens: created in the console, its secret shown once and working, revoked in the console and refused', async () => {
+	const page = await open(OPERATOR, 'ops');
+	await page.fill('#tk-name', HOSTILE);
+	await page.selectOption('#tk-role', 'user');
+	await page.click('#tk-create button[type=submit]');
+	await page.waitForSelector('#tk-dialog[open]', { timeout: WAIT });
+	const secret = await page.textContent('#tk-secret');
+	assert.match(secret, /^isola_/);
+	assert.equal((await ok('GET', '/v1/whoami', null, secret)).role, 'user');
+	await shot(page, 'token-secret');
+	await page.click('#tk-dialog-close');
+	assert.equal(await page.textContent('#tk-secret'), '', 'the secret left the page');
+	assert.ok(!(await page.content()).includes(secret), 'the secret is nowhere in the DOM');
+	// The hostile name is text in the table, not an element.
+	const row = page.locator('#tokens tbody tr', { has: page.locator('td.name', { hasText: HOSTILE }) });
+	await row.waitFor({ timeout: WAIT });
+	assert.equal(await page.locator('#tokens img').count(), 0);
+	assert.ok(!(await row.textContent()).includes('isola_'), 'the list never shows a secret');
+	await row.locator('button[data-action=revoke]').click();
+	await row.locator('button[data-action=revoke]').click();
+	await page.waitForFunction(() => [...document.querySelectorAll('#tokens td.status')].some((td) => td.textContent.startsWith('revoked')),
+		null, { timeout: WAIT });
+	assert.equal((await call('GET', '/v1/whoami', null, secret)).status, 401);
+	assert.deepEqual(page.alerts, []);
+	await page.context().close();
+});
+
+test('operator: tenants with quotas and usage, the audit trail searched and verified, compliance, host capacity', async () => {
+	const t = await tenantWithAdmin();
+	const page = await open(OPERATOR, 'ops');
+	const tr = page.locator(`#tenants tr[data-name="${t.name}"]`);
+	await tr.waitFor({ timeout: WAIT });
+	assert.equal(await tr.locator('td').nth(1).textContent(), '0 / 4');
+	await page.waitForFunction(() => document.getElementById('au-verify').textContent !== '', null, { timeout: WAIT });
+	assert.match(await page.textContent('#au-verify'), /^chain verified: \d+ records/);
+	await page.locator('#audit tbody tr').first().waitFor({ timeout: WAIT });
+	await page.fill('#au-search', `POST /v1/tenants`);
+	await page.waitForFunction(() => {
+		const rows = [...document.querySelectorAll('#audit tbody tr')];
+		return rows.length > 0 && rows.every((r) => r.querySelector('td.action').textContent === 'POST /v1/tenants');
+	}, null, { timeout: WAIT });
+	assert.match(await page.textContent('#au-page'), /^page 1 of \d+ \(\d+ records\)$/);
+	await page.waitForSelector('#op-compliance dl.kv dt', { timeout: WAIT });
+	assert.match(await page.textContent('#op-compliance'), /egress/);
+	await page.waitForFunction(() => /cores/.test(document.getElementById('op-host').textContent), null, { timeout: WAIT });
+	assert.match(await page.textContent('#op-host'), /state dir/, 'the operator sees host paths');
+	await shot(page, 'operator');
+	await page.context().close();
+});
+
+test('a tenant admin sees its own tenant and tokens only, no audit, no host paths', async () => {
+	const a = await tenantWithAdmin();
+	const b = await tenantWithAdmin();
+	await ok('POST', '/v1/tokens', { tenant: b.name, role: 'user', name: 'b-only-token' });
+	const page = await open(a.token, 'ops');
+	await page.locator(`#tokens tbody tr`).first().waitFor({ timeout: WAIT });
+	await page.locator(`#tenants tr[data-name="${a.name}"]`).waitFor({ timeout: WAIT });
+	const tenants = await page.locator('#tenants td:first-child').allTextContents();
+	assert.deepEqual(tenants, [a.name]);
+	const tokenTenants = await page.locator('#tokens tbody td:nth-child(3)').allTextContents();
+	assert.ok(tokenTenants.length > 0 && tokenTenants.every((n) => n === a.name), tokenTenants.join(','));
+	assert.equal(await page.locator('#tokens td', { hasText: 'b-only-token' }).count(), 0);
+	assert.equal(await page.isVisible('#op-audit-box'), false);
+	assert.equal(await page.isVisible('#tk-tenant'), false);
+	await page.waitForFunction(() => /cgroup/.test(document.getElementById('op-host').textContent), null, { timeout: WAIT });
+	assert.doesNotMatch(await page.textContent('#op-host'), /state dir/);
+	assert.equal(await page.locator('#audit tbody tr').count(), 0);
+	await shot(page, 'tenant-admin');
+	// Forged: another tenant's token, the audit trail.
+	const forged = await page.evaluate(async (other) => {
+		const h = { Authorization: `Bearer ${sessionStorage.getItem('isola.token')}`, 'Content-Type': 'application/json' };
+		const mint = await fetch('/v1/tokens', { method: 'POST', headers: h, body: JSON.stringify({ tenant: other, role: 'admin', name: 'x' }) });
+		const audit = await fetch('/v1/audit/export', { headers: h });
+		return [mint.status, audit.status];
+	}, b.name);
+	assert.deepEqual(forged, [403, 403]);
+	await page.context().close();
+});
+
+test('a read-only token sees no token, tenant or template controls and gets 403 forging them', async () => {
+	const { token } = await ok('POST', '/v1/tokens', { tenant: 'default', role: 'read-only', name: 'ops-ro' });
+	const victim = await ok('POST', '/v1/tokens', { tenant: 'default', role: 'user', name: 'ops-victim' });
+	const page = await open(token);
+	assert.equal(await page.isVisible('#pages button[data-page=ops]'), false);
+	await page.click('#pages button[data-page=templates]');
+	await page.locator('#templates tr[data-name="host"]').waitFor({ timeout: WAIT });
+	assert.equal(await page.isVisible('#tp-import'), false);
+	assert.equal(await page.isVisible('#tp-pull'), false);
+	assert.equal(await page.locator('#templates button[data-action=delete]').count(), 0);
+	await shot(page, 'read-only-templates');
+	const forged = await page.evaluate(async (id) => {
+		const h = { Authorization: `Bearer ${sessionStorage.getItem('isola.token')}`, 'Content-Type': 'application/json' };
+		const mint = await fetch('/v1/tokens', { method: 'POST', headers: h, body: JSON.stringify({ tenant: 'default', role: 'admin', name: 'x' }) });
+		const revoke = await fetch(`/v1/tokens/${id}`, { method: 'DELETE', headers: h });
+		const tenant = await fetch('/v1/tenants', { method: 'POST', headers: h, body: JSON.stringify({ name: 'forged' }) });
+		return [mint.status, revoke.status, tenant.status];
+	}, victim.id);
+	assert.deepEqual(forged, [403, 403, 403]);
+	assert.equal((await ok('GET', '/v1/whoami', null, victim.token)).role, 'user', 'the victim token still works');
+	await page.context().close();
+});
