@@ -31,6 +31,7 @@ struct core_config {
 	uint64_t audit_retention_s;	/* audit: drop sealed segments older (0 = keep) */
 	char snapshot_dir[512];	  /* snapshots and hibernation images, "" = <state>/snapshots */
 	uint32_t tombstone_ttl_s; /* keep records of ended sandboxes this long (0 = none) */
+	bool microvm_prebuild;	  /* build the host template's microvm image at start */
 };
 
 void core_config_defaults(struct core_config *cfg);
