@@ -486,11 +486,11 @@ json_t *images_info_json(const struct template_info *t, bool full)
 		      t->workdir);
 	/* The microvm tier's ext4 image of this template, once built (ext4.c), or its build. */
 	if (j && images_path(path, "%s/%s/%s", g.tdir, t->id, images_ext4_file(t->n_binds)) == 0 &&
-	    stat(path, &st) == 0)
+	    stat(path, &st) == 0) {
 		json_object_set_new(j, "image_size_bytes",
 				    json_integer((json_int_t)st.st_blocks * 512));
-	else if (j)
-		{
+		json_object_set_new(j, "image_build", json_null());
+	} else if (j) {
 		json_t *b = images_ext4_progress_json(t->id);
 
 		json_object_set_new(j, "image_build", b ? b : json_null());
