@@ -21,6 +21,7 @@
 struct import {
 	bool json;	   /* NDJSON passthrough */
 	struct progress p; /* the lines on stderr (a terminal) */
+	bool up_done;	   /* --json: the upload's last progress line is out */
 	json_t *tmpl;	   /* the template from the done event (owned) */
 	char *error;	   /* message of an error event (owned) */
 };
@@ -30,11 +31,13 @@ static void on_upload(void *ud, uint64_t sent, uint64_t total)
 	struct import *im = ud;
 
 	/* --json: the upload's progress as NDJSON too, like the server's phases. */
-	if (im->json && (sent == total || util_now_ms() - im->p.last_draw >= 250)) {
+	if (im->json && !im->up_done &&
+	    (sent == total || util_now_ms() - im->p.last_draw >= 250)) {
 		json_t *ev = json_pack("{s:s,s:s,s:I,s:I}", "type", "progress", "phase", "upload",
 				       "done", (json_int_t)sent, "total", (json_int_t)total);
 
 		im->p.last_draw = util_now_ms();
+		im->up_done = sent == total; /* curl reports the end again, after the reply */
 		if (ev)
 			out_json_line(stdout, ev);
 		json_decref(ev);
@@ -222,6 +225,12 @@ static void print_templates(const json_t *list)
 
 			out_fmt_size((uint64_t)json_integer_value(img), b, sizeof(b));
 			snprintf(size + strlen(size), sizeof(size) - strlen(size), " (vm %s)", b);
+		} else if (json_is_object(json_object_get(t, "image_build"))) {
+			const char *st = json_string_value(
+				json_object_get(json_object_get(t, "image_build"), "state"));
+
+			snprintf(size + strlen(size), sizeof(size) - strlen(size), " (vm %s)",
+				 st ? st : "building");
 		}
 		snprintf(layers, sizeof(layers), "%lld",
 			 (long long)json_integer_value(json_object_get(t, "layers")));
