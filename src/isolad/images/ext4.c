@@ -321,14 +321,26 @@ static int build(const char *tdir, const char *rootfs, const struct tier_bind *b
 	}
 	if (small) {
 		r = images_vmroot_stage(host, skip_path, on_stage, NULL, &files, &bytes);
+		if (r == -ENOENT) { /* not a dpkg host: no closure to take, so all of /usr */
+			log_warn("microvm image: no %s on this host; the image copies all of "
+				 "/usr (as --microvm-image full)",
+				 "/var/lib/dpkg/status");
+			util_rm_rf(host);
+			for (unsigned i = 0; i < n_binds; i++)
+				src[i] = binds[i].src;
+			small = false;
+			r = 0;
+		}
 		if (r < 0) {
 			r = isola_err_sys(err, -r, "internal",
 					  "microvm image: the package closure of the host's /usr "
 					  "(--microvm-image full copies all of it)");
 			goto out;
 		}
-		log_info("microvm image: %llu files (%llu MiB) of the package closure staged",
-			 (unsigned long long)files, (unsigned long long)(bytes >> 20));
+		if (small)
+			log_info("microvm image: %llu files (%llu MiB) of the package closure "
+				 "staged",
+				 (unsigned long long)files, (unsigned long long)(bytes >> 20));
 	}
 	prog_set("measuring", 0, 0);
 	walk.bytes = walk.inodes = 0;

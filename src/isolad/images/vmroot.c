@@ -334,8 +334,8 @@ int images_vmroot_stage(const char *stage, bool (*skip)(const char *path),
 			r = stage_one(all.v[i], dst, &st, &nf, &nb);
 		if (r == 0 && S_ISDIR(st.st_mode))
 			r = stage_pycache(stage, all.v[i], &nf, &nb);
-		if (r == 1)
-			r = 0; /* below a symlinked dir: the link is staged */
+		if (r == 1 || r == -ENOENT)
+			r = 0; /* below a symlinked dir (the link is staged), or gone meanwhile */
 		if (r < 0)
 			log_warn("microvm image: stage `%s`: %s", all.v[i], strerror(-r));
 		if (cb && (i % 256 == 0 || i + 1 == all.n))

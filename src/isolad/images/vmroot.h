@@ -23,7 +23,8 @@ typedef void (*images_vmroot_progress_fn)(void *ud, const char *step, uint64_t d
  * __pycache__ dirs of the directories kept. Paths skip(P) says yes to are left out, with
  * their subtree. Files are hard links where the filesystem allows (no data written; the stage
  * is removed after mkfs reads it), else copies; modes and owners are the host's. Reports
- * progress through cb (may be NULL). 0 or -errno (-ENOENT: no dpkg status on this host), and
+ * progress through cb (may be NULL). 0 or -errno (-ENOENT only when this host has no dpkg
+ * status), and
  * `files` and `bytes` (may be NULL) count the regular files kept and their bytes.
  */
 int images_vmroot_stage(const char *stage, bool (*skip)(const char *path),
