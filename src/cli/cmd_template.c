@@ -31,8 +31,7 @@ static void on_upload(void *ud, uint64_t sent, uint64_t total)
 	struct import *im = ud;
 
 	/* --json: the upload's progress as NDJSON too, like the server's phases. */
-	if (im->json && !im->up_done &&
-	    (sent == total || util_now_ms() - im->p.last_draw >= 250)) {
+	if (im->json && !im->up_done && (sent == total || util_now_ms() - im->p.last_draw >= 250)) {
 		json_t *ev = json_pack("{s:s,s:s,s:I,s:I}", "type", "progress", "phase", "upload",
 				       "done", (json_int_t)sent, "total", (json_int_t)total);
 

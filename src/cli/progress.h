@@ -19,11 +19,11 @@ struct progress_bar {
 
 /* Lines drawn on stderr; zero-initialise, set `tty` when stderr is a terminal. */
 struct progress {
-	bool tty;				   /* draw at all */
-	unsigned drawn;				   /* lines on screen (the cursor is below them) */
-	uint64_t last_draw;			   /* ms of the last redraw, to limit flicker */
-	struct progress_bar v[PROGRESS_MAX_BARS];  /* one line per phase, in the order first seen */
-	unsigned n;				   /* used entries of v */
+	bool tty;				  /* draw at all */
+	unsigned drawn;				  /* lines on screen (the cursor is below them) */
+	uint64_t last_draw;			  /* ms of the last redraw, to limit flicker */
+	struct progress_bar v[PROGRESS_MAX_BARS]; /* one line per phase, in the order first seen */
+	unsigned n;				  /* used entries of v */
 };
 
 /*

@@ -39,17 +39,17 @@ static bool full_mode;
 
 /* The build in progress, or the last one that failed, for GET /v1/templates/{name}. */
 static struct {
-	pthread_mutex_t lock;	 /* protects what follows */
-	char template_id[80];	 /* template dir's name ("" = none yet) */
-	char state[16];		 /* "building" or "failed" */
-	char step[16];		 /* packages, staging, measuring, mkfs */
-	uint64_t done;		 /* items (staging: paths, mkfs: bytes) so far */
-	uint64_t total;		 /* items in all, 0 = unknown */
-	uint64_t started_ms;	 /* util_now_ms() at the start */
-	char error[256];	 /* failed: why */
-	volatile int cancel;	 /* set by images_ext4_shutdown: stop mkfs and fail */
-	pthread_t prebuild;	 /* the background build thread */
-	bool prebuild_running;	 /* prebuild is joinable */
+	pthread_mutex_t lock;  /* protects what follows */
+	char template_id[80];  /* template dir's name ("" = none yet) */
+	char state[16];	       /* "building" or "failed" */
+	char step[16];	       /* packages, staging, measuring, mkfs */
+	uint64_t done;	       /* items (staging: paths, mkfs: bytes) so far */
+	uint64_t total;	       /* items in all, 0 = unknown */
+	uint64_t started_ms;   /* util_now_ms() at the start */
+	char error[256];       /* failed: why */
+	volatile int cancel;   /* set by images_ext4_shutdown: stop mkfs and fail */
+	pthread_t prebuild;    /* the background build thread */
+	bool prebuild_running; /* prebuild is joinable */
 } prog = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
 static void prog_set(const char *step, uint64_t done, uint64_t total)
@@ -91,8 +91,8 @@ json_t *images_ext4_progress_json(const char *template_id)
 	if (prog.template_id[0] && !strcmp(prog.template_id, template_id))
 		j = json_pack("{s:s,s:s,s:I,s:I,s:I,s:s*}", "state", prog.state, "step", prog.step,
 			      "done", (json_int_t)prog.done, "total", (json_int_t)prog.total,
-			      "elapsed_ms", (json_int_t)(util_now_ms() - prog.started_ms),
-			      "error", prog.error[0] ? prog.error : NULL);
+			      "elapsed_ms", (json_int_t)(util_now_ms() - prog.started_ms), "error",
+			      prog.error[0] ? prog.error : NULL);
 	pthread_mutex_unlock(&prog.lock);
 	return j;
 }
@@ -216,8 +216,7 @@ static __attribute__((noreturn)) void stage_child(const struct stage_plan *p, in
 
 /* Runs mkfs in the staging child; reports the image's allocated bytes (out of `total`) as the
  * mkfs step's progress while it writes, and kills it on images_ext4_shutdown. */
-static int run_build(const struct stage_plan *p, int img_fd, uint64_t total,
-		     struct isola_err **err)
+static int run_build(const struct stage_plan *p, int img_fd, uint64_t total, struct isola_err **err)
 {
 	cleanup_fd int devnull = open("/dev/null", O_RDWR | O_CLOEXEC);
 	int status;
@@ -289,7 +288,7 @@ static int mkfs_at(struct stage_plan *p, char *stage, int fd, char *tmp, uint64_
 static int build(const char *tdir, const char *rootfs, const struct tier_bind *binds,
 		 unsigned n_binds, const char *img, struct isola_err **err)
 {
-	static struct stage_plan p;			  /* large; build_lock serialises */
+	static struct stage_plan p;			   /* large; build_lock serialises */
 	static char mapped[TIER_MAX_BINDS][PATH_MAX + 64]; /* small mode: staged bind sources */
 	char stage[PATH_MAX + 32], tmp[PATH_MAX + 32], host[PATH_MAX + 32], exbuf[4096];
 	const char *ex[EXT4_MAX_EXCLUDES], *src[TIER_MAX_BINDS];
@@ -495,9 +494,9 @@ int images_ext4_get(const char *rootfs, const struct tier_bind *binds, unsigned 
 
 /* What the background build builds (copied: the caller's template may go away). */
 static struct {
-	char rootfs[PATH_MAX];		      /* template rootfs dir */
+	char rootfs[PATH_MAX];			/* template rootfs dir */
 	struct tier_bind binds[TIER_MAX_BINDS]; /* its binds */
-	unsigned n_binds;		      /* used entries */
+	unsigned n_binds;			/* used entries */
 } pre;
 
 static void *prebuild_main(void *arg)

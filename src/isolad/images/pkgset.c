@@ -11,12 +11,12 @@
 #define FIELD_MAX (64u << 10)
 
 struct pkg {
-	char *name;	    /* Package (owned) */
-	char *arch;	    /* Architecture, "" when absent (owned) */
-	char *deps;	    /* Pre-Depends ", " Depends (owned) */
-	char *provides;	    /* Provides (owned) */
-	bool essential;	    /* Essential: yes */
-	bool marked;	    /* in the closure */
+	char *name;	/* Package (owned) */
+	char *arch;	/* Architecture, "" when absent (owned) */
+	char *deps;	/* Pre-Depends ", " Depends (owned) */
+	char *provides; /* Provides (owned) */
+	bool essential; /* Essential: yes */
+	bool marked;	/* in the closure */
 };
 
 struct pkgset {

@@ -23,10 +23,12 @@
  * certificates, and the everyday tools an agent's scripts call. Names not installed on the
  * host are skipped. */
 const char *const images_vmroot_packages[] = {
-	"bash",	    "coreutils", "dash",     "python3",	  "python3-pip", "python3-venv",
-	"nodejs",   "npm",	 "git",	     "gcc",	  "g++",	 "libc6-dev",
-	"binutils", "make",	 "curl",     "ca-certificates", "procps", "iproute2",
-	"less",	    "patch",	 "xz-utils", "bzip2",	  "unzip",	 "file",
+	"bash",	       "coreutils",    "dash",	 "python3",
+	"python3-pip", "python3-venv", "nodejs", "npm",
+	"git",	       "gcc",	       "g++",	 "libc6-dev",
+	"binutils",    "make",	       "curl",	 "ca-certificates",
+	"procps",      "iproute2",     "less",	 "patch",
+	"xz-utils",    "bzip2",	       "unzip",	 "file",
 	NULL,
 };
 

@@ -728,7 +728,8 @@ bool tier_microvm_usable(const char *state_dir)
 	char kdir[PATH_MAX];
 	cleanup_err struct isola_err *e = NULL;
 
-	return access(QEMU_BIN, X_OK) == 0 && mvm_kernel_find(state_dir, kdir, sizeof(kdir), &e) == 0;
+	return access(QEMU_BIN, X_OK) == 0 &&
+	       mvm_kernel_find(state_dir, kdir, sizeof(kdir), &e) == 0;
 }
 
 char *tier_microvm_doctor(void)
