@@ -6,10 +6,12 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "../common/util.h"
 #include "output.h"
 #include "parse.h"
+#include "progress.h"
 
 /* Parses run/create options; returns -1 to go on, else the exit status. */
 static int parse_sandbox(struct cli *cli, int argc, char **argv, enum cli_sandbox_mode mode,
@@ -29,9 +31,71 @@ static int parse_sandbox(struct cli *cli, int argc, char **argv, enum cli_sandbo
 	return -1;
 }
 
-static int create_sandbox(struct client *c, json_t *req, json_t **sb, struct isola_err **err)
+/*
+ * A microvm create waits for its template's microvm image when isolad is building it (at
+ * start, docs/microvm.md): says so, with the build's step and progress, as a progress line on
+ * a terminal or NDJSON events on stderr with --json, until the build ends. The create then
+ * finds the image (or reports the build's failure). Best effort: any error just goes on.
+ */
+static volatile sig_atomic_t run_signal; /* `run` was interrupted (on_run_signal) */
+
+static void wait_image(struct client *c, const json_t *req, bool json)
 {
-	int r = client_json(c, "POST", "/v1/sandboxes", req, sb, err);
+	const char *tier = json_string_value(json_object_get(req, "tier"));
+	const char *name = json_string_value(json_object_get(req, "template"));
+	struct progress p = {.tty = !json && isatty(STDERR_FILENO)};
+	cleanup_free char *path = NULL;
+	char phase[96];
+	bool said = false;
+
+	if (!tier || strcmp(tier, "microvm"))
+		return;
+	path = cli_pathf("/v1/templates/%s", name && *name ? name : "host");
+	snprintf(phase, sizeof(phase), "microvm image of %s", name && *name ? name : "host");
+	while (!run_signal) {
+		cleanup_err struct isola_err *e = NULL;
+		json_t *t = NULL, *b;
+		const char *state, *step;
+		json_int_t done, total;
+
+		if (!path || client_json(c, "GET", path, NULL, &t, &e) < 0)
+			break;
+		b = json_object_get(t, "image_build");
+		state = json_string_value(json_object_get(b, "state"));
+		if (!state || strcmp(state, "building")) {
+			json_decref(t);
+			break;
+		}
+		step = json_string_value(json_object_get(b, "step"));
+		done = json_integer_value(json_object_get(b, "done"));
+		total = json_integer_value(json_object_get(b, "total"));
+		if (json) {
+			json_t *ev = json_pack("{s:s,s:s,s:s,s:O}", "type", "progress", "phase",
+					       "microvm image", "state", "building image",
+					       "image_build", b);
+
+			if (ev)
+				out_json_line(stderr, ev);
+			json_decref(ev);
+		} else if (!p.tty && !said) {
+			fprintf(stderr, "isola: waiting for isolad to build the %s\n", phase);
+		}
+		said = true;
+		progress_update(&p, phase, step ? step : "", done > 0 ? (uint64_t)done : 0,
+				total > 0 ? (uint64_t)total : 0, false);
+		json_decref(t);
+		usleep(300 * 1000);
+	}
+	progress_end(&p);
+}
+
+static int create_sandbox(struct client *c, json_t *req, bool json, json_t **sb,
+			  struct isola_err **err)
+{
+	int r;
+
+	wait_image(c, req, json);
+	r = client_json(c, "POST", "/v1/sandboxes", req, sb, err);
 
 	if (r == 0 && !json_is_string(json_object_get(*sb, "id"))) {
 		json_decref(*sb);
@@ -49,8 +113,6 @@ static int destroy_sandbox(struct client *c, const char *id, struct isola_err **
 		return isola_err_set(err, ENOMEM, NULL, "out of memory");
 	return client_json(c, "DELETE", path, NULL, NULL, err);
 }
-
-static volatile sig_atomic_t run_signal;
 
 static void on_run_signal(int sig)
 {
@@ -86,7 +148,7 @@ int cmd_run(struct cli *cli, int argc, char **argv)
 	sigaction(SIGINT, &sa, NULL);
 	sigaction(SIGTERM, &sa, NULL);
 	sigaction(SIGHUP, &sa, NULL);
-	r = create_sandbox(c, a.req, &sb, &err);
+	r = create_sandbox(c, a.req, cli->json, &sb, &err);
 	json_decref(a.req);
 	if (r < 0) {
 		json_decref(body);
@@ -144,7 +206,7 @@ int cmd_create(struct cli *cli, int argc, char **argv)
 	if (r >= 0)
 		return r;
 	c = cli_client(cli);
-	r = c ? create_sandbox(c, a.req, &sb, &err) : -EIO;
+	r = c ? create_sandbox(c, a.req, cli->json, &sb, &err) : -EIO;
 	json_decref(a.req);
 	if (!c)
 		return CLI_EXIT_FAIL;

@@ -15,91 +15,33 @@
 #include "filetype.h"
 #include "output.h"
 #include "parse.h"
-
-#define MAX_BARS 24 /* progress lines kept on screen (a pull: manifest, config, layers, import) */
-
-/* One progress line: a phase ("unpack", "download sha256:…", "layer 2/5"). */
-struct bar {
-	char phase[48];	  /* its name */
-	uint64_t done;	  /* bytes so far */
-	uint64_t total;	  /* bytes in all, 0 = unknown */
-	uint64_t started; /* ms when first seen, for the rate and ETA */
-};
+#include "progress.h"
 
 /* State of an import or pull while its reply streams. */
 struct import {
-	bool json;		/* NDJSON passthrough */
-	bool bar;		/* draw progress on stderr (a terminal) */
-	unsigned drawn;		/* progress lines on screen (the cursor is below them) */
-	uint64_t last_draw;	/* ms of the last redraw, to limit flicker */
-	struct bar v[MAX_BARS]; /* one line per phase, in the order first seen */
-	unsigned n;		/* used entries of v */
-	json_t *tmpl;		/* the template from the done event (owned) */
-	char *error;		/* message of an error event (owned) */
+	bool json;	   /* NDJSON passthrough */
+	struct progress p; /* the lines on stderr (a terminal) */
+	bool up_done;	   /* --json: the upload's last progress line is out */
+	json_t *tmpl;	   /* the template from the done event (owned) */
+	char *error;	   /* message of an error event (owned) */
 };
-
-/* Redraws every progress line: name, bar, percent, bytes, rate and ETA. */
-static void draw(struct import *im, const char *phase, uint64_t done, uint64_t total, bool force)
-{
-	uint64_t now = util_now_ms();
-	struct bar *b = NULL;
-
-	if (!im->bar)
-		return;
-	for (unsigned i = 0; i < im->n && !b; i++)
-		if (!strcmp(im->v[i].phase, phase))
-			b = &im->v[i];
-	if (!b) {
-		if (im->n == MAX_BARS) { /* the oldest line scrolls off */
-			memmove(im->v, im->v + 1, (MAX_BARS - 1) * sizeof(im->v[0]));
-			im->n--;
-		}
-		b = &im->v[im->n++];
-		snprintf(b->phase, sizeof(b->phase), "%s", phase);
-		b->started = now;
-		force = true;
-	}
-	b->done = done;
-	b->total = total;
-	if (!force && now - im->last_draw < 100)
-		return;
-	im->last_draw = now;
-	if (im->drawn)
-		fprintf(stderr, "\033[%uA", im->drawn);
-	for (unsigned i = 0; i < im->n; i++) {
-		const struct bar *l = &im->v[i];
-		char a[32], t[32], rate[32], eta[32] = "";
-		uint64_t ms = now - l->started;
-		uint64_t bps = ms ? l->done * 1000 / ms : 0;
-		int pct = l->total ? (int)(l->done * 100 / l->total) : 0;
-		char line[31];
-
-		out_fmt_size(l->done, a, sizeof(a));
-		out_fmt_size(l->total, t, sizeof(t));
-		out_fmt_size(bps, rate, sizeof(rate));
-		if (bps && l->total > l->done)
-			snprintf(eta, sizeof(eta), " ETA %llus",
-				 (unsigned long long)((l->total - l->done) / bps));
-		for (int k = 0; k < 30; k++)
-			line[k] = l->total && k < pct * 30 / 100 ? '#' : '-';
-		line[30] = '\0';
-		if (l->total)
-			fprintf(stderr, "\r\033[K%-28s [%s] %3d%% %s/%s %s/s%s\n", l->phase, line,
-				pct, a, t, rate, eta);
-		else
-			fprintf(stderr, "\r\033[K%-28s %s\n", l->phase, a);
-	}
-	im->drawn = im->n;
-}
-
-static void end_line(struct import *im)
-{
-	im->drawn = 0; /* every line already ends with its newline */
-}
 
 static void on_upload(void *ud, uint64_t sent, uint64_t total)
 {
-	draw(ud, "uploading", sent, total, sent == total);
+	struct import *im = ud;
+
+	/* --json: the upload's progress as NDJSON too, like the server's phases. */
+	if (im->json && !im->up_done && (sent == total || util_now_ms() - im->p.last_draw >= 250)) {
+		json_t *ev = json_pack("{s:s,s:s,s:I,s:I}", "type", "progress", "phase", "upload",
+				       "done", (json_int_t)sent, "total", (json_int_t)total);
+
+		im->p.last_draw = util_now_ms();
+		im->up_done = sent == total; /* curl reports the end again, after the reply */
+		if (ev)
+			out_json_line(stdout, ev);
+		json_decref(ev);
+	}
+	progress_update(&im->p, "uploading", NULL, sent, total, sent == total);
 }
 
 static int on_event(void *ud, json_t *ev, struct isola_err **err)
@@ -116,8 +58,9 @@ static int on_event(void *ud, json_t *ev, struct isola_err **err)
 		json_int_t done = json_integer_value(json_object_get(ev, "done"));
 		json_int_t total = json_integer_value(json_object_get(ev, "total"));
 
-		draw(im, phase && *phase ? phase : "importing", done > 0 ? (uint64_t)done : 0,
-		     total > 0 ? (uint64_t)total : 0, done == total);
+		progress_update(&im->p, phase && *phase ? phase : "importing", NULL,
+				done > 0 ? (uint64_t)done : 0, total > 0 ? (uint64_t)total : 0,
+				done == total);
 	} else if (!strcmp(type, "done")) {
 		json_decref(im->tmpl);
 		im->tmpl = json_incref(json_object_get(ev, "template"));
@@ -138,7 +81,7 @@ static int stream_result(struct cli *cli, struct client *c, struct client_req *r
 	cleanup_err struct isola_err *err = NULL;
 	int status = CLI_EXIT_OK, r = client_do(c, req, &err);
 
-	end_line(im);
+	progress_end(&im->p);
 	if (r < 0) {
 		status = cli_fail(err, CLI_EXIT_FAIL);
 	} else if (im->error || !im->tmpl) {
@@ -209,7 +152,7 @@ static int tmpl_import(struct cli *cli, int argc, char **argv)
 	cleanup_err struct isola_err *err = NULL;
 	cleanup_free char *path = NULL;
 	cleanup_fd int fd = -1;
-	struct import im = {.json = cli->json, .bar = !cli->json && isatty(STDERR_FILENO)};
+	struct import im = {.json = cli->json, .p.tty = !cli->json && isatty(STDERR_FILENO)};
 	struct client_req req = {.method = "POST",
 				 .content_type = "application/x-tar",
 				 .accept = "application/x-ndjson",
@@ -281,6 +224,12 @@ static void print_templates(const json_t *list)
 
 			out_fmt_size((uint64_t)json_integer_value(img), b, sizeof(b));
 			snprintf(size + strlen(size), sizeof(size) - strlen(size), " (vm %s)", b);
+		} else if (json_is_object(json_object_get(t, "image_build"))) {
+			const char *st = json_string_value(
+				json_object_get(json_object_get(t, "image_build"), "state"));
+
+			snprintf(size + strlen(size), sizeof(size) - strlen(size), " (vm %s)",
+				 st ? st : "building");
 		}
 		snprintf(layers, sizeof(layers), "%lld",
 			 (long long)json_integer_value(json_object_get(t, "layers")));
@@ -411,7 +360,7 @@ static int tmpl_pull(struct cli *cli, int argc, char **argv)
 {
 	cleanup_err struct isola_err *err = NULL;
 	cleanup_free char *ca = NULL;
-	struct import im = {.json = cli->json, .bar = !cli->json && isatty(STDERR_FILENO)};
+	struct import im = {.json = cli->json, .p.tty = !cli->json && isatty(STDERR_FILENO)};
 	struct client_req req = {.method = "POST",
 				 .path = "/v1/templates/pull",
 				 .content_type = "application/json",

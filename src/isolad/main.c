@@ -22,6 +22,7 @@
 #include "expose/expose.h"
 #include "net/net.h"
 #include "tiers/process/process.h"
+#include "images/ext4.h"
 #include "tiers/microvm/microvm.h"
 
 #define DEFAULT_SOCKET "/run/isola/isolad.sock"
@@ -34,6 +35,7 @@ static void usage(FILE *f)
 		   "              [--audit-segment-records N] [--audit-seal-interval SECONDS]\n"
 		   "              [--audit-retention SECONDS] [--cpu-overcommit X]\n"
 		   "              [--memory-overcommit X] [--accel auto|kvm|tcg]\n"
+		   "              [--microvm-image small|full]\n"
 		   "              [--snapshot-dir DIR] [--tombstone-ttl DURATION] [--uid-base N]\n"
 		   "              [--socket-group GROUP] [--console on|off]\n"
 		   "              [--expose-listen HOST:PORT] [--expose-domain DOMAIN]\n"
@@ -100,6 +102,7 @@ int main(int argc, char **argv)
 		{"cpu-overcommit", required_argument, NULL, 1004},
 		{"memory-overcommit", required_argument, NULL, 1005},
 		{"accel", required_argument, NULL, 1006},
+		{"microvm-image", required_argument, NULL, 1010},
 		{"snapshot-dir", required_argument, NULL, 1007},
 		{"tombstone-ttl", required_argument, NULL, 1008},
 		{"socket-group", required_argument, NULL, 1009},
@@ -249,6 +252,14 @@ int main(int argc, char **argv)
 				return 2;
 			}
 			break;
+		case 1010: /* small (package closure) or full host /usr (docs/microvm.md) */
+			if (images_ext4_set_mode(optarg) < 0) {
+				fprintf(stderr,
+					"isolad: --microvm-image `%s` is not one of small|full\n",
+					optarg);
+				return 2;
+			}
+			break;
 		case 1007: /* snapshots and hibernation images (docs/persistence.md) */
 			if (optarg[0] != '/' || strlen(optarg) >= sizeof(cfg.snapshot_dir) - 64) {
 				fprintf(stderr,
@@ -326,6 +337,11 @@ int main(int argc, char **argv)
 	}
 	tier_process_set_agent_path(agent);
 	tier_microvm_set_agent_path(agent);
+	/* Build the host template's microvm image now, not at the first microvm create
+	 * (docs/microvm.md); ISOLA_MICROVM_PREBUILD=0 leaves it to the first create. */
+	cfg.microvm_prebuild = tier_microvm_usable(cfg.state_dir) &&
+			       !(getenv("ISOLA_MICROVM_PREBUILD") &&
+				 !strcmp(getenv("ISOLA_MICROVM_PREBUILD"), "0"));
 	snprintf(spool, sizeof(spool), "%s/tmp", cfg.state_dir);
 	api.spool_dir = spool;
 	umask(077);

@@ -22,7 +22,7 @@ FIRST_CREATE_TIMEOUT = 900  # includes building the host template's ext4 image o
 
 # Outside CI a developer without QEMU or a kernel gets a skip; in CI (scripts/test.sh runs
 # scripts/kernel.sh first) a missing piece must fail, never skip (conftest: needs_microvm;
-# it also trims the host template's image with ISOLA_MICROVM_EXCLUDE).
+# the host template's image is the small one, docs/microvm.md).
 pytestmark = pytest.mark.needs_microvm
 
 
@@ -156,7 +156,7 @@ def test_disk_overlay_is_valid_qcow2(isolad, api, vm, tmp_path):
     sid = vm["id"]
     api.sh(sid, "head -c 3000000 /dev/urandom > /root/blob; sync")
     disk = Path(isolad.state_dir) / "sandboxes" / sid / "vm" / "disk.qcow2"
-    base = Path(isolad.state_dir) / "templates" / "host" / "rootfs.ext4"
+    base = Path(isolad.state_dir) / "templates" / "host" / "rootfs-small.ext4"
     copy = tmp_path / "disk.qcow2"
     shutil.copyfile(disk, copy)
     # The header names the backing file as QEMU's jail sees it (/t/rootfs.ext4): point the

@@ -237,6 +237,8 @@ int core_new(const struct core_config *cfg, struct core **out, struct isola_err 
 	r = images_init(cfg->state_dir, err);
 	if (r < 0)
 		goto fail;
+	if (cfg->microvm_prebuild)
+		images_microvm_prebuild("host");
 	r = core_reconcile(c, err);
 	if (r < 0)
 		goto fail;

@@ -32,6 +32,7 @@ struct core_config {
 	char snapshot_dir[512];	  /* snapshots and hibernation images, "" = <state>/snapshots */
 	uint32_t tombstone_ttl_s; /* keep records of ended sandboxes this long (0 = none) */
 	uint32_t uid_base;	  /* first host uid of sandbox slot 0 (core_uid_base_valid) */
+	bool microvm_prebuild;	  /* build the host template's microvm image at start */
 };
 
 void core_config_defaults(struct core_config *cfg);

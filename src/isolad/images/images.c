@@ -17,6 +17,7 @@
 #include "../../common/log.h"
 #include "../../common/extract.h"
 #include "../../common/util.h"
+#include "ext4.h"
 
 #define MAX_PENDING 32 /* imports running at once */
 
@@ -430,8 +431,23 @@ out:
 	return r;
 }
 
+void images_microvm_prebuild(const char *name)
+{
+	struct template_info t;
+	int r;
+
+	memset(&t, 0, sizeof(t));
+	if (images_get(name, &t, NULL) < 0)
+		return;
+	r = images_ext4_prebuild(t.rootfs, t.binds, t.n_binds);
+	if (r < 0)
+		log_warn("microvm image of `%s`: background build: %s", name, strerror(-r));
+	template_info_fini(&t);
+}
+
 void images_shutdown(void)
 {
+	images_ext4_shutdown(); /* before the table goes: the build thread is ours */
 	pthread_mutex_lock(&g.lock);
 	table_clear();
 	memset(g.pending, 0, sizeof(g.pending));
@@ -468,10 +484,17 @@ json_t *images_info_json(const struct template_info *t, bool full)
 		      (json_int_t)t->size_bytes, "image_size_bytes", "created_at", t->created_at,
 		      "layers", (int)t->layers, "default_user", t->default_user, "workdir",
 		      t->workdir);
-	/* The microvm tier's ext4 image of this template, once built (ext4.c). */
-	if (j && images_path(path, "%s/%s/rootfs.ext4", g.tdir, t->id) == 0 && stat(path, &st) == 0)
+	/* The microvm tier's ext4 image of this template, once built (ext4.c), or its build. */
+	if (j && images_path(path, "%s/%s/%s", g.tdir, t->id, images_ext4_file(t->n_binds)) == 0 &&
+	    stat(path, &st) == 0) {
 		json_object_set_new(j, "image_size_bytes",
 				    json_integer((json_int_t)st.st_blocks * 512));
+		json_object_set_new(j, "image_build", json_null());
+	} else if (j) {
+		json_t *b = images_ext4_progress_json(t->id);
+
+		json_object_set_new(j, "image_build", b ? b : json_null());
+	}
 	if (!j || !full)
 		return j;
 	binds = json_array();

@@ -47,6 +47,10 @@ int images_init(const char *state_dir, struct isola_err **err);
 /* Forgets the in-memory table. Imports still running must have returned first. */
 void images_shutdown(void);
 
+/* Starts building template `name`'s microvm image in the background (ext4.c), if it exists;
+ * a failure to start is logged. Call after images_init. */
+void images_microvm_prebuild(const char *name);
+
 /* Looks a template up by name or id and copies it to *out (caller finis it).
  * -ENOENT (code not_found) naming it if missing. Any thread. */
 int images_get(const char *name_or_id, struct template_info *out, struct isola_err **err);
@@ -55,7 +59,8 @@ int images_get(const char *name_or_id, struct template_info *out, struct isola_e
 int images_list(json_t **out, struct isola_err **err);
 
 /* The API's view of one template (caller decrefs; NULL on ENOMEM): id, name, source, origin,
- * size_bytes, image_size_bytes (the microvm ext4 image when built, else null), created_at,
+ * size_bytes, image_size_bytes (the microvm ext4 image when built, else null), image_build
+ * (when not built: its build in progress or failed, images_ext4_progress_json, or null), created_at,
  * layers, default_user, workdir; with `full`, also env, binds and skipped_entries. */
 json_t *images_info_json(const struct template_info *t, bool full);
 

@@ -723,6 +723,15 @@ const struct tier_ops tier_microvm_ops = {
 	.restore_needs_snapshot = false, /* a restore copies what it needs (docs/microvm.md) */
 };
 
+bool tier_microvm_usable(const char *state_dir)
+{
+	char kdir[PATH_MAX];
+	cleanup_err struct isola_err *e = NULL;
+
+	return access(QEMU_BIN, X_OK) == 0 &&
+	       mvm_kernel_find(state_dir, kdir, sizeof(kdir), &e) == 0;
+}
+
 char *tier_microvm_doctor(void)
 {
 	struct mvm_accel acc;

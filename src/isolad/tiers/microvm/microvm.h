@@ -3,6 +3,8 @@
 #ifndef ISOLA_TIER_MICROVM_H
 #define ISOLA_TIER_MICROVM_H
 
+#include <stdbool.h>
+
 /*
  * Sets the host path of the static isola-agent that becomes the guest's /init (appended to
  * the kernel's module initramfs once per isolad process). Without a call, $ISOLA_AGENT.
@@ -16,6 +18,9 @@ void tier_microvm_set_agent_path(const char *path);
  * Call at startup, before the first create ($ISOLA_MICROVM_ACCEL is the fallback).
  */
 int tier_microvm_set_accel(const char *mode);
+
+/* Whether QEMU and a guest kernel (mvm_kernel_find) are there: microvm creates can work. */
+bool tier_microvm_usable(const char *state_dir);
 
 /* Host report for `isola doctor`: accelerator and why, QEMU, kernel (heap JSON string). */
 char *tier_microvm_doctor(void);
