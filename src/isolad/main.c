@@ -106,7 +106,7 @@ int main(int argc, char **argv)
 		{"snapshot-dir", required_argument, NULL, 1007},
 		{"tombstone-ttl", required_argument, NULL, 1008},
 		{"socket-group", required_argument, NULL, 1009},
-		{"uid-base", required_argument, NULL, 1010},
+		{"uid-base", required_argument, NULL, 1011},
 		{"expose-listen", required_argument, NULL, 1101},
 		{"expose-domain", required_argument, NULL, 1102},
 		{"expose-max-conns", required_argument, NULL, 1103},
@@ -270,7 +270,7 @@ int main(int argc, char **argv)
 			}
 			snprintf(cfg.snapshot_dir, sizeof(cfg.snapshot_dir), "%s", optarg);
 			break;
-		case 1010: { /* host uid ranges (docs/process-tier.md "Host uid ranges") */
+		case 1011: { /* host uid ranges (docs/process-tier.md "Host uid ranges") */
 			char *end;
 			unsigned long long v;
 
