@@ -124,12 +124,9 @@ static int teardown(struct tier_sandbox *s, struct isola_err **err)
 	 * it dropped the hibernation image that held its files (the fault harness,
 	 * hibernate killed after 62 ms). A cgroup that would not go may still hold one. */
 	t_cg = util_now_ns();
-	if (r == 0)
-		proc_disk_discard(s->upper_fd);
-	if (s->upper_fd >= 0) {
-		close(s->upper_fd);
-		s->upper_fd = -1;
-	}
+	/* The unmount and the loop device's release finish behind the destroy's answer. */
+	proc_disk_release(s->upper_fd, r == 0);
+	s->upper_fd = -1;
 	if (unlink(s->sock) < 0 && errno != ENOENT && r == 0)
 		r = isola_err_sys(err, errno, "internal", "unlink `%s`", s->sock);
 	spawnguard_record_remove(s->dir);
