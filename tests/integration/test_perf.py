@@ -3,6 +3,7 @@
 is removed (net.c's reaper), and that teardown is never lost to a stop or a crash; `isola bench`
 reports the exec and file round trips beside the host's own fork+exec."""
 
+import concurrent.futures
 import json
 import os
 import shutil
@@ -64,6 +65,29 @@ def test_teardown_in_flight_is_finished_by_stop_or_next_start(pd, kill9):
             {s: network_left(pd, s) for s in ids}
     if not pd.alive():
         pd.start()
+
+
+def test_concurrent_creates_get_distinct_blocks(pd):
+    """Veths are made outside the host-wide lock, which now covers only the /30 pick and the
+    gateway address: creates at once still never share a block, and each sandbox's host
+    side holds exactly its own gateway."""
+    if not pd.alive():
+        pd.start()
+    c = sdk(pd)
+    api = pd.client()
+    with concurrent.futures.ThreadPoolExecutor(8) as ex:
+        ids = list(ex.map(lambda _: c.create_sandbox().id, range(8)))
+    try:
+        infos = {sid: api.get_json(f"/v1/sandboxes/{sid}/network") for sid in ids}
+        addrs = [i["address"] for i in infos.values()]
+        assert len(set(addrs)) == len(addrs), infos
+        for sid, i in infos.items():
+            out = subprocess.run(["ip", "-4", "-br", "addr", "show", i["interface"]],
+                                 capture_output=True, text=True).stdout.split()
+            assert out[2:] == [i["gateway"] + "/30"], (sid, out, i)
+    finally:
+        for sid in ids:
+            c.delete_sandbox(sid)
 
 
 def test_bench_reports_exec_and_file_round_trips(pd):
