@@ -39,6 +39,24 @@ struct burst_arg {
 
 static const char task_file[] = "print(6*7)\n";
 
+/* Creates a sandbox with the defaults: *sb is the reply (caller frees), *id borrowed from it. */
+static int bench_create(struct client *cl, json_t **sb, const char **id, struct isola_err **err)
+{
+	json_t *body = json_object();
+	int r = client_json(cl, "POST", "/v1/sandboxes", body, sb, err);
+
+	json_decref(body);
+	if (r < 0)
+		return r;
+	*id = json_string_value(json_object_get(*sb, "id"));
+	if (!*id) {
+		json_decref(*sb);
+		*sb = NULL;
+		return isola_err_set(err, EPROTO, "internal", "create: reply has no id");
+	}
+	return 0;
+}
+
 /* Runs one complete loop on client cl; returns 0 and its latency in *ms, or -errno. */
 static int bench_loop(struct client *cl, double *ms, struct isola_err **err)
 {
@@ -50,16 +68,9 @@ static int bench_loop(struct client *cl, double *ms, struct isola_err **err)
 	struct client_req put;
 	int r, fd = -1;
 
-	body = json_object();
-	r = client_json(cl, "POST", "/v1/sandboxes", body, &sb, err);
-	json_decref(body);
+	r = bench_create(cl, &sb, &id, err);
 	if (r < 0)
 		return r;
-	id = json_string_value(json_object_get(sb, "id"));
-	if (!id) {
-		json_decref(sb);
-		return isola_err_set(err, EPROTO, "internal", "create: reply has no id");
-	}
 
 	fd = mkstemp(tmpl);
 	if (fd < 0 || util_write_all(fd, task_file, sizeof(task_file) - 1) < 0 ||
@@ -169,16 +180,9 @@ static int bench_ops(struct client *cl, int n, struct ops_samples *o, struct iso
 	const char *id;
 	int r, fd;
 
-	body = json_object();
-	r = client_json(cl, "POST", "/v1/sandboxes", body, &sb, err);
-	json_decref(body);
+	r = bench_create(cl, &sb, &id, err);
 	if (r < 0)
 		return r;
-	id = json_string_value(json_object_get(sb, "id"));
-	if (!id) {
-		json_decref(sb);
-		return isola_err_set(err, EPROTO, "internal", "create: reply has no id");
-	}
 	exec_path = cli_pathf("/v1/sandboxes/%s/exec", id);
 	file_path = cli_pathf("/v1/sandboxes/%s/files?path=%s", id, "/tmp/bench-4k");
 	del = cli_pathf("/v1/sandboxes/%s", id);
