@@ -7,7 +7,8 @@
 #
 # Usage: bench/compare.sh [-r ROUNDS] REV1 REV2 [-- ISOLA BENCH ARGS]   (as root)
 #   -r ROUNDS  rounds of (REV1, REV2) (default 2)
-#   REV        any git revision; `.` is the working tree as it is (built in place)
+#   REV        any git revision; `.` is the working tree as it is (built in place); or a
+#              directory holding a finished build/ (another tree's), run as it is, unbuilt
 #   bench args default to `-n 30 -c 30`
 # Each REV other than `.` is checked out with `git worktree add --detach` under a temp dir
 # and built there (scripts/build.sh); the worktrees are removed at exit. The JSON of every run
@@ -17,7 +18,7 @@ cd "$(dirname "$0")/.."
 REPO=$PWD
 
 die() { echo "compare: $*" >&2; exit 2; }
-usage() { sed -n '/^# Usage:/,/^# Each/p' "$0" | sed 's/^# \{0,1\}//' | head -n 4; exit "${1:-2}"; }
+usage() { sed -n '/^# Usage:/,/^# Each/p' "$0" | sed 's/^# \{0,1\}//' | head -n 5; exit "${1:-2}"; }
 
 rounds=2
 while getopts "r:h" o; do
@@ -50,10 +51,15 @@ cleanup() {
 }
 trap cleanup EXIT
 
+# is_built REV: REV names a directory with a finished build of its own (used as it is).
+is_built() { [ "$1" != . ] && [ -x "$1/build/src/isolad/isolad" ]; }
+
 # tree REV: the directory whose build/ runs REV (a detached worktree under $work; `.`: here).
 tree() {
 	if [ "$1" = . ]; then
 		echo "$REPO"
+	elif is_built "$1"; then
+		(cd "$1" && pwd)
 	else
 		echo "$work/tree-$(git -C "$REPO" rev-parse --short "$1")"
 	fi
@@ -62,6 +68,7 @@ tree() {
 # prepare REV: checks REV out (once) and builds it.
 prepare() {
 	local rev=$1 dir
+	is_built "$rev" && return 0
 	dir=$(tree "$rev")
 	if [ "$rev" != . ] && [ ! -d "$dir" ]; then
 		git -C "$REPO" worktree add -q --detach "$dir" "$rev" >&2
@@ -88,7 +95,7 @@ run() {
 }
 
 for rev in "$rev1" "$rev2"; do
-	[ "$rev" = . ] || git -C "$REPO" rev-parse --verify -q "$rev^{commit}" >/dev/null ||
+	[ "$rev" = . ] || is_built "$rev" || git -C "$REPO" rev-parse --verify -q "$rev^{commit}" >/dev/null ||
 		die "\`$rev\` is not a revision of this repository"
 done
 scripts/deps.sh >/dev/null

@@ -39,6 +39,24 @@ struct burst_arg {
 
 static const char task_file[] = "print(6*7)\n";
 
+/* Creates a sandbox with the defaults: *sb is the reply (caller frees), *id borrowed from it. */
+static int bench_create(struct client *cl, json_t **sb, const char **id, struct isola_err **err)
+{
+	json_t *body = json_object();
+	int r = client_json(cl, "POST", "/v1/sandboxes", body, sb, err);
+
+	json_decref(body);
+	if (r < 0)
+		return r;
+	*id = json_string_value(json_object_get(*sb, "id"));
+	if (!*id) {
+		json_decref(*sb);
+		*sb = NULL;
+		return isola_err_set(err, EPROTO, "internal", "create: reply has no id");
+	}
+	return 0;
+}
+
 /* Runs one complete loop on client cl; returns 0 and its latency in *ms, or -errno. */
 static int bench_loop(struct client *cl, double *ms, struct isola_err **err)
 {
@@ -50,16 +68,9 @@ static int bench_loop(struct client *cl, double *ms, struct isola_err **err)
 	struct client_req put;
 	int r, fd = -1;
 
-	body = json_object();
-	r = client_json(cl, "POST", "/v1/sandboxes", body, &sb, err);
-	json_decref(body);
+	r = bench_create(cl, &sb, &id, err);
 	if (r < 0)
 		return r;
-	id = json_string_value(json_object_get(sb, "id"));
-	if (!id) {
-		json_decref(sb);
-		return isola_err_set(err, EPROTO, "internal", "create: reply has no id");
-	}
 
 	fd = mkstemp(tmpl);
 	if (fd < 0 || util_write_all(fd, task_file, sizeof(task_file) - 1) < 0 ||
@@ -123,6 +134,115 @@ static void sample_fail(struct bench_sample *s, const char *msg)
 	s->fails++;
 	if (!s->first_error)
 		s->first_error = strdup(msg ? msg : "failed");
+}
+
+/* What one running sandbox answers, n times each (issue 18's exec and file figures). */
+struct ops_samples {
+	struct bench_sample exec;  /* POST .../exec of `echo isola`, output collected */
+	struct bench_sample write; /* PUT .../files of 4 KiB */
+	struct bench_sample read;  /* GET .../files of the same 4 KiB */
+	struct bench_sample host;  /* the host's own fork+exec+wait of `echo isola` */
+};
+
+static int count_bytes(void *ud, const void *buf, size_t len, struct isola_err **err)
+{
+	(void)buf;
+	(void)err;
+	*(size_t *)ud += len;
+	return 0;
+}
+
+static double run_peer(char *const argv[]);
+
+/* Times one operation into s; err's message is kept as the first failure. */
+static void ops_time(struct bench_sample *s, uint64_t t0, int r, struct isola_err **err)
+{
+	if (r < 0)
+		sample_fail(s, *err ? (*err)->message : NULL);
+	else
+		sample_add(s, (double)(util_now_ns() - t0) / 1e6);
+	isola_err_free(*err);
+	*err = NULL;
+}
+
+/*
+ * Creates one sandbox and times n of each operation on it, interleaved (exec, write, read,
+ * host fork+exec), so load that comes and goes falls on all four alike. Fails only when the
+ * sandbox cannot be made; each operation's failures are counted in its sample.
+ */
+static int bench_ops(struct client *cl, int n, struct ops_samples *o, struct isola_err **err)
+{
+	char *echo[] = {"echo", "isola", NULL};
+	char tmpl[] = "/tmp/isola-bench-XXXXXX", block[4096];
+	cleanup_free char *exec_path = NULL, *file_path = NULL, *del = NULL;
+	cleanup_err struct isola_err *e = NULL;
+	json_t *sb = NULL, *body, *res;
+	const char *id;
+	int r, fd;
+
+	r = bench_create(cl, &sb, &id, err);
+	if (r < 0)
+		return r;
+	exec_path = cli_pathf("/v1/sandboxes/%s/exec", id);
+	file_path = cli_pathf("/v1/sandboxes/%s/files?path=%s", id, "/tmp/bench-4k");
+	del = cli_pathf("/v1/sandboxes/%s", id);
+	memset(block, 'x', sizeof(block));
+	fd = mkstemp(tmpl);
+	if (fd < 0 || util_write_all(fd, block, sizeof(block)) < 0) {
+		r = isola_err_sys(err, errno, NULL, "bench: temp file");
+		goto out;
+	}
+	unlink(tmpl);
+	body = json_pack("{s:[s,s]}", "cmd", "echo", "isola");
+	for (int i = 0; i < n; i++) {
+		struct client_req put = {.method = "PUT",
+					 .path = file_path,
+					 .body_fd = fd,
+					 .body_size = sizeof(block)};
+		struct client_req get = {
+			.method = "GET", .path = file_path, .body_fd = -1, .on_data = count_bytes};
+		const char *out;
+		size_t got = 0;
+		uint64_t t0 = util_now_ns();
+		double ms;
+
+		res = NULL;
+		r = client_json(cl, "POST", exec_path, body, &res, &e);
+		out = json_string_value(json_object_get(res, "stdout"));
+		if (r == 0 && (!out || strcmp(out, "isola\n") != 0))
+			r = isola_err_set(&e, EPROTO, "internal", "exec: unexpected output `%s`",
+					  out ? out : "(none)");
+		json_decref(res);
+		ops_time(&o->exec, t0, r, &e);
+
+		t0 = util_now_ns();
+		r = lseek(fd, 0, SEEK_SET) < 0 ? isola_err_sys(&e, errno, NULL, "bench: rewind")
+					       : client_do(cl, &put, &e);
+		ops_time(&o->write, t0, r, &e);
+
+		get.ud = &got;
+		t0 = util_now_ns();
+		r = client_do(cl, &get, &e);
+		if (r == 0 && got != sizeof(block))
+			r = isola_err_set(&e, EPROTO, "internal", "read back %zu of %zu bytes", got,
+					  sizeof(block));
+		ops_time(&o->read, t0, r, &e);
+
+		ms = run_peer(echo);
+		if (ms < 0)
+			sample_fail(&o->host, "echo exited non-zero");
+		else
+			sample_add(&o->host, ms);
+	}
+	json_decref(body);
+	r = 0;
+out:
+	if (fd >= 0)
+		close(fd);
+	if (client_json(cl, "DELETE", del, NULL, NULL, r < 0 ? NULL : err) < 0 && r == 0)
+		r = -EIO;
+	json_decref(sb);
+	return r;
 }
 
 static int cmp_double(const void *a, const void *b)
@@ -335,6 +455,7 @@ const struct cli_opt cli_bench_opts[] = {
 int cmd_bench(struct cli *cli, int argc, char **argv)
 {
 	struct bench_sample seq = {0}, burst = {0}, bw = {0}, rc = {0};
+	struct ops_samples ops = {0};
 	struct burst_arg *args = NULL;
 	pthread_t *threads = NULL;
 	pthread_barrier_t start;
@@ -385,6 +506,12 @@ int cmd_bench(struct cli *cli, int argc, char **argv)
 		else
 			sample_add(&seq, ms);
 	}
+	{
+		cleanup_err struct isola_err *err = NULL;
+
+		if (bench_ops(cl, n, &ops, &err) < 0)
+			sample_fail(&ops.exec, err ? err->message : NULL);
+	}
 	if (k > 0) {
 		args = calloc((size_t)k, sizeof(*args));
 		threads = calloc((size_t)k, sizeof(*threads));
@@ -431,6 +558,16 @@ int cmd_bench(struct cli *cli, int argc, char **argv)
 		json_object_set_new(report, "ratio_loop_to_bwrap", json_real(ratio(jseq, jbw)));
 		json_object_set_new(report, "ratio_loop_to_runc", json_real(ratio(jseq, jrc)));
 	}
+	{
+		json_t *jexec = sample_json(&ops.exec), *jhost = sample_json(&ops.host);
+
+		json_object_set_new(report, "exec_echo", jexec);
+		json_object_set_new(report, "host_fork_exec_echo", jhost);
+		json_object_set_new(report, "file_write_4k", sample_json(&ops.write));
+		json_object_set_new(report, "file_read_4k", sample_json(&ops.read));
+		json_object_set_new(report, "ratio_exec_to_host_fork_exec",
+				    json_real(ratio(jexec, jhost)));
+	}
 	json_object_set_new(
 		report, "ratio_burst_p99_to_seq_p50",
 		json_real(json_real_value(json_object_get(jseq, "p50_ms")) > 0
@@ -445,25 +582,35 @@ int cmd_bench(struct cli *cli, int argc, char **argv)
 		print_row("isola loop (sequential)", jseq);
 		if (k > 0)
 			print_row("isola loop (burst)", jburst);
+		print_row("exec `echo` (running)", json_object_get(report, "exec_echo"));
+		print_row("host fork+exec `echo`", json_object_get(report, "host_fork_exec_echo"));
+		print_row("file write 4 KiB", json_object_get(report, "file_write_4k"));
+		print_row("file read 4 KiB", json_object_get(report, "file_read_4k"));
 		if (peers) {
 			print_row("bwrap /bin/true", json_object_get(report, "bwrap_true"));
 			print_row("runc run /bin/true", json_object_get(report, "runc_true"));
-			printf("loop p50 / bwrap p50: %.2f (target <= 2)\n",
+			printf("loop p50 / bwrap p50: %.2f (target <= 1)\n",
 			       json_real_value(json_object_get(report, "ratio_loop_to_bwrap")));
-			printf("loop p50 / runc p50:  %.2f (target <= 0.3)\n",
+			printf("loop p50 / runc p50:  %.2f (target <= 0.2)\n",
 			       json_real_value(json_object_get(report, "ratio_loop_to_runc")));
 		}
+		printf("exec p50 / host fork+exec p50: %.2f (target <= 3)\n",
+		       json_real_value(json_object_get(report, "ratio_exec_to_host_fork_exec")));
 		if (k > 0)
 			printf("burst p99 / loop p50: %.2f (target <= 10)\n",
 			       json_real_value(
 				       json_object_get(report, "ratio_burst_p99_to_seq_p50")));
 	}
-	if (seq.fails || burst.fails)
+	if (seq.fails || burst.fails || ops.exec.fails || ops.write.fails || ops.read.fails)
 		status = CLI_EXIT_FAIL;
 	json_decref(report);
 	sample_fini(&seq);
 	sample_fini(&burst);
 	sample_fini(&bw);
 	sample_fini(&rc);
+	sample_fini(&ops.exec);
+	sample_fini(&ops.write);
+	sample_fini(&ops.read);
+	sample_fini(&ops.host);
 	return status;
 }

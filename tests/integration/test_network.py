@@ -11,6 +11,7 @@ import time
 
 import pytest
 
+import isola_client as ic
 import netlab
 from netlab import WEB, OTHER, run_client, net_info, set_policy
 from netlab import lab, nd, c, mk  # noqa: F401 (the module's fixtures, shared with the boundary tests)
@@ -47,7 +48,9 @@ def test_sandbox_gets_a_veth_and_loopback(c, mk):
     assert netlab.sh("ip", "-br", "addr", "show", ifname).stdout.split()[2] == \
         info["gateway"] + "/30"
     c.delete_sandbox(sid)
-    assert netlab.sh("ip", "link", "show", ifname, check=False).returncode != 0
+    # The veth is removed behind the answer (net.c's reaper): soon, never left.
+    ic.wait_for(lambda: netlab.sh("ip", "link", "show", ifname, check=False).returncode != 0,
+                10, what=f"{ifname} to be removed after the destroy")
 
 
 def test_default_deny_reaches_nothing(c, mk, lab):

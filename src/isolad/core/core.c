@@ -739,6 +739,7 @@ void core_release(struct core *c, struct core_reservation *res)
 int core_sandbox_start(struct core *c, struct sandbox *s, uint32_t ttl_s, const char *snapdir,
 		       struct isola_err **err)
 {
+	uint64_t t0 = util_now_ns(), t_tier = 0, t_net = 0, t_agent = 0;
 	int r, fd;
 
 	s->uid_slot = core_slot_alloc(c);
@@ -772,10 +773,12 @@ int core_sandbox_start(struct core *c, struct sandbox *s, uint32_t ttl_s, const 
 		r = s->tier->create(&s->spec, &s->ts, err);
 	if (r < 0)
 		goto fail_dir;
+	t_tier = util_now_ns();
 	/* The sandbox's network (docs/network.md): veth, filter, policy; before any user code. */
 	r = net_sandbox_attach(s->tier, s->ts, &s->spec, s->forked_from, err);
 	if (r < 0)
 		goto fail_tier;
+	t_net = util_now_ns();
 	fd = s->tier->agent_connect(s->ts, err);
 	if (fd < 0) {
 		r = fd;
@@ -784,6 +787,7 @@ int core_sandbox_start(struct core *c, struct sandbox *s, uint32_t ttl_s, const 
 	r = agent_conn_new(fd, AGENT_CONNECT_TIMEOUT_MS, &s->conn, err);
 	if (r < 0)
 		goto fail_tier;
+	t_agent = util_now_ns();
 	/* A restored sandbox is a clone: new hostname, machine id and RNG state before the
 	 * sandbox is listed, so no user request can reach it first. */
 	if (snapdir) {
@@ -805,6 +809,9 @@ int core_sandbox_start(struct core *c, struct sandbox *s, uint32_t ttl_s, const 
 		goto fail_tier;
 	log_info("sandbox %s %s (template %s, tier %s, tenant %s)", s->id,
 		 snapdir ? "restored" : "created", s->template_name, s->tier->name, s->tenant);
+	log_debug("sandbox %s: start took %.2f ms: tier %.2f, network %.2f, agent %.2f, rest %.2f",
+		  s->id, (util_now_ns() - t0) / 1e6, (t_tier - t0) / 1e6, (t_net - t_tier) / 1e6,
+		  (t_agent - t_net) / 1e6, (util_now_ns() - t_agent) / 1e6);
 	return 0;
 
 fail_tier:
@@ -991,6 +998,7 @@ int core_sandbox_destroy_obj(struct core *c, struct sandbox *s, struct isola_err
 {
 	enum sandbox_state prev;
 	char *prev_error = NULL;
+	uint64_t t0 = util_now_ns(), t_tier, t_net, t_files;
 	int r = 0;
 
 	char hib[PATH_MAX];
@@ -1040,7 +1048,9 @@ int core_sandbox_destroy_obj(struct core *c, struct sandbox *s, struct isola_err
 	} else {
 		r = s->tier->cleanup(&s->spec, NULL, err);
 	}
+	t_tier = util_now_ns();
 	net_sandbox_detach(&s->spec);
+	t_net = util_now_ns();
 	pthread_mutex_unlock(&s->lock);
 	if (r < 0) {
 		/* Keep the record so the operator sees what could not be cleaned. */
@@ -1056,6 +1066,7 @@ int core_sandbox_destroy_obj(struct core *c, struct sandbox *s, struct isola_err
 			util_rm_rf(hib);
 		}
 	}
+	t_files = util_now_ns();
 	r = store_sandbox_delete(c->store, s->id, err);
 	if (r < 0) {
 		/* Gone in reality, but its row still says `destroying` (which a restart finishes):
@@ -1081,6 +1092,10 @@ int core_sandbox_destroy_obj(struct core *c, struct sandbox *s, struct isola_err
 	core_sandbox_end_notify(c);
 	if (s->origin[0])
 		core_snapshot_release(c, s->origin);
+	log_debug(
+		"sandbox %s: destroy took %.2f ms: tier %.2f, network %.2f, files %.2f, rest %.2f",
+		s->id, (util_now_ns() - t0) / 1e6, (t_tier - t0) / 1e6, (t_net - t_tier) / 1e6,
+		(t_files - t_net) / 1e6, (util_now_ns() - t_files) / 1e6);
 	return 0;
 }
 

@@ -238,12 +238,11 @@ static int addr_add(struct nl_sock *sk, int ifindex, uint32_t host_order, const 
 	return r < 0 ? nl_fail(err, r, "add address to", name) : 0;
 }
 
-int net_link_create(const char *host_if, int netns_fd, uint32_t block, struct isola_err **err)
+int net_link_create(const char *host_if, int netns_fd, struct isola_err **err)
 {
 	cleanup_sock struct nl_sock *sk = NULL;
 	cleanup_link struct rtnl_link *veth = NULL;
 	cleanup_link struct rtnl_link *peer = NULL;
-	cleanup_link struct rtnl_link *host = NULL;
 	int r;
 
 	r = open_route_sock(&sk, err);
@@ -265,15 +264,22 @@ int net_link_create(const char *host_if, int netns_fd, uint32_t block, struct is
 		net_link_delete(host_if);
 		r = rtnl_link_add(sk, veth, NLM_F_CREATE | NLM_F_EXCL);
 	}
-	if (r < 0)
-		return nl_fail(err, r, "create veth", host_if);
-	r = link_get(sk, host_if, &host, err);
+	return r < 0 ? nl_fail(err, r, "create veth", host_if) : 0;
+}
+
+int net_link_set_gateway(const char *host_if, uint32_t block, struct isola_err **err)
+{
+	cleanup_sock struct nl_sock *sk = NULL;
+	cleanup_link struct rtnl_link *host = NULL;
+	int r;
+
+	r = open_route_sock(&sk, err);
+	if (r == 0)
+		r = link_get(sk, host_if, &host, err);
 	if (r == 0)
 		r = addr_add(sk, rtnl_link_get_ifindex(host), block + 1, host_if, err);
 	if (r == 0)
 		r = link_up(sk, host, host_if, err);
-	if (r < 0)
-		net_link_delete(host_if);
 	return r;
 }
 

@@ -34,10 +34,16 @@ int net_link_lock(struct isola_err **err);
 void net_link_unlock(int fd);
 
 /*
- * Creates the veth `host_if` (host side, gateway block+1/30, up) whose peer `eth0` lives in the
- * namespace netns_fd. -EEXIST `conflict` if host_if exists already.
+ * Creates the veth `host_if` (host side, no address yet, down) whose peer `eth0` lives in the
+ * namespace netns_fd. Needs no lock: the host-wide lock covers only the pick and
+ * net_link_set_gateway(), so concurrent creates make their veths in parallel. -EEXIST
+ * `conflict` if host_if exists already (after one retry past a dying namesake).
  */
-int net_link_create(const char *host_if, int netns_fd, uint32_t block, struct isola_err **err);
+int net_link_create(const char *host_if, int netns_fd, struct isola_err **err);
+
+/* Gives host_if the gateway address block+1/30 and brings it up; under net_link_lock, right
+ * after net_link_pick_block(), so no other create picks the same block. */
+int net_link_set_gateway(const char *host_if, uint32_t block, struct isola_err **err);
 
 /*
  * Inside the namespace netns_fd (from a short-lived thread that setns()es into it): lo up,

@@ -110,7 +110,10 @@ int net_sandbox_attach(const struct tier_ops *t, struct tier_sandbox *ts,
 		       struct isola_err **err);
 
 /* Removes the veth and the policy file; idempotent, any state. Not for
- * hibernation: the policy must survive until the sandbox is resumed or destroyed. */
+ * hibernation: the policy must survive until the sandbox is resumed or destroyed.
+ * On return the sandbox is unreachable (the proxy and the resolver no longer know its
+ * address); the veth and the record are removed behind it by net's reaper thread, which
+ * net_stop() drains, and which a crash leaves to net_forget_unknown() at the next start. */
 void net_sandbox_detach(const struct sandbox_spec *spec);
 
 /* At start, after core reconciled: removes the network (record, interface, filter) of every

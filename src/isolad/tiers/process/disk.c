@@ -510,3 +510,79 @@ void proc_disk_discard(int root_fd)
 	ioctl(fd, EXT4_IOC_SHUTDOWN, &how);
 	close(fd);
 }
+
+/* A layer whose release proc_disk_release() left to the closer thread. */
+struct disk_release {
+	int fd;			   /* root fd of the layer, owned */
+	bool discard;		   /* proc_disk_discard() before the close */
+	struct disk_release *next; /* queue under release_lock */
+};
+
+static pthread_mutex_t release_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t release_cond = PTHREAD_COND_INITIALIZER;
+static struct disk_release *release_head;		   /* FIFO, under release_lock */
+static struct disk_release **release_tail = &release_head; /* its last next pointer */
+static int release_thread = 0; /* 0 not started, 1 running, -1 could not start */
+
+static void release_now(int fd, bool discard)
+{
+	if (discard)
+		proc_disk_discard(fd);
+	close(fd);
+}
+
+/* The closer: one detached thread for the process, started with the first release. */
+static void *release_main(void *arg)
+{
+	struct disk_release *j;
+
+	(void)arg;
+	pthread_mutex_lock(&release_lock);
+	for (;;) {
+		while (!release_head)
+			pthread_cond_wait(&release_cond, &release_lock);
+		j = release_head;
+		release_head = j->next;
+		if (!release_head)
+			release_tail = &release_head;
+		pthread_mutex_unlock(&release_lock);
+		release_now(j->fd, j->discard);
+		free(j);
+		pthread_mutex_lock(&release_lock);
+	}
+	return NULL;
+}
+
+void proc_disk_release(int root_fd, bool discard)
+{
+	struct disk_release *j;
+	pthread_attr_t attr;
+	pthread_t t;
+
+	if (root_fd < 0)
+		return;
+	j = calloc(1, sizeof(*j));
+	pthread_mutex_lock(&release_lock);
+	if (j && release_thread == 0) {
+		release_thread = -1;
+		if (pthread_attr_init(&attr) == 0) {
+			pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+			if (pthread_create(&t, &attr, release_main, NULL) == 0)
+				release_thread = 1;
+			pthread_attr_destroy(&attr);
+		}
+	}
+	if (j && release_thread == 1) {
+		j->fd = root_fd;
+		j->discard = discard;
+		*release_tail = j;
+		release_tail = &j->next;
+		pthread_cond_signal(&release_cond);
+		j = NULL;
+		root_fd = -1;
+	}
+	pthread_mutex_unlock(&release_lock);
+	free(j);
+	if (root_fd >= 0) /* no thread, or out of memory: here, as before */
+		release_now(root_fd, discard);
+}

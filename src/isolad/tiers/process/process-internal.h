@@ -194,6 +194,14 @@ int proc_disk_mount(const char *dir, const char *id, uint64_t disk, uint64_t ino
  * on a tmpfs layer or a bad fd. */
 void proc_disk_discard(int root_fd);
 
+/* Destroy only: gives up root_fd, the last reference to a sandbox's layer (whose processes
+ * are all gone), with proc_disk_discard() first when discard. Its close is the layer's
+ * unmount and its loop device's release, the slowest part of a destroy: both are done by a
+ * background thread after the caller returns (inline when the thread cannot start). Nothing
+ * is lost to a crash or an exit in between: the kernel closes the fd, and the mount and the
+ * image (already unlinked) go with it. Any thread. */
+void proc_disk_release(int root_fd, bool discard);
+
 /* For doctor: can this host put writable layers on disk (loop devices, ext4, mke2fs)? Fills
  * why (a sentence) either way. Any thread. */
 bool proc_disk_available(char *why, size_t len);

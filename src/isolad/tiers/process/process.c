@@ -99,6 +99,7 @@ static void kill_init(struct tier_sandbox *s)
 /* Removes everything; idempotent. Returns the first failure. */
 static int teardown(struct tier_sandbox *s, struct isola_err **err)
 {
+	uint64_t t0 = util_now_ns(), t_kill, t_cg;
 	int r = 0;
 
 	/* A frozen v1 task does not die on SIGKILL until thawed: thaw first (idempotent; after
@@ -107,6 +108,7 @@ static int teardown(struct tier_sandbox *s, struct isola_err **err)
 		s->cgo->freeze(&s->cg, false, KILL_TIMEOUT_MS, NULL);
 	s->paused = false;
 	kill_init(s);
+	t_kill = util_now_ns();
 	if (s->cg.n && s->cgo) {
 		/* Stragglers (there should be none once PID 1 is gone). */
 		if (!proc_cgroup_is_empty(&s->cg))
@@ -121,15 +123,16 @@ static int teardown(struct tier_sandbox *s, struct isola_err **err)
 	 * left a live sandbox on a dead layer, which a restart re-attached as running while
 	 * it dropped the hibernation image that held its files (the fault harness,
 	 * hibernate killed after 62 ms). A cgroup that would not go may still hold one. */
-	if (r == 0)
-		proc_disk_discard(s->upper_fd);
-	if (s->upper_fd >= 0) {
-		close(s->upper_fd);
-		s->upper_fd = -1;
-	}
+	t_cg = util_now_ns();
+	/* The unmount and the loop device's release finish behind the destroy's answer. */
+	proc_disk_release(s->upper_fd, r == 0);
+	s->upper_fd = -1;
 	if (unlink(s->sock) < 0 && errno != ENOENT && r == 0)
 		r = isola_err_sys(err, errno, "internal", "unlink `%s`", s->sock);
 	spawnguard_record_remove(s->dir);
+	log_debug("sandbox %s: teardown took %.2f ms: kill %.2f, cgroups %.2f, layer %.2f", s->id,
+		  (util_now_ns() - t0) / 1e6, (t_kill - t0) / 1e6, (t_cg - t_kill) / 1e6,
+		  (util_now_ns() - t_cg) / 1e6);
 	return r;
 }
 
