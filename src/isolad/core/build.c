@@ -360,16 +360,20 @@ static bool copy_target(const char *name, const char *src, bool dest_dir, const 
 	char prefix[PATH_MAX];
 	size_t len = strlen(name);
 
+	if (!strcmp(src, ".")) {
+		*is_root = false;
+		return snprintf(out, n, "%s/%s", dest, name) < (int)n;
+	}
 	/* The shortest prefix of name (at a component boundary) that src matches. */
-	for (size_t i = 0; i <= len; i++) {
+	for (size_t i = 1; i <= len; i++) {
 		if (i < len && name[i] != '/')
 			continue;
 		if (i >= sizeof(prefix))
 			return false;
 		memcpy(prefix, name, i);
 		prefix[i] = '\0';
-		if (!strcmp(src, ".") ? i == 0 : (i > 0 && fnmatch(src, prefix, FNM_PATHNAME) == 0)) {
-			const char *rest = i == 0 ? name : name + i + (i < len ? 1 : 0);
+		if (fnmatch(src, prefix, FNM_PATHNAME) == 0) {
+			const char *rest = name + i + (i < len ? 1 : 0);
 			const char *base = strrchr(prefix, '/') ? strrchr(prefix, '/') + 1 : prefix;
 
 			*is_root = !*rest;
@@ -558,11 +562,15 @@ static int copy_layer(struct build *bd, size_t i, int out_fd, unsigned char h[32
 	{
 		char full[PATH_MAX];
 
+		const char *f = full;
+
 		snprintf(full, sizeof(full), "%s%s%s", w[n - 1][0] == '/' ? "" : workdir,
 			 w[n - 1][0] == '/' ? "" : "/", w[n - 1]);
-		if (extract_norm_path(full, dest, sizeof(dest)) == -ENOENT)
-			dest[0] = '\0';
-		else if (extract_norm_path(full, dest, sizeof(dest)) < 0) {
+		while (*f == '/')
+			f++;
+		if (!*f || extract_norm_path(f, dest, sizeof(dest)) == -ENOENT)
+			snprintf(dest, sizeof(dest), ".");
+		else if (extract_norm_path(f, dest, sizeof(dest)) < 0) {
 			r = isola_err_set(err, EINVAL, "invalid", "Dockerfile line %u: bad "
 					  "destination `%s`", s->line, w[n - 1]);
 			goto out;
@@ -911,7 +919,10 @@ static int step_workdir(struct build *bd, size_t i, struct isola_err **err)
 	struct archive_entry *e;
 	int fd, r = 0;
 
-	if (!wd || images_build_has_dir(bd->b, wd) || extract_norm_path(wd, rel, sizeof(rel)) < 0)
+	while (wd && *wd == '/')
+		wd++;
+	if (!wd || !*wd || images_build_has_dir(bd->b, wd) ||
+	    extract_norm_path(wd, rel, sizeof(rel)) < 0)
 		return 0;
 	if (snprintf(tmp, sizeof(tmp), "%s/.tmp-XXXXXX", bd->cache) >= (int)sizeof(tmp))
 		return isola_err_set(err, ENAMETOOLONG, "internal", "cache path too long");
