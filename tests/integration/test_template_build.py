@@ -152,7 +152,7 @@ def test_node_image_with_local_npm_tarball(cli, api, make_sandbox, tmp_path):
     df.write_text("FROM host\nWORKDIR /app\n"
                   f"COPY {tgz} ./\n"
                   f"RUN npm install --offline --no-audit --no-fund ./{tgz} >/dev/null "
-                  "&& ls node_modules\n"
+                  f"&& ls node_modules && rm ./{tgz}\n"
                   'ENTRYPOINT ["node", "-e"]\n')
     name = f"node-{uuid.uuid4().hex[:6]}"
     cp, ev, _ = build(cli, name, ctx, "-f", df)
@@ -160,6 +160,9 @@ def test_node_image_with_local_npm_tarball(cli, api, make_sandbox, tmp_path):
     sb = make_sandbox(template=name)
     res = api.exec(sb["id"], cmd=["node", "-e", "console.log(require('isola-left')())"])
     assert res["exit_code"] == 0 and res["stdout"] == "left from npm\n", res
+    # deleted by the RUN step from a lower (COPY) layer: an overlay whiteout, applied
+    res = api.exec(sb["id"], cmd=["sh", "-c", f"cd /app && ls; test ! -e {tgz}"])
+    assert res["exit_code"] == 0, res
 
 
 def test_failing_run_leaves_no_template(cli, api, isolad, tmp_path):
