@@ -299,63 +299,48 @@ enum MHD_Result api_template_import_end(struct api_req *r)
 int api_template_build_begin(struct api_req *r)
 {
 	struct isola_err *err = NULL;
-	const char *name = api_query(r, "name"), *opts = api_query(r, "options");
+	const char *opts = api_query(r, "options"), *k;
 	struct import *im;
-	json_t *o = NULL;
-	int q;
+	json_t *o = NULL, *v;
+	int q = api_template_import_begin(r); /* the name check and the spool file */
 
-	if (!name || !api_valid_template_name(name)) {
-		isola_err_set(&err, EINVAL, "invalid",
-			      "query `name` must be 1-63 of [A-Za-z0-9._-], not starting with '.' "
-			      "or '-'");
+	if (q < 0 || !r->state)
+		return q;
+	im = r->state;
+	im->build = true;
+	im->queue = json_array();
+	if (!im->queue) {
+		isola_err_set(&err, ENOMEM, "internal", "out of memory");
 		return api_req_fail(r, err);
 	}
-	/* UNTRUSTED: the client's options, checked field by field. */
+	/* UNTRUSTED: the client's options, checked field by field (rules by the net code). */
 	if (opts) {
-		json_t *v;
-
 		o = json_loads(opts, JSON_REJECT_DUPLICATES, NULL);
+		im->breq = o;
 		if (!json_is_object(o) ||
 		    ((v = json_object_get(o, "dockerfile")) && !json_is_string(v)) ||
 		    ((v = json_object_get(o, "build_args")) && !json_is_object(v)) ||
 		    ((v = json_object_get(o, "allow")) && !json_is_array(v))) {
-			json_decref(o);
 			isola_err_set(&err, EINVAL, "invalid",
 				      "query `options` must be a JSON object {dockerfile: string, "
 				      "build_args: {K: string}, allow: [rule]}");
 			return api_req_fail(r, err);
 		}
+		json_object_foreach(json_object_get(o, "build_args"), k, v)
 		{
-			const char *k;
-
-			json_object_foreach(json_object_get(o, "build_args"), k, v) if (!json_is_string(v))
-			{
-				json_decref(o);
+			if (!json_is_string(v)) {
 				isola_err_set(&err, EINVAL, "invalid",
 					      "options.build_args.%.64s must be a string", k);
 				return api_req_fail(r, err);
 			}
 		}
 	}
-	q = api_template_import_begin(r);
-	if (q < 0 || !r->state) {
-		json_decref(o);
-		return q;
-	}
-	im = r->state;
-	im->build = true;
-	im->queue = json_array();
-	im->breq = o;
 	im->bopts = (struct core_build_opts){
 		.context = im->path,
 		.dockerfile = json_string_value(json_object_get(o, "dockerfile")),
 		.build_args = json_object_get(o, "build_args"),
 		.allow = json_object_get(o, "allow"),
 	};
-	if (!im->queue) {
-		isola_err_set(&err, ENOMEM, "internal", "out of memory");
-		return api_req_fail(r, err);
-	}
 	return 0;
 }
 

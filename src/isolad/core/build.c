@@ -888,9 +888,16 @@ static int step_run(struct build *bd, size_t i, bool *cached, struct isola_err *
 		av = json_dumps(argv, JSON_COMPACT);
 		json_decref(argv);
 	}
-	/* The key: the chain, the command as written (heredoc included), what it runs with. */
-	key_chain(bd, av ? av : st->heredoc ? st->heredoc : bd->sub[i], state ? state : "",
-		  NULL, 0);
+	/* The key: the chain, the command as written (heredoc included), what it runs with and
+	 * the egress it had. */
+	{
+		char *allow = bd->o->allow ? json_dumps(bd->o->allow, JSON_COMPACT) : NULL;
+
+		key_chain(bd, av ? av : st->heredoc ? st->heredoc : bd->sub[i],
+			  state ? state : "", (const unsigned char *)(allow ? allow : ""),
+			  allow ? strlen(allow) : 0);
+		free(allow);
+	}
 	free(av);
 	free(state);
 	r = from_cache(bd, ".tar.zst", true, path, sizeof(path), err);
@@ -968,9 +975,11 @@ static int execute(struct build *bd, const char *name, struct isola_err **err)
 		struct template_info t;
 
 		memset(&t, 0, sizeof(t));
-		/* The chain starts at the base template's id. */
+		/* The chain starts at the tenant and the base template's id: tenants never share
+		 * cache entries (a RUN with --allow could fetch what its tenant serves and plant
+		 * it under a key another tenant's identical step would hit). */
 		images_get(bd->base, &t, NULL);
-		key_chain(bd, "FROM", t.id, NULL, 0);
+		key_chain(bd, bd->tenant, t.id, NULL, 0);
 		template_info_fini(&t);
 	}
 	for (size_t i = 0; i < bd->df.n && r == 0; i++) {
@@ -1048,10 +1057,17 @@ int core_template_build(struct core *c, const char *tenant, const char *name,
 	r = dockerfile_parse(text, len, &bd.df, err);
 	if (r == 0)
 		r = plan(&bd, err);
-	if (r == 0 && o->allow && net_policy_validate(
-					  json_pack("{s:s, s:O}", "default", "deny", "allow", o->allow),
-					  err) < 0)
-		r = isola_err_wrap(err, "--allow");
+	if (r == 0 && o->allow) {
+		json_t *pol = json_pack("{s:s, s:O}", "default", "deny", "allow", o->allow);
+
+		if (!net_current())
+			r = isola_err_set(err, ENOTSUP, "not_supported",
+					  "--allow: sandbox networking is off (isolad --no-network)");
+		else if (!pol || net_policy_validate(pol, err) < 0)
+			r = pol ? isola_err_wrap(err, "--allow")
+				: isola_err_set(err, ENOMEM, "internal", "out of memory");
+		json_decref(pol);
+	}
 	if (r < 0)
 		goto out;
 	r = execute(&bd, name, err);
