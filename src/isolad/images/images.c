@@ -318,6 +318,8 @@ static int scan(struct isola_err **err)
 			continue;
 		if (!strncmp(de->d_name, ".pull-", 6))
 			continue; /* a pull's spool, kept so the next attempt resumes it */
+		if (!strcmp(de->d_name, ".build-cache"))
+			continue; /* template build's layer cache (core/build.c), kept */
 		if (!strncmp(de->d_name, ".tmp-", 5) || !strncmp(de->d_name, ".rm-", 4)) {
 			r = util_rm_rf_at(dirfd(d), de->d_name);
 			if (r < 0)
