@@ -23,6 +23,7 @@ PKGS=(
 	systemd # systemctl: scripts/install.sh enables isolad.service where systemd runs
 	debootstrap # a Debian minbase template for package installs (test_root_caps.py)
 	python3-jupyter-client python3-ipykernel python3-matplotlib # share/interp: the code interpreter's Python contexts
+	python3-pip # tests/integration/test_template_build.py: RUN python3 -m pip install
 	node-typescript # share/interp: TypeScript contexts on node < 22.13 (its compiler strips the types)
 	chromium # the web console suite drives it headless with playwright-core (tests/console)
 	docker-registry skopeo umoci apache2-utils openssl # test_template_pull.py: a local registry, skopeo, htpasswd, a self-signed cert

@@ -11,6 +11,7 @@
 
 #include "../common/imageref.h"
 #include "../common/util.h"
+#include "buildctx.h"
 #include "cptar.h"
 #include "filetype.h"
 #include "output.h"
@@ -61,6 +62,23 @@ static int on_event(void *ud, json_t *ev, struct isola_err **err)
 		progress_update(&im->p, phase && *phase ? phase : "importing", NULL,
 				done > 0 ? (uint64_t)done : 0, total > 0 ? (uint64_t)total : 0,
 				done == total);
+	} else if (!strcmp(type, "step") && !im->json) {
+		fprintf(stderr, "Step %lld/%lld: %s\n",
+			(long long)json_integer_value(json_object_get(ev, "step")),
+			(long long)json_integer_value(json_object_get(ev, "total")),
+			json_string_value(json_object_get(ev, "instruction")));
+	} else if (!strcmp(type, "output") && !im->json) {
+		/* UNTRUSTED: a RUN step's output; control bytes shown as '?'. */
+		const char *l = json_string_value(json_object_get(ev, "line"));
+
+		fputs("  ", stderr);
+		for (; l && *l; l++)
+			fputc((unsigned char)*l < 0x20 && *l != '\t' ? '?' : *l, stderr);
+		fputc('\n', stderr);
+	} else if (!strcmp(type, "layer") && !im->json) {
+		fprintf(stderr, " ---> %s (%lld ms)\n",
+			json_is_true(json_object_get(ev, "cached")) ? "cached" : "done",
+			(long long)json_integer_value(json_object_get(ev, "ms")));
 	} else if (!strcmp(type, "done")) {
 		json_decref(im->tmpl);
 		im->tmpl = json_incref(json_object_get(ev, "template"));
@@ -431,6 +449,98 @@ static int tmpl_pull(struct cli *cli, int argc, char **argv)
 	return status;
 }
 
+enum { OPT_BUILD_ARG = 300, OPT_ALLOW, OPT_TIER };
+
+const struct cli_opt cli_template_build_opts[] = {
+	{"file", 'f', "FILE", "the Dockerfile (default CONTEXT/Dockerfile)", 0},
+	{"build-arg", OPT_BUILD_ARG, "K=V", "value of an ARG (repeatable)", 0},
+	{"allow", OPT_ALLOW, "DOMAIN", "egress RUN steps may reach (repeatable; default none)", 0},
+	{"tier", OPT_TIER, "TIER", "tier the RUN steps run in (process)", 0},
+	{NULL, 0, NULL, NULL, 0},
+};
+
+static int tmpl_build(struct cli *cli, int argc, char **argv)
+{
+	cleanup_err struct isola_err *err = NULL;
+	cleanup_free char *path = NULL, *opts_text = NULL, *dfpath = NULL;
+	cleanup_fd int fd = -1;
+	struct import im = {.json = cli->json, .p.tty = false};
+	struct client_req req = {.method = "POST",
+				 .content_type = "application/x-tar",
+				 .accept = "application/x-ndjson",
+				 .on_event = on_event,
+				 .ud = &im};
+	char tmp[] = "/tmp/isola-build-XXXXXX";
+	json_t *opts = json_pack("{s:s, s:{}, s:[]}", "dockerfile", BUILDCTX_DOCKERFILE,
+				 "build_args", "allow");
+	const char *file = NULL;
+	struct client *c;
+	struct stat st;
+	int opt;
+
+	if (!opts)
+		return CLI_EXIT_FAIL;
+	while ((opt = cli_nextopt(cli, argc, argv)) != -1) {
+		if (opt == 'f') {
+			file = optarg;
+		} else if (opt == OPT_BUILD_ARG) {
+			char *eq = strchr(optarg, '=');
+
+			if (!eq || eq == optarg) {
+				json_decref(opts);
+				return cli_usage_err(cli, "--build-arg `%s`: expected K=V", optarg);
+			}
+			*eq = '\0';
+			json_object_set_new(json_object_get(opts, "build_args"), optarg,
+					    json_string(eq + 1));
+		} else if (opt == OPT_ALLOW) {
+			json_array_append_new(json_object_get(opts, "allow"), json_string(optarg));
+		} else if (opt == OPT_TIER) {
+			if (strcmp(optarg, "process")) {
+				json_decref(opts);
+				return cli_usage_err(cli, "--tier `%s`: builds run RUN steps in the "
+							  "process tier only", optarg);
+			}
+		} else {
+			json_decref(opts);
+			return cli_bad_opt(cli, argc, argv, opt);
+		}
+	}
+	if (argc - optind != 2) {
+		json_decref(opts);
+		return cli_usage_err(cli, "expected NAME and CONTEXT");
+	}
+	if (!json_array_size(json_object_get(opts, "allow")))
+		json_object_del(opts, "allow");
+	if (!file && asprintf(&dfpath, "%s/Dockerfile", argv[optind + 1]) < 0)
+		dfpath = NULL;
+	fd = mkostemp(tmp, O_CLOEXEC);
+	if (fd < 0) {
+		json_decref(opts);
+		fprintf(stderr, "isola: create a temporary file: %s\n", strerror(errno));
+		return CLI_EXIT_FAIL;
+	}
+	unlink(tmp);
+	if (buildctx_write(argv[optind + 1], file ? file : dfpath, fd, &err) < 0 ||
+	    lseek(fd, 0, SEEK_SET) < 0 || fstat(fd, &st) < 0) {
+		json_decref(opts);
+		fprintf(stderr, "isola: %s\n", err ? err->message : strerror(errno));
+		return CLI_EXIT_FAIL;
+	}
+	opts_text = json_dumps(opts, JSON_COMPACT);
+	json_decref(opts);
+	c = cli_client(cli);
+	path = opts_text ? cli_pathf("/v1/templates/build?name=%s&options=%s", argv[optind],
+				     opts_text)
+			 : NULL;
+	if (!c || !path)
+		return CLI_EXIT_FAIL;
+	req.path = path;
+	req.body_fd = fd;
+	req.body_size = st.st_size;
+	return stream_result(cli, c, &req, &im, "build");
+}
+
 static int tmpl_rm(struct cli *cli, int argc, char **argv)
 {
 	int opt, status = CLI_EXIT_OK;
@@ -472,6 +582,9 @@ static const struct cli_cmd cli_template_cmds[] = {
 	{"pull", tmpl_pull, "REF [NAME]", "pull an image from an OCI registry",
 	 .opts = cli_template_pull_opts,
 	 .example = "isola template pull --plain-http 127.0.0.1:5000/tools:1 tools"},
+	{"build", tmpl_build, "NAME CONTEXT", "build a template from a Dockerfile",
+	 .opts = cli_template_build_opts,
+	 .example = "isola template build --build-arg V=1 py ./ctx"},
 	{"ls", tmpl_ls, "", "list templates", .example = "isola template ls"},
 	{"inspect", tmpl_inspect, "NAME", "show one template as JSON",
 	 .example = "isola template inspect py"},

@@ -458,6 +458,9 @@ enum MHD_Result api_template_import_end(struct api_req *r);
 enum MHD_Result api_template_delete(struct api_req *r);
 enum MHD_Result api_template_get(struct api_req *r);
 enum MHD_Result api_template_pull(struct api_req *r);
+/* POST /v1/templates/build?name=N&options={...}: the body is the context tar (import's data
+ * and end handlers); streams the build's NDJSON events. */
+int api_template_build_begin(struct api_req *r);
 enum MHD_Result api_metrics(struct api_req *r);
 enum MHD_Result api_sandbox_stats(struct api_req *r);
 /* GET /v1/sandboxes/{id}/metrics?start=&end=: the kept samples (core/history.c) in range. */

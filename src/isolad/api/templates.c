@@ -60,6 +60,10 @@ struct import {
 	char path[600];		      /* spool file (import) */
 	int fd;			      /* spool file, written by the connection thread */
 	json_t *req;		      /* pull: the request body (owned; opts point into it) */
+	bool build;		      /* a build: path is the context, bopts what to build */
+	struct core_build_opts bopts; /* build: options (strings point into breq) */
+	json_t *breq;		      /* build: {dockerfile, build_args, allow} (owned) */
+	json_t *queue;		      /* build: events in order, none coalesced (owned) */
 	struct images_pull_opts opts; /* pull: what to pull */
 	pthread_mutex_t lock;	      /* protects what follows */
 	pthread_cond_t cond;	      /* signalled on a new event */
@@ -87,6 +91,8 @@ static void import_unref(struct import *im)
 	json_decref(im->final);
 	if (im->req)
 		json_decref(im->req);
+	json_decref(im->breq);
+	json_decref(im->queue);
 	pthread_cond_destroy(&im->cond);
 	pthread_mutex_destroy(&im->lock);
 	free(im);
@@ -184,6 +190,22 @@ static void import_progress(void *ud, const char *phase, uint64_t done, uint64_t
 	pthread_mutex_unlock(&im->lock);
 }
 
+#define BUILD_QUEUE_MAX 20000 /* queued build events; output lines past it are dropped */
+
+static void build_event(void *ud, json_t *ev)
+{
+	struct import *im = ud;
+
+	pthread_mutex_lock(&im->lock);
+	/* A client that does not read: drop output lines, never step events. */
+	if (json_array_size(im->queue) < BUILD_QUEUE_MAX ||
+	    strcmp(json_string_value(json_object_get(ev, "type")), "output"))
+		json_array_append(im->queue, ev);
+	pthread_cond_broadcast(&im->cond);
+	pthread_mutex_unlock(&im->lock);
+	json_decref(ev);
+}
+
 static void *import_thread(void *p)
 {
 	struct import *im = p;
@@ -191,7 +213,9 @@ static void *import_thread(void *p)
 	cleanup_err struct isola_err *err = NULL;
 	json_t *tmpl = NULL, *ev;
 
-	if ((im->req ? core_template_pull_for(srv->core, im->tenant, im->name, &im->opts,
+	if ((im->build ? core_template_build_for(srv->core, im->tenant, im->name, &im->bopts,
+						 build_event, im, &tmpl, &err)
+	     : im->req ? core_template_pull_for(srv->core, im->tenant, im->name, &im->opts,
 					      import_progress, im, &tmpl, &err)
 		     : core_template_import_for(srv->core, im->tenant, im->name, im->path,
 						import_progress, im, &tmpl, &err)) < 0)
@@ -218,6 +242,11 @@ static int import_produce(struct api_stream *st, void *ud)
 
 	pthread_mutex_lock(&im->lock);
 	for (;;) {
+		if (json_array_size(im->queue)) {
+			ev = json_incref(json_array_get(im->queue, 0));
+			json_array_remove(im->queue, 0);
+			break;
+		}
 		if (json_object_size(im->progress)) {
 			void *it = json_object_iter(im->progress);
 
@@ -265,6 +294,54 @@ enum MHD_Result api_template_import_end(struct api_req *r)
 	close(im->fd);
 	im->fd = -1;
 	return import_start(r, im);
+}
+
+int api_template_build_begin(struct api_req *r)
+{
+	struct isola_err *err = NULL;
+	const char *opts = api_query(r, "options"), *k;
+	struct import *im;
+	json_t *o = NULL, *v;
+	int q = api_template_import_begin(r); /* the name check and the spool file */
+
+	if (q < 0 || !r->state)
+		return q;
+	im = r->state;
+	im->build = true;
+	im->queue = json_array();
+	if (!im->queue) {
+		isola_err_set(&err, ENOMEM, "internal", "out of memory");
+		return api_req_fail(r, err);
+	}
+	/* UNTRUSTED: the client's options, checked field by field (rules by the net code). */
+	if (opts) {
+		o = json_loads(opts, JSON_REJECT_DUPLICATES, NULL);
+		im->breq = o;
+		if (!json_is_object(o) ||
+		    ((v = json_object_get(o, "dockerfile")) && !json_is_string(v)) ||
+		    ((v = json_object_get(o, "build_args")) && !json_is_object(v)) ||
+		    ((v = json_object_get(o, "allow")) && !json_is_array(v))) {
+			isola_err_set(&err, EINVAL, "invalid",
+				      "query `options` must be a JSON object {dockerfile: string, "
+				      "build_args: {K: string}, allow: [rule]}");
+			return api_req_fail(r, err);
+		}
+		json_object_foreach(json_object_get(o, "build_args"), k, v)
+		{
+			if (!json_is_string(v)) {
+				isola_err_set(&err, EINVAL, "invalid",
+					      "options.build_args.%.64s must be a string", k);
+				return api_req_fail(r, err);
+			}
+		}
+	}
+	im->bopts = (struct core_build_opts){
+		.context = im->path,
+		.dockerfile = json_string_value(json_object_get(o, "dockerfile")),
+		.build_args = json_object_get(o, "build_args"),
+		.allow = json_object_get(o, "allow"),
+	};
+	return 0;
 }
 
 static const char *const pull_fields[] = {"ref",    "name",	  "username", "password",

@@ -242,4 +242,10 @@ int core_name_check_locked(struct core *c, const struct sandbox *s, struct isola
 int core_monitor_start(struct core *c, struct isola_err **err);
 void core_monitor_stop(struct core *c);
 
+/* build.c: runs a build (the owner row is make_owned's, in templates.c). */
+struct template_info;
+int core_template_build(struct core *c, const char *tenant, const char *name,
+			const struct core_build_opts *o, core_build_event_fn ev, void *ud,
+			struct template_info *out, struct isola_err **err);
+
 #endif

@@ -329,6 +329,21 @@ int core_template_pull_for(struct core *c, const char *tenant, const char *name,
 			   const struct images_pull_opts *o, core_progress_fn cb, void *ud,
 			   json_t **out, struct isola_err **err);
 /* One template's full view (images_info_json(full)); another tenant's is `not_found`. */
+/* What `template build` is given (all borrowed). */
+struct core_build_opts {
+	const char *context;	  /* path of the context tar (the client's upload) */
+	const char *dockerfile;	  /* the Dockerfile's path inside the context, NULL = Dockerfile */
+	const json_t *build_args; /* {K:V} for ARG, or NULL */
+	const json_t *allow;	  /* egress allow rules of RUN sandboxes, or NULL (deny all) */
+};
+/* A build's progress event (stolen): step, output, layer; see docs/templates.md "Build". */
+typedef void (*core_build_event_fn)(void *ud, json_t *ev);
+/* Builds template `name` from a Dockerfile (core/build.c) as tenant (its sandboxes run the RUN
+ * steps; it owns the template). Blocks; run it on a worker thread. *out as import's. */
+int core_template_build_for(struct core *c, const char *tenant, const char *name,
+			    const struct core_build_opts *o, core_build_event_fn ev, void *ud,
+			    json_t **out, struct isola_err **err);
+
 int core_template_get_for(struct core *c, const char *tenant, const char *name, json_t **out,
 			  struct isola_err **err);
 /* True when tenant (NULL = anyone) may use template `name` (name or id). */

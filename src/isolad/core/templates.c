@@ -91,8 +91,10 @@ int core_template_remove_for(struct core *c, const char *tenant, const char *nam
 struct make {
 	const char *tar_path;		     /* import: the spooled tarball */
 	const struct images_pull_opts *pull; /* pull: the request */
+	const struct core_build_opts *build; /* build: the request */
+	core_build_event_fn ev;		     /* build: its events */
 	core_progress_fn cb;		     /* progress */
-	void *ud;			     /* cb's argument */
+	void *ud;			     /* cb's (or ev's) argument */
 };
 
 /* Records tenant as the owner of `name`, makes the template, drops the owner on failure. */
@@ -119,7 +121,14 @@ static int make_owned(struct core *c, const char *tenant, const char *name, cons
 	/* The owner first: the template never exists, even briefly, without one. */
 	if (store_template_owner_set(c->store, name, tenant ? tenant : TENANCY_DEFAULT, err) < 0)
 		return -EIO;
-	if (m->pull) {
+	if (m->build) {
+		r = core_template_build(c, tenant ? tenant : TENANCY_DEFAULT, name, m->build, m->ev,
+					m->ud, &t, err);
+		if (r == 0) {
+			*out = images_info_json(&t, false);
+			template_info_fini(&t);
+		}
+	} else if (m->pull) {
 		r = images_pull(name, m->pull, m->cb, m->ud, &t, err);
 		if (r == 0) {
 			*out = images_info_json(&t, false);
@@ -147,6 +156,15 @@ int core_template_pull_for(struct core *c, const char *tenant, const char *name,
 			   json_t **out, struct isola_err **err)
 {
 	struct make m = {.pull = o, .cb = cb, .ud = ud};
+
+	return make_owned(c, tenant, name, &m, out, err);
+}
+
+int core_template_build_for(struct core *c, const char *tenant, const char *name,
+			    const struct core_build_opts *o, core_build_event_fn ev, void *ud,
+			    json_t **out, struct isola_err **err)
+{
+	struct make m = {.build = o, .ev = ev, .ud = ud};
 
 	return make_owned(c, tenant, name, &m, out, err);
 }

@@ -57,6 +57,22 @@ uint64_t images_du(int dirfd);
 /* Hex-encodes n bytes into out (2n+1 bytes). */
 void images_hex(const unsigned char *in, size_t n, char *out);
 
+/* Names of the hidden entries a build registers for its RUN sandboxes (never listed). */
+#define IMAGES_BUILD_PREFIX ".build-"
+
+/* Whether name is such a hidden build entry. */
+bool images_is_build_entry(const char *name);
+
+/* Adds a copy of t to the table as it is (no directory moved, no manifest): a build's
+ * template-so-far. 0 or -errno. */
+int images_entry_add(const struct template_info *t);
+
+/* Copies the templates dir (PATH_MAX bytes) out. 0 or -ESHUTDOWN. */
+int images_templates_dir(char *out);
+
+/* Drops the table entry with this id (nothing on disk changes). */
+void images_entry_drop(const char *id);
+
 /* import.c */
 
 /*
@@ -92,5 +108,11 @@ int images_host_build(const char *tdir, struct isola_err **err);
 int images_layer_apply(int rootfd, int blob_fd, uint64_t blob_size, const char *what,
 		       const char *phase, struct images_budget *b, images_progress_fn cb, void *ud,
 		       struct isola_err **err);
+
+/* Like images_layer_apply for an archive of a sandbox's overlay upper dir (the process tier's
+ * snapshot format): a char 0:0 entry is a whiteout of its name, a directory with the xattr
+ * user.overlay.opaque="y" is opaque. Only for archives isolad wrote itself. */
+int images_layer_apply_upper(int rootfd, int blob_fd, const char *what, struct images_budget *b,
+			     struct isola_err **err);
 
 #endif

@@ -41,6 +41,8 @@ void template_info_fini(struct template_info *t)
 		return;
 	json_decref(t->env);
 	t->env = NULL;
+	json_decref(t->config);
+	t->config = NULL;
 }
 
 bool images_name_is_valid(const char *name)
@@ -92,7 +94,8 @@ int images_info_copy(struct template_info *dst, const struct template_info *src)
 {
 	*dst = *src;
 	dst->env = src->env ? json_deep_copy(src->env) : json_object();
-	return dst->env ? 0 : -ENOMEM;
+	dst->config = src->config ? json_deep_copy(src->config) : NULL;
+	return dst->env && (dst->config || !src->config) ? 0 : -ENOMEM;
 }
 
 uint64_t images_du(int dfd)
@@ -150,6 +153,8 @@ int images_manifest_write(const char *dir, const struct template_info *t)
 		      "rootfs");
 	if (m && t->origin[0])
 		json_object_set_new(m, "origin", json_string(t->origin));
+	if (m && t->config)
+		json_object_set_new(m, "config", json_deep_copy(t->config));
 	if (!m)
 		return -ENOMEM;
 	text = json_dumps(m, JSON_INDENT(2) | JSON_SORT_KEYS);
@@ -206,7 +211,7 @@ static int manifest_load(const char *id, struct template_info *t)
 		goto out;
 	if (strcmp(t->source, "host") && strcmp(t->source, "oci") &&
 	    strcmp(t->source, "docker-archive") && strcmp(t->source, "rootfs") &&
-	    strcmp(t->source, "pull"))
+	    strcmp(t->source, "pull") && strcmp(t->source, "build"))
 		goto out;
 	/* Optional: manifests written before pulls existed have none. */
 	if (json_object_get(m, "origin") &&
@@ -239,6 +244,10 @@ static int manifest_load(const char *id, struct template_info *t)
 	if (snprintf(t->rootfs, sizeof(t->rootfs), "%s/%s/rootfs", g.tdir, id) >=
 	    (int)sizeof(t->rootfs))
 		goto out;
+	v = json_object_get(m, "config");
+	if (v && !json_is_object(v))
+		goto out;
+	t->config = v ? json_incref(v) : NULL;
 	t->env = json_incref(env);
 	r = 0;
 out:
@@ -310,6 +319,8 @@ static int scan(struct isola_err **err)
 			continue;
 		if (!strncmp(de->d_name, ".pull-", 6))
 			continue; /* a pull's spool, kept so the next attempt resumes it */
+		if (!strcmp(de->d_name, ".build-cache"))
+			continue; /* template build's layer cache (core/build.c), kept */
 		if (!strncmp(de->d_name, ".tmp-", 5) || !strncmp(de->d_name, ".rm-", 4)) {
 			r = util_rm_rf_at(dirfd(d), de->d_name);
 			if (r < 0)
@@ -504,6 +515,8 @@ json_t *images_info_json(const struct template_info *t, bool full)
 	json_object_set_new(j, "binds", binds);
 	json_object_set_new(j, "env", t->env ? json_deep_copy(t->env) : json_object());
 	json_object_set_new(j, "skipped_entries", json_integer(t->skipped_entries));
+	if (t->config)
+		json_object_set_new(j, "config", json_deep_copy(t->config));
 	return j;
 }
 
@@ -517,6 +530,8 @@ int images_list(json_t **out, struct isola_err **err)
 	for (size_t i = 0; i < g.n; i++) {
 		const struct template_info *t = &g.v[i];
 
+		if (images_is_build_entry(t->name))
+			continue;
 		if (json_array_append_new(a, images_info_json(t, false)) < 0) {
 			pthread_mutex_unlock(&g.lock);
 			json_decref(a);
@@ -545,6 +560,11 @@ int images_remove(const char *name_or_id, struct isola_err **err)
 	if (!strcmp(t->id, "host")) {
 		r = isola_err_set(err, EPERM, "forbidden",
 				  "remove template `host`: the host template is built in");
+		goto out;
+	}
+	if (images_is_build_entry(t->name)) {
+		r = isola_err_set(err, EBUSY, "conflict",
+				  "remove template `%s`: a build in progress uses it", t->name);
 		goto out;
 	}
 	snprintf(name, sizeof(name), "%s", t->name);
@@ -664,6 +684,53 @@ int images_commit(const char *tmpdir, struct template_info *t, struct isola_err 
 	r = 0;
 out:
 	unreserve_locked(t->name);
+	pthread_mutex_unlock(&g.lock);
+	return r;
+}
+
+bool images_is_build_entry(const char *name)
+{
+	return !strncmp(name, IMAGES_BUILD_PREFIX, strlen(IMAGES_BUILD_PREFIX));
+}
+
+int images_entry_add(const struct template_info *t)
+{
+	struct template_info copy;
+	int r;
+
+	pthread_mutex_lock(&g.lock);
+	r = !g.up ? -ESHUTDOWN : images_info_copy(&copy, t);
+	if (r == 0) {
+		r = table_add(&copy);
+		if (r < 0)
+			template_info_fini(&copy);
+	}
+	pthread_mutex_unlock(&g.lock);
+	return r;
+}
+
+void images_entry_drop(const char *id)
+{
+	pthread_mutex_lock(&g.lock);
+	for (size_t i = 0; i < g.n; i++)
+		if (!strcmp(g.v[i].id, id)) {
+			template_info_fini(&g.v[i]);
+			g.v[i] = g.v[--g.n];
+			qsort(g.v, g.n, sizeof(*g.v), by_name);
+			break;
+		}
+	pthread_mutex_unlock(&g.lock);
+}
+
+int images_templates_dir(char *out)
+{
+	int r = 0;
+
+	pthread_mutex_lock(&g.lock);
+	if (g.up)
+		snprintf(out, PATH_MAX, "%s", g.tdir);
+	else
+		r = -ESHUTDOWN;
 	pthread_mutex_unlock(&g.lock);
 	return r;
 }

@@ -23,13 +23,17 @@ struct template_info {
 	unsigned n_binds;			/* used entries of binds */
 	uint64_t size_bytes;			/* bytes on disk */
 	double created_at;			/* unix time */
-	char source[16];       /* "host" | "oci" | "docker-archive" | "rootfs" (imports) | "pull" */
-	char origin[720];      /* pulls: "REF@sha256:<manifest hex>", else "" */
+	char source[16];       /* "host" | "oci" | "docker-archive" | "rootfs" (imports) | "pull" |
+				* "build" */
+	char origin[720];      /* pulls: "REF@sha256:<manifest hex>", builds: "sha256:<Dockerfile
+				* hex>", else "" */
 	char default_user[32]; /* user commands run as unless the request says otherwise */
 	char workdir[256];     /* default cwd from the image config, "" = the user's home */
 	json_t *env;	       /* image config Env as {K:V} object (owned) */
 	unsigned layers;       /* layers applied (0 for host) */
 	uint32_t skipped_entries; /* layer entries dropped at import (device nodes) */
+	json_t *config;		  /* builds: {entrypoint, cmd, labels, exposed_ports} (owned), or
+				   * NULL */
 };
 
 /* Releases what a template_info owns (env) and clears it; safe on a zeroed struct. */
@@ -107,6 +111,40 @@ struct images_pull_opts {
  */
 int images_pull(const char *name, const struct images_pull_opts *o, images_progress_fn cb, void *ud,
 		struct template_info *out, struct isola_err **err);
+
+/* A template being built by `template build` (build.c); owned by the building thread. */
+struct images_build;
+
+/*
+ * Starts building template `name` from template `base`: reserves the name (-EEXIST
+ * `conflict` when taken), makes templates/.tmp-XXXXXX/rootfs holding a copy of base's files
+ * (base's binds, env, user and workdir carried over) and registers it as a hidden template
+ * (never listed) that RUN sandboxes are created from: images_build_info(). Blocks.
+ */
+int images_build_begin(const char *name, const char *base, struct images_build **out,
+		       struct isola_err **err);
+
+/* The template-so-far (borrowed; valid until commit or abort). */
+const struct template_info *images_build_info(const struct images_build *b);
+
+/* The build cache dir templates/.build-cache (PATH_MAX bytes), created 0700. 0 or -errno. */
+int images_build_cache_dir(char *out, struct isola_err **err);
+
+/* Applies a layer archive (a file) onto the template-so-far: an OCI-style layer, or with
+ * upper, a process-tier snapshot of a sandbox's writable layer. Blocks. 0 or -errno. */
+int images_build_apply(struct images_build *b, const char *path, bool upper, const char *what,
+		       struct isola_err **err);
+
+/* Whether the template-so-far has a directory at path (resolved inside its root). */
+bool images_build_has_dir(const struct images_build *b, const char *path);
+
+/* Commits the build as template `name` with t's source, origin, env, default_user, workdir
+ * and config (t borrowed); out (may be NULL) gets the new template. b is freed either way. */
+int images_build_commit(struct images_build *b, const struct template_info *t,
+			struct template_info *out, struct isola_err **err);
+
+/* Abandons the build: the hidden entry, the tmpdir and the reservation go. NULL is fine. */
+void images_build_abort(struct images_build *b);
 
 /* Removes a template (not `host`: -EPERM, code forbidden). The caller (core) checks that no
  * sandbox uses it. The directory is renamed away first, then deleted. Any thread. */

@@ -77,7 +77,22 @@ struct layer {
 	struct archive *a;	 /* the layer reader */
 	char path[PATH_MAX];	 /* current entry, normalised */
 	struct isola_err **err;	 /* where failures go */
+	bool upper;		 /* overlay upper dir archive: char 0:0 whiteouts, opaque xattr */
 };
+
+/* An overlay upper dir's opaque directory: user.overlay.opaque = "y" (userxattr mounts). */
+static bool upper_opaque(struct archive_entry *e)
+{
+	const char *name;
+	const void *val;
+	size_t size;
+
+	archive_entry_xattr_reset(e);
+	while (archive_entry_xattr_next(e, &name, &val, &size) == ARCHIVE_OK)
+		if (!strcmp(name, "user.overlay.opaque") && size == 1 && *(const char *)val == 'y')
+			return true;
+	return false;
+}
 
 static int lerr(struct layer *l, int r, const char *msg, const char *detail)
 {
@@ -253,6 +268,12 @@ static int apply_entry(struct layer *l, struct archive_entry *e)
 	leaf = extract_split(l->path, dir);
 	if (!strncmp(leaf, ".wh.", 4))
 		return whiteout(l, dir, leaf);
+	if (l->upper && type == AE_IFCHR && archive_entry_rdev(e) == 0) {
+		char wh[NAME_MAX + 8];
+
+		snprintf(wh, sizeof(wh), ".wh.%s", leaf);
+		return whiteout(l, dir, wh);
+	}
 	if (!hl && type != AE_IFREG && type != AE_IFDIR && type != AE_IFLNK && type != AE_IFIFO) {
 		/* Device nodes would be a door to host devices if a tier ever failed to mount
 		 * nodev; no template needs one (the tier provides /dev). */
@@ -328,14 +349,19 @@ static int apply_entry(struct layer *l, struct archive_entry *e)
 		return lerr(l, -errno, "set owner/mode", strerror(errno));
 	if (type == AE_IFREG && futimens(fd, ts) < 0)
 		return lerr(l, -errno, "set times", strerror(errno));
+	if (l->upper && type == AE_IFDIR && upper_opaque(e)) {
+		r = opaque_clean(l, fd, l->path);
+		if (r < 0)
+			return lerr(l, r, "opaque directory", strerror(-r));
+	}
 	return 0;
 }
 
-int images_layer_apply(int rootfd, int blob_fd, uint64_t blob_size, const char *what,
-		       const char *phase, struct images_budget *b, images_progress_fn cb, void *ud,
-		       struct isola_err **err)
+static int apply(int rootfd, int blob_fd, uint64_t blob_size, const char *what, bool upper,
+		 const char *phase, struct images_budget *b, images_progress_fn cb, void *ud,
+		 struct isola_err **err)
 {
-	struct layer l = {.rootfd = rootfd, .what = what, .b = b, .err = err};
+	struct layer l = {.rootfd = rootfd, .what = what, .b = b, .err = err, .upper = upper};
 	struct archive_entry *e;
 	uint64_t last = 0;
 	int r = 0;
@@ -384,4 +410,17 @@ out:
 		archive_read_free(l.a);
 	json_decref(l.seen);
 	return r;
+}
+
+int images_layer_apply(int rootfd, int blob_fd, uint64_t blob_size, const char *what,
+		       const char *phase, struct images_budget *b, images_progress_fn cb, void *ud,
+		       struct isola_err **err)
+{
+	return apply(rootfd, blob_fd, blob_size, what, false, phase, b, cb, ud, err);
+}
+
+int images_layer_apply_upper(int rootfd, int blob_fd, const char *what, struct images_budget *b,
+			     struct isola_err **err)
+{
+	return apply(rootfd, blob_fd, 0, what, true, "layer", b, NULL, NULL, err);
 }

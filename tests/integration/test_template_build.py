@@ -1,0 +1,256 @@
+# SPDX-License-Identifier: Apache-2.0
+"""`isola template build` (POST /v1/templates/build): a Python image with a wheel made here and
+pip-installed by RUN, a Node image with a local npm pack tarball, ENV/WORKDIR/USER/CMD recorded,
+the layer cache on rebuild, a failing RUN leaving no template, refusals before any sandbox,
+.dockerignore, and default-deny egress for RUN steps."""
+
+import base64
+import hashlib
+import http.server
+import json
+import pathlib
+import shutil
+import subprocess
+import threading
+import time
+import uuid
+import zipfile
+
+import pytest
+
+
+@pytest.fixture
+def cli(cli):
+    """The conftest's cli with stdout and stderr decoded."""
+    def run(*args, **kw):
+        cp = cli(*args, **kw)
+        cp.stdout, cp.stderr = cp.stdout.decode(errors="replace"), cp.stderr.decode(
+            errors="replace")
+        return cp
+    return run
+
+
+def build(cli, name, ctx, *args, ok=True, timeout=600):
+    t0 = time.monotonic()
+    cp = cli("template", "build", *args, name, ctx, json=True, timeout=timeout)
+    events = [json.loads(line) for line in cp.stdout.splitlines() if line.strip()]
+    if ok:
+        assert cp.returncode == 0, (cp.stdout[-3000:], cp.stderr)
+        assert events and events[-1]["type"] == "done", events
+    return cp, events, time.monotonic() - t0
+
+
+def sandboxes(api):
+    return api.list_sandboxes()
+
+
+def make_wheel(d, name="isolahello", version="1.0"):
+    """A pure-Python wheel written with zipfile: module, METADATA, WHEEL, RECORD."""
+    files = {
+        f"{name}/__init__.py": "def greet():\n    return 'hello from the wheel'\n",
+        f"{name}-{version}.dist-info/METADATA":
+            f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n",
+        f"{name}-{version}.dist-info/WHEEL":
+            "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
+    }
+    rec = []
+    for p, text in files.items():
+        digest = base64.urlsafe_b64encode(hashlib.sha256(text.encode()).digest()).rstrip(b"=")
+        rec.append(f"{p},sha256={digest.decode()},{len(text.encode())}")
+    rec.append(f"{name}-{version}.dist-info/RECORD,,")
+    files[f"{name}-{version}.dist-info/RECORD"] = "\n".join(rec) + "\n"
+    whl = d / f"{name}-{version}-py3-none-any.whl"
+    with zipfile.ZipFile(whl, "w") as z:
+        for p, text in files.items():
+            z.writestr(p, text)
+    return whl
+
+
+def test_python_image_with_wheel_env_workdir_user_cmd_and_cache(cli, api, make_sandbox,
+                                                                 tmp_path, capsys):
+    ctx = tmp_path / "ctx"
+    ctx.mkdir()
+    whl = make_wheel(ctx)
+    (ctx / "secret.txt").write_text("must not be sent\n")
+    (ctx / "notes").mkdir()
+    (ctx / "notes" / "keep.md").write_text("kept\n")
+    (ctx / "notes" / "drop.log").write_text("dropped\n")
+    (ctx / ".dockerignore").write_text("secret.txt\n**/*.log\n")
+    # Debian's python3 in the host template marks its site-packages externally managed and
+    # /usr is the host's, read-only: pip installs into /opt/py, put on PYTHONPATH by ENV.
+    (ctx / "Dockerfile").write_text(
+        "# syntax=docker/dockerfile:1\n"
+        "ARG GREETING=default\n"
+        "FROM host\n"
+        "ENV PYTHONPATH=/opt/py APP_GREETING=${GREETING}\n"
+        f"COPY {whl.name} /tmp/\n"
+        "RUN python3 -m pip install --no-index --no-deps --target /opt/py \\\n"
+        f"      /tmp/{whl.name} && \\\n"
+        "    echo installed\n"
+        "COPY . /ctx/\n"
+        "WORKDIR /srv/app\n"
+        "RUN <<EOF\n"
+        "echo one > heredoc.txt\n"
+        "echo two >> heredoc.txt\n"
+        "EOF\n"
+        "USER user\n"
+        "LABEL org.example.k=v\n"
+        "EXPOSE 8080\n"
+        'CMD ["python3", "-c", "import isolahello; print(isolahello.greet())"]\n')
+    name = f"py-{uuid.uuid4().hex[:6]}"
+    cp, ev, cold = build(cli, name, ctx, "--build-arg", "GREETING=hi")
+    assert any(e["type"] == "output" and e["line"] == "installed" for e in ev), ev
+    layers = [e for e in ev if e["type"] == "layer"]
+    assert layers and not any(e["cached"] for e in layers), layers
+    t = ev[-1]["template"]
+    assert t["source"] == "build" and t["origin"].startswith("sha256:"), t
+
+    info = json.loads(cli("template", "inspect", name, json=True).stdout)
+    assert info["config"]["cmd"] == ["python3", "-c",
+                                     "import isolahello; print(isolahello.greet())"], info
+    assert info["config"]["labels"] == {"org.example.k": "v"}
+    assert info["config"]["exposed_ports"] == ["8080"]
+    assert info["env"]["APP_GREETING"] == "hi" and info["env"]["PYTHONPATH"] == "/opt/py"
+    assert info["default_user"] == "user" and info["workdir"] == "/srv/app", info
+    ls = cli("template", "ls")
+    assert name in ls.stdout and "build" in ls.stdout, ls.stdout
+
+    sb = make_sandbox(template=name)
+    res = api.exec(sb["id"], cmd=info["config"]["cmd"])
+    assert res["exit_code"] == 0 and res["stdout"] == "hello from the wheel\n", res
+    res = api.exec(sb["id"], cmd=["sh", "-c", "id -un; pwd; cat heredoc.txt; echo $APP_GREETING"])
+    assert res["stdout"] == "user\n/srv/app\none\ntwo\nhi\n", res
+    res = api.exec(sb["id"], cmd=["sh", "-c", "ls /ctx /ctx/notes"])
+    assert "secret.txt" not in res["stdout"] and "drop.log" not in res["stdout"], res
+    assert "keep.md" in res["stdout"], res
+
+    # The same Dockerfile and context again: every layer from the cache.
+    name2 = name + "-b"
+    cp, ev2, warm = build(cli, name2, ctx, "--build-arg", "GREETING=hi")
+    layers2 = [e for e in ev2 if e["type"] == "layer"]
+    assert layers2 and all(e["cached"] for e in layers2), layers2
+    assert not any(e["type"] == "output" for e in ev2), "a cached RUN ran again"
+    with capsys.disabled():
+        print(f"\ntemplate build: cold {cold:.1f}s, cached rebuild {warm:.1f}s")
+    # A changed build arg changes what the RUN steps run with: a miss from there.
+    cp, ev3, _ = build(cli, name + "-c", ctx, "--build-arg", "GREETING=other")
+    assert not all(e["cached"] for e in ev3 if e["type"] == "layer"), ev3
+
+
+def test_node_image_with_local_npm_tarball(cli, api, make_sandbox, tmp_path):
+    pkg = tmp_path / "pkg"
+    pkg.mkdir()
+    (pkg / "package.json").write_text(json.dumps({"name": "isola-left", "version": "1.0.0",
+                                                  "main": "index.js"}))
+    (pkg / "index.js").write_text("module.exports = () => 'left from npm';\n")
+    ctx = tmp_path / "ctx"
+    ctx.mkdir()
+    subprocess.run(["npm", "pack", "--pack-destination", str(ctx), str(pkg)], check=True,
+                   capture_output=True, timeout=120)
+    tgz = next(ctx.glob("*.tgz")).name
+    df = tmp_path / "node.Dockerfile"  # -f outside the context
+    df.write_text("FROM host\nWORKDIR /app\n"
+                  f"COPY {tgz} ./\n"
+                  f"RUN npm install --offline --no-audit --no-fund ./{tgz} >/dev/null "
+                  f"&& ls node_modules && rm ./{tgz}\n"
+                  'ENTRYPOINT ["node", "-e"]\n')
+    name = f"node-{uuid.uuid4().hex[:6]}"
+    cp, ev, _ = build(cli, name, ctx, "-f", df)
+    assert any(e["type"] == "output" and e["line"] == "isola-left" for e in ev), ev
+    sb = make_sandbox(template=name)
+    res = api.exec(sb["id"], cmd=["node", "-e", "console.log(require('isola-left')())"])
+    assert res["exit_code"] == 0 and res["stdout"] == "left from npm\n", res
+    # deleted by the RUN step from a lower (COPY) layer: an overlay whiteout, applied
+    res = api.exec(sb["id"], cmd=["sh", "-c", f"cd /app && ls; test ! -e {tgz}"])
+    assert res["exit_code"] == 0, res
+
+
+def test_failing_run_leaves_no_template(cli, api, isolad, tmp_path):
+    ctx = tmp_path / "ctx"
+    ctx.mkdir()
+    (ctx / "Dockerfile").write_text("FROM host\nRUN echo about to fail && exit 7\n")
+    name = f"bad-{uuid.uuid4().hex[:6]}"
+    cp, ev, _ = build(cli, name, ctx, ok=False)
+    assert cp.returncode != 0
+    assert ev[-1]["type"] == "error", ev
+    msg = ev[-1]["message"]
+    assert "exit code 7" in msg and "about to fail" in msg and "step 1/1" in msg, msg
+    assert cli("template", "inspect", name).returncode != 0
+    assert name not in cli("template", "ls").stdout
+    assert not list((pathlib.Path(isolad.state_dir) / "templates").glob(".tmp-*"))
+    assert not [s for s in sandboxes(api) if s.get("labels", {}).get("isola.build")]
+    # human mode: a non-zero exit and the reason on stderr
+    cp = cli("template", "build", name, ctx)
+    assert cp.returncode != 0 and "exit code 7" in cp.stderr, cp.stderr
+
+
+@pytest.mark.parametrize("line,word", [
+    ("HEALTHCHECK CMD true", "HEALTHCHECK"), ("ONBUILD RUN true", "ONBUILD"),
+    ("STOPSIGNAL SIGTERM", "STOPSIGNAL"), ("SHELL [\"/bin/bash\", \"-c\"]", "SHELL"),
+    ("VOLUME /data", "VOLUME"), ("FROM host", "multi-stage"),
+    ("ADD https://example.invalid/x.tar /x", "ADD of a URL")])
+def test_unsupported_refused_before_any_sandbox(cli, api, tmp_path, line, word):
+    ctx = tmp_path / "ctx"
+    ctx.mkdir()
+    (ctx / "Dockerfile").write_text(f"FROM host\nRUN touch /should-not-run\n{line}\n")
+    before = len(sandboxes(api))
+    cp, ev, _ = build(cli, f"ref-{uuid.uuid4().hex[:6]}", ctx, ok=False)
+    assert cp.returncode != 0 and ev[-1]["type"] == "error", ev
+    assert word in ev[-1]["message"] and "line 3" in ev[-1]["message"], ev[-1]
+    assert not [e for e in ev if e["type"] == "step"], "work started before the refusal"
+    assert len(sandboxes(api)) == before
+
+
+def test_from_image_ref_says_pull_first(cli, tmp_path):
+    ctx = tmp_path / "ctx"
+    ctx.mkdir()
+    (ctx / "Dockerfile").write_text("FROM docker.io/library/python:3.12\n")
+    cp, ev, _ = build(cli, f"ref-{uuid.uuid4().hex[:6]}", ctx, ok=False)
+    assert "isola template pull docker.io/library/python:3.12" in ev[-1]["message"], ev
+
+
+class _Hits(http.server.BaseHTTPRequestHandler):
+    hits = []
+
+    def do_GET(self):
+        _Hits.hits.append(self.path)
+        self.send_response(200)
+        self.end_headers()
+        self.wfile.write(b"reached\n")
+
+    def log_message(self, *a):
+        pass
+
+
+def test_run_default_deny_cannot_reach_the_host(cli, tmp_path):
+    srv = http.server.ThreadingHTTPServer(("0.0.0.0", 0), _Hits)
+    port = srv.server_address[1]
+    th = threading.Thread(target=srv.serve_forever, daemon=True)
+    th.start()
+    try:
+        ctx = tmp_path / "ctx"
+        ctx.mkdir()
+        # The sandbox's default gateway is the host end of its veth; 127.0.0.1 inside is
+        # the sandbox's own loopback.
+        (ctx / "Dockerfile").write_text(
+            "FROM host\n"
+            "RUN python3 - <<'PY'\n"
+            "import socket, struct, urllib.request\n"
+            "gw = None\n"
+            "for l in open('/proc/net/route').read().splitlines()[1:]:\n"
+            "    f = l.split()\n"
+            "    if f[1] == '00000000':\n"
+            "        gw = socket.inet_ntoa(struct.pack('<L', int(f[2], 16)))\n"
+            f"for host in [h for h in (gw, '127.0.0.1') if h]:\n"
+            "    try:\n"
+            f"        urllib.request.urlopen(f'http://{{host}}:{port}/', timeout=3)\n"
+            "        print('REACHED', host)\n"
+            "    except Exception as e:\n"
+            "        print('BLOCKED', host, type(e).__name__)\n"
+            "PY\n")
+        cp, ev, _ = build(cli, f"net-{uuid.uuid4().hex[:6]}", ctx)
+        lines = [e["line"] for e in ev if e["type"] == "output"]
+        assert lines and all(x.startswith("BLOCKED") for x in lines), lines
+        assert _Hits.hits == [], _Hits.hits
+    finally:
+        srv.shutdown()
