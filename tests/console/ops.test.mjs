@@ -169,7 +169,14 @@ test('operator: tenants with quotas and usage, the audit trail searched and veri
 	assert.equal(await tr.locator('td').nth(1).textContent(), '0 / 4');
 	await page.waitForFunction(() => document.getElementById('au-verify').textContent !== '', null, { timeout: WAIT });
 	assert.match(await page.textContent('#au-verify'), /^chain verified: \d+ records/);
-	await page.locator('#audit tbody tr').first().waitFor({ timeout: WAIT });
+	// A failure here was seen twice under load and never alone: say what the page showed.
+	try { await page.locator('#audit tbody tr').first().waitFor({ timeout: WAIT }); } catch (e) {
+		console.log('audit rows never showed; the page:', JSON.stringify(await page.evaluate(() => ({ rows: document.querySelectorAll('#audit tbody tr').length,
+			boxHidden: document.getElementById('op-audit-box').hidden, page: document.getElementById('app').dataset.page,
+			opsHidden: document.getElementById('page-ops').hidden, auPage: document.getElementById('au-page').textContent,
+			err: (document.getElementById('error') || {}).textContent, body: document.body.innerText.slice(0, 1500) }))));
+		throw e;
+	}
 	await page.fill('#au-search', `POST /v1/tenants`);
 	await page.waitForFunction(() => {
 		const rows = [...document.querySelectorAll('#audit tbody tr')];
