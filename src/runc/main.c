@@ -642,6 +642,9 @@ static int run_command(int argc, char **argv)
 	    !strcmp(cmd, "resume") || !strcmp(cmd, "events") || !strcmp(cmd, "update") ||
 	    !strcmp(cmd, "checkpoint") || !strcmp(cmd, "restore") || !strcmp(cmd, "list"))
 		return report("`%s` is not supported yet (docs/oci.md)", cmd), 1;
+	if (strcmp(cmd, "create") && strcmp(cmd, "run") && strcmp(cmd, "start") &&
+	    strcmp(cmd, "state") && strcmp(cmd, "delete") && strcmp(cmd, "kill"))
+		return report("unknown command `%s` (isola-runc --help)", cmd), 1;
 	if (!id)
 		return report("%s: missing container ID", cmd), 1;
 	if (!strcmp(cmd, "create") || !strcmp(cmd, "run")) {
@@ -667,14 +670,11 @@ static int run_command(int argc, char **argv)
 		r = print_state(&c, &err);
 	} else if (!strcmp(cmd, "delete")) {
 		r = do_delete(&c, force, &err);
-	} else if (!strcmp(cmd, "kill")) {
+	} else { /* kill */
 		int sig = parse_signal(extra ? extra : "TERM");
 
 		r = sig < 0 ? isola_err_set(&err, EINVAL, "invalid", "unknown signal `%s`", extra)
 			    : do_kill(&c, sig, &err);
-	} else {
-		json_decref(c.st);
-		return report("unknown command `%s` (isola-runc --help)", cmd), 1;
 	}
 	json_decref(c.st);
 	if (r < 0)

@@ -267,6 +267,9 @@ def test_global_flags(runc, tmp_path):
     assert feats["ociVersionMin"].startswith("1.") and "pid" in feats["linux"]["namespaces"]
     cp = runc("create", "bad/id")
     assert cp.returncode == 1 and "container id `bad/id` is invalid" in cp.stderr
+    for argv in (("bogus",), ("bogus", "x")):  # named as unknown, not as a missing container
+        cp = runc(*argv)
+        assert cp.returncode == 1 and "unknown command `bogus`" in cp.stderr, cp.stderr
 
 
 def test_rootfs_is_the_operators_alone(isolad, rootfs):
