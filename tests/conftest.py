@@ -144,7 +144,7 @@ def sanitizer_report(text):
 # Concurrent pytest sessions (scripts/test.sh runs two) give their isolads disjoint host uid
 # ranges (docs/process-tier.md "Host uid ranges"), so a test judging "processes in this
 # sandbox's uid range" never sees the other session's sandboxes. Every isolad a test starts
-# gets these arguments.
+# gets these arguments (at each start, unless its own arguments name a base).
 UID_BASE_ARGS = (["--uid-base", os.environ["ISOLA_TEST_UID_BASE"]]
                  if os.environ.get("ISOLA_TEST_UID_BASE") else [])
 
@@ -165,8 +165,6 @@ class Isolad:
         self.wrap = [str(a) for a in wrap]
         self.extra_env = dict(extra_env or {})
         self.extra_args = [str(a) for a in extra_args]
-        if "--uid-base" not in self.extra_args:
-            self.extra_args += UID_BASE_ARGS
         self.tty = tty
         self.pty_master = None
         self.pty_name = None
@@ -240,7 +238,8 @@ class Isolad:
             self.proc = subprocess.Popen(
                 self.wrap + [str(ISOLAD), "--state-dir", self.state_dir, "--socket", self.socket,
                  "--listen", f"127.0.0.1:{self.port}", "--agent", str(AGENT),
-                 "--log-level", "debug"] + self.extra_args,
+                 "--log-level", "debug"] + self.extra_args +
+                ([] if "--uid-base" in self.extra_args else UID_BASE_ARGS),
                 stdin=stdin, stdout=errf, stderr=errf, env=env,
                 start_new_session=True, preexec_fn=preexec)
         if slave is not None:

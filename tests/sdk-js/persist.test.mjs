@@ -22,9 +22,12 @@ describe("persistence", () => {
       assert.equal(p.persistence.pause, "files+memory");
       await assert.rejects(sb.files.readText("/tmp/n"), isola.ConflictError);
       assert.equal((await sb.resume()).state, "running");
+      // The counter runs again: polled (a fixed 300 ms wait failed on a loaded CI host).
       const n1 = Number(await sb.files.readText("/tmp/n"));
-      await sleep(300);
-      assert.ok(Number(await sb.files.readText("/tmp/n")) > n1, "the counter runs again");
+      let n2 = n1;
+      for (const deadline = Date.now() + 15000; n2 <= n1 && Date.now() < deadline; await sleep(100))
+        n2 = Number(await sb.files.readText("/tmp/n"));
+      assert.ok(n2 > n1, `the counter runs again (${n1} -> ${n2} in 15 s)`);
       await sb.files.write("/home/h.txt", "hibernated");
       assert.equal((await sb.hibernate()).state, "hibernated");
       assert.equal((await sb.resume()).state, "running");

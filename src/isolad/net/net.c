@@ -60,6 +60,8 @@ struct net {
 	bool reap_stop;		      /* net_stop: drain the queue, then end */
 	bool reaper_on;		      /* reaper thread started */
 	pthread_t reaper;	      /* the reaper thread */
+	char reaping[40];	      /* id whose teardown the reaper runs now, "" if none */
+	pthread_cond_t reaped_cond;   /* a teardown finished (net_sandbox_attach waits) */
 };
 
 static struct net *net_cur; /* set once by net_start, cleared by net_stop (main thread) */
@@ -336,13 +338,27 @@ static void *reaper_main(void *arg)
 		n->reap_head = j->next;
 		if (!n->reap_head)
 			n->reap_tail = &n->reap_head;
+		snprintf(n->reaping, sizeof(n->reaping), "%s", j->id);
 		pthread_mutex_unlock(&n->lock);
 		reap_one(n, j->id, j->ifname);
 		free(j);
 		pthread_mutex_lock(&n->lock);
+		n->reaping[0] = '\0';
+		pthread_cond_broadcast(&n->reaped_cond);
 	}
 	pthread_mutex_unlock(&n->lock);
 	return NULL;
+}
+
+/* true while id's teardown is queued or running; net.lock held. */
+static bool reap_pending_locked(struct net *n, const char *id)
+{
+	if (!strcmp(n->reaping, id))
+		return true;
+	for (struct net_reap *j = n->reap_head; j; j = j->next)
+		if (!strcmp(j->id, id))
+			return true;
+	return false;
 }
 
 int net_start(const struct net_config *cfg, struct net **out, struct isola_err **err)
@@ -357,6 +373,7 @@ int net_start(const struct net_config *cfg, struct net **out, struct isola_err *
 	n->proxy_fd = -1;
 	pthread_mutex_init(&n->lock, NULL);
 	pthread_cond_init(&n->reap_cond, NULL);
+	pthread_cond_init(&n->reaped_cond, NULL);
 	n->reap_tail = &n->reap_head;
 	table_name(n, cfg->state_dir);
 	if (parse_pool(cfg->pool, &n->pool_base, &n->pool_prefix) < 0) {
@@ -406,6 +423,7 @@ fail:
 		close(n->proxy_fd);
 	net_opens_fini(&n->opens);
 	pthread_cond_destroy(&n->reap_cond);
+	pthread_cond_destroy(&n->reaped_cond);
 	pthread_mutex_destroy(&n->lock);
 	free(n);
 	return isola_err_wrap(err, "start sandbox network");
@@ -441,6 +459,7 @@ void net_stop(struct net *n)
 	}
 	net_opens_fini(&n->opens);
 	pthread_cond_destroy(&n->reap_cond);
+	pthread_cond_destroy(&n->reaped_cond);
 	pthread_mutex_destroy(&n->lock);
 	free(n);
 }
@@ -555,6 +574,13 @@ int net_sandbox_attach(const struct tier_ops *t, struct tier_sandbox *ts,
 
 	if (!n || !t->netns_fd)
 		return 0;
+	/* The same id again (a resume after hibernation) while its last teardown is still
+	 * behind a destroy's answer: that teardown deletes the veth and record by name, so it
+	 * must finish before this one makes them again. */
+	pthread_mutex_lock(&n->lock);
+	while (reap_pending_locked(n, spec->id))
+		pthread_cond_wait(&n->reaped_cond, &n->lock);
+	pthread_mutex_unlock(&n->lock);
 	e = entry_new(n, spec);
 	if (!e)
 		return isola_err_set(err, ENOMEM, "internal", "network: out of memory");
