@@ -26,7 +26,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
 			if (!d.steps[i].args)
 				abort();
-			if (dockerfile_subst(d.steps[i].args, d.escape, lookup, NULL, &s, &err) == 0) {
+			if (dockerfile_subst(d.steps[i].args, d.escape, lookup, NULL, &s, &err) ==
+			    0) {
 				if (dockerfile_words(s, d.escape, &w, &n, &err) == 0 && w[n])
 					abort();
 				dockerfile_words_free(w);

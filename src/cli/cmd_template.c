@@ -498,8 +498,10 @@ static int tmpl_build(struct cli *cli, int argc, char **argv)
 		} else if (opt == OPT_TIER) {
 			if (strcmp(optarg, "process")) {
 				json_decref(opts);
-				return cli_usage_err(cli, "--tier `%s`: builds run RUN steps in the "
-							  "process tier only", optarg);
+				return cli_usage_err(cli,
+						     "--tier `%s`: builds run RUN steps in the "
+						     "process tier only",
+						     optarg);
 			}
 		} else {
 			json_decref(opts);

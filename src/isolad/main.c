@@ -279,8 +279,10 @@ int main(int argc, char **argv)
 			if (errno || end == optarg || *end || optarg[0] == '-' ||
 			    !core_uid_base_valid(v)) {
 				fprintf(stderr,
-					"isolad: --uid-base `%s` must be a multiple of 65536 from %u "
-					"to %llu (each isolad on a host needs its own %llu host uids)\n",
+					"isolad: --uid-base `%s` must be a multiple of 65536 from "
+					"%u "
+					"to %llu (each isolad on a host needs its own %llu host "
+					"uids)\n",
 					optarg, CORE_UID_BASE_MIN,
 					(unsigned long long)UINT32_MAX - CORE_UID_SPAN - 65535,
 					(unsigned long long)CORE_UID_SPAN);

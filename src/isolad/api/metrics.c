@@ -342,13 +342,13 @@ enum MHD_Result api_sandbox_metrics(struct api_req *r)
 	arr = json_array();
 	n = v ? sandbox_history(s, start, end, v, SANDBOX_HISTORY_LEN, &with_prev) : 0;
 	for (size_t i = with_prev ? 1 : 0; arr && i < n; i++)
-		json_array_append_new(
-			arr, json_pack("{s:f, s:f, s:I, s:I, s:I, s:I}", "time", v[i].at,
-				       "cpu_seconds", v[i].cpu_usec / 1e6, "memory_bytes",
-				       (json_int_t)v[i].memory_bytes, "disk_bytes",
-				       (json_int_t)v[i].disk_bytes, "net_tx_bytes",
-				       (json_int_t)v[i].net_tx_bytes, "net_rx_bytes",
-				       (json_int_t)v[i].net_rx_bytes));
+		json_array_append_new(arr,
+				      json_pack("{s:f, s:f, s:I, s:I, s:I, s:I}", "time", v[i].at,
+						"cpu_seconds", v[i].cpu_usec / 1e6, "memory_bytes",
+						(json_int_t)v[i].memory_bytes, "disk_bytes",
+						(json_int_t)v[i].disk_bytes, "net_tx_bytes",
+						(json_int_t)v[i].net_tx_bytes, "net_rx_bytes",
+						(json_int_t)v[i].net_rx_bytes));
 	free(v);
 	sandbox_unref(s);
 	return api_respond_json(r, 200,

@@ -216,9 +216,9 @@ static void *import_thread(void *p)
 	if ((im->build ? core_template_build_for(srv->core, im->tenant, im->name, &im->bopts,
 						 build_event, im, &tmpl, &err)
 	     : im->req ? core_template_pull_for(srv->core, im->tenant, im->name, &im->opts,
-					      import_progress, im, &tmpl, &err)
-		     : core_template_import_for(srv->core, im->tenant, im->name, im->path,
-						import_progress, im, &tmpl, &err)) < 0)
+						import_progress, im, &tmpl, &err)
+		       : core_template_import_for(srv->core, im->tenant, im->name, im->path,
+						  import_progress, im, &tmpl, &err)) < 0)
 		ev = json_pack("{s:s, s:s, s:s}", "type", "error", "code",
 			       err ? err->code : "internal", "message",
 			       err && err->message ? err->message : "import failed");

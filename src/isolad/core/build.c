@@ -30,27 +30,27 @@
 
 /* The state a build carries from step to step. */
 struct build {
-	struct core *c;		       /* owner (borrowed) */
-	const char *tenant;	       /* whose sandboxes run the RUN steps */
+	struct core *c;			 /* owner (borrowed) */
+	const char *tenant;		 /* whose sandboxes run the RUN steps */
 	const struct core_build_opts *o; /* the request (borrowed) */
-	core_build_event_fn ev;	       /* progress (may be NULL) */
-	void *ud;		       /* for ev */
-	struct dockerfile df;	       /* parsed */
-	char **sub;		       /* per step: arguments after substitution (owned) */
-	json_t **at;		       /* per step: {env (ENV and ARG), user, workdir} it runs with */
-	json_t *args;		       /* ARG values {K:V} */
-	json_t *env;		       /* ENV so far {K:V} (template's included) */
-	json_t *labels;		       /* LABEL {K:V} */
-	json_t *ports;		       /* EXPOSE [..] */
-	json_t *cmd, *entrypoint;      /* CMD / ENTRYPOINT (arrays) or NULL */
-	char user[64];		       /* USER so far */
-	char workdir[256];	       /* WORKDIR so far */
-	char base[64];		       /* FROM */
-	struct images_build *b;	       /* the template-so-far */
-	char cache[PATH_MAX];	       /* templates/.build-cache */
-	unsigned char key[32];	       /* cache key of the chain so far */
-	unsigned step, total;	       /* current step (1-based) and steps after FROM */
-	char tail[BUILD_TAIL];	       /* last output of the running RUN */
+	core_build_event_fn ev;		 /* progress (may be NULL) */
+	void *ud;			 /* for ev */
+	struct dockerfile df;		 /* parsed */
+	char **sub;			 /* per step: arguments after substitution (owned) */
+	json_t **at;		  /* per step: {env (ENV and ARG), user, workdir} it runs with */
+	json_t *args;		  /* ARG values {K:V} */
+	json_t *env;		  /* ENV so far {K:V} (template's included) */
+	json_t *labels;		  /* LABEL {K:V} */
+	json_t *ports;		  /* EXPOSE [..] */
+	json_t *cmd, *entrypoint; /* CMD / ENTRYPOINT (arrays) or NULL */
+	char user[64];		  /* USER so far */
+	char workdir[256];	  /* WORKDIR so far */
+	char base[64];		  /* FROM */
+	struct images_build *b;	  /* the template-so-far */
+	char cache[PATH_MAX];	  /* templates/.build-cache */
+	unsigned char key[32];	  /* cache key of the chain so far */
+	unsigned step, total;	  /* current step (1-based) and steps after FROM */
+	char tail[BUILD_TAIL];	  /* last output of the running RUN */
 };
 
 static void emit(struct build *bd, json_t *ev)
@@ -139,8 +139,8 @@ static int read_dockerfile(const char *ctx, const char *name, char **out, size_t
 		    archive_entry_filetype(e) != AE_IFREG)
 			continue;
 		if (size < 0 || size > DF_MAX_BYTES) {
-			r = isola_err_set(err, EFBIG, "too_large", "Dockerfile: larger than %u bytes",
-					  DF_MAX_BYTES);
+			r = isola_err_set(err, EFBIG, "too_large",
+					  "Dockerfile: larger than %u bytes", DF_MAX_BYTES);
 			break;
 		}
 		*out = malloc((size_t)size + 1);
@@ -201,8 +201,9 @@ static int plan_kv(struct build *bd, const struct df_step *s, const char *text,
 				? json_object_get(bd->o->build_args, w[k])
 				: NULL;
 		if (!w[k][0])
-			r = isola_err_set(err, EINVAL, "invalid", "Dockerfile line %u: %s: empty name",
-					  s->line, dockerfile_op_name(s->op));
+			r = isola_err_set(err, EINVAL, "invalid",
+					  "Dockerfile line %u: %s: empty name", s->line,
+					  dockerfile_op_name(s->op));
 		else if (given)
 			json_object_set(into, w[k], (json_t *)given);
 		else if (eq)
@@ -240,10 +241,11 @@ static int plan_from(struct build *bd, const struct df_step *s, const char *name
 	    t.name[0] == '.') {
 		template_info_fini(&t);
 		if (strpbrk(name, "/:@"))
-			return isola_err_set(err, ENOENT, "not_found",
-					     "Dockerfile line %u: FROM `%s`: no such template; pull "
-					     "it first: isola template pull %s",
-					     s->line, name, name);
+			return isola_err_set(
+				err, ENOENT, "not_found",
+				"Dockerfile line %u: FROM `%s`: no such template; pull "
+				"it first: isola template pull %s",
+				s->line, name, name);
 		return isola_err_set(err, ENOENT, "not_found",
 				     "Dockerfile line %u: FROM `%s`: no such template", s->line,
 				     name);
@@ -300,7 +302,8 @@ static int plan(struct build *bd, struct isola_err **err)
 			else {
 				char w[256];
 
-				r = snprintf(w, sizeof(w), "%s/%s", bd->workdir, t) >= (int)sizeof(w);
+				r = snprintf(w, sizeof(w), "%s/%s", bd->workdir, t) >=
+				    (int)sizeof(w);
 				memcpy(bd->workdir, w, sizeof(w));
 			}
 			if (r)
@@ -330,11 +333,12 @@ static int plan(struct build *bd, struct isola_err **err)
 			break;
 		case DF_ADD:
 			if (strstr(t, "://") || strstr(t, "git@"))
-				r = isola_err_set(err, EINVAL, "invalid",
-						  "Dockerfile line %u: ADD of a URL is not supported "
-						  "by template build: download it in a RUN step (with "
-						  "--allow) or put it in the context",
-						  s->line);
+				r = isola_err_set(
+					err, EINVAL, "invalid",
+					"Dockerfile line %u: ADD of a URL is not supported "
+					"by template build: download it in a RUN step (with "
+					"--allow) or put it in the context",
+					s->line);
 			break;
 		default:
 			break;
@@ -388,8 +392,7 @@ static bool copy_target(const char *name, const char *src, bool dest_dir, const 
 }
 
 /* Sizes and ids of a COPY --chown: numeric `uid[:gid]`, or root. */
-static int parse_chown(const char *s, unsigned line, uid_t *uid, gid_t *gid,
-		       struct isola_err **err)
+static int parse_chown(const char *s, unsigned line, uid_t *uid, gid_t *gid, struct isola_err **err)
 {
 	char *end;
 	unsigned long u, g;
@@ -405,9 +408,10 @@ static int parse_chown(const char *s, unsigned line, uid_t *uid, gid_t *gid,
 	if (end != s && *end == ':')
 		g = strtoul(end + 1, &end, 10);
 	if (end == s || *end || u > 65535 || g > 65535)
-		return isola_err_set(err, EINVAL, "invalid",
-				     "Dockerfile line %u: --chown=`%s`: use numeric uid[:gid] (0-65535)",
-				     line, s);
+		return isola_err_set(
+			err, EINVAL, "invalid",
+			"Dockerfile line %u: --chown=`%s`: use numeric uid[:gid] (0-65535)", line,
+			s);
 	*uid = (uid_t)u;
 	*gid = (gid_t)g;
 	return 0;
@@ -429,8 +433,7 @@ static void digest_entry(crypto_hash_sha256_state *h, struct archive_entry *e)
 }
 
 /* Copies one entry's data from a to w, hashing it. */
-static int copy_data(struct archive *a, struct archive *w, crypto_hash_sha256_state *h,
-		     char *buf)
+static int copy_data(struct archive *a, struct archive *w, crypto_hash_sha256_state *h, char *buf)
 {
 	for (;;) {
 		la_ssize_t n = archive_read_data(a, buf, 1 << 16);
@@ -461,8 +464,8 @@ static la_ssize_t inner_read(struct archive *a, void *ud, const void **buf)
 static int add_archive(struct archive *ctx, struct archive *w, const char *name, const char *dest,
 		       uid_t uid, gid_t gid, crypto_hash_sha256_state *h, char *buf)
 {
-	static const char *const ext[] = {".tar", ".tar.gz", ".tgz", ".tar.xz", ".tar.zst",
-					  ".tar.bz2", NULL};
+	static const char *const ext[] = {".tar",     ".tar.gz",  ".tgz", ".tar.xz",
+					  ".tar.zst", ".tar.bz2", NULL};
 	struct inner *in;
 	struct archive *a;
 	struct archive_entry *e;
@@ -553,8 +556,10 @@ static int copy_layer(struct build *bd, size_t i, int out_fd, unsigned char h[32
 			goto out;
 	}
 	if (!w || n < 2) {
-		r = isola_err_set(err, EINVAL, "invalid", "Dockerfile line %u: %s needs a source "
-				  "and a destination", s->line, dockerfile_op_name(s->op));
+		r = isola_err_set(err, EINVAL, "invalid",
+				  "Dockerfile line %u: %s needs a source "
+				  "and a destination",
+				  s->line, dockerfile_op_name(s->op));
 		goto out;
 	}
 	dest_dir = n > 2 || w[n - 1][strlen(w[n - 1]) - 1] == '/' || strpbrk(w[0], "*?[");
@@ -571,8 +576,10 @@ static int copy_layer(struct build *bd, size_t i, int out_fd, unsigned char h[32
 		if (!*f || extract_norm_path(f, dest, sizeof(dest)) == -ENOENT)
 			snprintf(dest, sizeof(dest), ".");
 		else if (extract_norm_path(f, dest, sizeof(dest)) < 0) {
-			r = isola_err_set(err, EINVAL, "invalid", "Dockerfile line %u: bad "
-					  "destination `%s`", s->line, w[n - 1]);
+			r = isola_err_set(err, EINVAL, "invalid",
+					  "Dockerfile line %u: bad "
+					  "destination `%s`",
+					  s->line, w[n - 1]);
 			goto out;
 		}
 	}
@@ -620,7 +627,8 @@ static int copy_layer(struct build *bd, size_t i, int out_fd, unsigned char h[32
 			continue; /* a directory's contents are copied, not itself */
 		if (archive_entry_hardlink(e)) {
 			r = isola_err_set(err, EINVAL, "invalid",
-					  "build context: `%s`: hard links are not supported", name);
+					  "build context: `%s`: hard links are not supported",
+					  name);
 			break;
 		}
 		if (s->op == DF_ADD && is_root && archive_entry_filetype(e) == AE_IFREG) {
@@ -739,7 +747,8 @@ static int run_exec(struct build *bd, struct sandbox *s, json_t *argv, int *code
 			json_int_t sig = json_integer_value(json_object_get(m.json, "signal"));
 
 			*code = sig > 0 ? 128 + (int)sig
-					: (int)json_integer_value(json_object_get(m.json, "exit_code"));
+					: (int)json_integer_value(
+						  json_object_get(m.json, "exit_code"));
 			agent_msg_fini(&m);
 			break;
 		} else if (m.type == PROTO_ERROR) {
@@ -893,7 +902,10 @@ static int step_run(struct build *bd, size_t i, bool *cached, struct isola_err *
 	{
 		char *allow = bd->o->allow ? json_dumps(bd->o->allow, JSON_COMPACT) : NULL;
 
-		key_chain(bd, av ? av : st->heredoc ? st->heredoc : bd->sub[i],
+		key_chain(bd,
+			  av		? av
+			  : st->heredoc ? st->heredoc
+					: bd->sub[i],
 			  state ? state : "", (const unsigned char *)(allow ? allow : ""),
 			  allow ? strlen(allow) : 0);
 		free(allow);
@@ -946,7 +958,8 @@ static int step_workdir(struct build *bd, size_t i, struct isola_err **err)
 		archive_entry_set_filetype(e, AE_IFDIR);
 		archive_entry_set_perm(e, 0755);
 		if (archive_write_open_fd(w, fd) != ARCHIVE_OK ||
-		    archive_write_header(w, e) != ARCHIVE_OK || archive_write_close(w) != ARCHIVE_OK)
+		    archive_write_header(w, e) != ARCHIVE_OK ||
+		    archive_write_close(w) != ARCHIVE_OK)
 			r = isola_err_set(err, EIO, "internal", "WORKDIR layer: %s",
 					  archive_error_string(w));
 	}
@@ -1048,9 +1061,9 @@ int core_template_build(struct core *c, const char *tenant, const char *name,
 		r = isola_err_set(err, ENOMEM, "internal", "out of memory");
 		goto out;
 	}
-	r = read_dockerfile(o->context, o->dockerfile && *o->dockerfile ? o->dockerfile
-									: "Dockerfile",
-			    &text, &len, err);
+	r = read_dockerfile(o->context,
+			    o->dockerfile && *o->dockerfile ? o->dockerfile : "Dockerfile", &text,
+			    &len, err);
 	if (r < 0)
 		goto out;
 	/* Everything refusable is refused here, before any sandbox or layer is made. */
@@ -1061,8 +1074,9 @@ int core_template_build(struct core *c, const char *tenant, const char *name,
 		json_t *pol = json_pack("{s:s, s:O}", "default", "deny", "allow", o->allow);
 
 		if (!net_current())
-			r = isola_err_set(err, ENOTSUP, "not_supported",
-					  "--allow: sandbox networking is off (isolad --no-network)");
+			r = isola_err_set(
+				err, ENOTSUP, "not_supported",
+				"--allow: sandbox networking is off (isolad --no-network)");
 		else if (!pol || net_policy_validate(pol, err) < 0)
 			r = pol ? isola_err_wrap(err, "--allow")
 				: isola_err_set(err, ENOMEM, "internal", "out of memory");
@@ -1075,9 +1089,9 @@ int core_template_build(struct core *c, const char *tenant, const char *name,
 		goto out;
 	{
 		struct template_info t;
-		json_t *config = json_pack("{s:O?, s:O?, s:O, s:O}", "entrypoint", bd.entrypoint,
-					   "cmd", bd.cmd, "labels", bd.labels, "exposed_ports",
-					   bd.ports);
+		json_t *config =
+			json_pack("{s:O?, s:O?, s:O, s:O}", "entrypoint", bd.entrypoint, "cmd",
+				  bd.cmd, "labels", bd.labels, "exposed_ports", bd.ports);
 
 		memset(&t, 0, sizeof(t));
 		crypto_hash_sha256(h, (const unsigned char *)text, len);
@@ -1085,7 +1099,8 @@ int core_template_build(struct core *c, const char *tenant, const char *name,
 			snprintf(hex + 2 * i, 3, "%02x", h[i]);
 		snprintf(t.source, sizeof(t.source), "build");
 		snprintf(t.origin, sizeof(t.origin), "sha256:%s", hex);
-		snprintf(t.default_user, sizeof(t.default_user), "%.31s", bd.user[0] ? bd.user : "root");
+		snprintf(t.default_user, sizeof(t.default_user), "%.31s",
+			 bd.user[0] ? bd.user : "root");
 		snprintf(t.workdir, sizeof(t.workdir), "%s", bd.workdir);
 		t.env = bd.env;
 		t.config = config;

@@ -11,8 +11,8 @@
 #include "core.h"
 #include "lifecycle.h"
 
-#define CORE_MAX_SANDBOXES  4096     /* uid slots; also the hard cap on live sandboxes */
-#define CORE_MAX_TOMBSTONES 10000    /* records of ended sandboxes kept (newest first) */
+#define CORE_MAX_SANDBOXES  4096  /* uid slots; also the hard cap on live sandboxes */
+#define CORE_MAX_TOMBSTONES 10000 /* records of ended sandboxes kept (newest first) */
 
 /*
  * Lifecycle states (docs/persistence.md). The -ING states after DESTROYING are transient:
@@ -96,7 +96,7 @@ struct core {
 	pthread_t monitor;			 /* TTL and liveness thread */
 	int monitor_running;			 /* 1 while the thread runs */
 	int stop_fd;				 /* eventfd that stops the monitor */
-	int lock_fd; /* flock on <state>/isolad.lock: one isolad per state dir */
+	int lock_fd;	   /* flock on <state>/isolad.lock: one isolad per state dir */
 	uint32_t uid_base; /* host uid of slot 0's id 0 (core_config.uid_base, checked) */
 	struct core_reservation *pending; /* admitted creates not yet in the list (under lock) */
 	struct tenancy *tenancy;	  /* tenants, tokens, rate buckets */

@@ -138,8 +138,8 @@ static int core_uid_base_adopt(struct core *c, struct isola_err **err)
 	int r;
 
 	if (!core_uid_base_valid(c->cfg.uid_base))
-		return isola_err_set(err, EINVAL, "invalid", "uid base %u is not a usable range start",
-				     c->cfg.uid_base);
+		return isola_err_set(err, EINVAL, "invalid",
+				     "uid base %u is not a usable range start", c->cfg.uid_base);
 	snprintf(now, sizeof(now), "%u", c->cfg.uid_base);
 	r = store_meta_get(c->store, "uid_base", &was, err);
 	if (r < 0)
@@ -152,11 +152,12 @@ static int core_uid_base_adopt(struct core *c, struct isola_err **err)
 			store_sandbox_fini(&rows[i]);
 		free(rows);
 		if (n > 0)
-			return isola_err_set(err, EBUSY, "conflict",
-					     "state dir `%s` holds %zu sandbox(es) whose processes run "
-					     "as host uids from %s; start isolad with --uid-base %s, or "
-					     "destroy them first",
-					     c->cfg.state_dir, n, was, was);
+			return isola_err_set(
+				err, EBUSY, "conflict",
+				"state dir `%s` holds %zu sandbox(es) whose processes run "
+				"as host uids from %s; start isolad with --uid-base %s, or "
+				"destroy them first",
+				c->cfg.state_dir, n, was, was);
 	}
 	c->uid_base = c->cfg.uid_base;
 	return was && strcmp(was, now) == 0 ? 0 : store_meta_set(c->store, "uid_base", now, err);

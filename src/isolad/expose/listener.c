@@ -208,16 +208,16 @@ enum upgrade { UPGRADE_NONE, UPGRADE_PENDING, UPGRADE_ACCEPTED, UPGRADE_DECLINED
 #define STATUS_101_LEN 12 /* "HTTP/1.1 101" */
 
 struct relay {
-	struct xconn *xc;	   /* connection */
-	struct agent_chan *ch;	   /* tunnel channel */
-	struct xhttp_stream *strm; /* request framing of the client's bytes */
-	char *head2;		   /* rewritten head (2 * XHTTP_MAX_HEAD bytes) */
-	pthread_mutex_t lock;	   /* protects upgrade, status, nstatus */
-	pthread_cond_t cond;	   /* upgrade left UPGRADE_PENDING */
-	enum upgrade upgrade;	   /* the first request asked for an Upgrade: the verdict */
+	struct xconn *xc;	     /* connection */
+	struct agent_chan *ch;	     /* tunnel channel */
+	struct xhttp_stream *strm;   /* request framing of the client's bytes */
+	char *head2;		     /* rewritten head (2 * XHTTP_MAX_HEAD bytes) */
+	pthread_mutex_t lock;	     /* protects upgrade, status, nstatus */
+	pthread_cond_t cond;	     /* upgrade left UPGRADE_PENDING */
+	enum upgrade upgrade;	     /* the first request asked for an Upgrade: the verdict */
 	char status[STATUS_101_LEN]; /* the response's first bytes while pending */
 	size_t nstatus;
-	bool early;		   /* feeding the bytes read with the first head */
+	bool early; /* feeding the bytes read with the first head */
 };
 
 /* Records the verdict on a pending Upgrade and wakes the upload thread. */
@@ -274,9 +274,10 @@ static int upgrade_wait(struct relay *rl)
 	r = rl->upgrade == UPGRADE_ACCEPTED ? 0 : -EPERM;
 	pthread_mutex_unlock(&rl->lock);
 	if (r < 0)
-		log_debug("exposure: sandbox `%s` port %d: client bytes after an Upgrade the server "
-			  "did not accept (or before its answer); connection closed",
-			  rl->xc->id, rl->xc->port);
+		log_debug(
+			"exposure: sandbox `%s` port %d: client bytes after an Upgrade the server "
+			"did not accept (or before its answer); connection closed",
+			rl->xc->id, rl->xc->port);
 	return r;
 }
 
@@ -570,8 +571,13 @@ static void serve(struct xconn *xc, char *buf, size_t len, const struct xhttp_he
 		goto out;
 	head2 = malloc(2 * XHTTP_MAX_HEAD);
 	n = head2 ? xhttp_rewrite(buf, h, &rt, head2, 2 * XHTTP_MAX_HEAD) : -ENOMEM;
-	rl = (struct relay){.xc = xc, .ch = ch, .strm = strm, .head2 = head2, .early = true,
-			    .upgrade = strm->body.st == XHTTP_B_RAW ? UPGRADE_PENDING : UPGRADE_NONE};
+	rl = (struct relay){.xc = xc,
+			    .ch = ch,
+			    .strm = strm,
+			    .head2 = head2,
+			    .early = true,
+			    .upgrade =
+				    strm->body.st == XHTTP_B_RAW ? UPGRADE_PENDING : UPGRADE_NONE};
 	pthread_mutex_init(&rl.lock, NULL);
 	pthread_cond_init(&rl.cond, NULL);
 	relay_ready = true;

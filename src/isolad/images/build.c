@@ -17,12 +17,12 @@
 #include "../../common/util.h"
 
 struct images_build {
-	char name[64];		   /* the template being built (reserved) */
-	char tmpdir[PATH_MAX];	   /* templates/.tmp-XXXXXX */
-	int rootfd;		   /* tmpdir/rootfs */
-	struct template_info t;	   /* the hidden entry: id, rootfs, base's binds and config */
-	struct images_budget bud;  /* limits over all layers of the build */
-	bool registered;	   /* t is in the table */
+	char name[64];		  /* the template being built (reserved) */
+	char tmpdir[PATH_MAX];	  /* templates/.tmp-XXXXXX */
+	int rootfd;		  /* tmpdir/rootfs */
+	struct template_info t;	  /* the hidden entry: id, rootfs, base's binds and config */
+	struct images_budget bud; /* limits over all layers of the build */
+	bool registered;	  /* t is in the table */
 };
 
 const struct template_info *images_build_info(const struct images_build *b)
@@ -61,9 +61,9 @@ static int tree_tar(const char *src, int out_fd, struct isola_err **err)
 		goto out;
 	}
 	archive_read_disk_set_symlink_physical(d);
-	archive_read_disk_set_behavior(d, ARCHIVE_READDISK_NO_TRAVERSE_MOUNTS |
-						  ARCHIVE_READDISK_NO_XATTR |
-						  ARCHIVE_READDISK_NO_ACL | ARCHIVE_READDISK_NO_FFLAGS);
+	archive_read_disk_set_behavior(
+		d, ARCHIVE_READDISK_NO_TRAVERSE_MOUNTS | ARCHIVE_READDISK_NO_XATTR |
+			   ARCHIVE_READDISK_NO_ACL | ARCHIVE_READDISK_NO_FFLAGS);
 	archive_write_set_format_pax_restricted(w);
 	if (archive_read_disk_open(d, src) != ARCHIVE_OK ||
 	    archive_write_open_fd(w, out_fd) != ARCHIVE_OK) {
@@ -88,13 +88,12 @@ static int tree_tar(const char *src, int out_fd, struct isola_err **err)
 		}
 		archive_read_disk_descend(d);
 		p = archive_entry_pathname(e);
-		if (!p || strncmp(p, src, sl) || snprintf(rel, sizeof(rel), ".%s", p + sl) >=
-							    (int)sizeof(rel))
+		if (!p || strncmp(p, src, sl) ||
+		    snprintf(rel, sizeof(rel), ".%s", p + sl) >= (int)sizeof(rel))
 			continue;
 		archive_entry_copy_pathname(e, rel);
-		archive_entry_set_size(e, archive_entry_filetype(e) == AE_IFREG
-						  ? archive_entry_size(e)
-						  : 0);
+		archive_entry_set_size(
+			e, archive_entry_filetype(e) == AE_IFREG ? archive_entry_size(e) : 0);
 		if (archive_write_header(w, e) != ARCHIVE_OK) {
 			r = isola_err_set(err, EIO, "internal", "copy `%s`: %s", rel,
 					  archive_error_string(w));

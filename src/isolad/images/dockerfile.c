@@ -118,8 +118,8 @@ static int oom(struct isola_err **err)
 static int sb_err(int r, const char *what, struct isola_err **err)
 {
 	if (r == -EFBIG)
-		return isola_err_set(err, EFBIG, "too_large", "Dockerfile: %s: longer than %u bytes",
-				     what, DF_MAX_TEXT);
+		return isola_err_set(err, EFBIG, "too_large",
+				     "Dockerfile: %s: longer than %u bytes", what, DF_MAX_TEXT);
 	return oom(err);
 }
 
@@ -203,8 +203,7 @@ int dockerfile_subst(const char *in, char escape, df_lookup_fn fn, void *ud, cha
 	return *out ? 0 : oom(err);
 }
 
-int dockerfile_words(const char *in, char escape, char ***words, size_t *n,
-		     struct isola_err **err)
+int dockerfile_words(const char *in, char escape, char ***words, size_t *n, struct isola_err **err)
 {
 	char **v = calloc(1, sizeof(*v));
 	size_t k = 0;
@@ -261,8 +260,8 @@ int dockerfile_words(const char *in, char escape, char ***words, size_t *n,
 	if (r < 0) {
 		dockerfile_words_free(v);
 		if (r == -EINVAL)
-			return isola_err_set(err, EINVAL, "invalid", "unterminated quote in `%.80s`",
-					     in);
+			return isola_err_set(err, EINVAL, "invalid",
+					     "unterminated quote in `%.80s`", in);
 		if (r == -E2BIG)
 			return isola_err_set(err, EFBIG, "too_large", "more than %u words",
 					     DF_MAX_WORDS);
@@ -342,8 +341,8 @@ static int directives(struct lines *l, char *escape, struct isola_err **err)
 		if (!strcmp(key, "escape")) {
 			if (!((s[0] == '\\' || s[0] == '`') && blank(s + 1)))
 				return fail(err, (unsigned)l->at + 1,
-					    ": the escape character must be \\ or `", "# escape=",
-					    NULL);
+					    ": the escape character must be \\ or `",
+					    "# escape=", NULL);
 			*escape = s[0];
 		} else if (strcmp(key, "syntax") != 0 && strcmp(key, "check") != 0) {
 			return 0;
@@ -462,10 +461,11 @@ static int flags(struct df_step *st, char **text, const char *kw, struct isola_e
 					    ": multi-stage builds are not supported by template "
 					    "build",
 					    kw, " --from");
-			return isola_err_set(err, EINVAL, "invalid",
-					     "Dockerfile line %u: %s: flag `%s` is not supported by "
-					     "template build",
-					     st->line, kw, flag);
+			return isola_err_set(
+				err, EINVAL, "invalid",
+				"Dockerfile line %u: %s: flag `%s` is not supported by "
+				"template build",
+				st->line, kw, flag);
 		}
 		while (*end && isspace((unsigned char)*end))
 			end++;
@@ -476,8 +476,8 @@ static int flags(struct df_step *st, char **text, const char *kw, struct isola_e
 }
 
 /* Builds step st from keyword kw and its joined text (modified in place). */
-static int step_make(struct lines *l, struct df_step *st, const char *kw, char *text,
-		     char escape, struct isola_err **err)
+static int step_make(struct lines *l, struct df_step *st, const char *kw, char *text, char escape,
+		     struct isola_err **err)
 {
 	int r;
 
@@ -548,8 +548,8 @@ static int step_make(struct lines *l, struct df_step *st, const char *kw, char *
 			}
 		}
 	}
-	if ((st->op == DF_RUN || st->op == DF_CMD || st->op == DF_ENTRYPOINT ||
-	     st->op == DF_COPY || st->op == DF_ADD) &&
+	if ((st->op == DF_RUN || st->op == DF_CMD || st->op == DF_ENTRYPOINT || st->op == DF_COPY ||
+	     st->op == DF_ADD) &&
 	    !st->heredoc)
 		exec_form(text, st);
 	if ((st->op == DF_COPY || st->op == DF_ADD) && !st->argv) {
@@ -630,13 +630,13 @@ static int parse_lines(struct lines *l, struct dockerfile *d, struct isola_err *
 				op = keywords[i].op;
 				if (op < 0)
 					return isola_err_set(err, EINVAL, "invalid",
-							     "Dockerfile line %u: %s: %s",
-							     st.line, kw, keywords[i].why);
+							     "Dockerfile line %u: %s: %s", st.line,
+							     kw, keywords[i].why);
 			}
 		if (op == -2)
 			return isola_err_set(err, EINVAL, "invalid",
-					     "Dockerfile line %u: `%s`: unknown instruction", st.line,
-					     kw);
+					     "Dockerfile line %u: `%s`: unknown instruction",
+					     st.line, kw);
 		st.op = (enum df_op)op;
 		if (st.op == DF_FROM && from)
 			return fail(err, st.line,

@@ -30,14 +30,14 @@ enum df_op {
 
 /* One instruction. All strings owned by the step. */
 struct df_step {
-	enum df_op op;	/* what it is */
-	unsigned line;	/* 1-based line of its keyword */
-	char *args;	/* argument text after the keyword and flags, continuations joined;
+	enum df_op op; /* what it is */
+	unsigned line; /* 1-based line of its keyword */
+	char *args;    /* argument text after the keyword and flags, continuations joined;
 			 * RUN <<EOF: the script (heredoc body) */
-	char **argv;	/* exec form (a JSON array of strings), NULL-terminated; NULL = shell form */
-	size_t argc;	/* entries of argv */
-	char *chown;	/* COPY/ADD --chown=VALUE, else NULL */
-	char *heredoc;	/* RUN CMD <<EOF: the whole shell text, heredoc included; else NULL */
+	char **argv;   /* exec form (a JSON array of strings), NULL-terminated; NULL = shell form */
+	size_t argc;   /* entries of argv */
+	char *chown;   /* COPY/ADD --chown=VALUE, else NULL */
+	char *heredoc; /* RUN CMD <<EOF: the whole shell text, heredoc included; else NULL */
 };
 
 /* A parsed Dockerfile: exactly one FROM, first after optional ARGs. */
@@ -81,8 +81,7 @@ int dockerfile_subst(const char *in, char escape, df_lookup_fn fn, void *ud, cha
  * new strings (free with dockerfile_words_free), *n its length. -EINVAL for an unterminated
  * quote, -EFBIG past DF_MAX_WORDS.
  */
-int dockerfile_words(const char *in, char escape, char ***words, size_t *n,
-		     struct isola_err **err);
+int dockerfile_words(const char *in, char escape, char ***words, size_t *n, struct isola_err **err);
 
 /* Frees what dockerfile_words made; NULL is fine. */
 void dockerfile_words_free(char **words);

@@ -58,10 +58,10 @@ json_t *net_denials_to_json(struct net_denials *d)
 	for (uint64_t i = 0; arr && i < n; i++) {
 		const struct net_denial *e = &copy[(total - 1 - i) % NET_DENIALS_MAX];
 
-		if (json_array_append_new(arr, json_pack("{s:f, s:s, s:s, s:i, s:s}", "time", e->at,
-							 "host", e->host, "address", e->addr,
-							 "port", (int)e->port, "reason",
-							 e->reason)) < 0) {
+		if (json_array_append_new(arr,
+					  json_pack("{s:f, s:s, s:s, s:i, s:s}", "time", e->at,
+						    "host", e->host, "address", e->addr, "port",
+						    (int)e->port, "reason", e->reason)) < 0) {
 			json_decref(arr);
 			arr = NULL;
 		}

@@ -7,26 +7,26 @@
 #include <pthread.h>
 #include <stdint.h>
 
-#define NET_DENIALS_MAX	     32	 /* denials kept per sandbox; older ones are overwritten */
-#define NET_DENIAL_HOST_MAX  254 /* host name bytes kept (a DNS name's maximum is 253) */
-#define NET_DENIAL_ADDR_MAX  46	 /* INET6_ADDRSTRLEN */
-#define NET_DENIAL_REASON_MAX 32 /* reason token bytes kept */
+#define NET_DENIALS_MAX	      32  /* denials kept per sandbox; older ones are overwritten */
+#define NET_DENIAL_HOST_MAX   254 /* host name bytes kept (a DNS name's maximum is 253) */
+#define NET_DENIAL_ADDR_MAX   46  /* INET6_ADDRSTRLEN */
+#define NET_DENIAL_REASON_MAX 32  /* reason token bytes kept */
 
 /* One refused connection. Strings are NUL-terminated printable ASCII (see net_denials_add). */
 struct net_denial {
-	double at;			   /* unix time of the decision */
-	char host[NET_DENIAL_HOST_MAX + 1];  /* SNI/Host name the sandbox sent, "" if none */
-	char addr[NET_DENIAL_ADDR_MAX];	   /* destination address the sandbox dialled */
-	uint16_t port;			   /* destination port */
+	double at;			    /* unix time of the decision */
+	char host[NET_DENIAL_HOST_MAX + 1]; /* SNI/Host name the sandbox sent, "" if none */
+	char addr[NET_DENIAL_ADDR_MAX];	    /* destination address the sandbox dialled */
+	uint16_t port;			    /* destination port */
 	char reason[NET_DENIAL_REASON_MAX]; /* reason token (net_reason_name / deny name) */
 };
 
 /* The ring. Embedded in struct net_counters; zeroed memory plus net_denials_init is a valid
  * empty ring. Any thread may add or read: a mutex held for a copy, never across I/O. */
 struct net_denials {
-	pthread_mutex_t lock;			   /* protects everything below */
+	pthread_mutex_t lock;			 /* protects everything below */
 	struct net_denial ring[NET_DENIALS_MAX]; /* slot total % NET_DENIALS_MAX is the next */
-	uint64_t total;				   /* denials ever added */
+	uint64_t total;				 /* denials ever added */
 };
 
 void net_denials_init(struct net_denials *d);

@@ -892,11 +892,11 @@ int net_sandbox_info(const char *id, json_t **out, struct isola_err **err)
 	*out = json_pack(
 		"{s:o?, s:o?, s:s, s:s, s:s, s:{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, "
 		"s:I}}",
-		"policy", pol, "denials", net_denials_to_json(&e->c.denials), "interface", e->ifname,
-		"address", addr, "gateway", gw, "counters",
-		"tx_bytes", (json_int_t)lc.tx_bytes, "tx_packets", (json_int_t)lc.tx_packets,
-		"rx_bytes", (json_int_t)lc.rx_bytes, "rx_packets", (json_int_t)lc.rx_packets,
-		"connections", (json_int_t)atomic_load(&e->c.connections), "active",
+		"policy", pol, "denials", net_denials_to_json(&e->c.denials), "interface",
+		e->ifname, "address", addr, "gateway", gw, "counters", "tx_bytes",
+		(json_int_t)lc.tx_bytes, "tx_packets", (json_int_t)lc.tx_packets, "rx_bytes",
+		(json_int_t)lc.rx_bytes, "rx_packets", (json_int_t)lc.rx_packets, "connections",
+		(json_int_t)atomic_load(&e->c.connections), "active",
 		(json_int_t)atomic_load(&e->c.active), "denied",
 		(json_int_t)atomic_load(&e->c.denied), "bytes_out",
 		(json_int_t)atomic_load(&e->c.bytes_out), "bytes_in",

@@ -5,8 +5,8 @@
 
 int main(void)
 {
-	char *pats[] = {"secret.txt", "**/*.log", "build", "!build/keep.me", "docs/*.md",
-			"!docs/README.md", NULL};
+	char *pats[] = {"secret.txt", "**/*.log",	 "build", "!build/keep.me",
+			"docs/*.md",  "!docs/README.md", NULL};
 
 	ok(buildctx_match("*.txt", "a.txt") && !buildctx_match("*.txt", "d/a.txt"),
 	   "* stays within one component");

@@ -48,7 +48,8 @@ int main(void)
 		 "RUN [\"/bin/echo\", \"x y\"]\nCOPY --chown=1000:1000 a b /dst/\n"
 		 "env K=v\nWORKDIR /w\nUSER user\nLABEL a=b\nEXPOSE 80\nCMD [\"python3\"]\n"
 		 "ENTRYPOINT run me\n",
-		 &d) == 0 && d.n == 12,
+		 &d) == 0 &&
+		   d.n == 12,
 	   "a full Dockerfile parses (%zu steps) %s", d.n, e ? e->message : "");
 	ok(d.escape == '`', "escape directive");
 	ok(d.n > 2 && d.steps[0].op == DF_ARG && d.steps[1].op == DF_FROM &&
@@ -72,7 +73,8 @@ int main(void)
 	ok(parse("FROM host\nRUN python3 - <<'PY'\nprint(1)\nPY\n", &d) == 0 && d.n == 2 &&
 		   d.steps[1].heredoc && strstr(d.steps[1].heredoc, "print(1)\nPY"),
 	   "RUN cmd <<'PY': the shell reads the heredoc");
-	ok(parse("FROM host\r\nRUN true\r\n", &d) == 0 && d.n == 2 && !strcmp(d.steps[1].args, "true"),
+	ok(parse("FROM host\r\nRUN true\r\n", &d) == 0 && d.n == 2 &&
+		   !strcmp(d.steps[1].args, "true"),
 	   "CRLF lines");
 
 	refused("FROM host\nHEALTHCHECK CMD true\n", "line 2: HEALTHCHECK");

@@ -30,7 +30,8 @@ int main(void)
 	net_denials_add(&d, 1001.0, NULL, "127.0.0.1", 8080, "always_denied");
 	j = net_denials_to_json(&d);
 	recent = json_object_get(j, "recent");
-	ok(json_array_size(recent) == 2 && !strcmp(str(json_array_get(recent, 0), "address"), "127.0.0.1") &&
+	ok(json_array_size(recent) == 2 &&
+		   !strcmp(str(json_array_get(recent, 0), "address"), "127.0.0.1") &&
 		   !strcmp(str(json_array_get(recent, 0), "host"), "") &&
 		   json_integer_value(json_object_get(json_array_get(recent, 0), "port")) == 8080 &&
 		   !strcmp(str(json_array_get(recent, 0), "reason"), "always_denied"),
@@ -60,7 +61,8 @@ int main(void)
 	/* Bounded: after many more, only the newest NET_DENIALS_MAX remain, in order. */
 	for (int i = 0; i < 3 * NET_DENIALS_MAX + 5; i++) {
 		snprintf(name, sizeof(name), "n%d.test", i);
-		net_denials_add(&d, 2000 + i, name, "192.0.2.1", (unsigned)(1000 + i), "deny_default");
+		net_denials_add(&d, 2000 + i, name, "192.0.2.1", (unsigned)(1000 + i),
+				"deny_default");
 	}
 	j = net_denials_to_json(&d);
 	recent = json_object_get(j, "recent");

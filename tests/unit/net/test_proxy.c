@@ -793,9 +793,11 @@ static void test_limits(void)
 		json_t *e = json_array_get(json_object_get(j, "recent"), 0);
 
 		ok(json_integer_value(json_object_get(j, "total")) == (json_int_t)denied0 + 1 &&
-			   !strcmp(json_string_value(json_object_get(e, "reason")), "sandbox_connection_limit") &&
+			   !strcmp(json_string_value(json_object_get(e, "reason")),
+				   "sandbox_connection_limit") &&
 			   json_integer_value(json_object_get(e, "port")) == echo.port,
-		   "the denial is in the sandbox's recent denials (reason sandbox_connection_limit, its port)");
+		   "the denial is in the sandbox's recent denials (reason "
+		   "sandbox_connection_limit, its port)");
 		json_decref(j);
 	}
 	fd = dial(p, SB_B, UP_OK, echo.port);
