@@ -8,6 +8,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <sys/types.h>
+#include <time.h>
 #include <unistd.h>
 
 #define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
@@ -70,6 +71,10 @@ int util_rm_rf_at(int dfd, const char *name);
 
 /* Monotonic clock in nanoseconds / milliseconds. */
 uint64_t util_now_ns(void);
+
+/* *ts = now on clock `clk` + ms: the absolute deadline pthread_cond_timedwait takes (a
+ * condition variable waits on CLOCK_REALTIME unless its attributes chose another clock). */
+void util_deadline_ts(clockid_t clk, uint64_t ms, struct timespec *ts);
 uint64_t util_now_ms(void);
 /* Wall clock, seconds since the epoch, with fractional part. */
 double util_wall_time(void);

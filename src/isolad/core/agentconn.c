@@ -471,15 +471,7 @@ int agent_chan_recv(struct agent_chan *ch, struct agent_msg *msg, int timeout_ms
 	struct msg_node *n;
 	size_t credit = 0;
 
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	if (timeout_ms >= 0) {
-		ts.tv_sec += timeout_ms / 1000;
-		ts.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
-		if (ts.tv_nsec >= 1000000000L) {
-			ts.tv_sec++;
-			ts.tv_nsec -= 1000000000L;
-		}
-	}
+	util_deadline_ts(CLOCK_MONOTONIC, timeout_ms >= 0 ? (uint64_t)timeout_ms : 0, &ts);
 	pthread_mutex_lock(&c->lock);
 	while (!ch->head) {
 		int r;

@@ -5,6 +5,7 @@
 #include <time.h>
 
 #include "core-internal.h"
+#include "../../common/util.h"
 
 void change_bus_init(struct change_bus *b)
 {
@@ -47,13 +48,7 @@ int change_bus_wait(struct change_bus *b, uint64_t *seen, unsigned timeout_ms)
 	struct timespec ts;
 	int changed;
 
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	ts.tv_sec += timeout_ms / 1000;
-	ts.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
-	if (ts.tv_nsec >= 1000000000L) {
-		ts.tv_sec++;
-		ts.tv_nsec -= 1000000000L;
-	}
+	util_deadline_ts(CLOCK_MONOTONIC, timeout_ms, &ts);
 	pthread_mutex_lock(&b->lock);
 	while (b->seq == *seen && pthread_cond_timedwait(&b->cond, &b->lock, &ts) == 0)
 		;

@@ -291,13 +291,7 @@ static void *pool_main(void *arg)
 		if (!did && !ps->stop) {
 			struct timespec ts;
 
-			clock_gettime(CLOCK_REALTIME, &ts);
-			ts.tv_sec += (time_t)(wait_ms / 1000);
-			ts.tv_nsec += (long)(wait_ms % 1000) * 1000000L;
-			if (ts.tv_nsec >= 1000000000L) {
-				ts.tv_sec++;
-				ts.tv_nsec -= 1000000000L;
-			}
+			util_deadline_ts(CLOCK_REALTIME, wait_ms, &ts);
 			pthread_cond_timedwait(&ps->wake, &ps->lock, &ts);
 		}
 		pthread_mutex_unlock(&ps->lock);

@@ -263,12 +263,7 @@ static int upgrade_wait(struct relay *rl)
 	while (rl->upgrade == UPGRADE_PENDING && !rl->early && !atomic_load(&rl->xc->done)) {
 		struct timespec ts;
 
-		clock_gettime(CLOCK_REALTIME, &ts);
-		ts.tv_nsec += 100 * 1000000L;
-		if (ts.tv_nsec >= 1000000000L) {
-			ts.tv_sec++;
-			ts.tv_nsec -= 1000000000L;
-		}
+		util_deadline_ts(CLOCK_REALTIME, 100, &ts);
 		pthread_cond_timedwait(&rl->cond, &rl->lock, &ts);
 	}
 	r = rl->upgrade == UPGRADE_ACCEPTED ? 0 : -EPERM;
@@ -868,12 +863,7 @@ void expose_stop(struct expose *x)
 			drained = false;
 			break;
 		}
-		clock_gettime(CLOCK_REALTIME, &ts);
-		ts.tv_nsec += 100 * 1000000L;
-		if (ts.tv_nsec >= 1000000000L) {
-			ts.tv_sec++;
-			ts.tv_nsec -= 1000000000L;
-		}
+		util_deadline_ts(CLOCK_REALTIME, 100, &ts);
 		pthread_cond_timedwait(&x->cond, &x->lock, &ts);
 	}
 	pthread_mutex_unlock(&x->lock);

@@ -203,13 +203,7 @@ void mvm_console_drain(struct mvm_console *c, int ms)
 
 	if (!c)
 		return;
-	clock_gettime(CLOCK_REALTIME, &ts);
-	ts.tv_sec += ms / 1000;
-	ts.tv_nsec += (long)(ms % 1000) * 1000000L;
-	if (ts.tv_nsec >= 1000000000L) {
-		ts.tv_sec++;
-		ts.tv_nsec -= 1000000000L;
-	}
+	util_deadline_ts(CLOCK_REALTIME, ms > 0 ? (uint64_t)ms : 0, &ts);
 	pthread_mutex_lock(&c->lock);
 	while (!c->eof)
 		if (pthread_cond_timedwait(&c->cond, &c->lock, &ts) != 0)
