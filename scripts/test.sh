@@ -60,11 +60,11 @@ pytest_run() {
 	env "${envs[@]}" $PY -m pytest -q -rfE -p no:cacheprovider --junitxml="$R/$name.xml" "$@" \
 		"${PYTESTS[@]}" >"$R/$name.txt" 2>&1
 }
-# pytest_show NAME RC: a failed session's failures (pytest's own report, bounded), then its
-# summary line.
+# pytest_show NAME RC: a failed session's failures (pytest's own report without its last
+# line, bounded), then its summary line (once).
 pytest_show() {
 	if [ "$2" != 0 ]; then
-		sed -n '/^=* FAILURES =*$\|^=* ERRORS =*$/,$p' "$R/$1.txt" | head -n 600
+		sed -n '/^=* FAILURES =*$\|^=* ERRORS =*$/,$p' "$R/$1.txt" | head -n -1 | head -n 600
 	fi
 	tail -n 1 "$R/$1.txt"
 }
