@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "../common/util.h"
+#include "bench_density.h"
 #include "output.h"
 #include "parse.h"
 
@@ -449,6 +450,10 @@ const struct cli_opt cli_bench_opts[] = {
 	{"burst", 'c', "K", "sandboxes created at once for the burst test (default 50, 0: none)",
 	 0},
 	{"no-peers", CLI_LONG('P'), NULL, "do not time bwrap and runc beside isola", 0},
+	{"density", CLI_LONG('D'), "N",
+	 "instead: keep N idle sandboxes alive at once and report what each costs the host", 0},
+	{"tier", CLI_LONG('T'), "TIER", "the tier of the --density sandboxes (default: isolad's)",
+	 0},
 	{NULL, 0, NULL, NULL, 0},
 };
 
@@ -459,7 +464,8 @@ int cmd_bench(struct cli *cli, int argc, char **argv)
 	struct burst_arg *args = NULL;
 	pthread_t *threads = NULL;
 	pthread_barrier_t start;
-	int n = 30, k = 50, opt, status = CLI_EXIT_OK;
+	int n = 30, k = 50, density = 0, opt, status = CLI_EXIT_OK;
+	const char *tier = NULL;
 	bool peers = true;
 	struct client *cl;
 	json_t *report, *jseq, *jburst;
@@ -479,15 +485,38 @@ int cmd_bench(struct cli *cli, int argc, char **argv)
 		case CLI_LONG('P'):
 			peers = false;
 			break;
+		case CLI_LONG('D'):
+			density = atoi(optarg);
+			if (density < 1 || density > 10000)
+				return cli_usage_err(cli, "--density must be 1..10000");
+			break;
+		case CLI_LONG('T'):
+			tier = optarg;
+			break;
 		default:
 			return cli_bad_opt(cli, argc, argv, opt);
 		}
 	}
 	if (optind < argc)
 		return cli_usage_err(cli, "unexpected argument `%s`", argv[optind]);
+	if (tier && !density)
+		return cli_usage_err(cli, "--tier goes with --density");
 	cl = cli_client(cli);
 	if (!cl)
 		return CLI_EXIT_FAIL;
+	if (density) {
+		cleanup_err struct isola_err *err = NULL;
+		json_t *j = NULL;
+
+		if (bench_density(cli, cl, density, tier, &j, &err) < 0)
+			return cli_fail(err, CLI_EXIT_FAIL);
+		if (cli->json)
+			out_json(stdout, j);
+		else
+			bench_density_print(j);
+		json_decref(j);
+		return CLI_EXIT_OK;
+	}
 
 	/* One untimed loop warms the daemon (agent memfd, template, caches). */
 	{

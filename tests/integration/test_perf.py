@@ -105,3 +105,34 @@ def test_bench_reports_exec_and_file_round_trips(pd):
         assert j[key]["runs"] == 2 and j[key]["failures"] == 0, (key, j[key])
         assert 0 < j[key]["p50_ms"] <= j[key]["p99_ms"], (key, j[key])
     assert j["ratio_exec_to_host_fork_exec"] > 0, j
+
+
+def test_bench_density_measures_idle_sandboxes_and_leaves_none(pd):
+    """`isola --json bench --density N` keeps N idle sandboxes alive at once, measures each
+    one's processes (PSS) and cgroup kernel memory from the host, and destroys them all."""
+    if not pd.alive():
+        pd.start()
+    c = sdk(pd)
+    before = {s.id for s in c.list_sandboxes()}
+    p = subprocess.run([str(CLI), "--socket", pd.socket, "--json", "bench", "--density", "3"],
+                       capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr + p.stdout
+    j = json.loads(p.stdout)
+    assert j["sandboxes"] == 3, j
+    # every idle sandbox has at least its agent, found through its host pid's cgroup
+    assert j["processes_per_sandbox"] >= 1, j
+    assert j["processes_pss_kib"] > 0 and j["cgroup_kernel_kib"] >= 0, j
+    assert j["overhead_kib"] >= j["processes_pss_kib"], j
+    for key in ("isolad_growth_kib", "host_used_delta_kib", "ls_ms_p50", "ls_empty_ms_p50",
+                "create_ms_p50"):
+        assert isinstance(j[key], (int, float)), (key, j)
+    left = {s.id for s in c.list_sandboxes()} - before
+    assert not left, f"bench --density left sandboxes behind: {left}"
+
+
+def test_bench_density_refuses_bad_input(pd):
+    """A bad count and --tier without --density are usage errors (exit 2) naming the flag."""
+    for args, word in ((["--density", "0"], "--density"), (["--tier", "process"], "--tier")):
+        p = subprocess.run([str(CLI), "--socket", pd.socket, "bench", *args],
+                           capture_output=True, text=True, timeout=60)
+        assert p.returncode == 2 and word in p.stderr, (args, p.returncode, p.stderr)
