@@ -267,8 +267,11 @@ int bench_density(struct cli *cli, struct client *cl, int n, const char *tier, j
 	for (; made < n; made++) {
 		/* An idle sandbox needs little: a tenth of a CPU and 32 MiB keep N=500 inside the
 		 * host's admission (isolad --cpu-overcommit/--memory-overcommit) on a 2-CPU, 24 GiB
-		 * host; the limits do not change what an idle sandbox uses. */
-		json_t *body = json_pack("{s:f, s:s}", "cpu", 0.1, "memory", "32M"), *sb = NULL;
+		 * host; the limits do not change what an idle sandbox uses. A microvm's guest
+		 * kernel needs 128 MiB. */
+		json_t *body = json_pack("{s:f, s:s}", "cpu", 0.1, "memory",
+					 tier && strcmp(tier, "process") ? "128M" : "32M"),
+		       *sb = NULL;
 		uint64_t t0 = util_now_ns();
 		const char *id;
 
