@@ -307,14 +307,15 @@ int bench_density(struct cli *cli, struct client *cl, int n, const char *tier, j
 		double pss = d.pss_kib / n, kern = d.kernel_kib / n;
 		double growth = isolad0 >= 0 && isolad1 >= 0 ? (double)(isolad1 - isolad0) / n : 0;
 
-		*report = json_pack(
-			"{s:s, s:i, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f}", "tier",
-			tier ? tier : "default", "sandboxes", n, "create_ms_p50",
-			median(d.create_ms, (size_t)n), "processes_per_sandbox",
-			(double)d.procs / n, "processes_pss_kib", pss, "cgroup_kernel_kib", kern,
-			"isolad_growth_kib", growth, "overhead_kib", pss + kern + growth,
-			"host_used_delta_kib", used0 >= 0 && used1 >= 0 ? (double)(used1 - used0) / n : 0,
-			"ls_ms_p50", d.ls_full_ms, "ls_empty_ms_p50", d.ls_empty_ms);
+		*report =
+			json_pack("{s:s, s:i, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f}", "tier",
+				  tier ? tier : "default", "sandboxes", n, "create_ms_p50",
+				  median(d.create_ms, (size_t)n), "processes_per_sandbox",
+				  (double)d.procs / n, "processes_pss_kib", pss,
+				  "cgroup_kernel_kib", kern, "isolad_growth_kib", growth,
+				  "overhead_kib", pss + kern + growth, "host_used_delta_kib",
+				  used0 >= 0 && used1 >= 0 ? (double)(used1 - used0) / n : 0,
+				  "ls_ms_p50", d.ls_full_ms, "ls_empty_ms_p50", d.ls_empty_ms);
 	}
 out:
 	for (int i = 0; i < n; i++) { /* every one made, also after a failure */
@@ -338,14 +339,16 @@ void bench_density_print(const json_t *j)
 #define NUM(k) json_number_value(json_object_get(j, k))
 	printf("idle sandboxes (tier %s): %lld alive at once, create p50 %.1f ms\n",
 	       json_string_value(json_object_get(j, "tier")),
-	       (long long)json_integer_value(json_object_get(j, "sandboxes")), NUM("create_ms_p50"));
+	       (long long)json_integer_value(json_object_get(j, "sandboxes")),
+	       NUM("create_ms_p50"));
 	printf("  per sandbox: %.1f processes, PSS %.0f KiB; cgroup kernel memory %.0f KiB; isolad "
 	       "growth %.0f KiB\n",
 	       NUM("processes_per_sandbox"), NUM("processes_pss_kib"), NUM("cgroup_kernel_kib"),
 	       NUM("isolad_growth_kib"));
 	v = NUM("overhead_kib");
 	printf("  cost of an idle sandbox: %.0f KiB (target <= 1024 KiB)\n", v);
-	printf("  host memory in use grew by %.0f KiB per sandbox (everything on the host, noisy)\n",
+	printf("  host memory in use grew by %.0f KiB per sandbox (everything on the host, "
+	       "noisy)\n",
 	       NUM("host_used_delta_kib"));
 	printf("  isola ls: p50 %.1f ms with them alive, %.1f ms before (target <= 50 ms)\n",
 	       NUM("ls_ms_p50"), NUM("ls_empty_ms_p50"));

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "../common/util.h"
+#include "bench.h"
 #include "bench_density.h"
 #include "output.h"
 #include "parse.h"
@@ -23,13 +24,6 @@
  * the closest equivalent they have: `bwrap --unshare-all ... /bin/true` and `runc run`
  * of a bundle with the host's /usr, each a full start-to-exit cycle.
  */
-
-struct bench_sample {
-	double *ms;	   /* latencies of successful runs */
-	size_t n;	   /* entries used */
-	size_t fails;	   /* runs that failed */
-	char *first_error; /* message of the first failure, owned */
-};
 
 struct burst_arg {
 	const struct client_conf *conf; /* daemon location */
@@ -118,25 +112,6 @@ destroy:
 	return r;
 }
 
-static void sample_add(struct bench_sample *s, double ms)
-{
-	double *n = realloc(s->ms, (s->n + 1) * sizeof(*n));
-
-	if (!n) {
-		s->fails++;
-		return;
-	}
-	s->ms = n;
-	s->ms[s->n++] = ms;
-}
-
-static void sample_fail(struct bench_sample *s, const char *msg)
-{
-	s->fails++;
-	if (!s->first_error)
-		s->first_error = strdup(msg ? msg : "failed");
-}
-
 /* What one running sandbox answers, n times each (issue 18's exec and file figures). */
 struct ops_samples {
 	struct bench_sample exec;  /* POST .../exec of `echo isola`, output collected */
@@ -152,8 +127,6 @@ static int count_bytes(void *ud, const void *buf, size_t len, struct isola_err *
 	*(size_t *)ud += len;
 	return 0;
 }
-
-static double run_peer(char *const argv[]);
 
 /* Times one operation into s; err's message is kept as the first failure. */
 static void ops_time(struct bench_sample *s, uint64_t t0, int r, struct isola_err **err)
@@ -286,130 +259,6 @@ static void *burst_main(void *p)
 	return NULL;
 }
 
-/* Runs argv to completion with stdio on /dev/null; returns its latency or -1. */
-static double run_peer(char *const argv[])
-{
-	uint64_t t0 = util_now_ns();
-	int status;
-	pid_t pid = fork();
-
-	if (pid < 0)
-		return -1;
-	if (pid == 0) {
-		int fd = open("/dev/null", O_RDWR);
-
-		dup2(fd, 0);
-		dup2(fd, 1);
-		dup2(fd, 2);
-		execvp(argv[0], argv);
-		_exit(127);
-	}
-	if (waitpid(pid, &status, 0) < 0 || !WIFEXITED(status) || WEXITSTATUS(status) != 0)
-		return -1;
-	return (double)(util_now_ns() - t0) / 1e6;
-}
-
-static bool have_program(const char *name)
-{
-	char cmd[256];
-
-	snprintf(cmd, sizeof(cmd), "command -v %s >/dev/null 2>&1", name);
-	return system(cmd) == 0;
-}
-
-static void bench_bwrap(int n, struct bench_sample *s)
-{
-	char *argv[] = {"bwrap",
-			"--unshare-all",
-			"--die-with-parent",
-			"--ro-bind",
-			"/usr",
-			"/usr",
-			"--symlink",
-			"usr/bin",
-			"/bin",
-			"--symlink",
-			"usr/lib",
-			"/lib",
-			"--symlink",
-			"usr/lib64",
-			"/lib64",
-			"--proc",
-			"/proc",
-			"--dev",
-			"/dev",
-			"--tmpfs",
-			"/tmp",
-			"/bin/true",
-			NULL};
-
-	for (int i = 0; i < n; i++) {
-		double ms = run_peer(argv);
-
-		if (ms < 0)
-			sample_fail(s, "bwrap exited non-zero");
-		else
-			sample_add(s, ms);
-	}
-}
-
-/* Writes a runc bundle (config.json + rootfs with the host's /usr) under dir. */
-static int runc_bundle(const char *dir)
-{
-	char cmd[1024];
-
-	snprintf(
-		cmd, sizeof(cmd),
-		"set -e; cd '%s'; mkdir -p rootfs/usr rootfs/proc rootfs/dev rootfs/tmp rootfs/sys;"
-		" ln -sfn usr/bin rootfs/bin; ln -sfn usr/lib rootfs/lib;"
-		" ln -sfn usr/lib64 rootfs/lib64; rm -f config.json; runc spec",
-		dir);
-	if (system(cmd) != 0)
-		return -1;
-	snprintf(cmd, sizeof(cmd), "%s/config.json", dir);
-	{
-		json_t *c = json_load_file(cmd, 0, NULL), *proc, *mounts;
-		int r;
-
-		if (!c)
-			return -1;
-		proc = json_object_get(c, "process");
-		json_object_set_new(proc, "terminal", json_false());
-		json_object_set_new(proc, "args", json_pack("[s]", "/bin/true"));
-		json_object_set_new(c, "root",
-				    json_pack("{s:s,s:b}", "path", "rootfs", "readonly", 1));
-		mounts = json_object_get(c, "mounts");
-		json_array_append_new(mounts, json_pack("{s:s,s:s,s:s,s:[s,s]}", "destination",
-							"/usr", "type", "bind", "source", "/usr",
-							"options", "rbind", "ro"));
-		r = json_dump_file(c, cmd, 0);
-		json_decref(c);
-		return r;
-	}
-}
-
-static void bench_runc(int n, struct bench_sample *s)
-{
-	char dir[] = "/tmp/isola-bench-runc-XXXXXX", name[64];
-
-	if (!mkdtemp(dir) || runc_bundle(dir) < 0) {
-		sample_fail(s, "cannot prepare a runc bundle");
-		return;
-	}
-	for (int i = 0; i < n; i++) {
-		char *argv[] = {"runc", "run", "--bundle", dir, name, NULL};
-		double ms;
-
-		snprintf(name, sizeof(name), "isola-bench-%d-%d", (int)getpid(), i);
-		ms = run_peer(argv);
-		if (ms < 0)
-			sample_fail(s, "runc run exited non-zero");
-		else
-			sample_add(s, ms);
-	}
-	util_rm_rf(dir);
-}
-
 static json_t *sample_json(struct bench_sample *s)
 {
 	qsort(s->ms, s->n, sizeof(*s->ms), cmp_double);
@@ -439,12 +288,6 @@ static double ratio(const json_t *a, const json_t *b)
 	return y > 0 ? x / y : 0;
 }
 
-static void sample_fini(struct bench_sample *s)
-{
-	free(s->ms);
-	free(s->first_error);
-}
-
 const struct cli_opt cli_bench_opts[] = {
 	{"iterations", 'n', "N", "create-write-exec-destroy loops in sequence (default 30)", 0},
 	{"burst", 'c', "K", "sandboxes created at once for the burst test (default 50, 0: none)",
@@ -459,7 +302,7 @@ const struct cli_opt cli_bench_opts[] = {
 
 int cmd_bench(struct cli *cli, int argc, char **argv)
 {
-	struct bench_sample seq = {0}, burst = {0}, bw = {0}, rc = {0};
+	struct bench_sample seq = {0}, burst = {0}, bw = {0}, rc = {0}, rx = {0};
 	struct ops_samples ops = {0};
 	struct burst_arg *args = NULL;
 	pthread_t *threads = NULL;
@@ -569,10 +412,13 @@ int cmd_bench(struct cli *cli, int argc, char **argv)
 			bench_bwrap(n, &bw);
 		else
 			sample_fail(&bw, "bwrap not installed");
-		if (have_program("runc"))
+		if (have_program("runc")) {
 			bench_runc(n, &rc);
-		else
+			bench_runc_exec(n, &rx);
+		} else {
 			sample_fail(&rc, "runc not installed");
+			sample_fail(&rx, "runc not installed");
+		}
 	}
 
 	jseq = sample_json(&seq);
@@ -586,6 +432,7 @@ int cmd_bench(struct cli *cli, int argc, char **argv)
 		json_object_set_new(report, "runc_true", jrc);
 		json_object_set_new(report, "ratio_loop_to_bwrap", json_real(ratio(jseq, jbw)));
 		json_object_set_new(report, "ratio_loop_to_runc", json_real(ratio(jseq, jrc)));
+		json_object_set_new(report, "runc_exec_echo", sample_json(&rx));
 	}
 	{
 		json_t *jexec = sample_json(&ops.exec), *jhost = sample_json(&ops.host);
@@ -596,6 +443,10 @@ int cmd_bench(struct cli *cli, int argc, char **argv)
 		json_object_set_new(report, "file_read_4k", sample_json(&ops.read));
 		json_object_set_new(report, "ratio_exec_to_host_fork_exec",
 				    json_real(ratio(jexec, jhost)));
+		if (peers)
+			json_object_set_new(
+				report, "ratio_exec_to_runc_exec",
+				json_real(ratio(jexec, json_object_get(report, "runc_exec_echo"))));
 	}
 	json_object_set_new(
 		report, "ratio_burst_p99_to_seq_p50",
@@ -618,6 +469,7 @@ int cmd_bench(struct cli *cli, int argc, char **argv)
 		if (peers) {
 			print_row("bwrap /bin/true", json_object_get(report, "bwrap_true"));
 			print_row("runc run /bin/true", json_object_get(report, "runc_true"));
+			print_row("runc exec `echo`", json_object_get(report, "runc_exec_echo"));
 			printf("loop p50 / bwrap p50: %.2f (target <= 1)\n",
 			       json_real_value(json_object_get(report, "ratio_loop_to_bwrap")));
 			printf("loop p50 / runc p50:  %.2f (target <= 0.2)\n",
@@ -625,6 +477,9 @@ int cmd_bench(struct cli *cli, int argc, char **argv)
 		}
 		printf("exec p50 / host fork+exec p50: %.2f (target <= 3)\n",
 		       json_real_value(json_object_get(report, "ratio_exec_to_host_fork_exec")));
+		if (peers)
+			printf("exec p50 / runc exec p50: %.2f (target <= 0.3)\n",
+			       json_real_value(json_object_get(report, "ratio_exec_to_runc_exec")));
 		if (k > 0)
 			printf("burst p99 / loop p50: %.2f (target <= 10)\n",
 			       json_real_value(
@@ -637,6 +492,7 @@ int cmd_bench(struct cli *cli, int argc, char **argv)
 	sample_fini(&burst);
 	sample_fini(&bw);
 	sample_fini(&rc);
+	sample_fini(&rx);
 	sample_fini(&ops.exec);
 	sample_fini(&ops.write);
 	sample_fini(&ops.read);

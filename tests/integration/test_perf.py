@@ -136,3 +136,22 @@ def test_bench_density_refuses_bad_input(pd):
         p = subprocess.run([str(CLI), "--socket", pd.socket, "bench", *args],
                            capture_output=True, text=True, timeout=60)
         assert p.returncode == 2 and word in p.stderr, (args, p.returncode, p.stderr)
+
+
+def test_bench_times_runc_exec_into_a_running_container(pd):
+    """With peers, `isola bench` times `runc exec` into one running container beside isola's
+    exec and reports their ratio; the container is gone afterwards."""
+    if shutil.which("runc") is None:
+        pytest.fail("runc is not installed (scripts/deps.sh installs it)")
+    if not pd.alive():
+        pd.start()
+    p = subprocess.run([str(CLI), "--socket", pd.socket, "--json", "bench", "-n", "2", "-c",
+                        "0"], capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr + p.stdout
+    j = json.loads(p.stdout)
+    rx = j["runc_exec_echo"]
+    assert rx["runs"] == 2 and rx["failures"] == 0, rx
+    assert 0 < rx["p50_ms"] <= rx["p99_ms"], rx
+    assert j["ratio_exec_to_runc_exec"] > 0, j
+    left = subprocess.run(["runc", "list", "-q"], capture_output=True, text=True).stdout.split()
+    assert not [c for c in left if c.startswith("isola-bench-")], left

@@ -1,0 +1,33 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* bench: samples and the peers `isola bench` times beside isola (bench_peers.c). */
+#ifndef ISOLA_CLI_BENCH_H
+#define ISOLA_CLI_BENCH_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+struct bench_sample {
+	double *ms;	   /* latencies of successful runs */
+	size_t n;	   /* entries used */
+	size_t fails;	   /* runs that failed */
+	char *first_error; /* message of the first failure, owned */
+};
+
+void sample_add(struct bench_sample *s, double ms);
+/* Counts a failure; the first one's msg (NULL: "failed") is kept. */
+void sample_fail(struct bench_sample *s, const char *msg);
+void sample_fini(struct bench_sample *s);
+
+/* Runs argv to completion with stdio on /dev/null; returns its latency in ms or -1. */
+double run_peer(char *const argv[]);
+bool have_program(const char *name);
+
+/* n start-to-exit cycles of `bwrap --unshare-all ... /bin/true`. */
+void bench_bwrap(int n, struct bench_sample *s);
+/* n cycles of `runc run` of a bundle with the host's /usr running /bin/true. */
+void bench_runc(int n, struct bench_sample *s);
+/* n `runc exec CONTAINER echo isola` into one container started once (`runc run -d`),
+ * which is killed and deleted afterwards. */
+void bench_runc_exec(int n, struct bench_sample *s);
+
+#endif

@@ -1,0 +1,197 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* bench_peers: samples, and the peers `isola bench` times beside isola (bwrap, runc). */
+#include "bench.h"
+
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <jansson.h>
+
+#include "../common/util.h"
+
+void sample_add(struct bench_sample *s, double ms)
+{
+	double *n = realloc(s->ms, (s->n + 1) * sizeof(*n));
+
+	if (!n) {
+		s->fails++;
+		return;
+	}
+	s->ms = n;
+	s->ms[s->n++] = ms;
+}
+
+void sample_fail(struct bench_sample *s, const char *msg)
+{
+	s->fails++;
+	if (!s->first_error)
+		s->first_error = strdup(msg ? msg : "failed");
+}
+
+void sample_fini(struct bench_sample *s)
+{
+	free(s->ms);
+	free(s->first_error);
+}
+
+double run_peer(char *const argv[])
+{
+	uint64_t t0 = util_now_ns();
+	int status;
+	pid_t pid = fork();
+
+	if (pid < 0)
+		return -1;
+	if (pid == 0) {
+		int fd = open("/dev/null", O_RDWR);
+
+		dup2(fd, 0);
+		dup2(fd, 1);
+		dup2(fd, 2);
+		execvp(argv[0], argv);
+		_exit(127);
+	}
+	if (waitpid(pid, &status, 0) < 0 || !WIFEXITED(status) || WEXITSTATUS(status) != 0)
+		return -1;
+	return (double)(util_now_ns() - t0) / 1e6;
+}
+
+bool have_program(const char *name)
+{
+	char cmd[256];
+
+	snprintf(cmd, sizeof(cmd), "command -v %s >/dev/null 2>&1", name);
+	return system(cmd) == 0;
+}
+
+void bench_bwrap(int n, struct bench_sample *s)
+{
+	char *argv[] = {"bwrap",
+			"--unshare-all",
+			"--die-with-parent",
+			"--ro-bind",
+			"/usr",
+			"/usr",
+			"--symlink",
+			"usr/bin",
+			"/bin",
+			"--symlink",
+			"usr/lib",
+			"/lib",
+			"--symlink",
+			"usr/lib64",
+			"/lib64",
+			"--proc",
+			"/proc",
+			"--dev",
+			"/dev",
+			"--tmpfs",
+			"/tmp",
+			"/bin/true",
+			NULL};
+
+	for (int i = 0; i < n; i++) {
+		double ms = run_peer(argv);
+
+		if (ms < 0)
+			sample_fail(s, "bwrap exited non-zero");
+		else
+			sample_add(s, ms);
+	}
+}
+
+/* Writes a runc bundle (config.json + rootfs with the host's /usr) running arg0 arg1 under dir. */
+static int runc_bundle(const char *dir, const char *arg0, const char *arg1)
+{
+	char cmd[1024];
+
+	snprintf(
+		cmd, sizeof(cmd),
+		"set -e; cd '%s'; mkdir -p rootfs/usr rootfs/proc rootfs/dev rootfs/tmp rootfs/sys;"
+		" ln -sfn usr/bin rootfs/bin; ln -sfn usr/lib rootfs/lib;"
+		" ln -sfn usr/lib64 rootfs/lib64; rm -f config.json; runc spec",
+		dir);
+	if (system(cmd) != 0)
+		return -1;
+	snprintf(cmd, sizeof(cmd), "%s/config.json", dir);
+	{
+		json_t *c = json_load_file(cmd, 0, NULL), *proc, *mounts;
+		int r;
+
+		if (!c)
+			return -1;
+		proc = json_object_get(c, "process");
+		json_object_set_new(proc, "terminal", json_false());
+		json_object_set_new(proc, "args",
+				    arg1 ? json_pack("[s,s]", arg0, arg1) : json_pack("[s]", arg0));
+		json_object_set_new(c, "root",
+				    json_pack("{s:s,s:b}", "path", "rootfs", "readonly", 1));
+		mounts = json_object_get(c, "mounts");
+		json_array_append_new(mounts, json_pack("{s:s,s:s,s:s,s:[s,s]}", "destination",
+							"/usr", "type", "bind", "source", "/usr",
+							"options", "rbind", "ro"));
+		r = json_dump_file(c, cmd, 0);
+		json_decref(c);
+		return r;
+	}
+}
+
+void bench_runc(int n, struct bench_sample *s)
+{
+	char dir[] = "/tmp/isola-bench-runc-XXXXXX", name[64];
+
+	if (!mkdtemp(dir) || runc_bundle(dir, "/bin/true", NULL) < 0) {
+		sample_fail(s, "cannot prepare a runc bundle");
+		return;
+	}
+	for (int i = 0; i < n; i++) {
+		char *argv[] = {"runc", "run", "--bundle", dir, name, NULL};
+		double ms;
+
+		snprintf(name, sizeof(name), "isola-bench-%d-%d", (int)getpid(), i);
+		ms = run_peer(argv);
+		if (ms < 0)
+			sample_fail(s, "runc run exited non-zero");
+		else
+			sample_add(s, ms);
+	}
+	util_rm_rf(dir);
+}
+
+void bench_runc_exec(int n, struct bench_sample *s)
+{
+	char dir[] = "/tmp/isola-bench-runc-XXXXXX", name[64];
+	char *echo[] = {"runc", "exec", name, "echo", "isola", NULL};
+	char *kill[] = {"runc", "kill", name, "KILL", NULL};
+	char *del[] = {"runc", "delete", "--force", name, NULL};
+
+	snprintf(name, sizeof(name), "isola-bench-exec-%d", (int)getpid());
+	if (!mkdtemp(dir) || runc_bundle(dir, "/bin/sleep", "600") < 0) {
+		sample_fail(s, "cannot prepare a runc bundle");
+		return;
+	}
+	{
+		char *run[] = {"runc", "run", "--detach", "--bundle", dir, name, NULL};
+
+		if (run_peer(run) < 0) {
+			sample_fail(s, "runc run --detach exited non-zero");
+			util_rm_rf(dir);
+			return;
+		}
+	}
+	for (int i = 0; i < n; i++) {
+		double ms = run_peer(echo);
+
+		if (ms < 0)
+			sample_fail(s, "runc exec exited non-zero");
+		else
+			sample_add(s, ms);
+	}
+	run_peer(kill);
+	run_peer(del);
+	util_rm_rf(dir);
+}
