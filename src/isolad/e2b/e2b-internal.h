@@ -26,6 +26,7 @@ enum e2b_kind {
 	E2B_CONTROL, /* api.e2b.app-like: X-API-KEY */
 	E2B_ENVD,    /* the in-sandbox daemon: E2b-Sandbox-Id + X-Access-Token */
 	E2B_CODE,    /* the code interpreter (E2b-Sandbox-Port: 49999): token, or a public port */
+	E2B_UPLOAD,  /* a template file upload: the build's one-hash token (template.c) */
 };
 
 /* One E2B route. `api` comes first: r->route points at it, so server.c drives the body
@@ -256,6 +257,28 @@ json_t *e2b_sandbox_obj(struct api_req *r, const json_t *sj, bool detail);
 void e2b_ctl_expose_all(struct sandbox *s);
 /* True when `name` is one of r's tenant's named snapshots. */
 bool e2b_is_snapshot(struct api_req *r, const char *name);
+
+/* --- template.c: the SDK's template builder (Template.build) -------------------------------- */
+
+/* POST /v3/templates {name} -> 202 {templateID, buildID}: a build record, `waiting`. */
+enum MHD_Result e2b_tpl_request(struct api_req *r);
+/* GET /templates/{tid}/files/{hash} -> 201 {present, url}: url PUTs the files to isolad. */
+enum MHD_Result e2b_tpl_files(struct api_req *r);
+/* PUT /templates/{tid}/files/{hash}?token=: a (gzip) tar of one copy(), size-capped and
+ * checked, into the tenant's file store. */
+int e2b_tpl_upload_begin(struct api_req *r);
+int e2b_tpl_upload_data(struct api_req *r, const char *buf, size_t len);
+enum MHD_Result e2b_tpl_upload_end(struct api_req *r);
+/* POST /v2/templates/{tid}/builds/{bid} {fromImage|fromTemplate, steps, startCmd}: the
+ * steps as a Dockerfile, built on a worker thread; refusals (400) name the step. */
+enum MHD_Result e2b_tpl_build(struct api_req *r);
+/* GET /templates/{tid}/builds/{bid}/status?logsOffset= -> {status, logEntries, reason}. */
+enum MHD_Result e2b_tpl_status(struct api_req *r);
+/* GET /templates/aliases/{alias} -> 200 {templateID} or 404 (Template.exists). */
+enum MHD_Result e2b_tpl_alias(struct api_req *r);
+/* Path parameter shapes: a files hash (64 lowercase hex), a build id (32 lowercase hex). */
+bool e2b_tpl_valid_hash(const char *s);
+bool e2b_tpl_valid_build_id(const char *s);
 
 /* --- snapshot.c: snapshots and fork ------------------------------------------------------ */
 

@@ -1,0 +1,1188 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* template: E2B's template builder protocol (`Template.build`) served by isola's Dockerfile builder.
+ *
+ * The SDK's four calls (docs/e2b.md "The SDK's template builder"):
+ *   POST /v3/templates {name}                         -> a build record, state `waiting`
+ *   GET  /templates/{tid}/files/{hash}                -> {present, url}: url is a PUT back to
+ *        isolad with a one-build upload token; the body (a gzip tar of one copy()) lands in
+ *        the tenant's file store under its hash
+ *   POST /v2/templates/{tid}/builds/{bid} {steps,...} -> steps translated to a Dockerfile,
+ *        built on a worker thread by core_template_build_for() from a context tar made of
+ *        the Dockerfile and the uploaded files
+ *   GET  /templates/{tid}/builds/{bid}/status         -> {status, logEntries, reason}
+ * Build records live in memory (TPL_BUILDS_MAX, the oldest finished one is dropped first):
+ * an isolad restart forgets them, never the templates they made.
+ */
+#include "e2b-internal.h"
+
+#include <archive.h>
+#include <archive_entry.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <pthread.h>
+#include <sodium.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "../../common/extract.h"
+#include "../../common/log.h"
+#include "../../common/util.h"
+#include "../core/core.h"
+#include "../images/images.h"
+
+#define TPL_BUILDS_MAX	 64		/* build records kept */
+#define TPL_UPLOAD_MAX	 (512ull << 20) /* one copy()'s tar */
+#define TPL_LOGS_MAX	 20000		/* log entries per build; later output is dropped */
+#define TPL_WAIT_TTL_S	 3600		/* a build never started is dropped after this */
+#define TPL_STEPS_MAX	 500		/* steps of one template */
+#define TPL_ENTRIES_MAX	 100000		/* entries of one upload */
+#define TPL_DEFAULT_BASE "host"		/* `base` and `e2bdev/base`: isola's default template */
+
+enum tpl_state { TPL_WAITING, TPL_BUILDING, TPL_READY, TPL_ERROR };
+
+static const char *const tpl_state_names[] = {"waiting", "building", "ready", "error"};
+
+/* One build. Reached under tpl_lock; while `building`, the worker also reads the plan fields
+ * (never changed after the build starts) and the record is never dropped. */
+struct tpl_build {
+	char id[33];	      /* build id: 32 hex */
+	char name[64];	      /* template name = E2B templateID and alias */
+	char tenant[64];      /* whose build (owner of the template) */
+	enum tpl_state state; /* see tpl_state_names */
+	time_t created;	      /* for expiry of `waiting` records */
+	json_t *uploads;      /* {hash: upload token} handed out */
+	json_t *logs;	      /* [{timestamp, level, message}] */
+	json_t *reason;	      /* {message, step} once failed, else NULL */
+	/* the plan, set when the build starts */
+	struct api_server *srv; /* for the core and the spool dir */
+	char *dockerfile;	/* translated steps */
+	json_t *copies;		/* [hash] of the uploads the COPY steps use */
+	json_t *stepmap;	/* per Dockerfile step after FROM: E2B step name ("1", "finalize") */
+	char cur[16];		/* E2B step of the Dockerfile step running now */
+};
+
+static pthread_mutex_t tpl_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct tpl_build *tpl_builds[TPL_BUILDS_MAX]; /* NULL = free slot */
+
+static void tpl_free(struct tpl_build *b)
+{
+	if (!b)
+		return;
+	json_decref(b->uploads);
+	json_decref(b->logs);
+	json_decref(b->reason);
+	json_decref(b->copies);
+	json_decref(b->stepmap);
+	free(b->dockerfile);
+	free(b);
+}
+
+static void hex(const unsigned char *in, size_t n, char *out)
+{
+	static const char d[] = "0123456789abcdef";
+
+	for (size_t i = 0; i < n; i++) {
+		out[2 * i] = d[in[i] >> 4];
+		out[2 * i + 1] = d[in[i] & 15];
+	}
+	out[2 * n] = '\0';
+}
+
+/* Appends a log entry to b (tpl_lock held). */
+static void tpl_log(struct tpl_build *b, const char *level, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+static void tpl_log(struct tpl_build *b, const char *level, const char *fmt, ...)
+{
+	char ts[40], *msg = NULL;
+	struct timespec now;
+	va_list ap;
+
+	if (json_array_size(b->logs) >= TPL_LOGS_MAX)
+		return;
+	va_start(ap, fmt);
+	if (vasprintf(&msg, fmt, ap) < 0)
+		msg = NULL;
+	va_end(ap);
+	clock_gettime(CLOCK_REALTIME, &now);
+	e2b_rfc3339((double)now.tv_sec + now.tv_nsec / 1e9, ts, sizeof(ts));
+	/* UNTRUSTED: RUN output; json_string_nocheck would keep invalid UTF-8, so the
+	 * checked constructor is used and a line it refuses is replaced. */
+	json_t *m = msg ? json_string(msg) : NULL;
+
+	if (!m)
+		m = json_string("(output line that is not UTF-8)");
+	json_array_append_new(b->logs, json_pack("{s:s, s:s, s:o}", "timestamp", ts, "level", level,
+						 "message", m));
+	free(msg);
+}
+
+/* The caller's build of this id and template (tpl_lock held), else NULL. */
+static struct tpl_build *tpl_find(const char *tenant, const char *name, const char *id)
+{
+	for (size_t i = 0; i < TPL_BUILDS_MAX; i++) {
+		struct tpl_build *b = tpl_builds[i];
+
+		if (b && !strcmp(b->tenant, tenant) && !strcmp(b->name, name) &&
+		    (!id || !strcmp(b->id, id)) && (id || b->state == TPL_WAITING))
+			return b;
+	}
+	return NULL;
+}
+
+/* A free slot (tpl_lock held): the oldest finished or expired record is dropped for it.
+ * -1 when every record is a live build. */
+static int tpl_slot(void)
+{
+	int best = -1;
+	time_t now = time(NULL);
+
+	for (int i = 0; i < TPL_BUILDS_MAX; i++) {
+		struct tpl_build *b = tpl_builds[i];
+		bool done;
+
+		if (!b)
+			return i;
+		done = b->state == TPL_READY || b->state == TPL_ERROR ||
+		       (b->state == TPL_WAITING && now - b->created > TPL_WAIT_TTL_S);
+		if (done && (best < 0 || b->created < tpl_builds[best]->created))
+			best = i;
+	}
+	if (best >= 0) {
+		tpl_free(tpl_builds[best]);
+		tpl_builds[best] = NULL;
+	}
+	return best;
+}
+
+/* The tenant's file store: <spool>/e2b-files/<sha256(tenant) hex> (a tenant name never
+ * becomes a path). Created when `create`. 0 or -errno. */
+static int store_dir(struct api_server *srv, const char *tenant, bool create, char *out, size_t n)
+{
+	unsigned char h[32];
+	char hx[65], top[PATH_MAX];
+	int r;
+
+	crypto_hash_sha256(h, (const unsigned char *)tenant, strlen(tenant));
+	hex(h, 16, hx);
+	if (snprintf(top, sizeof(top), "%s/e2b-files", srv->spool_dir) >= (int)sizeof(top) ||
+	    snprintf(out, n, "%s/%s", top, hx) >= (int)n)
+		return -ENAMETOOLONG;
+	if (!create)
+		return 0;
+	r = util_mkdir_p(out, 0700);
+	return r < 0 ? r : 0;
+}
+
+static bool file_present(struct api_server *srv, const char *tenant, const char *hash)
+{
+	char dir[PATH_MAX], p[PATH_MAX + 80];
+	struct stat st;
+
+	if (store_dir(srv, tenant, false, dir, sizeof(dir)) < 0)
+		return false;
+	snprintf(p, sizeof(p), "%s/%s", dir, hash);
+	return stat(p, &st) == 0 && S_ISREG(st.st_mode);
+}
+
+bool e2b_tpl_valid_hash(const char *s)
+{
+	size_t n = strlen(s);
+
+	if (n != 64)
+		return false;
+	for (size_t i = 0; i < n; i++)
+		if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f')))
+			return false;
+	return true;
+}
+
+bool e2b_tpl_valid_build_id(const char *s)
+{
+	size_t n = strlen(s);
+
+	if (n != 32)
+		return false;
+	for (size_t i = 0; i < n; i++)
+		if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f')))
+			return false;
+	return true;
+}
+
+/* --- POST /v3/templates ------------------------------------------------------------------ */
+
+enum MHD_Result e2b_tpl_request(struct api_req *r)
+{
+	cleanup_err struct isola_err *err = NULL;
+	const char *name = NULL;
+	struct template_info t;
+	struct tpl_build *b;
+	unsigned char rnd[16];
+	json_t *body = NULL, *tags;
+	enum MHD_Result ret;
+	int slot;
+
+	if (e2b_ctl_body(r, &body) < 0)
+		return MHD_YES;
+	/* UNTRUSTED: the client's body. cpuCount, memoryMB and minFreeDiskMb are accepted and
+	 * not applied (the template records no limits: a sandbox's come from its create). */
+	if (e2b_jstr(body, "name", "alias", 255, &name, &err) < 0) {
+		ret = e2b_ctl_error(r, 400, "%s", err->message);
+		goto out;
+	}
+	tags = json_object_get(body, "tags");
+	if (!name || !*name) {
+		ret = e2b_ctl_error(r, 400, "`name` is required (Template.build(template, name))");
+		goto out;
+	}
+	if (strchr(name, ':') || json_array_size(tags)) {
+		ret = e2b_ctl_error(r, 400,
+				    "template tags are not supported by isola: name the template "
+				    "`%.64s` without `:tag` and without `tags`",
+				    name);
+		goto out;
+	}
+	if (!api_valid_template_name(name) || !strcmp(name, "base")) {
+		ret = e2b_ctl_error(r, 400,
+				    "invalid template name `%.64s`: 1-63 of [A-Za-z0-9._-], not "
+				    "starting with '.' or '-', and not `base`",
+				    name);
+		goto out;
+	}
+	memset(&t, 0, sizeof(t));
+	if (images_get(name, &t, NULL) == 0) {
+		template_info_fini(&t);
+		ret = e2b_ctl_error(r, 409,
+				    "template `%s` already exists; isola does not rebuild a template "
+				    "in place: remove it first (isola template rm %s)",
+				    name, name);
+		goto out;
+	}
+	b = calloc(1, sizeof(*b));
+	if (!b || util_random(rnd, sizeof(rnd)) < 0 || !(b->uploads = json_object()) ||
+	    !(b->logs = json_array())) {
+		tpl_free(b);
+		ret = e2b_ctl_error(r, 500, "out of memory");
+		goto out;
+	}
+	hex(rnd, sizeof(rnd), b->id);
+	snprintf(b->name, sizeof(b->name), "%s", name);
+	snprintf(b->tenant, sizeof(b->tenant), "%s", api_tenant(r));
+	b->created = time(NULL);
+	b->srv = r->srv;
+	pthread_mutex_lock(&tpl_lock);
+	for (size_t i = 0; i < TPL_BUILDS_MAX; i++) {
+		struct tpl_build *o = tpl_builds[i];
+
+		/* Names are one namespace across tenants (make_owned): one build of a name. */
+		if (o && !strcmp(o->name, name) && o->state == TPL_BUILDING) {
+			pthread_mutex_unlock(&tpl_lock);
+			tpl_free(b);
+			ret = e2b_ctl_error(r, 409, "template `%s` is being built", name);
+			goto out;
+		}
+	}
+	slot = tpl_slot();
+	if (slot >= 0) {
+		tpl_builds[slot] = b;
+		tpl_log(b, "info", "Build %s of template %s requested", b->id, b->name);
+	}
+	pthread_mutex_unlock(&tpl_lock);
+	if (slot < 0) {
+		tpl_free(b);
+		ret = e2b_ctl_error(r, 429, "%d template builds are running; try again later",
+				    TPL_BUILDS_MAX);
+		goto out;
+	}
+	snprintf(r->audit_target, sizeof(r->audit_target), "%s", name);
+	ret = api_respond_json(r, 202,
+			       json_pack("{s:s, s:s, s:[s], s:[], s:[s], s:b}", "templateID", name,
+					 "buildID", b->id, "names", name, "tags", "aliases", name,
+					 "public", 0));
+out:
+	json_decref(body);
+	return ret;
+}
+
+/* --- GET /templates/{tid}/files/{hash} --------------------------------------------------- */
+
+/* A Host header fit to put in a URL (UNTRUSTED, but only ever handed back to its sender). */
+static bool host_ok(const char *h)
+{
+	if (!h || !*h || strlen(h) > 255)
+		return false;
+	for (const char *p = h; *p; p++)
+		if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') ||
+		      (*p >= '0' && *p <= '9') || strchr(".-:[]", *p)))
+			return false;
+	return true;
+}
+
+enum MHD_Result e2b_tpl_files(struct api_req *r)
+{
+	const char *tid = api_match_get(&r->match, "tid");
+	const char *hash = api_match_get(&r->match, "hash");
+	const char *host = api_header(r, MHD_HTTP_HEADER_HOST);
+	char token[33], url[700];
+	unsigned char rnd[16];
+	struct tpl_build *b;
+	bool present;
+
+	if (!host_ok(host))
+		return e2b_ctl_error(r, 400, "a Host header is needed to make the upload URL");
+	present = file_present(r->srv, api_tenant(r), hash);
+	pthread_mutex_lock(&tpl_lock);
+	b = tpl_find(api_tenant(r), tid, NULL);
+	if (!b) {
+		pthread_mutex_unlock(&tpl_lock);
+		return e2b_ctl_error(r, 404,
+				     "no build of template `%s` is waiting for files (POST "
+				     "/v3/templates first)",
+				     tid);
+	}
+	if (json_object_get(b->uploads, hash)) {
+		snprintf(token, sizeof(token), "%s",
+			 json_string_value(json_object_get(b->uploads, hash)));
+	} else if (json_object_size(b->uploads) >= TPL_STEPS_MAX || util_random(rnd, 16) < 0) {
+		pthread_mutex_unlock(&tpl_lock);
+		return e2b_ctl_error(r, 400, "too many files for one build (at most %d)",
+				     TPL_STEPS_MAX);
+	} else {
+		hex(rnd, sizeof(rnd), token);
+		json_object_set_new(b->uploads, hash, json_string(token));
+	}
+	pthread_mutex_unlock(&tpl_lock);
+	/* The upload is served by isolad itself, on the address the client reached it at; the
+	 * token (one build, one hash) is its only credential: the SDK's PUT carries no key. */
+	snprintf(url, sizeof(url), "http://%s/templates/%s/files/%s?token=%s", host, tid, hash,
+		 token);
+	return api_respond_json(r, 201, json_pack("{s:b, s:s}", "present", present, "url", url));
+}
+
+/* --- PUT /templates/{tid}/files/{hash}?token= ------------------------------------------- */
+
+struct tpl_upload {
+	unsigned status;    /* answer at the end when non-zero: an error */
+	char msg[256];	    /* its message */
+	int fd;		    /* spool file */
+	char part[PATH_MAX + 100]; /* its path, "" once renamed */
+	char final[PATH_MAX + 80]; /* where it goes */
+	uint64_t bytes;	    /* received */
+};
+
+static void upload_free(void *p)
+{
+	struct tpl_upload *u = p;
+
+	if (!u)
+		return;
+	if (u->fd >= 0)
+		close(u->fd);
+	if (u->part[0])
+		unlink(u->part);
+	free(u);
+}
+
+static int upload_refuse(struct tpl_upload *u, unsigned status, const char *msg)
+{
+	if (!u->status) {
+		u->status = status;
+		snprintf(u->msg, sizeof(u->msg), "%s", msg);
+	}
+	return -EINVAL;
+}
+
+int e2b_tpl_upload_begin(struct api_req *r)
+{
+	struct e2b_req *er = e2b_req_of(r);
+	const char *tid = api_match_get(&r->match, "tid");
+	const char *hash = api_match_get(&r->match, "hash");
+	const char *token = api_query(r, "token");
+	const char *cl = api_header(r, MHD_HTTP_HEADER_CONTENT_LENGTH);
+	struct tpl_upload *u = calloc(1, sizeof(*u));
+	char dir[PATH_MAX], tenant[64] = "";
+	int q;
+
+	if (!u)
+		return -ENOMEM;
+	u->fd = -1;
+	er->op = u;
+	er->op_free = upload_free;
+	pthread_mutex_lock(&tpl_lock);
+	for (size_t i = 0; token && strlen(token) == 32 && i < TPL_BUILDS_MAX; i++) {
+		struct tpl_build *b = tpl_builds[i];
+		const char *want;
+
+		if (!b || b->state != TPL_WAITING || strcmp(b->name, tid))
+			continue;
+		want = json_string_value(json_object_get(b->uploads, hash));
+		/* The token is the credential: compared in constant time. */
+		if (want && sodium_memcmp(want, token, 32) == 0) {
+			snprintf(tenant, sizeof(tenant), "%s", b->tenant);
+			break;
+		}
+	}
+	pthread_mutex_unlock(&tpl_lock);
+	if (!tenant[0]) {
+		snprintf(r->who.who, sizeof(r->who.who), "anonymous");
+		r->who.role = TENANCY_READONLY;
+		return upload_refuse(u, 401,
+				     "invalid upload token: it is not one this template's waiting "
+				     "build handed out for this hash");
+	}
+	/* The record names who uploaded: the tenant of the build (role user). */
+	snprintf(r->who.who, sizeof(r->who.who), "e2b:upload");
+	snprintf(r->who.tenant, sizeof(r->who.tenant), "%s", tenant);
+	r->who.role = TENANCY_USER;
+	snprintf(r->audit_target, sizeof(r->audit_target), "%s", tid);
+	if (cl && strtoull(cl, NULL, 10) > TPL_UPLOAD_MAX)
+		return upload_refuse(u, 413, "upload larger than the 512 MiB limit of one copy()");
+	q = store_dir(r->srv, tenant, true, dir, sizeof(dir));
+	if (q < 0)
+		return upload_refuse(u, 500, "cannot create the template file store");
+	snprintf(u->final, sizeof(u->final), "%s/%s", dir, hash);
+	snprintf(u->part, sizeof(u->part), "%s/.%s.XXXXXX", dir, hash);
+	u->fd = mkostemp(u->part, O_CLOEXEC);
+	if (u->fd < 0) {
+		u->part[0] = '\0';
+		return upload_refuse(u, 500, "cannot create a spool file in the template file store");
+	}
+	return 0;
+}
+
+int e2b_tpl_upload_data(struct api_req *r, const char *buf, size_t len)
+{
+	struct tpl_upload *u = e2b_req_of(r)->op;
+
+	if (!u || u->status)
+		return 0; /* swallowed; answered at the end */
+	if (len > TPL_UPLOAD_MAX - u->bytes)
+		return upload_refuse(u, 413, "upload larger than the 512 MiB limit of one copy()");
+	u->bytes += len;
+	if (util_write_all(u->fd, buf, len) < 0)
+		return upload_refuse(u, 507, "cannot write the upload (disk full?)");
+	return 0;
+}
+
+/* Checks an upload is a (gzip) tar of relative paths, regular files, directories and
+ * symlinks only. UNTRUSTED: the client's bytes; the builder reads them again (build.c). */
+static int upload_check(const char *path, char *why, size_t n)
+{
+	struct archive *a = archive_read_new();
+	struct archive_entry *e;
+	char norm[PATH_MAX];
+	size_t count = 0;
+	int r = 0, h;
+
+	if (!a)
+		return snprintf(why, n, "out of memory"), -ENOMEM;
+	archive_read_support_filter_gzip(a);
+	archive_read_support_format_tar(a);
+	if (archive_read_open_filename(a, path, 1 << 16) != ARCHIVE_OK) {
+		snprintf(why, n, "not a tar archive: %s", archive_error_string(a));
+		archive_read_free(a);
+		return -EINVAL;
+	}
+	while ((h = archive_read_next_header(a, &e)) == ARCHIVE_OK) {
+		const char *p = archive_entry_pathname(e);
+		mode_t type = archive_entry_filetype(e);
+
+		if (++count > TPL_ENTRIES_MAX) {
+			snprintf(why, n, "more than %d entries", TPL_ENTRIES_MAX);
+			r = -EINVAL;
+			break;
+		}
+		if (!p || p[0] == '/' || extract_norm_path(p, norm, sizeof(norm)) < 0) {
+			snprintf(why, n, "entry `%.100s`: not a relative path inside the context",
+				 p ? p : "");
+			r = -EINVAL;
+			break;
+		}
+		if (type != AE_IFREG && type != AE_IFDIR && type != AE_IFLNK) {
+			snprintf(why, n, "entry `%.100s`: only files, directories and symlinks", p);
+			r = -EINVAL;
+			break;
+		}
+	}
+	if (r == 0 && h != ARCHIVE_EOF) {
+		snprintf(why, n, "corrupt tar archive: %s", archive_error_string(a));
+		r = -EINVAL;
+	}
+	if (r == 0 && count == 0) {
+		snprintf(why, n, "empty archive");
+		r = -EINVAL;
+	}
+	archive_read_free(a);
+	return r;
+}
+
+enum MHD_Result e2b_tpl_upload_end(struct api_req *r)
+{
+	struct tpl_upload *u = e2b_req_of(r)->op;
+	char why[200];
+
+	if (!u)
+		return e2b_ctl_error(r, 500, "out of memory");
+	if (u->status)
+		return e2b_ctl_error(r, u->status, "%s", u->msg);
+	close(u->fd);
+	u->fd = -1;
+	if (upload_check(u->part, why, sizeof(why)) < 0)
+		return e2b_ctl_error(r, 400, "upload of files `%.64s`: %s",
+				     api_match_get(&r->match, "hash"), why);
+	if (rename(u->part, u->final) < 0)
+		return e2b_ctl_error(r, 500, "cannot store the upload");
+	u->part[0] = '\0';
+	return api_respond_empty(r, 200);
+}
+
+/* --- POST /v2/templates/{tid}/builds/{bid}: steps -> Dockerfile ------------------------ */
+
+struct plan {
+	struct api_req *r; /* caller */
+	char *df;	   /* Dockerfile so far */
+	size_t len;	   /* its length */
+	json_t *copies;	   /* [hash] */
+	json_t *stepmap;   /* per instruction after FROM: E2B step name */
+	char user[64];	   /* USER in effect (to restore after a RUN as another user) */
+	char err[512];	   /* what was refused */
+};
+
+static int plan_fail(struct plan *p, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static int plan_fail(struct plan *p, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(p->err, sizeof(p->err), fmt, ap);
+	va_end(ap);
+	return -EINVAL;
+}
+
+/* Appends one Dockerfile line for E2B step `step` (NULL: FROM, not a builder step). */
+static int plan_line(struct plan *p, const char *step, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+static int plan_line(struct plan *p, const char *step, const char *fmt, ...)
+{
+	char *line = NULL, *n;
+	va_list ap;
+	int l;
+
+	va_start(ap, fmt);
+	l = vasprintf(&line, fmt, ap);
+	va_end(ap);
+	if (l < 0 || p->len + (size_t)l + 2 > (1u << 20)) {
+		free(line);
+		return plan_fail(p, "the template is too large (its Dockerfile passes 1 MiB)");
+	}
+	n = realloc(p->df, p->len + (size_t)l + 2);
+	if (!n) {
+		free(line);
+		return plan_fail(p, "out of memory");
+	}
+	p->df = n;
+	memcpy(p->df + p->len, line, (size_t)l);
+	p->len += (size_t)l;
+	p->df[p->len++] = '\n';
+	p->df[p->len] = '\0';
+	free(line);
+	if (step)
+		json_array_append_new(p->stepmap, json_string(step));
+	return 0;
+}
+
+/* A JSON array of strings, one line (exec form): newlines and quotes escaped by jansson. */
+static char *exec_form(const char *a, const char *b, const char *c)
+{
+	json_t *arr = c ? json_pack("[s, s, s]", a, b, c) : json_pack("[s, s]", a, b);
+	char *s = arr ? json_dumps(arr, JSON_COMPACT) : NULL;
+
+	json_decref(arr);
+	return s;
+}
+
+/* A user name or uid[:gid] the builder can record: [A-Za-z0-9._:-], 1..31. */
+static bool user_ok(const char *u)
+{
+	size_t n = strlen(u);
+
+	if (n == 0 || n > 31 || u[0] == '-')
+		return false;
+	for (size_t i = 0; i < n; i++)
+		if (!((u[i] >= 'a' && u[i] <= 'z') || (u[i] >= 'A' && u[i] <= 'Z') ||
+		      (u[i] >= '0' && u[i] <= '9') || strchr("._:-", u[i])))
+			return false;
+	return true;
+}
+
+/* The args of a step: an array of strings, at most max. */
+static int step_args(struct plan *p, size_t k, const char *type, json_t *st, const char **out,
+		     size_t min, size_t max)
+{
+	json_t *a = json_object_get(st, "args"), *v;
+	size_t i;
+
+	if (!json_is_array(a) || json_array_size(a) < min || json_array_size(a) > max)
+		return plan_fail(p, "step %zu (%s): `args` must be an array of %zu to %zu strings",
+				 k + 1, type, min, max);
+	json_array_foreach(a, i, v)
+	{
+		if (!json_is_string(v))
+			return plan_fail(p, "step %zu (%s): args[%zu] must be a string", k + 1,
+					 type, i);
+		if (strlen(json_string_value(v)) != json_string_length(v))
+			return plan_fail(p, "step %zu (%s): args[%zu] contains a NUL byte", k + 1,
+					 type, i);
+		out[i] = json_string_value(v);
+	}
+	for (; i < max; i++)
+		out[i] = "";
+	return 0;
+}
+
+static int plan_run(struct plan *p, size_t k, const char *sn, json_t *st)
+{
+	const char *a[2];
+	char *ef;
+	int r = step_args(p, k, "RUN", st, a, 1, 2);
+
+	if (r < 0)
+		return r;
+	if (a[1][0] && !user_ok(a[1]))
+		return plan_fail(p, "step %zu (RUN): invalid user `%.64s`", k + 1, a[1]);
+	/* runCmd(cmd, {user}): that user for this step only. */
+	if (a[1][0] && (r = plan_line(p, sn, "USER %s", a[1])) < 0)
+		return r;
+	ef = exec_form("/bin/sh", "-c", a[0]);
+	r = ef ? plan_line(p, sn, "RUN %s", ef) : plan_fail(p, "out of memory");
+	free(ef);
+	if (r == 0 && a[1][0])
+		r = plan_line(p, sn, "USER %s", p->user);
+	return r;
+}
+
+static int plan_copy(struct plan *p, size_t k, const char *sn, json_t *st)
+{
+	const char *a[4], *hash = json_string_value(json_object_get(st, "filesHash"));
+	char src[PATH_MAX], *ef;
+	size_t n;
+	int r = step_args(p, k, "COPY", st, a, 2, 4);
+
+	if (r < 0)
+		return r;
+	if (!hash || !e2b_tpl_valid_hash(hash))
+		return plan_fail(p, "step %zu (COPY): `filesHash` must be 64 lowercase hex", k + 1);
+	if (!file_present(p->r->srv, api_tenant(p->r), hash))
+		return plan_fail(p, "step %zu (COPY %.200s): its files (%s) were not uploaded",
+				 k + 1, a[0], hash);
+	if (a[3][0])
+		return plan_fail(p,
+				 "step %zu (COPY %.200s): `mode` is not supported by isola's "
+				 "template builder: set it in a runCmd (chmod) after the copy",
+				 k + 1, a[0]);
+	if (a[2][0] && !user_ok(a[2]))
+		return plan_fail(p, "step %zu (COPY): invalid user `%.64s`", k + 1, a[2]);
+	/* UNTRUSTED paths: no `$` (the builder would substitute it) and no newline. */
+	if (strpbrk(a[0], "$\n\r") || strpbrk(a[1], "$\n\r") || !a[0][0] || !a[1][0])
+		return plan_fail(p,
+				 "step %zu (COPY): source and destination must be non-empty and "
+				 "contain no `$` or newline",
+				 k + 1);
+	/* The SDK's `dir/` and `./x` name what the tar holds as `dir` and `x`. */
+	snprintf(src, sizeof(src), "%s", a[0]);
+	while (!strncmp(src, "./", 2) && src[2])
+		memmove(src, src + 2, strlen(src + 2) + 1);
+	n = strlen(src);
+	while (n > 1 && src[n - 1] == '/')
+		src[--n] = '\0';
+	ef = exec_form(src, a[1], NULL);
+	if (!ef)
+		return plan_fail(p, "out of memory");
+	r = a[2][0] ? plan_line(p, sn, "COPY --chown=%s %s", a[2], ef)
+		    : plan_line(p, sn, "COPY %s", ef);
+	free(ef);
+	json_array_append_new(p->copies, json_string(hash));
+	return r;
+}
+
+static bool env_name_ok(const char *s)
+{
+	if (!((*s >= 'A' && *s <= 'Z') || (*s >= 'a' && *s <= 'z') || *s == '_'))
+		return false;
+	for (s++; *s; s++)
+		if (!((*s >= 'A' && *s <= 'Z') || (*s >= 'a' && *s <= 'z') ||
+		      (*s >= '0' && *s <= '9') || *s == '_'))
+			return false;
+	return true;
+}
+
+static int plan_env(struct plan *p, size_t k, const char *sn, json_t *st)
+{
+	json_t *a = json_object_get(st, "args"), *kv, *vv;
+	char *line = NULL;
+	size_t len = 0, i;
+	FILE *f;
+	int r = 0;
+
+	if (!json_is_array(a) || json_array_size(a) == 0 || json_array_size(a) % 2)
+		return plan_fail(p, "step %zu (ENV): `args` must be name, value pairs", k + 1);
+	f = open_memstream(&line, &len);
+	if (!f)
+		return plan_fail(p, "out of memory");
+	fputs("ENV", f);
+	for (i = 0; i < json_array_size(a) && r == 0; i += 2) {
+		const char *name, *v;
+
+		kv = json_array_get(a, i);
+		vv = json_array_get(a, i + 1);
+		name = json_string_value(kv);
+		v = json_string_value(vv);
+		if (!name || !v || !env_name_ok(name) || strlen(name) > 255)
+			r = plan_fail(p, "step %zu (ENV): invalid variable name `%.64s`", k + 1,
+				      name ? name : "");
+		else if (strlen(v) != json_string_length(vv) || strpbrk(v, "\n\r"))
+			r = plan_fail(p, "step %zu (ENV %s): the value contains a newline or NUL",
+				      k + 1, name);
+		if (r < 0)
+			break;
+		/* Quoted; `\`, `"` and `$` escaped: the value is taken literally. */
+		fprintf(f, " %s=\"", name);
+		for (; *v; v++) {
+			if (*v == '\\' || *v == '"' || *v == '$')
+				fputc('\\', f);
+			fputc(*v, f);
+		}
+		fputc('"', f);
+	}
+	fclose(f);
+	if (r == 0)
+		r = line ? plan_line(p, sn, "%s", line) : plan_fail(p, "out of memory");
+	free(line);
+	return r;
+}
+
+static int plan_path_step(struct plan *p, size_t k, const char *sn, json_t *st, const char *type)
+{
+	const char *a[1];
+	int r = step_args(p, k, type, st, a, 1, 1);
+
+	if (r < 0)
+		return r;
+	if (!strcmp(type, "USER")) {
+		if (!user_ok(a[0]))
+			return plan_fail(p, "step %zu (USER): invalid user `%.64s`", k + 1, a[0]);
+		snprintf(p->user, sizeof(p->user), "%s", a[0]);
+		return plan_line(p, sn, "USER %s", a[0]);
+	}
+	if (!a[0][0] || strlen(a[0]) > 200 || strpbrk(a[0], "$\\\n\r\"'"))
+		return plan_fail(p,
+				 "step %zu (WORKDIR): the path must be 1-200 bytes without `$`, "
+				 "`\\`, quotes or newlines",
+				 k + 1);
+	return plan_line(p, sn, "WORKDIR %s", a[0]);
+}
+
+/* The base as an isola template name into out. Refusals name the reason. */
+static int plan_base(struct plan *p, json_t *body, char *out, size_t n)
+{
+	const char *img = json_string_value(json_object_get(body, "fromImage"));
+	const char *tpl = json_string_value(json_object_get(body, "fromTemplate"));
+	const char *name = tpl ? tpl : img;
+
+	if (json_object_get(body, "fromImageRegistry") &&
+	    !json_is_null(json_object_get(body, "fromImageRegistry")))
+		return plan_fail(p, "fromImage with registry credentials is not supported: "
+				    "the operator pulls images (isola template pull)");
+	if (!name)
+		return plan_fail(p, "`fromImage` or `fromTemplate` is required");
+	/* The SDK's default base (Template() without from*) and E2B's `base` template are
+	 * isola's default template. */
+	if (!strcmp(name, "base") || !strcmp(name, "e2bdev/base") ||
+	    !strcmp(name, "e2bdev/base:latest"))
+		name = TPL_DEFAULT_BASE;
+	if (api_valid_template_name(name) &&
+	    core_template_visible(p->r->srv->core, api_tenant(p->r), name)) {
+		struct template_info t;
+
+		memset(&t, 0, sizeof(t));
+		if (images_get(name, &t, NULL) == 0) {
+			snprintf(p->user, sizeof(p->user), "%s",
+				 t.default_user[0] ? t.default_user : "root");
+			template_info_fini(&t);
+			snprintf(out, n, "%s", name);
+			return 0;
+		}
+	}
+	/* A build never pulls (the native FROM's rule): a registry reference is dialled from
+	 * the host, outside every egress policy, so only the operator pulls, explicitly. */
+	if (tpl)
+		return plan_fail(p, "fromTemplate `%.200s`: no such template", tpl);
+	return plan_fail(p,
+			 "fromImage `%.200s`: no isola template of that name; a build does not "
+			 "pull: the operator pulls it first (isola template pull %.200s NAME), "
+			 "then build fromTemplate(NAME)",
+			 img, img);
+}
+
+/* Translates the SDK's template (UNTRUSTED body) into p. 0 or -EINVAL with p->err. */
+static int plan_make(struct plan *p, json_t *body)
+{
+	json_t *steps = json_object_get(body, "steps"), *st;
+	const char *start = json_string_value(json_object_get(body, "startCmd"));
+	const char *ready = json_string_value(json_object_get(body, "readyCmd"));
+	char base[64], sn[24];
+	size_t k;
+	int r;
+
+	if (steps && !json_is_array(steps))
+		return plan_fail(p, "`steps` must be an array");
+	if (json_array_size(steps) > TPL_STEPS_MAX)
+		return plan_fail(p, "at most %d steps", TPL_STEPS_MAX);
+	if (ready && *ready)
+		return plan_fail(p, "readyCmd is not supported: isola records no readiness check "
+				    "on a template (wait for readiness after Sandbox.create)");
+	r = plan_base(p, body, base, sizeof(base));
+	if (r == 0)
+		r = plan_line(p, NULL, "FROM %s", base);
+	json_array_foreach(steps, k, st)
+	{
+		const char *type = json_string_value(json_object_get(st, "type"));
+
+		if (r < 0)
+			break;
+		snprintf(sn, sizeof(sn), "%zu", k + 1); /* stackTraces[0] is the base */
+		if (!json_is_object(st) || !type)
+			r = plan_fail(p, "step %zu: an object with a string `type` is required",
+				      k + 1);
+		else if (!strcmp(type, "RUN"))
+			r = plan_run(p, k, sn, st);
+		else if (!strcmp(type, "COPY"))
+			r = plan_copy(p, k, sn, st);
+		else if (!strcmp(type, "ENV"))
+			r = plan_env(p, k, sn, st);
+		else if (!strcmp(type, "WORKDIR") || !strcmp(type, "USER"))
+			r = plan_path_step(p, k, sn, st, type);
+		else
+			r = plan_fail(p,
+				      "step %zu: step type `%.32s` is not supported by isola's "
+				      "template builder (RUN, COPY, ENV, WORKDIR and USER are)",
+				      k + 1, type);
+	}
+	if (r == 0 && start && *start) {
+		char *ef = exec_form("/bin/sh", "-c", start);
+
+		r = ef ? plan_line(p, "finalize", "CMD %s", ef) : plan_fail(p, "out of memory");
+		free(ef);
+	}
+	return r;
+}
+
+/* Writes the build context: the Dockerfile, then every entry of the uploads the COPY steps
+ * use (a path already written is skipped: the uploads come from one client context). */
+static int context_make(struct tpl_build *b, const char *path, char *why, size_t n)
+{
+	struct archive *w = archive_write_new();
+	struct archive_entry *e = archive_entry_new();
+	json_t *seen = json_object(), *h;
+	char dir[PATH_MAX], *buf = malloc(1 << 16);
+	size_t i;
+	int r = 0;
+
+	if (!w || !e || !seen || !buf) {
+		snprintf(why, n, "out of memory");
+		r = -ENOMEM;
+		goto out;
+	}
+	archive_write_set_format_pax_restricted(w);
+	if (archive_write_open_filename(w, path) != ARCHIVE_OK) {
+		snprintf(why, n, "build context: %s", archive_error_string(w));
+		r = -EIO;
+		goto out;
+	}
+	archive_entry_set_pathname(e, "Dockerfile");
+	archive_entry_set_filetype(e, AE_IFREG);
+	archive_entry_set_perm(e, 0644);
+	archive_entry_set_size(e, (la_int64_t)strlen(b->dockerfile));
+	if (archive_write_header(w, e) != ARCHIVE_OK ||
+	    archive_write_data(w, b->dockerfile, strlen(b->dockerfile)) < 0) {
+		snprintf(why, n, "build context: %s", archive_error_string(w));
+		r = -EIO;
+		goto out;
+	}
+	store_dir(b->srv, b->tenant, false, dir, sizeof(dir));
+	json_array_foreach(b->copies, i, h)
+	{
+		char p[PATH_MAX + 80], norm[PATH_MAX];
+		struct archive *a;
+		struct archive_entry *in;
+		int hr;
+
+		if (r < 0)
+			break;
+		snprintf(p, sizeof(p), "%s/%s", dir, json_string_value(h));
+		a = archive_read_new();
+		if (!a) {
+			r = -ENOMEM;
+			break;
+		}
+		archive_read_support_filter_gzip(a);
+		archive_read_support_format_tar(a);
+		if (archive_read_open_filename(a, p, 1 << 16) != ARCHIVE_OK) {
+			snprintf(why, n, "files %s: %s", json_string_value(h),
+				 archive_error_string(a));
+			archive_read_free(a);
+			r = -EIO;
+			break;
+		}
+		/* UNTRUSTED entries (checked at upload; the builder checks them again). */
+		while ((hr = archive_read_next_header(a, &in)) == ARCHIVE_OK) {
+			const char *name = archive_entry_pathname(in);
+
+			if (!name || extract_norm_path(name, norm, sizeof(norm)) < 0 ||
+			    !strcmp(norm, "Dockerfile") || json_object_get(seen, norm))
+				continue;
+			json_object_set_new(seen, norm, json_true());
+			if (archive_write_header(w, in) != ARCHIVE_OK) {
+				snprintf(why, n, "build context: %s", archive_error_string(w));
+				r = -EIO;
+				break;
+			}
+			for (;;) {
+				la_ssize_t got = archive_read_data(a, buf, 1 << 16);
+
+				if (got == 0)
+					break;
+				if (got < 0 || archive_write_data(w, buf, (size_t)got) < 0) {
+					snprintf(why, n, "files %s: %s", json_string_value(h),
+						 archive_error_string(got < 0 ? a : w));
+					r = -EIO;
+					break;
+				}
+			}
+			if (r < 0)
+				break;
+		}
+		if (r == 0 && hr != ARCHIVE_EOF) {
+			snprintf(why, n, "files %s: %s", json_string_value(h),
+				 archive_error_string(a));
+			r = -EIO;
+		}
+		archive_read_free(a);
+	}
+	if (r == 0 && archive_write_close(w) != ARCHIVE_OK) {
+		snprintf(why, n, "build context: %s", archive_error_string(w));
+		r = -EIO;
+	}
+out:
+	if (w)
+		archive_write_free(w);
+	archive_entry_free(e);
+	json_decref(seen);
+	free(buf);
+	return r;
+}
+
+/* The builder's events as E2B log entries (called on the worker thread). */
+static void build_event(void *ud, json_t *ev)
+{
+	struct tpl_build *b = ud;
+	const char *type = json_string_value(json_object_get(ev, "type"));
+
+	pthread_mutex_lock(&tpl_lock);
+	if (type && !strcmp(type, "step")) {
+		json_int_t step = json_integer_value(json_object_get(ev, "step"));
+		const char *sn = json_string_value(json_array_get(b->stepmap, (size_t)step - 1));
+
+		snprintf(b->cur, sizeof(b->cur), "%s", sn ? sn : "");
+		tpl_log(b, "info", "[builder %lld/%lld] %s", (long long)step,
+			(long long)json_integer_value(json_object_get(ev, "total")),
+			json_string_value(json_object_get(ev, "instruction")));
+	} else if (type && !strcmp(type, "output")) {
+		tpl_log(b, "info", "%s", json_string_value(json_object_get(ev, "line")));
+	} else if (type && !strcmp(type, "layer") && json_is_true(json_object_get(ev, "cached"))) {
+		tpl_log(b, "info", "CACHED");
+	}
+	pthread_mutex_unlock(&tpl_lock);
+	json_decref(ev);
+}
+
+static void *build_thread(void *arg)
+{
+	struct tpl_build *b = arg;
+	struct api_server *srv = b->srv;
+	cleanup_err struct isola_err *err = NULL;
+	struct core_build_opts o = {0};
+	char ctx[PATH_MAX], why[300] = "";
+	json_t *out = NULL;
+	int fd, r;
+
+	snprintf(ctx, sizeof(ctx), "%s/e2b-context-XXXXXX", srv->spool_dir);
+	fd = util_mkdir_p(srv->spool_dir, 0700) < 0 ? -1 : mkostemp(ctx, O_CLOEXEC);
+	if (fd < 0) {
+		snprintf(why, sizeof(why), "cannot create the build context in `%.200s`",
+			 srv->spool_dir);
+		r = -EIO;
+	} else {
+		close(fd);
+		r = context_make(b, ctx, why, sizeof(why));
+	}
+	if (r == 0) {
+		o.context = ctx;
+		r = core_template_build_for(srv->core, b->tenant, b->name, &o, build_event, b, &out,
+					    &err);
+		if (r < 0)
+			snprintf(why, sizeof(why), "%s",
+				 err && err->message ? err->message : "build failed");
+	}
+	if (fd >= 0)
+		unlink(ctx);
+	json_decref(out);
+	pthread_mutex_lock(&tpl_lock);
+	if (r < 0) {
+		/* reason.step: the E2B step (stackTraces index) that failed, so the SDK's
+		 * BuildError points at the user's line. */
+		b->reason = json_pack("{s:s, s:s*}", "message", why, "step",
+				      b->cur[0] ? b->cur : NULL);
+		tpl_log(b, "error", "%s", why);
+		b->state = TPL_ERROR;
+	} else {
+		tpl_log(b, "info", "Template %s built", b->name);
+		b->state = TPL_READY;
+	}
+	pthread_mutex_unlock(&tpl_lock);
+	log_info("e2b template build %s of `%s` (tenant %s): %s", b->id, b->name, b->tenant,
+		 r < 0 ? why : "ready");
+	api_server_worker_leave(srv);
+	return NULL;
+}
+
+enum MHD_Result e2b_tpl_build(struct api_req *r)
+{
+	const char *tid = api_match_get(&r->match, "tid");
+	const char *bid = api_match_get(&r->match, "bid");
+	struct plan p = {.r = r};
+	struct tpl_build *b;
+	json_t *body = NULL;
+	enum MHD_Result ret;
+	pthread_t th;
+
+	if (e2b_ctl_body(r, &body) < 0)
+		return MHD_YES;
+	snprintf(r->audit_target, sizeof(r->audit_target), "%s", tid);
+	p.copies = json_array();
+	p.stepmap = json_array();
+	if (!p.copies || !p.stepmap) {
+		ret = e2b_ctl_error(r, 500, "out of memory");
+		goto out;
+	}
+	/* Everything refusable is refused here, before the build is started. */
+	if (plan_make(&p, body) < 0) {
+		ret = e2b_ctl_error(r, 400, "%s", p.err);
+		goto out;
+	}
+	pthread_mutex_lock(&tpl_lock);
+	b = tpl_find(api_tenant(r), tid, bid);
+	if (!b || b->state != TPL_WAITING) {
+		pthread_mutex_unlock(&tpl_lock);
+		ret = b ? e2b_ctl_error(r, 409, "build %s has already started", bid)
+			: e2b_ctl_error(r, 404, "build %s of template `%s` not found", bid, tid);
+		goto out;
+	}
+	if (!api_server_worker_enter(r->srv)) {
+		pthread_mutex_unlock(&tpl_lock);
+		ret = e2b_ctl_error(r, 503, "server is shutting down");
+		goto out;
+	}
+	b->dockerfile = p.df;
+	b->copies = p.copies;
+	b->stepmap = p.stepmap;
+	p.df = NULL;
+	p.copies = p.stepmap = NULL;
+	b->state = TPL_BUILDING;
+	tpl_log(b, "info", "Building from %zu steps", json_array_size(b->stepmap));
+	if (pthread_create(&th, NULL, build_thread, b) != 0) {
+		b->state = TPL_ERROR;
+		b->reason = json_pack("{s:s}", "message", "cannot start the build thread");
+		pthread_mutex_unlock(&tpl_lock);
+		api_server_worker_leave(r->srv);
+		ret = e2b_ctl_error(r, 503, "cannot start the build");
+		goto out;
+	}
+	pthread_detach(th);
+	pthread_mutex_unlock(&tpl_lock);
+	ret = api_respond_empty(r, 202);
+out:
+	free(p.df);
+	json_decref(p.copies);
+	json_decref(p.stepmap);
+	json_decref(body);
+	return ret;
+}
+
+/* --- GET /templates/{tid}/builds/{bid}/status ------------------------------------------- */
+
+enum MHD_Result e2b_tpl_status(struct api_req *r)
+{
+	const char *tid = api_match_get(&r->match, "tid");
+	const char *bid = api_match_get(&r->match, "bid");
+	const char *off = api_query(r, "logsOffset");
+	unsigned long long from = 0;
+	struct tpl_build *b;
+	json_t *entries, *logs, *o;
+	char *end = NULL;
+
+	if (off && *off) {
+		from = strtoull(off, &end, 10);
+		if (*end || off[0] == '-')
+			return e2b_ctl_error(r, 400, "logsOffset must be a non-negative integer");
+	}
+	entries = json_array();
+	logs = json_array();
+	pthread_mutex_lock(&tpl_lock);
+	b = tpl_find(api_tenant(r), tid, bid);
+	if (!b) {
+		pthread_mutex_unlock(&tpl_lock);
+		json_decref(entries);
+		json_decref(logs);
+		return e2b_ctl_error(r, 404, "build %s of template `%s` not found", bid, tid);
+	}
+	for (size_t i = (size_t)from; i < json_array_size(b->logs); i++) {
+		json_t *e = json_array_get(b->logs, i);
+
+		json_array_append(entries, e);
+		json_array_append(logs, json_object_get(e, "message"));
+	}
+	o = json_pack("{s:s, s:s, s:s, s:o, s:o}", "templateID", b->name, "buildID", b->id,
+		      "status", tpl_state_names[b->state], "logEntries", entries, "logs", logs);
+	if (o && b->reason)
+		json_object_set_new(o, "reason", json_deep_copy(b->reason));
+	pthread_mutex_unlock(&tpl_lock);
+	return api_respond_json(r, 200, o);
+}
+
+/* --- GET /templates/aliases/{alias} (Template.exists) ---------------------------------- */
+
+enum MHD_Result e2b_tpl_alias(struct api_req *r)
+{
+	const char *alias = api_match_get(&r->match, "alias");
+
+	if (!core_template_visible(r->srv->core, api_tenant(r), alias) ||
+	    !api_valid_template_name(alias)) {
+		return e2b_ctl_error(r, 404, "template `%s` not found", alias);
+	}
+	{
+		struct template_info t;
+
+		memset(&t, 0, sizeof(t));
+		if (images_get(alias, &t, NULL) < 0)
+			return e2b_ctl_error(r, 404, "template `%s` not found", alias);
+		template_info_fini(&t);
+	}
+	return api_respond_json(r, 200,
+				json_pack("{s:s, s:b}", "templateID", alias, "public", 0));
+}

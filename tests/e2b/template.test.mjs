@@ -1,0 +1,168 @@
+// SPDX-License-Identifier: Apache-2.0
+// The SDK's template builder against isolad: Template().…copy/runCmd/setEnvs/setWorkdir and
+// Template.build(template, {alias}) through isola's Dockerfile builder, then Sandbox.create(alias).
+// Needs E2B_API_URL, E2B_SANDBOX_URL and E2B_API_KEY (tests/e2b/run.sh sets them). Every sandbox
+// and template a test makes is removed by it.
+import { after, describe, test } from 'node:test'
+import assert from 'node:assert/strict'
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+
+import { Sandbox, Template } from 'e2b'
+import './helpers.mjs'
+
+const api = process.env.E2B_API_URL
+const op = { Authorization: `Bearer ${process.env.E2B_API_KEY}`, 'Content-Type': 'application/json' }
+const made = []
+const dirs = []
+
+const alias = (what) => {
+  const a = `e2b-${what}-${Math.random().toString(16).slice(2, 8)}`
+  made.push(a)
+  return a
+}
+
+function context() {
+  const dir = mkdtempSync(join(tmpdir(), 'isola-e2b-tpl-'))
+  dirs.push(dir)
+  mkdirSync(join(dir, 'data', 'sub'), { recursive: true })
+  writeFileSync(join(dir, 'data', 'hello.txt'), 'hello from the context\n')
+  writeFileSync(join(dir, 'data', 'sub', 'deep.txt'), 'deep file\n')
+  writeFileSync(join(dir, 'top.txt'), 'top-level file\n')
+  return dir
+}
+
+after(async () => {
+  for (const name of made) await fetch(`${api}/v1/templates/${name}`, { method: 'DELETE', headers: op })
+  for (const d of dirs) rmSync(d, { recursive: true, force: true })
+})
+
+describe('Template.build against isolad', () => {
+  test('runCmd, copy, setEnvs and setWorkdir build a template Sandbox.create runs', async () => {
+    const name = alias('ok')
+    const logs = []
+    const t = Template({ fileContextPath: context() })
+      .fromBaseImage() // e2bdev/base: isola's default template
+      .setEnvs({ GREETING: 'hi "there" $HOME \\ok', SECOND: 'two' })
+      .copy('top.txt', '/opt/e2bt/top.txt')
+      .copy('data/', '/opt/e2bt/data/')
+      .runCmd(['echo built-marker > /opt/e2bt/marker', 'echo "run sees $SECOND"'])
+      .setWorkdir('/opt/e2bt')
+      .runCmd('pwd > /opt/e2bt/pwd-at-build')
+      .setStartCmd('sleep 1')
+    const info = await Template.build(t, { alias: name, onBuildLogs: (e) => logs.push(e.message) })
+    assert.equal(info.templateId, name)
+    // The RUN step's output reached the SDK as build log entries.
+    assert.ok(logs.includes('run sees two'), logs.join('\n'))
+    assert.equal(await Template.exists(name), true)
+    const native = await (await fetch(`${api}/v1/templates/${name}`, { headers: op })).json()
+    assert.equal(native.source, 'build', JSON.stringify(native))
+    assert.deepEqual(native.config.cmd, ['/bin/sh', '-c', 'sleep 1'])
+
+    const sbx = await Sandbox.create(name)
+    try {
+      const run = async (cmd) => (await sbx.commands.run(cmd, { user: 'root' })).stdout
+      assert.equal(await run('cat /opt/e2bt/top.txt'), 'top-level file\n')
+      assert.equal(await run('cat /opt/e2bt/data/hello.txt'), 'hello from the context\n')
+      assert.equal(await run('cat /opt/e2bt/data/sub/deep.txt'), 'deep file\n')
+      assert.equal(await run('cat /opt/e2bt/marker'), 'built-marker\n')
+      assert.equal(await run('cat /opt/e2bt/pwd-at-build'), '/opt/e2bt\n')
+      // ENV values are taken literally (quotes, `$`, backslash).
+      assert.equal(await run('printf %s "$GREETING"'), 'hi "there" $HOME \\ok')
+    } finally {
+      await sbx.kill()
+    }
+  })
+
+  test('a failing runCmd rejects Template.build with its output and makes no template', async () => {
+    const name = alias('fail')
+    const t = Template().fromTemplate('base').runCmd('echo fail-output-7f3a; exit 3')
+    await assert.rejects(Template.build(t, { alias: name }), (e) => {
+      assert.equal(e.name, 'BuildError', String(e))
+      assert.match(e.message, /fail-output-7f3a/)
+      assert.match(e.message, /exit/)
+      return true
+    })
+    assert.equal(await Template.exists(name), false)
+  })
+
+  test('what cannot be mapped is refused, naming it', async () => {
+    // A step type isola's builder has no equivalent for (pushed as a newer SDK would).
+    const t = Template().fromTemplate('base').runCmd('true')
+    t.instructions.push({ type: 'HEALTHCHECK', args: ['true'], force: false })
+    t.stackTraces.push(undefined)
+    await assert.rejects(Template.build(t, { alias: alias('hc') }), /step type `HEALTHCHECK` is not supported/)
+    // copy() with a mode, a readiness command, and a registry image a tenant cannot pull.
+    const dir = context()
+    await assert.rejects(Template.build(Template({ fileContextPath: dir }).fromTemplate('base')
+      .copy('top.txt', '/opt/x', { mode: 0o600 }), { alias: alias('mode') }), /`mode` is not supported/)
+    await assert.rejects(Template.build(Template().fromTemplate('base').setStartCmd('sleep 9', 'true'),
+      { alias: alias('ready') }), /readyCmd is not supported/)
+    await assert.rejects(Template.build(Template().fromImage('docker.io/library/python:3.12'),
+      { alias: alias('img') }), /does not pull: the operator pulls it first/)
+    await assert.rejects(Template.build(Template().fromTemplate('no-such-template-x'),
+      { alias: alias('none') }), /fromTemplate `no-such-template-x`: no such template/)
+    // Names that are not isola template names, and tags.
+    await assert.rejects(Template.build(Template().fromTemplate('base'), { alias: '../etc' }), /invalid template name/)
+    await assert.rejects(Template.build(Template().fromTemplate('base'), { alias: 'x:v1' }), /tags are not supported/)
+  })
+
+  test('a read-only key is refused and another tenant sees no build', async () => {
+    const name = `e2b-${Math.random().toString(16).slice(2, 10)}`
+    const r = await fetch(`${api}/v1/tenants`, { method: 'POST', headers: op, body: JSON.stringify({ name }) })
+    assert.equal(r.status, 201, await r.text())
+    try {
+      const token = async (role) => {
+        const k = await fetch(`${api}/v1/tokens`, { method: 'POST', headers: op, body: JSON.stringify({ tenant: name, role, name: 'tpl' }) })
+        assert.equal(k.status, 201)
+        return (await k.json()).token
+      }
+      const reader = await token('read-only')
+      const t = Template().fromTemplate('base').runCmd('true')
+      await assert.rejects(Template.build(t, { alias: alias('ro'), apiKey: reader }), (e) => {
+        assert.match(e.message, /read-only token may not POST \/v3\/templates/)
+        return true
+      })
+      // A build the operator requested is not the tenant's: its status, upload link and
+      // start are 404 for the tenant's user token; a made-up upload token is 401.
+      const user = await token('user')
+      const tid = alias('own')
+      const req = await fetch(`${api}/v3/templates`, { method: 'POST', headers: { 'X-API-KEY': process.env.E2B_API_KEY, 'Content-Type': 'application/json' }, body: JSON.stringify({ name: tid }) })
+      assert.equal(req.status, 202)
+      const { buildID } = await req.json()
+      const hash = 'a'.repeat(64)
+      const theirs = { 'X-API-KEY': user, 'Content-Type': 'application/json' }
+      assert.equal((await fetch(`${api}/templates/${tid}/builds/${buildID}/status`, { headers: theirs })).status, 404)
+      assert.equal((await fetch(`${api}/templates/${tid}/files/${hash}`, { headers: theirs })).status, 404)
+      assert.equal((await fetch(`${api}/v2/templates/${tid}/builds/${buildID}`, { method: 'POST', headers: theirs, body: JSON.stringify({ fromTemplate: 'base', steps: [] }) })).status, 404)
+      const put = await fetch(`${api}/templates/${tid}/files/${hash}?token=${'0'.repeat(32)}`, { method: 'PUT', body: 'x' })
+      assert.equal(put.status, 401)
+      // Path tricks in the template id name nothing.
+      assert.equal((await fetch(`${api}/templates/..%2Fx/files/${hash}`, { headers: op })).status, 404)
+    } finally {
+      await fetch(`${api}/v1/tenants/${name}`, { method: 'DELETE', headers: op })
+    }
+  })
+
+  test('an upload that is not a tar is refused and the build cannot use it', async () => {
+    const tid = alias('bad')
+    const key = { 'X-API-KEY': process.env.E2B_API_KEY, 'Content-Type': 'application/json' }
+    const req = await fetch(`${api}/v3/templates`, { method: 'POST', headers: key, body: JSON.stringify({ name: tid }) })
+    const { buildID } = await req.json()
+    const hash = 'b'.repeat(64)
+    const link = await (await fetch(`${api}/templates/${tid}/files/${hash}`, { headers: key })).json()
+    assert.equal(link.present, false)
+    assert.ok(link.url.startsWith(`${api}/templates/${tid}/files/${hash}?token=`), link.url)
+    const put = await fetch(link.url, { method: 'PUT', body: 'not a tar at all' })
+    assert.equal(put.status, 400)
+    assert.match((await put.json()).message, /not a tar archive|corrupt|empty/)
+    const start = await fetch(`${api}/v2/templates/${tid}/builds/${buildID}`, {
+      method: 'POST',
+      headers: key,
+      body: JSON.stringify({ fromTemplate: 'base', steps: [{ type: 'COPY', args: ['x', '/x', '', ''], filesHash: hash }] }),
+    })
+    assert.equal(start.status, 400)
+    assert.match((await start.json()).message, /step 1 \(COPY x\): its files .* were not uploaded/)
+  })
+})
