@@ -5,12 +5,14 @@
 // and template a test makes is removed by it.
 import { after, describe, test } from 'node:test'
 import assert from 'node:assert/strict'
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs'
+import { createHash } from 'node:crypto'
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 
 import { Sandbox, Template } from 'e2b'
-import './helpers.mjs'
+import { create as tarCreate } from 'tar'
+import { eventually } from './helpers.mjs'
 
 const api = process.env.E2B_API_URL
 const op = { Authorization: `Bearer ${process.env.E2B_API_KEY}`, 'Content-Type': 'application/json' }
@@ -164,5 +166,38 @@ describe('Template.build against isolad', () => {
     })
     assert.equal(start.status, 400)
     assert.match((await start.json()).message, /step 1 \(COPY x\): its files .* were not uploaded/)
+  })
+
+  test('an upload that does not match its hash fails the build at its COPY', async () => {
+    // E2B's filesHash (the SDK's calculateFilesHash) of `COPY f.txt /f.txt` over the real
+    // file; the upload carries other bytes under that hash.
+    const dir = mkdtempSync(join(tmpdir(), 'isola-e2b-tpl-'))
+    dirs.push(dir)
+    writeFileSync(join(dir, 'f.txt'), 'the real content\n')
+    const st = statSync(join(dir, 'f.txt'))
+    const hash = createHash('sha256').update('COPY f.txt /f.txt').update('f.txt')
+      .update(st.mode.toString()).update(st.size.toString())
+      .update(readFileSync(join(dir, 'f.txt'))).digest('hex')
+    writeFileSync(join(dir, 'f.txt'), 'tampered content\n') // same size, other bytes
+    await tarCreate({ gzip: true, cwd: dir, file: join(dir, 'up.tgz') }, ['f.txt'])
+    const tid = alias('tamper')
+    const key = { 'X-API-KEY': process.env.E2B_API_KEY, 'Content-Type': 'application/json' }
+    const { buildID } = await (await fetch(`${api}/v3/templates`, { method: 'POST', headers: key, body: JSON.stringify({ name: tid }) })).json()
+    const link = await (await fetch(`${api}/templates/${tid}/files/${hash}`, { headers: key })).json()
+    assert.equal((await fetch(link.url, { method: 'PUT', body: readFileSync(join(dir, 'up.tgz')) })).status, 200)
+    const start = await fetch(`${api}/v2/templates/${tid}/builds/${buildID}`, {
+      method: 'POST',
+      headers: key,
+      body: JSON.stringify({ fromTemplate: 'base', steps: [{ type: 'RUN', args: ['true'] }, { type: 'COPY', args: ['f.txt', '/f.txt', '', ''], filesHash: hash }] }),
+    })
+    assert.equal(start.status, 202, await start.text())
+    const status = await eventually('the build to end', async () => {
+      const s = await (await fetch(`${api}/templates/${tid}/builds/${buildID}/status`, { headers: key })).json()
+      return s.status === 'building' || s.status === 'waiting' ? null : s
+    }, 60000, 100)
+    assert.equal(status.status, 'error', JSON.stringify(status))
+    assert.match(status.reason.message, /COPY f\.txt: the uploaded files do not match their hash/)
+    assert.equal(status.reason.step, '2') // stackTraces index: the base is 0
+    assert.equal(await Template.exists(tid), false)
   })
 })

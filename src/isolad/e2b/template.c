@@ -36,13 +36,12 @@
 #include "../core/core.h"
 #include "../images/images.h"
 
-#define TPL_BUILDS_MAX	 64		/* build records kept */
-#define TPL_UPLOAD_MAX	 (512ull << 20) /* one copy()'s tar */
-#define TPL_LOGS_MAX	 20000		/* log entries per build; later output is dropped */
-#define TPL_WAIT_TTL_S	 3600		/* a build never started is dropped after this */
-#define TPL_STEPS_MAX	 500		/* steps of one template */
-#define TPL_ENTRIES_MAX	 100000		/* entries of one upload */
-#define TPL_DEFAULT_BASE "host"		/* `base` and `e2bdev/base`: isola's default template */
+#define TPL_BUILDS_MAX	64	       /* build records kept */
+#define TPL_UPLOAD_MAX	(512ull << 20) /* one copy()'s tar */
+#define TPL_LOGS_MAX	20000	       /* log entries per build; later output is dropped */
+#define TPL_WAIT_TTL_S	3600	       /* a build never started is dropped after this */
+#define TPL_STEPS_MAX	500	       /* steps of one template */
+#define TPL_ENTRIES_MAX 100000	       /* entries of one upload */
 
 enum tpl_state { TPL_WAITING, TPL_BUILDING, TPL_READY, TPL_ERROR };
 
@@ -63,8 +62,8 @@ struct tpl_build {
 	struct api_server *srv; /* for the core and the spool dir */
 	char *dockerfile;	/* translated steps */
 	json_t *copies;		/* [hash] of the uploads the COPY steps use */
-	json_t *stepmap;	/* per Dockerfile step after FROM: E2B step name ("1", "finalize") */
-	char cur[16];		/* E2B step of the Dockerfile step running now */
+	json_t *stepmap; /* per Dockerfile step after FROM: E2B step name ("1", "finalize") */
+	char cur[16];	 /* E2B step of the Dockerfile step running now */
 };
 
 static pthread_mutex_t tpl_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -160,36 +159,6 @@ static int tpl_slot(void)
 	return best;
 }
 
-/* The tenant's file store: <spool>/e2b-files/<sha256(tenant) hex> (a tenant name never
- * becomes a path). Created when `create`. 0 or -errno. */
-static int store_dir(struct api_server *srv, const char *tenant, bool create, char *out, size_t n)
-{
-	unsigned char h[32];
-	char hx[65], top[PATH_MAX];
-	int r;
-
-	crypto_hash_sha256(h, (const unsigned char *)tenant, strlen(tenant));
-	hex(h, 16, hx);
-	if (snprintf(top, sizeof(top), "%s/e2b-files", srv->spool_dir) >= (int)sizeof(top) ||
-	    snprintf(out, n, "%s/%s", top, hx) >= (int)n)
-		return -ENAMETOOLONG;
-	if (!create)
-		return 0;
-	r = util_mkdir_p(out, 0700);
-	return r < 0 ? r : 0;
-}
-
-static bool file_present(struct api_server *srv, const char *tenant, const char *hash)
-{
-	char dir[PATH_MAX], p[PATH_MAX + 80];
-	struct stat st;
-
-	if (store_dir(srv, tenant, false, dir, sizeof(dir)) < 0)
-		return false;
-	snprintf(p, sizeof(p), "%s/%s", dir, hash);
-	return stat(p, &st) == 0 && S_ISREG(st.st_mode);
-}
-
 bool e2b_tpl_valid_hash(const char *s)
 {
 	size_t n = strlen(s);
@@ -257,10 +226,11 @@ enum MHD_Result e2b_tpl_request(struct api_req *r)
 	memset(&t, 0, sizeof(t));
 	if (images_get(name, &t, NULL) == 0) {
 		template_info_fini(&t);
-		ret = e2b_ctl_error(r, 409,
-				    "template `%s` already exists; isola does not rebuild a template "
-				    "in place: remove it first (isola template rm %s)",
-				    name, name);
+		ret = e2b_ctl_error(
+			r, 409,
+			"template `%s` already exists; isola does not rebuild a template "
+			"in place: remove it first (isola template rm %s)",
+			name, name);
 		goto out;
 	}
 	b = calloc(1, sizeof(*b));
@@ -300,6 +270,8 @@ enum MHD_Result e2b_tpl_request(struct api_req *r)
 		goto out;
 	}
 	snprintf(r->audit_target, sizeof(r->audit_target), "%s", name);
+	/* The store holds what the tenant uploaded lately (E2B's file cache): older is gone. */
+	e2b_tpl_store_prune(r->srv, api_tenant(r));
 	ret = api_respond_json(r, 202,
 			       json_pack("{s:s, s:s, s:[s], s:[], s:[s], s:b}", "templateID", name,
 					 "buildID", b->id, "names", name, "tags", "aliases", name,
@@ -335,7 +307,7 @@ enum MHD_Result e2b_tpl_files(struct api_req *r)
 
 	if (!host_ok(host))
 		return e2b_ctl_error(r, 400, "a Host header is needed to make the upload URL");
-	present = file_present(r->srv, api_tenant(r), hash);
+	present = e2b_tpl_file_present(r->srv, api_tenant(r), hash);
 	pthread_mutex_lock(&tpl_lock);
 	b = tpl_find(api_tenant(r), tid, NULL);
 	if (!b) {
@@ -367,12 +339,12 @@ enum MHD_Result e2b_tpl_files(struct api_req *r)
 /* --- PUT /templates/{tid}/files/{hash}?token= ------------------------------------------- */
 
 struct tpl_upload {
-	unsigned status;    /* answer at the end when non-zero: an error */
-	char msg[256];	    /* its message */
-	int fd;		    /* spool file */
+	unsigned status;	   /* answer at the end when non-zero: an error */
+	char msg[256];		   /* its message */
+	int fd;			   /* spool file */
 	char part[PATH_MAX + 100]; /* its path, "" once renamed */
 	char final[PATH_MAX + 80]; /* where it goes */
-	uint64_t bytes;	    /* received */
+	uint64_t bytes;		   /* received */
 };
 
 static void upload_free(void *p)
@@ -442,7 +414,7 @@ int e2b_tpl_upload_begin(struct api_req *r)
 	snprintf(r->audit_target, sizeof(r->audit_target), "%s", tid);
 	if (cl && strtoull(cl, NULL, 10) > TPL_UPLOAD_MAX)
 		return upload_refuse(u, 413, "upload larger than the 512 MiB limit of one copy()");
-	q = store_dir(r->srv, tenant, true, dir, sizeof(dir));
+	q = e2b_tpl_store_dir(r->srv, tenant, true, dir, sizeof(dir));
 	if (q < 0)
 		return upload_refuse(u, 500, "cannot create the template file store");
 	snprintf(u->final, sizeof(u->final), "%s/%s", dir, hash);
@@ -450,7 +422,8 @@ int e2b_tpl_upload_begin(struct api_req *r)
 	u->fd = mkostemp(u->part, O_CLOEXEC);
 	if (u->fd < 0) {
 		u->part[0] = '\0';
-		return upload_refuse(u, 500, "cannot create a spool file in the template file store");
+		return upload_refuse(u, 500,
+				     "cannot create a spool file in the template file store");
 	}
 	return 0;
 }
@@ -541,452 +514,6 @@ enum MHD_Result e2b_tpl_upload_end(struct api_req *r)
 	return api_respond_empty(r, 200);
 }
 
-/* --- POST /v2/templates/{tid}/builds/{bid}: steps -> Dockerfile ------------------------ */
-
-struct plan {
-	struct api_req *r; /* caller */
-	char *df;	   /* Dockerfile so far */
-	size_t len;	   /* its length */
-	json_t *copies;	   /* [hash] */
-	json_t *stepmap;   /* per instruction after FROM: E2B step name */
-	char user[64];	   /* USER in effect (to restore after a RUN as another user) */
-	char err[512];	   /* what was refused */
-};
-
-static int plan_fail(struct plan *p, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static int plan_fail(struct plan *p, const char *fmt, ...)
-{
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(p->err, sizeof(p->err), fmt, ap);
-	va_end(ap);
-	return -EINVAL;
-}
-
-/* Appends one Dockerfile line for E2B step `step` (NULL: FROM, not a builder step). */
-static int plan_line(struct plan *p, const char *step, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
-static int plan_line(struct plan *p, const char *step, const char *fmt, ...)
-{
-	char *line = NULL, *n;
-	va_list ap;
-	int l;
-
-	va_start(ap, fmt);
-	l = vasprintf(&line, fmt, ap);
-	va_end(ap);
-	if (l < 0 || p->len + (size_t)l + 2 > (1u << 20)) {
-		free(line);
-		return plan_fail(p, "the template is too large (its Dockerfile passes 1 MiB)");
-	}
-	n = realloc(p->df, p->len + (size_t)l + 2);
-	if (!n) {
-		free(line);
-		return plan_fail(p, "out of memory");
-	}
-	p->df = n;
-	memcpy(p->df + p->len, line, (size_t)l);
-	p->len += (size_t)l;
-	p->df[p->len++] = '\n';
-	p->df[p->len] = '\0';
-	free(line);
-	if (step)
-		json_array_append_new(p->stepmap, json_string(step));
-	return 0;
-}
-
-/* A JSON array of strings, one line (exec form): newlines and quotes escaped by jansson. */
-static char *exec_form(const char *a, const char *b, const char *c)
-{
-	json_t *arr = c ? json_pack("[s, s, s]", a, b, c) : json_pack("[s, s]", a, b);
-	char *s = arr ? json_dumps(arr, JSON_COMPACT) : NULL;
-
-	json_decref(arr);
-	return s;
-}
-
-/* A user name or uid[:gid] the builder can record: [A-Za-z0-9._:-], 1..31. */
-static bool user_ok(const char *u)
-{
-	size_t n = strlen(u);
-
-	if (n == 0 || n > 31 || u[0] == '-')
-		return false;
-	for (size_t i = 0; i < n; i++)
-		if (!((u[i] >= 'a' && u[i] <= 'z') || (u[i] >= 'A' && u[i] <= 'Z') ||
-		      (u[i] >= '0' && u[i] <= '9') || strchr("._:-", u[i])))
-			return false;
-	return true;
-}
-
-/* The args of a step: an array of strings, at most max. */
-static int step_args(struct plan *p, size_t k, const char *type, json_t *st, const char **out,
-		     size_t min, size_t max)
-{
-	json_t *a = json_object_get(st, "args"), *v;
-	size_t i;
-
-	if (!json_is_array(a) || json_array_size(a) < min || json_array_size(a) > max)
-		return plan_fail(p, "step %zu (%s): `args` must be an array of %zu to %zu strings",
-				 k + 1, type, min, max);
-	json_array_foreach(a, i, v)
-	{
-		if (!json_is_string(v))
-			return plan_fail(p, "step %zu (%s): args[%zu] must be a string", k + 1,
-					 type, i);
-		if (strlen(json_string_value(v)) != json_string_length(v))
-			return plan_fail(p, "step %zu (%s): args[%zu] contains a NUL byte", k + 1,
-					 type, i);
-		out[i] = json_string_value(v);
-	}
-	for (; i < max; i++)
-		out[i] = "";
-	return 0;
-}
-
-static int plan_run(struct plan *p, size_t k, const char *sn, json_t *st)
-{
-	const char *a[2];
-	char *ef;
-	int r = step_args(p, k, "RUN", st, a, 1, 2);
-
-	if (r < 0)
-		return r;
-	if (a[1][0] && !user_ok(a[1]))
-		return plan_fail(p, "step %zu (RUN): invalid user `%.64s`", k + 1, a[1]);
-	/* runCmd(cmd, {user}): that user for this step only. */
-	if (a[1][0] && (r = plan_line(p, sn, "USER %s", a[1])) < 0)
-		return r;
-	ef = exec_form("/bin/sh", "-c", a[0]);
-	r = ef ? plan_line(p, sn, "RUN %s", ef) : plan_fail(p, "out of memory");
-	free(ef);
-	if (r == 0 && a[1][0])
-		r = plan_line(p, sn, "USER %s", p->user);
-	return r;
-}
-
-static int plan_copy(struct plan *p, size_t k, const char *sn, json_t *st)
-{
-	const char *a[4], *hash = json_string_value(json_object_get(st, "filesHash"));
-	char src[PATH_MAX], *ef;
-	size_t n;
-	int r = step_args(p, k, "COPY", st, a, 2, 4);
-
-	if (r < 0)
-		return r;
-	if (!hash || !e2b_tpl_valid_hash(hash))
-		return plan_fail(p, "step %zu (COPY): `filesHash` must be 64 lowercase hex", k + 1);
-	if (!file_present(p->r->srv, api_tenant(p->r), hash))
-		return plan_fail(p, "step %zu (COPY %.200s): its files (%s) were not uploaded",
-				 k + 1, a[0], hash);
-	if (a[3][0])
-		return plan_fail(p,
-				 "step %zu (COPY %.200s): `mode` is not supported by isola's "
-				 "template builder: set it in a runCmd (chmod) after the copy",
-				 k + 1, a[0]);
-	if (a[2][0] && !user_ok(a[2]))
-		return plan_fail(p, "step %zu (COPY): invalid user `%.64s`", k + 1, a[2]);
-	/* UNTRUSTED paths: no `$` (the builder would substitute it) and no newline. */
-	if (strpbrk(a[0], "$\n\r") || strpbrk(a[1], "$\n\r") || !a[0][0] || !a[1][0])
-		return plan_fail(p,
-				 "step %zu (COPY): source and destination must be non-empty and "
-				 "contain no `$` or newline",
-				 k + 1);
-	/* The SDK's `dir/` and `./x` name what the tar holds as `dir` and `x`. */
-	snprintf(src, sizeof(src), "%s", a[0]);
-	while (!strncmp(src, "./", 2) && src[2])
-		memmove(src, src + 2, strlen(src + 2) + 1);
-	n = strlen(src);
-	while (n > 1 && src[n - 1] == '/')
-		src[--n] = '\0';
-	ef = exec_form(src, a[1], NULL);
-	if (!ef)
-		return plan_fail(p, "out of memory");
-	r = a[2][0] ? plan_line(p, sn, "COPY --chown=%s %s", a[2], ef)
-		    : plan_line(p, sn, "COPY %s", ef);
-	free(ef);
-	json_array_append_new(p->copies, json_string(hash));
-	return r;
-}
-
-static bool env_name_ok(const char *s)
-{
-	if (!((*s >= 'A' && *s <= 'Z') || (*s >= 'a' && *s <= 'z') || *s == '_'))
-		return false;
-	for (s++; *s; s++)
-		if (!((*s >= 'A' && *s <= 'Z') || (*s >= 'a' && *s <= 'z') ||
-		      (*s >= '0' && *s <= '9') || *s == '_'))
-			return false;
-	return true;
-}
-
-static int plan_env(struct plan *p, size_t k, const char *sn, json_t *st)
-{
-	json_t *a = json_object_get(st, "args"), *kv, *vv;
-	char *line = NULL;
-	size_t len = 0, i;
-	FILE *f;
-	int r = 0;
-
-	if (!json_is_array(a) || json_array_size(a) == 0 || json_array_size(a) % 2)
-		return plan_fail(p, "step %zu (ENV): `args` must be name, value pairs", k + 1);
-	f = open_memstream(&line, &len);
-	if (!f)
-		return plan_fail(p, "out of memory");
-	fputs("ENV", f);
-	for (i = 0; i < json_array_size(a) && r == 0; i += 2) {
-		const char *name, *v;
-
-		kv = json_array_get(a, i);
-		vv = json_array_get(a, i + 1);
-		name = json_string_value(kv);
-		v = json_string_value(vv);
-		if (!name || !v || !env_name_ok(name) || strlen(name) > 255)
-			r = plan_fail(p, "step %zu (ENV): invalid variable name `%.64s`", k + 1,
-				      name ? name : "");
-		else if (strlen(v) != json_string_length(vv) || strpbrk(v, "\n\r"))
-			r = plan_fail(p, "step %zu (ENV %s): the value contains a newline or NUL",
-				      k + 1, name);
-		if (r < 0)
-			break;
-		/* Quoted; `\`, `"` and `$` escaped: the value is taken literally. */
-		fprintf(f, " %s=\"", name);
-		for (; *v; v++) {
-			if (*v == '\\' || *v == '"' || *v == '$')
-				fputc('\\', f);
-			fputc(*v, f);
-		}
-		fputc('"', f);
-	}
-	fclose(f);
-	if (r == 0)
-		r = line ? plan_line(p, sn, "%s", line) : plan_fail(p, "out of memory");
-	free(line);
-	return r;
-}
-
-static int plan_path_step(struct plan *p, size_t k, const char *sn, json_t *st, const char *type)
-{
-	const char *a[1];
-	int r = step_args(p, k, type, st, a, 1, 1);
-
-	if (r < 0)
-		return r;
-	if (!strcmp(type, "USER")) {
-		if (!user_ok(a[0]))
-			return plan_fail(p, "step %zu (USER): invalid user `%.64s`", k + 1, a[0]);
-		snprintf(p->user, sizeof(p->user), "%s", a[0]);
-		return plan_line(p, sn, "USER %s", a[0]);
-	}
-	if (!a[0][0] || strlen(a[0]) > 200 || strpbrk(a[0], "$\\\n\r\"'"))
-		return plan_fail(p,
-				 "step %zu (WORKDIR): the path must be 1-200 bytes without `$`, "
-				 "`\\`, quotes or newlines",
-				 k + 1);
-	return plan_line(p, sn, "WORKDIR %s", a[0]);
-}
-
-/* The base as an isola template name into out. Refusals name the reason. */
-static int plan_base(struct plan *p, json_t *body, char *out, size_t n)
-{
-	const char *img = json_string_value(json_object_get(body, "fromImage"));
-	const char *tpl = json_string_value(json_object_get(body, "fromTemplate"));
-	const char *name = tpl ? tpl : img;
-
-	if (json_object_get(body, "fromImageRegistry") &&
-	    !json_is_null(json_object_get(body, "fromImageRegistry")))
-		return plan_fail(p, "fromImage with registry credentials is not supported: "
-				    "the operator pulls images (isola template pull)");
-	if (!name)
-		return plan_fail(p, "`fromImage` or `fromTemplate` is required");
-	/* The SDK's default base (Template() without from*) and E2B's `base` template are
-	 * isola's default template. */
-	if (!strcmp(name, "base") || !strcmp(name, "e2bdev/base") ||
-	    !strcmp(name, "e2bdev/base:latest"))
-		name = TPL_DEFAULT_BASE;
-	if (api_valid_template_name(name) &&
-	    core_template_visible(p->r->srv->core, api_tenant(p->r), name)) {
-		struct template_info t;
-
-		memset(&t, 0, sizeof(t));
-		if (images_get(name, &t, NULL) == 0) {
-			snprintf(p->user, sizeof(p->user), "%s",
-				 t.default_user[0] ? t.default_user : "root");
-			template_info_fini(&t);
-			snprintf(out, n, "%s", name);
-			return 0;
-		}
-	}
-	/* A build never pulls (the native FROM's rule): a registry reference is dialled from
-	 * the host, outside every egress policy, so only the operator pulls, explicitly. */
-	if (tpl)
-		return plan_fail(p, "fromTemplate `%.200s`: no such template", tpl);
-	return plan_fail(p,
-			 "fromImage `%.200s`: no isola template of that name; a build does not "
-			 "pull: the operator pulls it first (isola template pull %.200s NAME), "
-			 "then build fromTemplate(NAME)",
-			 img, img);
-}
-
-/* Translates the SDK's template (UNTRUSTED body) into p. 0 or -EINVAL with p->err. */
-static int plan_make(struct plan *p, json_t *body)
-{
-	json_t *steps = json_object_get(body, "steps"), *st;
-	const char *start = json_string_value(json_object_get(body, "startCmd"));
-	const char *ready = json_string_value(json_object_get(body, "readyCmd"));
-	char base[64], sn[24];
-	size_t k;
-	int r;
-
-	if (steps && !json_is_array(steps))
-		return plan_fail(p, "`steps` must be an array");
-	if (json_array_size(steps) > TPL_STEPS_MAX)
-		return plan_fail(p, "at most %d steps", TPL_STEPS_MAX);
-	if (ready && *ready)
-		return plan_fail(p, "readyCmd is not supported: isola records no readiness check "
-				    "on a template (wait for readiness after Sandbox.create)");
-	r = plan_base(p, body, base, sizeof(base));
-	if (r == 0)
-		r = plan_line(p, NULL, "FROM %s", base);
-	json_array_foreach(steps, k, st)
-	{
-		const char *type = json_string_value(json_object_get(st, "type"));
-
-		if (r < 0)
-			break;
-		snprintf(sn, sizeof(sn), "%zu", k + 1); /* stackTraces[0] is the base */
-		if (!json_is_object(st) || !type)
-			r = plan_fail(p, "step %zu: an object with a string `type` is required",
-				      k + 1);
-		else if (!strcmp(type, "RUN"))
-			r = plan_run(p, k, sn, st);
-		else if (!strcmp(type, "COPY"))
-			r = plan_copy(p, k, sn, st);
-		else if (!strcmp(type, "ENV"))
-			r = plan_env(p, k, sn, st);
-		else if (!strcmp(type, "WORKDIR") || !strcmp(type, "USER"))
-			r = plan_path_step(p, k, sn, st, type);
-		else
-			r = plan_fail(p,
-				      "step %zu: step type `%.32s` is not supported by isola's "
-				      "template builder (RUN, COPY, ENV, WORKDIR and USER are)",
-				      k + 1, type);
-	}
-	if (r == 0 && start && *start) {
-		char *ef = exec_form("/bin/sh", "-c", start);
-
-		r = ef ? plan_line(p, "finalize", "CMD %s", ef) : plan_fail(p, "out of memory");
-		free(ef);
-	}
-	return r;
-}
-
-/* Writes the build context: the Dockerfile, then every entry of the uploads the COPY steps
- * use (a path already written is skipped: the uploads come from one client context). */
-static int context_make(struct tpl_build *b, const char *path, char *why, size_t n)
-{
-	struct archive *w = archive_write_new();
-	struct archive_entry *e = archive_entry_new();
-	json_t *seen = json_object(), *h;
-	char dir[PATH_MAX], *buf = malloc(1 << 16);
-	size_t i;
-	int r = 0;
-
-	if (!w || !e || !seen || !buf) {
-		snprintf(why, n, "out of memory");
-		r = -ENOMEM;
-		goto out;
-	}
-	archive_write_set_format_pax_restricted(w);
-	if (archive_write_open_filename(w, path) != ARCHIVE_OK) {
-		snprintf(why, n, "build context: %s", archive_error_string(w));
-		r = -EIO;
-		goto out;
-	}
-	archive_entry_set_pathname(e, "Dockerfile");
-	archive_entry_set_filetype(e, AE_IFREG);
-	archive_entry_set_perm(e, 0644);
-	archive_entry_set_size(e, (la_int64_t)strlen(b->dockerfile));
-	if (archive_write_header(w, e) != ARCHIVE_OK ||
-	    archive_write_data(w, b->dockerfile, strlen(b->dockerfile)) < 0) {
-		snprintf(why, n, "build context: %s", archive_error_string(w));
-		r = -EIO;
-		goto out;
-	}
-	store_dir(b->srv, b->tenant, false, dir, sizeof(dir));
-	json_array_foreach(b->copies, i, h)
-	{
-		char p[PATH_MAX + 80], norm[PATH_MAX];
-		struct archive *a;
-		struct archive_entry *in;
-		int hr;
-
-		if (r < 0)
-			break;
-		snprintf(p, sizeof(p), "%s/%s", dir, json_string_value(h));
-		a = archive_read_new();
-		if (!a) {
-			r = -ENOMEM;
-			break;
-		}
-		archive_read_support_filter_gzip(a);
-		archive_read_support_format_tar(a);
-		if (archive_read_open_filename(a, p, 1 << 16) != ARCHIVE_OK) {
-			snprintf(why, n, "files %s: %s", json_string_value(h),
-				 archive_error_string(a));
-			archive_read_free(a);
-			r = -EIO;
-			break;
-		}
-		/* UNTRUSTED entries (checked at upload; the builder checks them again). */
-		while ((hr = archive_read_next_header(a, &in)) == ARCHIVE_OK) {
-			const char *name = archive_entry_pathname(in);
-
-			if (!name || extract_norm_path(name, norm, sizeof(norm)) < 0 ||
-			    !strcmp(norm, "Dockerfile") || json_object_get(seen, norm))
-				continue;
-			json_object_set_new(seen, norm, json_true());
-			if (archive_write_header(w, in) != ARCHIVE_OK) {
-				snprintf(why, n, "build context: %s", archive_error_string(w));
-				r = -EIO;
-				break;
-			}
-			for (;;) {
-				la_ssize_t got = archive_read_data(a, buf, 1 << 16);
-
-				if (got == 0)
-					break;
-				if (got < 0 || archive_write_data(w, buf, (size_t)got) < 0) {
-					snprintf(why, n, "files %s: %s", json_string_value(h),
-						 archive_error_string(got < 0 ? a : w));
-					r = -EIO;
-					break;
-				}
-			}
-			if (r < 0)
-				break;
-		}
-		if (r == 0 && hr != ARCHIVE_EOF) {
-			snprintf(why, n, "files %s: %s", json_string_value(h),
-				 archive_error_string(a));
-			r = -EIO;
-		}
-		archive_read_free(a);
-	}
-	if (r == 0 && archive_write_close(w) != ARCHIVE_OK) {
-		snprintf(why, n, "build context: %s", archive_error_string(w));
-		r = -EIO;
-	}
-out:
-	if (w)
-		archive_write_free(w);
-	archive_entry_free(e);
-	json_decref(seen);
-	free(buf);
-	return r;
-}
-
 /* The builder's events as E2B log entries (called on the worker thread). */
 static void build_event(void *ud, json_t *ev)
 {
@@ -1017,19 +544,25 @@ static void *build_thread(void *arg)
 	struct api_server *srv = b->srv;
 	cleanup_err struct isola_err *err = NULL;
 	struct core_build_opts o = {0};
-	char ctx[PATH_MAX], why[300] = "";
+	char ctx[PATH_MAX], store[PATH_MAX], why[600] = "", step[16] = "";
 	json_t *out = NULL;
 	int fd, r;
 
 	snprintf(ctx, sizeof(ctx), "%s/e2b-context-XXXXXX", srv->spool_dir);
 	fd = util_mkdir_p(srv->spool_dir, 0700) < 0 ? -1 : mkostemp(ctx, O_CLOEXEC);
-	if (fd < 0) {
+	if (fd < 0 || e2b_tpl_store_dir(srv, b->tenant, false, store, sizeof(store)) < 0) {
 		snprintf(why, sizeof(why), "cannot create the build context in `%.200s`",
 			 srv->spool_dir);
 		r = -EIO;
 	} else {
 		close(fd);
-		r = context_make(b, ctx, why, sizeof(why));
+		r = e2b_tpl_context(store, b->dockerfile, b->copies, ctx, why, sizeof(why), step,
+				    sizeof(step));
+	}
+	if (r < 0 && step[0]) {
+		pthread_mutex_lock(&tpl_lock);
+		snprintf(b->cur, sizeof(b->cur), "%s", step);
+		pthread_mutex_unlock(&tpl_lock);
 	}
 	if (r == 0) {
 		o.context = ctx;
@@ -1046,8 +579,8 @@ static void *build_thread(void *arg)
 	if (r < 0) {
 		/* reason.step: the E2B step (stackTraces index) that failed, so the SDK's
 		 * BuildError points at the user's line. */
-		b->reason = json_pack("{s:s, s:s*}", "message", why, "step",
-				      b->cur[0] ? b->cur : NULL);
+		b->reason =
+			json_pack("{s:s, s:s*}", "message", why, "step", b->cur[0] ? b->cur : NULL);
 		tpl_log(b, "error", "%s", why);
 		b->state = TPL_ERROR;
 	} else {
@@ -1065,7 +598,7 @@ enum MHD_Result e2b_tpl_build(struct api_req *r)
 {
 	const char *tid = api_match_get(&r->match, "tid");
 	const char *bid = api_match_get(&r->match, "bid");
-	struct plan p = {.r = r};
+	struct e2b_tpl_plan p = {.r = r};
 	struct tpl_build *b;
 	json_t *body = NULL;
 	enum MHD_Result ret;
@@ -1081,7 +614,7 @@ enum MHD_Result e2b_tpl_build(struct api_req *r)
 		goto out;
 	}
 	/* Everything refusable is refused here, before the build is started. */
-	if (plan_make(&p, body) < 0) {
+	if (e2b_tpl_plan_make(&p, body) < 0) {
 		ret = e2b_ctl_error(r, 400, "%s", p.err);
 		goto out;
 	}
@@ -1117,9 +650,7 @@ enum MHD_Result e2b_tpl_build(struct api_req *r)
 	pthread_mutex_unlock(&tpl_lock);
 	ret = api_respond_empty(r, 202);
 out:
-	free(p.df);
-	json_decref(p.copies);
-	json_decref(p.stepmap);
+	e2b_tpl_plan_fini(&p);
 	json_decref(body);
 	return ret;
 }
@@ -1171,6 +702,11 @@ enum MHD_Result e2b_tpl_alias(struct api_req *r)
 {
 	const char *alias = api_match_get(&r->match, "alias");
 
+	/* E2B's `base` is isola's default template (as Sandbox.create("base")). */
+	if (!strcmp(alias, "base"))
+		return api_respond_json(r, 200,
+					json_pack("{s:s, s:b}", "templateID", "base", "public", 0));
+
 	if (!core_template_visible(r->srv->core, api_tenant(r), alias) ||
 	    !api_valid_template_name(alias)) {
 		return e2b_ctl_error(r, 404, "template `%s` not found", alias);
@@ -1183,6 +719,5 @@ enum MHD_Result e2b_tpl_alias(struct api_req *r)
 			return e2b_ctl_error(r, 404, "template `%s` not found", alias);
 		template_info_fini(&t);
 	}
-	return api_respond_json(r, 200,
-				json_pack("{s:s, s:b}", "templateID", alias, "public", 0));
+	return api_respond_json(r, 200, json_pack("{s:s, s:b}", "templateID", alias, "public", 0));
 }
