@@ -5,10 +5,13 @@
 // and template a test makes is removed by it.
 import { after, describe, test } from 'node:test'
 import assert from 'node:assert/strict'
+import { execFileSync, spawn } from 'node:child_process'
 import { createHash } from 'node:crypto'
+import { createServer } from 'node:net'
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
-import { join } from 'node:path'
+import { dirname, join } from 'node:path'
+import { fileURLToPath } from 'node:url'
 
 import { Sandbox, Template } from 'e2b'
 import { create as tarCreate } from 'tar'
@@ -95,14 +98,14 @@ describe('Template.build against isolad', () => {
     t.instructions.push({ type: 'HEALTHCHECK', args: ['true'], force: false })
     t.stackTraces.push(undefined)
     await assert.rejects(Template.build(t, { alias: alias('hc') }), /step type `HEALTHCHECK` is not supported/)
-    // copy() with a mode, a readiness command, and a registry image a tenant cannot pull.
+    // copy() with a mode, a readiness command, a base that is neither template nor image.
     const dir = context()
     await assert.rejects(Template.build(Template({ fileContextPath: dir }).fromTemplate('base')
       .copy('top.txt', '/opt/x', { mode: 0o600 }), { alias: alias('mode') }), /`mode` is not supported/)
     await assert.rejects(Template.build(Template().fromTemplate('base').setStartCmd('sleep 9', 'true'),
       { alias: alias('ready') }), /readyCmd is not supported/)
-    await assert.rejects(Template.build(Template().fromImage('docker.io/library/python:3.12'),
-      { alias: alias('img') }), /does not pull: the operator pulls it first/)
+    await assert.rejects(Template.build(Template().fromImage('not an image!'),
+      { alias: alias('img') }), /fromImage `not an image!`: neither an isola template nor an image reference/)
     await assert.rejects(Template.build(Template().fromTemplate('no-such-template-x'),
       { alias: alias('none') }), /fromTemplate `no-such-template-x`: no such template/)
     // Names that are not isola template names, and tags.
@@ -199,5 +202,63 @@ describe('Template.build against isolad', () => {
     assert.match(status.reason.message, /COPY f\.txt: the uploaded files do not match their hash/)
     assert.equal(status.reason.step, '2') // stackTraces index: the base is 0
     assert.equal(await Template.exists(tid), false)
+  })
+
+  test('fromImage of a registry reference: the operator\'s build pulls it, a tenant\'s is refused', async () => {
+    // Debian's docker-registry on a loopback port, an OCI image (tests/integration/imagebuild.py:
+    // a static binary, ENV GREETING=from-image) pushed by skopeo.
+    const root = mkdtempSync(join(tmpdir(), 'isola-e2b-reg-'))
+    dirs.push(root)
+    const port = await new Promise((res) => { const s = createServer().listen(0, '127.0.0.1', () => { const p = s.address().port; s.close(() => res(p)) }) })
+    writeFileSync(join(root, 'config.yml'), ['version: 0.1', 'log:', '  level: warn', 'storage:', '  filesystem:',
+      `    rootdirectory: ${join(root, 'data')}`, 'http:', `  addr: 127.0.0.1:${port}`, ''].join('\n'))
+    const reg = spawn('/usr/bin/docker-registry', ['serve', join(root, 'config.yml')], { stdio: 'ignore' })
+    const tenant = `e2b-${Math.random().toString(16).slice(2, 10)}`
+    try {
+      await eventually('docker-registry to listen', async () => {
+        try { return (await fetch(`http://127.0.0.1:${port}/v2/`)).status === 200 } catch { return false }
+      }, 30000, 200)
+      const integ = join(dirname(fileURLToPath(import.meta.url)), '..', 'integration')
+      execFileSync('/usr/bin/python3', ['-c', [
+        'import io, pathlib, sys, tarfile',
+        `sys.path.insert(0, ${JSON.stringify(integ)})`,
+        'import imagebuild',
+        `d = pathlib.Path(${JSON.stringify(root)})`,
+        "tarfile.open(fileobj=io.BytesIO(imagebuild.oci_layout(imagebuild.build_hello(d)))).extractall(d / 'layout')",
+      ].join('\n')])
+      execFileSync('skopeo', ['copy', '--quiet', '--dest-tls-verify=false', `oci:${join(root, 'layout')}`,
+        `docker://127.0.0.1:${port}/e2b/hello:1`])
+      const ref = `127.0.0.1:${port}/e2b/hello:1`
+      const pulled = `127.0.0.1-${port}-e2b-hello-1`
+
+      // A tenant's build never dials a registry from the host.
+      const t = await fetch(`${api}/v1/tenants`, { method: 'POST', headers: op, body: JSON.stringify({ name: tenant }) })
+      assert.equal(t.status, 201)
+      const k = await fetch(`${api}/v1/tokens`, { method: 'POST', headers: op, body: JSON.stringify({ tenant, role: 'user', name: 'tpl' }) })
+      const user = (await k.json()).token
+      await assert.rejects(Template.build(Template().fromImage(ref).setEnvs({ A: '1' }), { alias: alias('tenant-img'), apiKey: user }),
+        /a tenant's build does not pull/)
+      assert.equal((await fetch(`${api}/v1/templates/${pulled}`, { headers: op })).status, 404)
+
+      // The operator's pulls it as a template of its own, then builds on it.
+      const name = alias('pulled')
+      made.push(pulled)
+      const logs = []
+      await Template.build(Template().fromImage(ref).setEnvs({ FROM_E2B: 'yes' }), { alias: name, onBuildLogs: (e) => logs.push(e.message) })
+      assert.ok(logs.some((l) => l.includes(`Pulling ${ref} as template ${pulled}`)), logs.join('\n'))
+      const base = await (await fetch(`${api}/v1/templates/${pulled}`, { headers: op })).json()
+      assert.match(base.source, /pull/, JSON.stringify(base))
+      const built = await (await fetch(`${api}/v1/templates/${name}`, { headers: op })).json()
+      assert.equal(built.env.FROM_E2B, 'yes', JSON.stringify(built))
+      assert.equal(built.env.GREETING, 'from-image', JSON.stringify(built))
+      // A second build from the same reference uses the pulled template (no second pull).
+      const again = alias('pulled2')
+      const logs2 = []
+      await Template.build(Template().fromImage(ref).setWorkdir('/work'), { alias: again, onBuildLogs: (e) => logs2.push(e.message) })
+      assert.ok(!logs2.some((l) => l.includes('Pulling')), logs2.join('\n'))
+    } finally {
+      reg.kill()
+      await fetch(`${api}/v1/tenants/${tenant}`, { method: 'DELETE', headers: op })
+    }
   })
 })

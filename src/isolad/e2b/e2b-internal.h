@@ -283,18 +283,21 @@ enum MHD_Result e2b_tpl_alias(struct api_req *r);
 
 /* The SDK's template translated for the Dockerfile builder (e2b_tpl_plan_make). */
 struct e2b_tpl_plan {
-	struct api_req *r; /* caller (borrowed): its tenant's templates and files */
-	char *df;	   /* the Dockerfile (owned) */
-	size_t len;	   /* its length */
-	json_t *copies;	   /* [{hash, src, dest, step}] of the COPY steps (owned, set by caller) */
-	json_t *stepmap;   /* per Dockerfile step after FROM: its E2B step ("1", "finalize")
+	struct api_req *r;  /* caller (borrowed): its tenant's templates and files */
+	char *df;	    /* the Dockerfile (owned) */
+	size_t len;	    /* its length */
+	json_t *copies;	    /* [{hash, src, dest, step}] of the COPY steps (owned, set by caller) */
+	json_t *stepmap;    /* per Dockerfile step after FROM: its E2B step ("1", "finalize")
 			    * (owned, set by caller) */
-	char user[64];	   /* USER in effect (restored after a runCmd as another user) */
-	char err[512];	   /* what was refused, naming the step */
+	char user[64];	    /* USER in effect (restored after a runCmd as another user) */
+	char pull_ref[600]; /* operator's fromImage to pull first as FROM's template, or "" */
+	char err[512];	    /* what was refused, naming the step */
 };
 /* Translates the SDK's body {fromImage|fromTemplate, steps, startCmd, readyCmd} (UNTRUSTED)
  * into p (copies and stepmap already made by the caller). 0, or -EINVAL with p->err. */
 int e2b_tpl_plan_make(struct e2b_tpl_plan *p, json_t *body);
+/* The template name a pulled fromImage reference gets (valid, <= 63 bytes) into out. */
+void e2b_tpl_pulled_name(const char *ref, char *out, size_t n);
 /* Releases what p owns. */
 void e2b_tpl_plan_fini(struct e2b_tpl_plan *p);
 /* The tenant's file store, <spool>/e2b-files/<sha256(tenant) hex, 32>, made when create.

@@ -192,7 +192,6 @@ static enum MHD_Result envd_refuse(struct api_req *r, unsigned status, const cha
 	return MHD_YES;
 }
 
-/* A /files request authorised by its URL's `signature` instead of an X-Access-Token. */
 /* NULL when the path parameter `name` (n bytes) has the shape of its kind, else what it
  * names, for the 404. UNTRUSTED value. */
 static const char *param_bad(const char *name, size_t n, const char *v)
@@ -208,6 +207,7 @@ static const char *param_bad(const char *name, size_t n, const char *v)
 	return api_valid_sandbox_id(v) ? NULL : "sandbox";
 }
 
+/* A /files request authorised by its URL's `signature` instead of an X-Access-Token. */
 static bool is_signed_url(struct api_req *r, const struct e2b_route *rt)
 {
 	return !strcmp(rt->api.pattern, "/files") && !api_header(r, "X-Access-Token") &&

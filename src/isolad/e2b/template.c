@@ -62,8 +62,9 @@ struct tpl_build {
 	struct api_server *srv; /* for the core and the spool dir */
 	char *dockerfile;	/* translated steps */
 	json_t *copies;		/* [hash] of the uploads the COPY steps use */
-	json_t *stepmap; /* per Dockerfile step after FROM: E2B step name ("1", "finalize") */
-	char cur[16];	 /* E2B step of the Dockerfile step running now */
+	json_t *stepmap;    /* per Dockerfile step after FROM: E2B step name ("1", "finalize") */
+	char cur[16];	    /* E2B step of the Dockerfile step running now */
+	char pull_ref[600]; /* operator's fromImage to pull before the build, or "" */
 };
 
 static pthread_mutex_t tpl_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -538,6 +539,32 @@ static void build_event(void *ud, json_t *ev)
 	json_decref(ev);
 }
 
+/* The pull a fromImage of the operator's asks for, as the template FROM names (a pull of the
+ * same reference that finished meanwhile is taken as it is). 0 or -errno with why. */
+static int build_pull(struct tpl_build *b, char *why, size_t n)
+{
+	cleanup_err struct isola_err *err = NULL;
+	struct images_pull_opts o = {.ref = b->pull_ref};
+	json_t *out = NULL;
+	char name[64];
+	int r;
+
+	e2b_tpl_pulled_name(b->pull_ref, name, sizeof(name));
+	pthread_mutex_lock(&tpl_lock);
+	snprintf(b->cur, sizeof(b->cur), "base");
+	tpl_log(b, "info", "Pulling %s as template %s", b->pull_ref, name);
+	pthread_mutex_unlock(&tpl_lock);
+	r = core_template_pull_for(b->srv->core, b->tenant, name, &o, NULL, NULL, &out, &err);
+	json_decref(out);
+	if (r < 0 && err && !strcmp(err->code, "conflict") &&
+	    core_template_visible(b->srv->core, b->tenant, name))
+		r = 0;
+	if (r < 0)
+		snprintf(why, n, "fromImage `%.200s`: pull: %.300s", b->pull_ref,
+			 err && err->message ? err->message : "failed");
+	return r;
+}
+
 static void *build_thread(void *arg)
 {
 	struct tpl_build *b = arg;
@@ -559,6 +586,8 @@ static void *build_thread(void *arg)
 		r = e2b_tpl_context(store, b->dockerfile, b->copies, ctx, why, sizeof(why), step,
 				    sizeof(step));
 	}
+	if (r == 0 && b->pull_ref[0])
+		r = build_pull(b, why, sizeof(why));
 	if (r < 0 && step[0]) {
 		pthread_mutex_lock(&tpl_lock);
 		snprintf(b->cur, sizeof(b->cur), "%s", step);
@@ -634,6 +663,7 @@ enum MHD_Result e2b_tpl_build(struct api_req *r)
 	b->dockerfile = p.df;
 	b->copies = p.copies;
 	b->stepmap = p.stepmap;
+	snprintf(b->pull_ref, sizeof(b->pull_ref), "%s", p.pull_ref);
 	p.df = NULL;
 	p.copies = p.stepmap = NULL;
 	b->state = TPL_BUILDING;

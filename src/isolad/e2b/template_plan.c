@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "../../common/extract.h"
+#include "../../common/imageref.h"
 #include "../../common/util.h"
 #include "../core/core.h"
 #include "../images/images.h"
@@ -302,6 +303,7 @@ static int plan_base(struct e2b_tpl_plan *p, json_t *body, char *out, size_t n)
 	const char *img = json_string_value(json_object_get(body, "fromImage"));
 	const char *tpl = json_string_value(json_object_get(body, "fromTemplate"));
 	const char *name = tpl ? tpl : img;
+	struct imageref ir;
 
 	if (json_object_get(body, "fromImageRegistry") &&
 	    !json_is_null(json_object_get(body, "fromImageRegistry")))
@@ -327,15 +329,67 @@ static int plan_base(struct e2b_tpl_plan *p, json_t *body, char *out, size_t n)
 			return 0;
 		}
 	}
-	/* A build never pulls (the native FROM's rule): a registry reference is dialled from
-	 * the host, outside every egress policy, so only the operator pulls, explicitly. */
 	if (tpl)
 		return plan_fail(p, "fromTemplate `%.200s`: no such template", tpl);
-	return plan_fail(p,
-			 "fromImage `%.200s`: no isola template of that name; a build does not "
-			 "pull: the operator pulls it first (isola template pull %.200s NAME), "
-			 "then build fromTemplate(NAME)",
-			 img, img);
+	/* An image reference: isolad dials the registry from the host, outside every egress
+	 * policy and able to reach loopback, so only the operator's builds pull (as only the
+	 * operator may POST /v1/templates/pull); a tenant's would be a request forgery into
+	 * the host's network. */
+	if (imageref_parse(img, &ir) < 0 || strlen(img) >= sizeof(p->pull_ref))
+		return plan_fail(p,
+				 "fromImage `%.200s`: neither an isola template nor an image "
+				 "reference ([registry/]repository[:tag][@sha256:hex])",
+				 img);
+	if (!api_is_operator(p->r))
+		return plan_fail(p,
+				 "fromImage `%.200s`: no isola template of that name, and a "
+				 "tenant's build does not pull: the operator pulls it (isola "
+				 "template pull %.200s NAME), then build fromTemplate(NAME)",
+				 img, img);
+	e2b_tpl_pulled_name(img, out, n);
+	snprintf(p->user, sizeof(p->user), "root");
+	if (core_template_visible(p->r->srv->core, api_tenant(p->r), out)) {
+		struct template_info t;
+
+		/* Pulled by an earlier build: used as it is (a moved tag is not re-pulled). */
+		memset(&t, 0, sizeof(t));
+		if (images_get(out, &t, NULL) == 0) {
+			snprintf(p->user, sizeof(p->user), "%s",
+				 t.default_user[0] ? t.default_user : "root");
+			template_info_fini(&t);
+			return 0;
+		}
+	}
+	snprintf(p->pull_ref, sizeof(p->pull_ref), "%s", img);
+	return 0;
+}
+
+void e2b_tpl_pulled_name(const char *ref, char *out, size_t n)
+{
+	char name[64];
+	size_t k = 0;
+
+	/* [a-z0-9._-] of the reference, others as '-': "127.0.0.1:5000/e2b/hello:1" ->
+	 * "127.0.0.1-5000-e2b-hello-1"; a long one keeps 50 bytes and a hash of the whole. */
+	for (const char *c = ref; *c && k < sizeof(name) - 1; c++) {
+		char ch = *c >= 'A' && *c <= 'Z' ? (char)(*c - 'A' + 'a') : *c;
+
+		name[k++] = (ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9') || ch == '.' ||
+					    ch == '_' || ch == '-'
+				    ? ch
+				    : '-';
+	}
+	name[k] = '\0';
+	if (strlen(ref) > 63 || name[0] == '.' || name[0] == '-') {
+		unsigned char h[32];
+		char hx[25];
+
+		crypto_hash_sha256(h, (const unsigned char *)ref, strlen(ref));
+		sodium_bin2hex(hx, sizeof(hx), h, 12);
+		snprintf(out, n, "img-%.34s-%s", name, hx);
+		return;
+	}
+	snprintf(out, n, "%s", name);
 }
 
 int e2b_tpl_plan_make(struct e2b_tpl_plan *p, json_t *body)
