@@ -616,9 +616,10 @@ static void *build_thread(void *arg)
 		tpl_log(b, "info", "Template %s built", b->name);
 		b->state = TPL_READY;
 	}
-	pthread_mutex_unlock(&tpl_lock);
+	/* Logged under the lock: once finished, the record may be dropped by a new request. */
 	log_info("e2b template build %s of `%s` (tenant %s): %s", b->id, b->name, b->tenant,
 		 r < 0 ? why : "ready");
+	pthread_mutex_unlock(&tpl_lock);
 	api_server_worker_leave(srv);
 	return NULL;
 }
