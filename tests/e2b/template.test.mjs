@@ -129,9 +129,31 @@ describe('Template.build against isolad', () => {
         assert.match(e.message, /read-only token may not POST \/v3\/templates/)
         return true
       })
+      // A user key builds a template of its tenant's: the operator (tenant `default`) does
+      // not see it, nor the tenant's uploads.
+      const user = await token('user')
+      const own = alias('tenant')
+      const ctx = context()
+      const mine = Template({ fileContextPath: ctx }).fromTemplate('base').copy('top.txt', '/opt/t.txt')
+      await Template.build(mine, { alias: own, apiKey: user })
+      assert.equal(await Template.exists(own, { apiKey: user }), true)
+      assert.equal(await Template.exists(own), false)
+      const sbx = await Sandbox.create(own, { apiKey: user })
+      try {
+        assert.equal((await sbx.commands.run('cat /opt/t.txt')).stdout, 'top-level file\n')
+      } finally {
+        await sbx.kill()
+      }
+      const [copyHash] = (await mine.instructionsWithHashes()).map((i) => i.filesHash)
+      const probe = alias('probe')
+      const opKey = { 'X-API-KEY': process.env.E2B_API_KEY, 'Content-Type': 'application/json' }
+      assert.equal((await fetch(`${api}/v3/templates`, { method: 'POST', headers: opKey, body: JSON.stringify({ name: probe }) })).status, 202)
+      const opLink = await (await fetch(`${api}/templates/${probe}/files/${copyHash}`, { headers: opKey })).json()
+      assert.equal(opLink.present, false, 'another tenant\'s upload is not present for the operator')
+      await fetch(`${api}/v1/templates/${own}`, { method: 'DELETE', headers: { Authorization: `Bearer ${user}` } })
+
       // A build the operator requested is not the tenant's: its status, upload link and
       // start are 404 for the tenant's user token; a made-up upload token is 401.
-      const user = await token('user')
       const tid = alias('own')
       const req = await fetch(`${api}/v3/templates`, { method: 'POST', headers: { 'X-API-KEY': process.env.E2B_API_KEY, 'Content-Type': 'application/json' }, body: JSON.stringify({ name: tid }) })
       assert.equal(req.status, 202)
