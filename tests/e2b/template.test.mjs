@@ -54,7 +54,9 @@ describe('Template.build against isolad', () => {
       .copy('data/', '/opt/e2bt/data/')
       .runCmd(['echo built-marker > /opt/e2bt/marker', 'echo "run sees $SECOND"'])
       .setWorkdir('/opt/e2bt')
-      .runCmd('pwd > /opt/e2bt/pwd-at-build')
+      .runCmd('pwd > /opt/e2bt/pwd-at-build && mkdir u && chmod 777 u')
+      .runCmd('id -un > /opt/e2bt/u/who', { user: 'user' }) // that step only
+      .runCmd('id -un > /opt/e2bt/after')
       .setStartCmd('sleep 1')
     const info = await Template.build(t, { alias: name, onBuildLogs: (e) => logs.push(e.message) })
     assert.equal(info.templateId, name)
@@ -73,6 +75,8 @@ describe('Template.build against isolad', () => {
       assert.equal(await run('cat /opt/e2bt/data/sub/deep.txt'), 'deep file\n')
       assert.equal(await run('cat /opt/e2bt/marker'), 'built-marker\n')
       assert.equal(await run('cat /opt/e2bt/pwd-at-build'), '/opt/e2bt\n')
+      assert.equal(await run('cat /opt/e2bt/u/who'), 'user\n')
+      assert.equal(await run('cat /opt/e2bt/after'), 'root\n')
       // ENV values are taken literally (quotes, `$`, backslash).
       assert.equal(await run('printf %s "$GREETING"'), 'hi "there" $HOME \\ok')
     } finally {
