@@ -101,6 +101,7 @@ static void tpl_log(struct tpl_build *b, const char *level, const char *fmt, ...
 {
 	char ts[40], *msg = NULL;
 	struct timespec now;
+	json_t *m;
 	va_list ap;
 
 	if (json_array_size(b->logs) >= TPL_LOGS_MAX)
@@ -113,8 +114,7 @@ static void tpl_log(struct tpl_build *b, const char *level, const char *fmt, ...
 	e2b_rfc3339((double)now.tv_sec + now.tv_nsec / 1e9, ts, sizeof(ts));
 	/* UNTRUSTED: RUN output; json_string_nocheck would keep invalid UTF-8, so the
 	 * checked constructor is used and a line it refuses is replaced. */
-	json_t *m = msg ? json_string(msg) : NULL;
-
+	m = msg ? json_string(msg) : NULL;
 	if (!m)
 		m = json_string("(output line that is not UTF-8)");
 	json_array_append_new(b->logs, json_pack("{s:s, s:s, s:o}", "timestamp", ts, "level", level,
