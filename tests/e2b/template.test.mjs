@@ -287,4 +287,18 @@ describe('Template.build against isolad', () => {
       await fetch(`${api}/v1/tenants/${tenant}`, { method: 'DELETE', headers: op })
     }
   })
+
+  test('a tenant keeps at most 8 builds waiting: a ninth request drops its oldest waiting one', async () => {
+    const key = { 'X-API-KEY': process.env.E2B_API_KEY, 'Content-Type': 'application/json' }
+    const ids = []
+    for (let i = 0; i < 9; i++) {
+      const tid = alias(`cap${i}`)
+      const r = await fetch(`${api}/v3/templates`, { method: 'POST', headers: key, body: JSON.stringify({ name: tid }) })
+      assert.equal(r.status, 202)
+      ids.push([tid, (await r.json()).buildID])
+    }
+    const status = async ([tid, bid]) => (await fetch(`${api}/templates/${tid}/builds/${bid}/status`, { headers: key })).status
+    assert.equal(await status(ids[0]), 404)
+    for (const b of ids.slice(1)) assert.equal(await status(b), 200)
+  })
 })

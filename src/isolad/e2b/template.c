@@ -10,8 +10,8 @@
  *        built on a worker thread by core_template_build_for() from a context tar made of
  *        the Dockerfile and the uploaded files
  *   GET  /templates/{tid}/builds/{bid}/status         -> {status, logEntries, reason}
- * Build records live in memory (TPL_BUILDS_MAX, the oldest finished one is dropped first):
- * an isolad restart forgets them, never the templates they made.
+ * Build records live in memory (TPL_BUILDS_MAX; at most TPL_TENANT_LIVE live ones a tenant,
+ * see tpl_slot): an isolad restart forgets them, never the templates they made.
  */
 #include "e2b-internal.h"
 
@@ -37,6 +37,7 @@
 #include "../images/images.h"
 
 #define TPL_BUILDS_MAX	64	       /* build records kept */
+#define TPL_TENANT_LIVE 8	       /* a tenant's builds waiting or building */
 #define TPL_UPLOAD_MAX	(512ull << 20) /* one copy()'s tar */
 #define TPL_LOGS_MAX	20000	       /* log entries per build; later output is dropped */
 #define TPL_WAIT_TTL_S	3600	       /* a build never started is dropped after this */
@@ -55,6 +56,7 @@ struct tpl_build {
 	char tenant[64];      /* whose build (owner of the template) */
 	enum tpl_state state; /* see tpl_state_names */
 	time_t created;	      /* for expiry of `waiting` records */
+	uint64_t seq;	      /* order of creation (which record is oldest) */
 	json_t *uploads;      /* {hash: upload token} handed out */
 	json_t *logs;	      /* [{timestamp, level, message}] */
 	json_t *reason;	      /* {message, step} once failed, else NULL */
@@ -69,6 +71,7 @@ struct tpl_build {
 
 static pthread_mutex_t tpl_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct tpl_build *tpl_builds[TPL_BUILDS_MAX]; /* NULL = free slot */
+static uint64_t tpl_seq;			     /* last tpl_build.seq given */
 
 static void tpl_free(struct tpl_build *b)
 {
@@ -135,28 +138,59 @@ static struct tpl_build *tpl_find(const char *tenant, const char *name, const ch
 	return NULL;
 }
 
-/* A free slot (tpl_lock held): the oldest finished or expired record is dropped for it.
- * -1 when every record is a live build. */
-static int tpl_slot(void)
+static void tpl_drop(int i)
 {
-	int best = -1;
+	tpl_free(tpl_builds[i]);
+	tpl_builds[i] = NULL;
+}
+
+/*
+ * A free slot for a new build of tenant (tpl_lock held). A tenant has at most
+ * TPL_TENANT_LIVE builds waiting or building: past that its own oldest waiting one is dropped
+ * (a waiting build holds nothing but its record), so no tenant can fill the table for the
+ * others. A full table drops the oldest finished or expired record, else the oldest waiting
+ * one. -1 when the tenant's builds are all running, or every record is a running build.
+ */
+static int tpl_slot(const char *tenant)
+{
+	int best = -1, waiting = -1, mine_waiting = -1, mine = 0;
 	time_t now = time(NULL);
 
 	for (int i = 0; i < TPL_BUILDS_MAX; i++) {
 		struct tpl_build *b = tpl_builds[i];
-		bool done;
+		bool expired = b && b->state == TPL_WAITING && now - b->created > TPL_WAIT_TTL_S;
+
+		if (expired) {
+			tpl_drop(i);
+			continue;
+		}
+		if (!b || strcmp(b->tenant, tenant) || b->state > TPL_BUILDING)
+			continue;
+		mine++;
+		if (b->state == TPL_WAITING &&
+		    (mine_waiting < 0 || b->seq < tpl_builds[mine_waiting]->seq))
+			mine_waiting = i;
+	}
+	if (mine >= TPL_TENANT_LIVE) {
+		if (mine_waiting < 0)
+			return -1;
+		tpl_drop(mine_waiting);
+		return mine_waiting;
+	}
+	for (int i = 0; i < TPL_BUILDS_MAX; i++) {
+		struct tpl_build *b = tpl_builds[i];
 
 		if (!b)
 			return i;
-		done = b->state == TPL_READY || b->state == TPL_ERROR ||
-		       (b->state == TPL_WAITING && now - b->created > TPL_WAIT_TTL_S);
-		if (done && (best < 0 || b->created < tpl_builds[best]->created))
+		if (b->state > TPL_BUILDING && (best < 0 || b->seq < tpl_builds[best]->seq))
 			best = i;
+		if (b->state == TPL_WAITING && (waiting < 0 || b->seq < tpl_builds[waiting]->seq))
+			waiting = i;
 	}
-	if (best >= 0) {
-		tpl_free(tpl_builds[best]);
-		tpl_builds[best] = NULL;
-	}
+	if (best < 0)
+		best = waiting;
+	if (best >= 0)
+		tpl_drop(best);
 	return best;
 }
 
@@ -258,16 +292,20 @@ enum MHD_Result e2b_tpl_request(struct api_req *r)
 			goto out;
 		}
 	}
-	slot = tpl_slot();
+	slot = tpl_slot(api_tenant(r));
 	if (slot >= 0) {
+		b->seq = ++tpl_seq;
 		tpl_builds[slot] = b;
 		tpl_log(b, "info", "Build %s of template %s requested", b->id, b->name);
 	}
 	pthread_mutex_unlock(&tpl_lock);
 	if (slot < 0) {
 		tpl_free(b);
-		ret = e2b_ctl_error(r, 429, "%d template builds are running; try again later",
-				    TPL_BUILDS_MAX);
+		ret = e2b_ctl_error(
+			r, 429,
+			"too many template builds are running (%d of this tenant's, %d in "
+			"all at most); try again when one ends",
+			TPL_TENANT_LIVE, TPL_BUILDS_MAX);
 		goto out;
 	}
 	snprintf(r->audit_target, sizeof(r->audit_target), "%s", name);
