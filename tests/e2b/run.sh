@@ -10,6 +10,7 @@
 #   E2B_SKIP_NPM_CI=1 reuse tests/e2b/node_modules as it is
 #   ISOLA_KEEP_STATE=1 keep the state directory (and isolad's log) afterwards
 #   E2B_TESTS         test files to run (default every *.test.mjs here, one concern per file)
+#   ISOLA_TEST_UID_BASE  isolad's --uid-base (keeps parallel runs' host uids apart)
 # Exit status: node's (0 = every test passed); 1 when isolad would not start or a sanitizer
 # report appeared in its log.
 set -uo pipefail
@@ -40,7 +41,8 @@ ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0}" \
 UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1}" \
 	setsid "$ISOLAD" --state-dir "$STATE" --socket "$STATE/isolad.sock" \
 	--listen "127.0.0.1:$PORT" --expose-listen 127.0.0.1:0 \
-	--agent "$AGENT" --log-level info >"$LOG" 2>&1 </dev/null &
+	--agent "$AGENT" --log-level info ${ISOLA_TEST_UID_BASE:+--uid-base "$ISOLA_TEST_UID_BASE"} \
+	>"$LOG" 2>&1 </dev/null &
 PID=$!
 
 URL="http://127.0.0.1:$PORT"

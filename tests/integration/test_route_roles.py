@@ -33,6 +33,8 @@ ALLOWED = {
     "write": {"operator", "admin", "user"},
     "admin": {"operator", "admin"},
     "operator": {"operator"},
+    # the template file upload: only its URL's one-build token, no key of any role
+    "token": set(),
 }
 
 # The native API: route -> (class, how to call it). In the path, {id} is the caller's own
@@ -159,6 +161,13 @@ CONTROL = {
     "POST /sandboxes/{id}/fork": ("write", "POST", "/sandboxes/{fake}/fork", {}, None),
     "GET /snapshots": ("read", "GET", "/snapshots", None, None),
     "DELETE /templates/{id}": ("write", "DELETE", "/templates/no-such-snapshot", None, None),
+    # the template builder: a request makes a waiting build record (no template)
+    "POST /v3/templates": ("write", "POST", "/v3/templates", {"name": "rr-{role}-tpl"}, None),
+    "GET /templates/{tid}/files/{hash}": ("write", "GET", "/templates/rr-{role}-tpl/files/" + "a" * 64, None, None),
+    "PUT /templates/{tid}/files/{hash}": ("token", "PUT", "/templates/rr-{role}-tpl/files/" + "a" * 64, b"x", None),
+    "POST /v2/templates/{tid}/builds/{bid}": ("write", "POST", "/v2/templates/rr-{role}-tpl/builds/" + "0" * 32, {"fromTemplate": "base", "steps": []}, None),
+    "GET /templates/{tid}/builds/{bid}/status": ("read", "GET", "/templates/rr-{role}-tpl/builds/" + "0" * 32 + "/status", None, None),
+    "GET /templates/aliases/{alias}": ("read", "GET", "/templates/aliases/base", None, None),
 }
 
 # envd, called with the envdAccessToken the role got from GET /sandboxes/{id}. Bodies are

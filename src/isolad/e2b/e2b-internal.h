@@ -26,6 +26,7 @@ enum e2b_kind {
 	E2B_CONTROL, /* api.e2b.app-like: X-API-KEY */
 	E2B_ENVD,    /* the in-sandbox daemon: E2b-Sandbox-Id + X-Access-Token */
 	E2B_CODE,    /* the code interpreter (E2b-Sandbox-Port: 49999): token, or a public port */
+	E2B_UPLOAD,  /* a template file upload: the build's one-hash token (template.c) */
 };
 
 /* One E2B route. `api` comes first: r->route points at it, so server.c drives the body
@@ -256,6 +257,65 @@ json_t *e2b_sandbox_obj(struct api_req *r, const json_t *sj, bool detail);
 void e2b_ctl_expose_all(struct sandbox *s);
 /* True when `name` is one of r's tenant's named snapshots. */
 bool e2b_is_snapshot(struct api_req *r, const char *name);
+
+/* --- template.c: the SDK's template builder (Template.build) -------------------------------- */
+
+/* POST /v3/templates {name} -> 202 {templateID, buildID}: a build record, `waiting`. */
+enum MHD_Result e2b_tpl_request(struct api_req *r);
+/* GET /templates/{tid}/files/{hash} -> 201 {present, url}: url PUTs the files to isolad. */
+enum MHD_Result e2b_tpl_files(struct api_req *r);
+/* PUT /templates/{tid}/files/{hash}?token=: a (gzip) tar of one copy(), size-capped and
+ * checked, into the tenant's file store. */
+int e2b_tpl_upload_begin(struct api_req *r);
+int e2b_tpl_upload_data(struct api_req *r, const char *buf, size_t len);
+enum MHD_Result e2b_tpl_upload_end(struct api_req *r);
+/* POST /v2/templates/{tid}/builds/{bid} {fromImage|fromTemplate, steps, startCmd}: the
+ * steps as a Dockerfile, built on a worker thread; refusals (400) name the step. */
+enum MHD_Result e2b_tpl_build(struct api_req *r);
+/* GET /templates/{tid}/builds/{bid}/status?logsOffset= -> {status, logEntries, reason}. */
+enum MHD_Result e2b_tpl_status(struct api_req *r);
+/* GET /templates/aliases/{alias} -> 200 {templateID} or 404 (Template.exists). */
+enum MHD_Result e2b_tpl_alias(struct api_req *r);
+
+/* --- template_plan.c: steps -> Dockerfile, the file store, the build context --------------- */
+
+#define E2B_TPL_FILES_TTL_S 86400 /* an upload unused this long is removed from the store */
+
+/* The SDK's template translated for the Dockerfile builder (e2b_tpl_plan_make). */
+struct e2b_tpl_plan {
+	struct api_req *r;  /* caller (borrowed): its tenant's templates and files */
+	char *df;	    /* the Dockerfile (owned) */
+	size_t len;	    /* its length */
+	json_t *copies;	    /* [{hash, src, dest, step}] of the COPY steps (owned, set by caller) */
+	json_t *stepmap;    /* per Dockerfile step after FROM: its E2B step ("1", "finalize")
+			    * (owned, set by caller) */
+	char user[64];	    /* USER in effect (restored after a runCmd as another user) */
+	char pull_ref[600]; /* operator's fromImage to pull first as FROM's template, or "" */
+	char err[512];	    /* what was refused, naming the step */
+};
+/* Translates the SDK's body {fromImage|fromTemplate, steps, startCmd, readyCmd} (UNTRUSTED)
+ * into p (copies and stepmap already made by the caller). 0, or -EINVAL with p->err. */
+int e2b_tpl_plan_make(struct e2b_tpl_plan *p, json_t *body);
+/* The template name a pulled fromImage reference gets (valid, <= 63 bytes) into out. */
+void e2b_tpl_pulled_name(const char *ref, char *out, size_t n);
+/* Releases what p owns. */
+void e2b_tpl_plan_fini(struct e2b_tpl_plan *p);
+/* The tenant's file store, <spool>/e2b-files/<sha256(tenant) hex, 32>, made when create.
+ * 0 or -errno. */
+int e2b_tpl_store_dir(struct api_server *srv, const char *tenant, bool create, char *out, size_t n);
+/* Is the upload of hash in the tenant's store? */
+bool e2b_tpl_file_present(struct api_server *srv, const char *tenant, const char *hash);
+/* Removes the tenant's uploads unused for E2B_TPL_FILES_TTL_S. Best effort. */
+void e2b_tpl_store_prune(struct api_server *srv, const char *tenant);
+/* Writes the build context tar at path: the Dockerfile, then the entries of every copy's
+ * upload (from store), each upload first checked against its hash where it can be (see
+ * template_plan.c). 0, or -errno with why and, when a COPY is at fault, its E2B step. Worker
+ * thread. */
+int e2b_tpl_context(const char *store, const char *dockerfile, const json_t *copies,
+		    const char *path, char *why, size_t n, char *step, size_t sn);
+/* Path parameter shapes: a files hash (64 lowercase hex), a build id (32 lowercase hex). */
+bool e2b_tpl_valid_hash(const char *s);
+bool e2b_tpl_valid_build_id(const char *s);
 
 /* --- snapshot.c: snapshots and fork ------------------------------------------------------ */
 

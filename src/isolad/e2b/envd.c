@@ -68,6 +68,16 @@ static const struct e2b_route e2b_routes[] = {
 	CTL_BODY("POST", "/sandboxes/{id}/fork", e2b_ctl_fork, W),
 	CTL("GET", "/snapshots", e2b_ctl_snapshot_list, R),
 	CTL("DELETE", "/templates/{id}", e2b_ctl_snapshot_delete, W),
+	/* the template builder (template.c): requesting a build, asking for an upload URL and
+	 * starting it write; its status and Template.exists read. The upload itself is
+	 * authorised by its URL's one-build token (E2B_UPLOAD), not by a key. */
+	CTL_BODY("POST", "/v3/templates", e2b_tpl_request, W),
+	CTL("GET", "/templates/{tid}/files/{hash}", e2b_tpl_files, W),
+	{{"PUT", "/templates/{tid}/files/{hash}", API_BODY_STREAM, e2b_tpl_upload_end,
+	  e2b_tpl_upload_begin, e2b_tpl_upload_data}, E2B_UPLOAD, false, W},
+	CTL_BODY("POST", "/v2/templates/{tid}/builds/{bid}", e2b_tpl_build, W),
+	CTL("GET", "/templates/{tid}/builds/{bid}/status", e2b_tpl_status, R),
+	CTL("GET", "/templates/aliases/{alias}", e2b_tpl_alias, R),
 	/* envd: plain HTTP */
 	ENVD("GET", "/health", e2b_health, R),
 	ENVD("GET", "/files", e2b_files_get, R),
@@ -182,6 +192,21 @@ static enum MHD_Result envd_refuse(struct api_req *r, unsigned status, const cha
 	return MHD_YES;
 }
 
+/* NULL when the path parameter `name` (n bytes) has the shape of its kind, else what it
+ * names, for the 404. UNTRUSTED value. */
+static const char *param_bad(const char *name, size_t n, const char *v)
+{
+	if (n == 3 && !strncmp(name, "tid", 3))
+		return api_valid_template_name(v) ? NULL : "template";
+	if (n == 5 && !strncmp(name, "alias", 5))
+		return api_valid_template_name(v) ? NULL : "template";
+	if (n == 3 && !strncmp(name, "bid", 3))
+		return e2b_tpl_valid_build_id(v) ? NULL : "build";
+	if (n == 4 && !strncmp(name, "hash", 4))
+		return e2b_tpl_valid_hash(v) ? NULL : "files";
+	return api_valid_sandbox_id(v) ? NULL : "sandbox";
+}
+
 /* A /files request authorised by its URL's `signature` instead of an X-Access-Token. */
 static bool is_signed_url(struct api_req *r, const struct e2b_route *rt)
 {
@@ -233,12 +258,20 @@ int e2b_request_begin(struct api_req *r, const char *url, const char *method, bo
 	snprintf(r->who.who, sizeof(r->who.who), "%s", need_auth ? "e2b:envd" : "e2b:unix");
 	snprintf(r->who.tenant, sizeof(r->who.tenant), "%s", TENANCY_DEFAULT);
 	r->who.role = TENANCY_ADMIN;
-	if (rt->kind == E2B_CONTROL) {
-		/* An id that cannot be one of ours names no sandbox. */
-		for (unsigned i = 0; i < m.n; i++)
-			if (!api_valid_sandbox_id(m.values[i]))
-				return e2b_ctl_error(r, 404, "sandbox `%.64s` not found",
-						     m.values[i]);
+	if (rt->kind == E2B_CONTROL || rt->kind == E2B_UPLOAD) {
+		/* An id that cannot be one of ours names nothing: each parameter by its shape
+		 * (a template name never becomes a path it does not pass). */
+		for (unsigned i = 0; i < m.n; i++) {
+			const char *v = m.values[i];
+			const char *what = param_bad(m.names[i], m.name_lens[i], v);
+
+			if (what)
+				return e2b_ctl_error(r, 404, "%s `%.64s` not found", what, v);
+		}
+	}
+	if (rt->kind == E2B_UPLOAD) {
+		/* The token is checked by the route's begin (template.c), answered at its end. */
+	} else if (rt->kind == E2B_CONTROL) {
 		if (need_auth && !e2b_api_key_auth(r)) {
 			snprintf(r->who.who, sizeof(r->who.who), "anonymous");
 			return e2b_ctl_error(r, 401, "missing or wrong X-API-KEY");
