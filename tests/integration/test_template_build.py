@@ -254,3 +254,90 @@ def test_run_default_deny_cannot_reach_the_host(cli, tmp_path):
         assert _Hits.hits == [], _Hits.hits
     finally:
         srv.shutdown()
+
+
+def _tar(path, members, mode="w"):
+    """A tar at path of (name, text) files and (name, None, link) symlinks."""
+    import io
+    import tarfile
+    with tarfile.open(path, mode) as t:
+        for m in members:
+            ti = tarfile.TarInfo(m[0])
+            if len(m) == 3:
+                ti.type, ti.linkname = tarfile.SYMTYPE, m[2]
+                t.addfile(ti)
+            else:
+                data = m[1].encode()
+                ti.size, ti.mode = len(data), 0o644
+                t.addfile(ti, io.BytesIO(data))
+
+
+def test_add_extracts_local_archives_by_content(cli, api, make_sandbox, tmp_path):
+    ctx = tmp_path / "ctx"
+    ctx.mkdir()
+    src = tmp_path / "src"
+    (src / "pkg").mkdir(parents=True)
+    (src / "pkg" / "hello.txt").write_text("hello from the archive\n")
+    for arg, name in (("-cf", "x.tar"), ("-cJf", "x.tar.xz"), ("-cjf", "x.tar.bz2"),
+                      ("--zstd -cf", "x.tar.zst")):
+        subprocess.run(["tar", *arg.split(), str(ctx / name), "-C", str(src), "pkg"],
+                       check=True)
+    # Told apart by content, not by name: a gzipped tar called data.bin is unpacked, a text
+    # file called notes.tar.gz and a gzipped text file are copied as they are.
+    subprocess.run(["tar", "-czf", str(ctx / "data.bin"), "-C", str(src), "pkg"], check=True)
+    (ctx / "notes.tar.gz").write_text("not an archive\n")
+    (ctx / "readme.txt").write_text("gzip, but no tar inside\n")
+    subprocess.run(["gzip", "-k", str(ctx / "readme.txt")], check=True)
+    (ctx / "Dockerfile").write_text(
+        "FROM host\n"
+        "ADD data.bin /opt/gz/\n"
+        "ADD x.tar /opt/tar\n"
+        "ADD x.tar.xz /opt/xz/\n"
+        "ADD x.tar.bz2 /opt/bz2/\n"
+        "ADD x.tar.zst /opt/zst/\n"
+        "ADD notes.tar.gz readme.txt.gz /opt/asis/\n"
+        "COPY x.tar /opt/copied/\n")
+    name = f"add-{uuid.uuid4().hex[:6]}"
+    build(cli, name, ctx)
+    sb = make_sandbox(template=name)
+    res = api.exec(sb["id"], cmd=["sh", "-c", "cat /opt/gz/pkg/hello.txt /opt/tar/pkg/hello.txt "
+                                  "/opt/xz/pkg/hello.txt /opt/bz2/pkg/hello.txt "
+                                  "/opt/zst/pkg/hello.txt"])
+    assert res["exit_code"] == 0 and res["stdout"] == "hello from the archive\n" * 5, res
+    res = api.exec(sb["id"], cmd=["sh", "-c", "cat /opt/asis/notes.tar.gz; "
+                                  "gzip -dc /opt/asis/readme.txt.gz; "
+                                  "test -f /opt/copied/x.tar && test ! -e /opt/copied/pkg && "
+                                  "test ! -e /opt/gz/data.bin && echo ok"])
+    assert res["stdout"] == "not an archive\ngzip, but no tar inside\nok\n", res
+
+
+def test_add_hostile_archive_stays_in_the_rootfs(cli, api, make_sandbox, tmp_path):
+    tag = uuid.uuid4().hex[:8]
+    ctx = tmp_path / "ctx"
+    ctx.mkdir()
+    deep = "../" * 12
+    _tar(ctx / "evil.tgz", [
+        ("ok.txt", "fine\n"),
+        (f"{deep}tmp/isola-escape-{tag}", "escaped by ..\n"),
+        (f"/tmp/isola-abs-{tag}", "escaped by an absolute name\n"),
+        ("etcl", None, "/etc"),
+        (f"etcl/isola-via-link-{tag}", "through an absolute symlink\n"),
+        ("up", None, deep + "tmp"),
+        (f"up/isola-via-up-{tag}", "through a ../ symlink\n"),
+    ], mode="w:gz")
+    (ctx / "Dockerfile").write_text("FROM host\nADD evil.tgz /opt/h/\n")
+    name = f"evil-{uuid.uuid4().hex[:6]}"
+    build(cli, name, ctx)
+    # Nothing outside the template's root on the host.
+    for p in (f"/tmp/isola-escape-{tag}", f"/tmp/isola-abs-{tag}", f"/etc/isola-via-link-{tag}",
+              f"/tmp/isola-via-up-{tag}"):
+        assert not pathlib.Path(p).exists(), f"{p} written on the host"
+    sb = make_sandbox(template=name)
+    res = api.exec(sb["id"], cmd=["sh", "-c", "cat /opt/h/ok.txt; ls -A /opt/h; "
+                                  f"cat /etc/isola-via-link-{tag} /tmp/isola-via-up-{tag}; "
+                                  f"ls /tmp/isola-escape-{tag} /tmp/isola-abs-{tag} "
+                                  f"/opt/tmp /opt/h/tmp 2>&1 | grep -c 'No such file'"])
+    # The ../ and absolute names were dropped; the links resolved inside the template's own
+    # root, so what went through them is in the template's /etc and /tmp.
+    assert res["stdout"] == ("fine\netcl\nok.txt\nup\nthrough an absolute symlink\n"
+                             "through a ../ symlink\n4\n"), res

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "../../common/extract.h"
+#include "../../common/util.h"
 
 /* ---- reading the context ---- */
 
@@ -178,61 +179,34 @@ static int copy_data(struct archive *a, struct archive *w, crypto_hash_sha256_st
 	}
 }
 
-struct inner {
-	struct archive *outer; /* the context, positioned at the tar file's data */
-	char buf[1 << 16];     /* read buffer */
-};
-
-static la_ssize_t inner_read(struct archive *a, void *ud, const void **buf)
+/* Copies what is left of the spooled file fd to w, hashing it. */
+static int copy_fd(int fd, struct archive *w, crypto_hash_sha256_state *h, char *buf)
 {
-	struct inner *in = ud;
+	for (;;) {
+		ssize_t n = read(fd, buf, 1 << 16);
 
-	(void)a;
-	*buf = in->buf;
-	return archive_read_data(in->outer, in->buf, sizeof(in->buf));
+		if (n == 0)
+			return 0;
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0 || archive_write_data(w, buf, (size_t)n) != n)
+			return -EIO;
+		crypto_hash_sha256_update(h, (const unsigned char *)buf, (size_t)n);
+	}
 }
 
-/* ADD of a local archive: its entries go below dest. 1 when it was one, 0 when not. */
-static int add_archive(struct archive *ctx, struct archive *w, const char *name, const char *dest,
-		       uid_t uid, gid_t gid, crypto_hash_sha256_state *h, char *buf)
+/* Writes the entries of archive a (positioned before its first header, which is hdr) below
+ * dest in w, owned by uid:gid. Names with `..` or absolute ones, and hard links, are skipped;
+ * symlinks are written as they are: the layer code applies them confined to the rootfs. */
+static int add_entries(struct archive *a, struct archive_entry *e, struct archive *w,
+		       const char *dest, uid_t uid, gid_t gid, crypto_hash_sha256_state *h,
+		       char *buf)
 {
-	static const char *const ext[] = {".tar",     ".tar.gz",  ".tgz", ".tar.xz",
-					  ".tar.zst", ".tar.bz2", NULL};
-	struct inner *in;
-	struct archive *a;
-	struct archive_entry *e;
-	size_t n = strlen(name);
-	int r = 0;
-	bool is = false;
+	int q = ARCHIVE_OK;
 
-	for (int i = 0; ext[i]; i++)
-		if (n > strlen(ext[i]) && !strcmp(name + n - strlen(ext[i]), ext[i]))
-			is = true;
-	if (!is)
-		return 0;
-	in = malloc(sizeof(*in));
-	a = archive_read_new();
-	if (!in || !a) {
-		free(in);
-		if (a)
-			archive_read_free(a);
-		return -ENOMEM;
-	}
-	in->outer = ctx;
-	archive_read_support_filter_all(a);
-	archive_read_support_format_tar(a);
-	if (archive_read_open(a, in, NULL, inner_read, NULL) != ARCHIVE_OK)
-		r = -EINVAL;
-	while (r == 0) {
+	for (; q == ARCHIVE_OK || q == ARCHIVE_WARN; q = archive_read_next_header(a, &e)) {
 		char t[PATH_MAX], norm[PATH_MAX];
-		int q = archive_read_next_header(a, &e);
 
-		if (q == ARCHIVE_EOF)
-			break;
-		if (q < ARCHIVE_WARN) {
-			r = -EINVAL;
-			break;
-		}
 		/* UNTRUSTED: the archive's names; normalised here, applied confined later. */
 		if (!archive_entry_pathname(e) ||
 		    extract_norm_path(archive_entry_pathname(e), norm, sizeof(norm)) < 0 ||
@@ -242,15 +216,79 @@ static int add_archive(struct archive *ctx, struct archive *w, const char *name,
 		archive_entry_copy_pathname(e, t);
 		archive_entry_set_uid(e, uid);
 		archive_entry_set_gid(e, gid);
+		archive_entry_set_uname(e, NULL);
+		archive_entry_set_gname(e, NULL);
 		digest_entry(h, e);
 		if (archive_write_header(w, e) != ARCHIVE_OK)
-			r = -EIO;
-		else if (archive_entry_filetype(e) == AE_IFREG)
-			r = copy_data(a, w, h, buf);
+			return -EIO;
+		if (archive_entry_filetype(e) == AE_IFREG && copy_data(a, w, h, buf) < 0)
+			return -EIO;
 	}
-	archive_read_free(a);
-	free(in);
-	return r < 0 ? r : 1;
+	return q == ARCHIVE_EOF ? 0 : -EINVAL;
+}
+
+/* ADD of a local file (entry e of the context, its data next in ctx): spooled to an unnamed
+ * file in the cache dir, then, as Docker does, told apart by content: a tar, plain or
+ * compressed (any filter libarchive reads: gzip, xz, bzip2, zstd, ...), has its entries
+ * written below dest; anything else is written as is at target. -EINVAL: it began as an
+ * archive but is damaged. */
+static int add_local(struct build *bd, struct archive *ctx, struct archive_entry *e,
+		     struct archive *w, const char *target, const char *dest, uid_t uid, gid_t gid,
+		     crypto_hash_sha256_state *h, char *buf)
+{
+	struct archive *a = NULL;
+	struct archive_entry *ae;
+	int fd = open(bd->cache, O_TMPFILE | O_RDWR | O_CLOEXEC, 0600), r = 0, q;
+
+	if (fd < 0)
+		return -errno;
+	for (;;) {
+		la_ssize_t n = archive_read_data(ctx, buf, 1 << 16);
+
+		if (n == 0)
+			break;
+		if (n < 0 || util_write_all(fd, buf, (size_t)n) < 0) {
+			r = -EIO;
+			goto out;
+		}
+	}
+	a = archive_read_new();
+	if (!a || lseek(fd, 0, SEEK_SET) < 0) {
+		r = -ENOMEM;
+		goto out;
+	}
+	/* The compressions Docker's ADD unpacks, each through its library (filter_all would also
+	 * run external programs such as lrzip on hostile bytes). */
+	archive_read_support_filter_gzip(a);
+	archive_read_support_filter_bzip2(a);
+	archive_read_support_filter_xz(a);
+	archive_read_support_filter_zstd(a);
+	archive_read_support_format_tar(a);
+	q = archive_read_open_fd(a, fd, 1 << 16);
+	if (q == ARCHIVE_OK)
+		q = archive_read_next_header(a, &ae);
+	if (q == ARCHIVE_OK || q == ARCHIVE_WARN || q == ARCHIVE_EOF) {
+		r = q == ARCHIVE_EOF ? 0 : add_entries(a, ae, w, dest, uid, gid, h, buf);
+		goto out;
+	}
+	/* Not an archive (no tar inside whatever compression): the file itself. */
+	if (lseek(fd, 0, SEEK_SET) < 0) {
+		r = -errno;
+		goto out;
+	}
+	archive_entry_copy_pathname(e, target);
+	archive_entry_set_uid(e, uid);
+	archive_entry_set_gid(e, gid);
+	archive_entry_set_uname(e, NULL);
+	archive_entry_set_gname(e, NULL);
+	digest_entry(h, e);
+	if (archive_write_header(w, e) != ARCHIVE_OK || copy_fd(fd, w, h, buf) < 0)
+		r = -EIO;
+out:
+	if (a)
+		archive_read_free(a);
+	close(fd);
+	return r;
 }
 
 /* Writes the layer of COPY/ADD step i to out_fd; h gets the digest of what it holds. */
@@ -364,20 +402,16 @@ static int copy_layer(struct build *bd, size_t i, int out_fd, unsigned char h[32
 			break;
 		}
 		if (s->op == DF_ADD && is_root && archive_entry_filetype(e) == AE_IFREG) {
-			char d[PATH_MAX];
-			int q;
+			int q = add_local(bd, ctx, e, wr, t, dest, uid, gid, &hs, buf);
 
-			snprintf(d, sizeof(d), "%s", dest_dir || !dest[0] ? dest : dest);
-			q = add_archive(ctx, wr, name, d, uid, gid, &hs, buf);
 			if (q < 0) {
-				r = isola_err_set(err, EINVAL, "invalid",
-						  "Dockerfile line %u: ADD `%s`: not a readable "
-						  "archive",
-						  s->line, name);
+				r = isola_err_set(err, -q, q == -EINVAL ? "invalid" : "internal",
+						  "Dockerfile line %u: ADD `%s`: %s", s->line, name,
+						  q == -EINVAL ? "a damaged archive"
+							       : strerror(-q));
 				break;
 			}
-			if (q == 1)
-				continue;
+			continue;
 		}
 		archive_entry_copy_pathname(e, t);
 		archive_entry_set_uid(e, uid);
