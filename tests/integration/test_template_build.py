@@ -341,3 +341,63 @@ def test_add_hostile_archive_stays_in_the_rootfs(cli, api, make_sandbox, tmp_pat
     # root, so what went through them is in the template's /etc and /tmp.
     assert res["stdout"] == ("fine\netcl\nok.txt\nup\nthrough an absolute symlink\n"
                              "through a ../ symlink\n4\n"), res
+
+
+def test_cache_ls_and_prune(cli, api, isolad, make_sandbox, tmp_path):
+    from tenancy_util import Tenant
+    ctx = tmp_path / "ctx"
+    ctx.mkdir()
+    tag = uuid.uuid4().hex[:8]
+    (ctx / "f").write_text(tag + "\n")
+    (ctx / "Dockerfile").write_text(f"FROM host\nCOPY f /f\nRUN echo ran-{tag} | tee /ran.txt\n")
+    a, b, c = (f"cache-{tag}-{x}" for x in "abc")
+    build(cli, a, ctx)
+    _, ev, _ = build(cli, b, ctx)
+    assert all(e["cached"] for e in ev if e["type"] == "layer"), ev
+
+    cp = cli("template", "cache", "ls", json=True)
+    assert cp.returncode == 0, cp.stderr
+    mine = [e for e in json.loads(cp.stdout) if tag in (e.get("instruction") or "")]
+    assert {e["kind"] for e in mine} == {"run"} and len(mine) == 1, mine
+    copy = [e for e in json.loads(cp.stdout) if e.get("template") == a and e["kind"] == "copy"]
+    assert len(copy) == 1 and copy[0]["tenant"] == "default" and copy[0]["size_bytes"] > 0, copy
+    keys = {mine[0]["key"], copy[0]["key"]}
+    human = cli("template", "cache", "ls")
+    assert mine[0]["key"][:12] in human.stdout and "TENANT" in human.stdout, human.stdout
+
+    # Another tenant sees none of these, and its prune --all removes none of them.
+    t = Tenant(isolad)
+    try:
+        r = t.client.request("GET", "/v1/templates/build/cache")
+        assert r.status == 200 and not keys & {e["key"] for e in r.json()["entries"]}, r.json()
+        r = t.client.request("POST", "/v1/templates/build/cache/prune", json={"all": True})
+        assert r.status == 200 and not keys & set(r.json()["removed"]), r.json()
+    finally:
+        t.cleanup()
+
+    # Used just now: --older-than 1h keeps them; --all removes them.
+    cp = cli("template", "cache", "prune", "--older-than", "1h", json=True)
+    assert cp.returncode == 0 and not keys & set(json.loads(cp.stdout)["removed"]), cp.stdout
+    cp = cli("template", "cache", "prune", "--all", json=True)
+    out = json.loads(cp.stdout)
+    assert keys <= set(out["removed"]) and out["freed_bytes"] > 0, out
+    ls = json.loads(cli("template", "cache", "ls", json=True).stdout)
+    assert not keys & {e["key"] for e in ls}, ls
+
+    # A template built from the cache still works after the prune.
+    sb = make_sandbox(template=b)
+    res = api.exec(sb["id"], cmd=["sh", "-c", "cat /f /ran.txt"])
+    assert res["stdout"] == f"{tag}\nran-{tag}\n", res
+    # The pruned steps run again.
+    _, ev, _ = build(cli, c, ctx)
+    assert not any(e["cached"] for e in ev if e["type"] == "layer"), ev
+    assert any(e["type"] == "output" and e["line"] == f"ran-{tag}" for e in ev), ev
+
+    # Bad input names the problem.
+    cp = cli("template", "cache", "prune")
+    assert cp.returncode != 0 and "--all or --older-than" in cp.stderr, cp.stderr
+    cp = cli("template", "cache", "prune", "--older-than", "soon")
+    assert cp.returncode != 0 and "--older-than `soon`" in cp.stderr, cp.stderr
+    r = isolad.client().request("POST", "/v1/templates/build/cache/prune",
+                                json={"all": True, "older_than": 5})
+    assert r.status == 400 and "older_than" in r.json()["message"], r

@@ -459,10 +459,10 @@ int build_step_copy(struct build *bd, size_t i, bool *cached, struct isola_err *
 		build_key_chain(bd, dockerfile_op_name(bd->df.steps[i].op), bd->sub[i], h, sizeof(h));
 		r = build_from_cache(bd, ".tar", false, path, sizeof(path), err);
 		*cached = r == 1;
-		if (r == 0 && rename(tmp, path) < 0)
-			r = isola_err_sys(err, errno, "internal", "rename `%s`", tmp);
-		else if (r == 0)
-			tmp[0] = '\0';
+		if (r == 0)
+			r = build_cache_store(bd, tmp, path, i, err);
+		if (r == 0)
+			tmp[0] = '\0'; /* it is the entry now */
 		if (r == 0)
 			r = images_build_apply(bd->b, path, false, "COPY", err);
 	}

@@ -28,6 +28,7 @@
 struct build {
 	struct core *c;			 /* owner (borrowed) */
 	const char *tenant;		 /* whose sandboxes run the RUN steps */
+	const char *name;		 /* the template being built (borrowed) */
 	const struct core_build_opts *o; /* the request (borrowed) */
 	core_build_event_fn ev;		 /* progress (may be NULL) */
 	void *ud;			 /* for ev */
@@ -62,6 +63,10 @@ void build_key_hex(const struct build *bd, char out[65]);
  * set), 0 when absent (path set: where to store it), or -errno with *err set. */
 int build_from_cache(struct build *bd, const char *suffix, bool upper, char *path, size_t n,
 		     struct isola_err **err);
+/* Stores the layer file `from` (in the cache dir) as entry path (from build_from_cache) of
+ * step i, with its record (tenant, instruction, template) beside it. 0 or -errno. */
+int build_cache_store(struct build *bd, const char *from, const char *path, size_t i,
+		      struct isola_err **err);
 
 /* build-copy.c: the context and COPY/ADD. */
 /* Opens the context tar (the client's upload) for reading; NULL with *err set. */

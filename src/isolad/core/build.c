@@ -345,7 +345,7 @@ int core_template_build(struct core *c, const char *tenant, const char *name,
 			const struct core_build_opts *o, core_build_event_fn ev, void *ud,
 			struct template_info *out, struct isola_err **err)
 {
-	struct build bd = {.c = c, .tenant = tenant, .o = o, .ev = ev, .ud = ud};
+	struct build bd = {.c = c, .tenant = tenant, .name = name, .o = o, .ev = ev, .ud = ud};
 	unsigned char h[32];
 	char *text = NULL, hex[65];
 	size_t len = 0;
