@@ -499,8 +499,9 @@ static int tmpl_build(struct cli *cli, int argc, char **argv)
 			if (strcmp(optarg, "process")) {
 				json_decref(opts);
 				return cli_usage_err(cli,
-						     "--tier `%s`: builds run RUN steps in the "
-						     "process tier only",
+						     "--tier `%s`: RUN steps run in the process "
+						     "tier only; the built template runs in both "
+						     "(docs/templates.md \"Tiers\")",
 						     optarg);
 			}
 		} else {
@@ -613,8 +614,8 @@ enum { OPT_CACHE_ALL = 400, OPT_CACHE_OLDER };
 
 const struct cli_opt cli_template_cache_opts[] = {
 	{"all", OPT_CACHE_ALL, NULL, "prune: every entry you may see", 0},
-	{"older-than", OPT_CACHE_OLDER, "DUR",
-	 "prune: entries unused for DUR (90s, 15m, 24h, 7d)", 0},
+	{"older-than", OPT_CACHE_OLDER, "DUR", "prune: entries unused for DUR (90s, 15m, 24h, 7d)",
+	 0},
 	{NULL, 0, NULL, NULL, 0},
 };
 
@@ -670,8 +671,8 @@ static int tmpl_cache(struct cli *cli, int argc, char **argv)
 	body = all ? json_pack("{s:b}", "all", 1)
 		   : json_pack("{s:I}", "older_than", (json_int_t)older);
 	c = cli_client(cli);
-	if (!c || !body || client_json(c, "POST", "/v1/templates/build/cache/prune", body, &reply,
-				       &err) < 0) {
+	if (!c || !body ||
+	    client_json(c, "POST", "/v1/templates/build/cache/prune", body, &reply, &err) < 0) {
 		json_decref(body);
 		return c && body ? cli_fail(err, CLI_EXIT_FAIL) : CLI_EXIT_FAIL;
 	}

@@ -401,3 +401,28 @@ def test_cache_ls_and_prune(cli, api, isolad, make_sandbox, tmp_path):
     r = isolad.client().request("POST", "/v1/templates/build/cache/prune",
                                 json={"all": True, "older_than": 5})
     assert r.status == 400 and "older_than" in r.json()["message"], r
+
+
+@pytest.mark.needs_microvm
+def test_built_template_runs_in_the_microvm_tier(cli, tmp_path):
+    """A template built by `template build` (its RUN in the process tier) boots in the microvm
+    tier: the first create builds its ext4 image from the template's files (the host
+    template's package closure for the /usr it binds). One test: TCG is slow."""
+    ctx = tmp_path / "ctx"
+    ctx.mkdir()
+    tag = uuid.uuid4().hex[:8]
+    (ctx / "copied.txt").write_text(f"copied-{tag}\n")
+    (ctx / "Dockerfile").write_text(
+        "FROM host\n"
+        "COPY copied.txt /opt/app/\n"
+        f"RUN echo ran-{tag} > /opt/app/ran.txt && python3 -c 'print(1+1)' >> /opt/app/ran.txt\n"
+        "WORKDIR /opt/app\n")
+    name = f"vm-{tag}"
+    build(cli, name, ctx)
+    cp = cli("run", "--tier", "microvm", "--template", name, "--memory", "512M", "--",
+             "sh", "-c", "uname -r; pwd; cat copied.txt ran.txt",
+             timeout=900)  # conftest's MICROVM_CREATE_TIMEOUT: the image is built first
+    assert cp.returncode == 0, (cp.stdout, cp.stderr)
+    lines = cp.stdout.splitlines()
+    assert lines[0].endswith("-cloud-amd64"), lines  # the guest's kernel, not the host's
+    assert lines[1:] == ["/opt/app", f"copied-{tag}", f"ran-{tag}", "2"], lines

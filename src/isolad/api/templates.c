@@ -58,8 +58,8 @@ enum MHD_Result api_template_cache_prune(struct api_req *r)
 		return api_respond_error(r, "invalid",
 					 "prune the build cache: give one of `all` (true) or "
 					 "`older_than` (seconds)");
-	if (core_build_cache_prune_for(r->srv->core, api_is_operator(r) ? NULL : api_tenant(r),
-				       all, older < 0 ? 0 : older, &out, &err) < 0)
+	if (core_build_cache_prune_for(r->srv->core, api_is_operator(r) ? NULL : api_tenant(r), all,
+				       older < 0 ? 0 : older, &out, &err) < 0)
 		return api_respond_err(r, err);
 	return api_respond_json(r, 200, out);
 }

@@ -24,7 +24,7 @@ static pthread_rwlock_t cache_lock = PTHREAD_RWLOCK_INITIALIZER;
 
 /* Chains the cache key: key = sha256(key, parts...). */
 void build_key_chain(struct build *bd, const char *a, const char *b, const unsigned char *extra,
-		      size_t n)
+		     size_t n)
 {
 	crypto_hash_sha256_state st;
 
@@ -50,7 +50,7 @@ void build_key_hex(const struct build *bd, char out[65])
 
 /* Applies the cached layer `<cache>/<key><suffix>` if present: 1, else 0; or -errno. */
 int build_from_cache(struct build *bd, const char *suffix, bool upper, char *path, size_t n,
-		      struct isola_err **err)
+		     struct isola_err **err)
 {
 	char hex[65];
 	int r;
@@ -102,8 +102,8 @@ static json_t *entry_json(int dfd, const char *name)
 {
 	size_t n = strlen(name);
 	const char *kind = n == 64 + 8 && !strcmp(name + 64, ".tar.zst") ? "run"
-			   : n == 64 + 4 && !strcmp(name + 64, ".tar")	  ? "copy"
-									  : NULL;
+			   : n == 64 + 4 && !strcmp(name + 64, ".tar")	 ? "copy"
+									 : NULL;
 	char key[65], meta[80], buf[4096];
 	struct stat st;
 	json_t *m = NULL, *out;
@@ -124,13 +124,12 @@ static json_t *entry_json(int dfd, const char *name)
 			m = json_loadb(buf, (size_t)got, 0, NULL);
 		close(fd);
 	}
-	out = json_pack("{s:s, s:s, s:O?, s:O?, s:O?, s:I, s:O?, s:f}", "key", key, "kind", kind,
-			"tenant", json_object_get(m, "tenant"), "instruction",
-			json_object_get(m, "instruction"), "template",
-			json_object_get(m, "template"), "size_bytes",
-			(json_int_t)st.st_blocks * 512, "created_at",
-			json_object_get(m, "created_at"), "last_used_at",
-			(double)st.st_mtim.tv_sec + st.st_mtim.tv_nsec / 1e9);
+	out = json_pack(
+		"{s:s, s:s, s:O?, s:O?, s:O?, s:I, s:O?, s:f}", "key", key, "kind", kind, "tenant",
+		json_object_get(m, "tenant"), "instruction", json_object_get(m, "instruction"),
+		"template", json_object_get(m, "template"), "size_bytes",
+		(json_int_t)st.st_blocks * 512, "created_at", json_object_get(m, "created_at"),
+		"last_used_at", (double)st.st_mtim.tv_sec + st.st_mtim.tv_nsec / 1e9);
 	json_decref(m);
 	return out;
 }
@@ -194,9 +193,9 @@ int core_build_cache_list_for(struct core *c, const char *tenant, json_t **out,
 }
 
 struct prune {
-	double before;	   /* remove entries last used before this (wall time) */
-	json_t *removed;   /* keys */
-	uint64_t freed;	   /* bytes */
+	double before;	 /* remove entries last used before this (wall time) */
+	json_t *removed; /* keys */
+	uint64_t freed;	 /* bytes */
 };
 
 static int prune_one(int dfd, json_t *e, void *ud)

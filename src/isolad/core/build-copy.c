@@ -41,7 +41,7 @@ struct archive *build_ctx_open(const char *path, struct isola_err **err)
 
 /* Reads the Dockerfile (path inside the context) into *out (NUL-terminated). */
 int build_read_dockerfile(const char *ctx, const char *name, char **out, size_t *len,
-			   struct isola_err **err)
+			  struct isola_err **err)
 {
 	struct archive *a = build_ctx_open(ctx, err);
 	struct archive_entry *e;
@@ -456,7 +456,8 @@ int build_step_copy(struct build *bd, size_t i, bool *cached, struct isola_err *
 	r = copy_layer(bd, i, fd, h, err);
 	close(fd);
 	if (r == 0) {
-		build_key_chain(bd, dockerfile_op_name(bd->df.steps[i].op), bd->sub[i], h, sizeof(h));
+		build_key_chain(bd, dockerfile_op_name(bd->df.steps[i].op), bd->sub[i], h,
+				sizeof(h));
 		r = build_from_cache(bd, ".tar", false, path, sizeof(path), err);
 		*cached = r == 1;
 		if (r == 0)

@@ -47,8 +47,8 @@ static void run_output(struct build *bd, const char *data, size_t len, char *lin
 		}
 		/* UNTRUSTED: bytes of the sandbox's program; sent as a JSON string (jansson
 		 * escapes; invalid UTF-8 is replaced by the nocheck constructor's caller). */
-		build_emit(bd, json_pack("{s:s, s:i, s:s%}", "type", "output", "step", (int)bd->step,
-				   "line", line, *ll));
+		build_emit(bd, json_pack("{s:s, s:i, s:s%}", "type", "output", "step",
+					 (int)bd->step, "line", line, *ll));
 		*ll = 0;
 		if (data[i] != '\n')
 			line[(*ll)++] = data[i];
@@ -174,8 +174,8 @@ out:
 	core_sandbox_destroy(bd->c, sandbox_id(s), NULL);
 	sandbox_unref(s);
 	if (r < 0 && code > 0)
-		build_emit(bd, json_pack("{s:s, s:i, s:i}", "type", "run_failed", "step", (int)bd->step,
-				   "exit_code", code));
+		build_emit(bd, json_pack("{s:s, s:i, s:i}", "type", "run_failed", "step",
+					 (int)bd->step, "exit_code", code));
 	return r;
 }
 
@@ -201,11 +201,11 @@ int build_step_run(struct build *bd, size_t i, bool *cached, struct isola_err **
 		char *allow = bd->o->allow ? json_dumps(bd->o->allow, JSON_COMPACT) : NULL;
 
 		build_key_chain(bd,
-			  av		? av
-			  : st->heredoc ? st->heredoc
-					: bd->sub[i],
-			  state ? state : "", (const unsigned char *)(allow ? allow : ""),
-			  allow ? strlen(allow) : 0);
+				av	      ? av
+				: st->heredoc ? st->heredoc
+					      : bd->sub[i],
+				state ? state : "", (const unsigned char *)(allow ? allow : ""),
+				allow ? strlen(allow) : 0);
 		free(allow);
 	}
 	free(av);

@@ -307,8 +307,8 @@ static int execute(struct build *bd, const char *name, struct isola_err **err)
 		bd->step++;
 		snprintf(instr, sizeof(instr), "%s %.280s", dockerfile_op_name(st->op), bd->sub[i]);
 		build_emit(bd, json_pack("{s:s, s:i, s:i, s:i, s:s}", "type", "step", "step",
-				   (int)bd->step, "total", (int)bd->total, "line", (int)st->line,
-				   "instruction", instr));
+					 (int)bd->step, "total", (int)bd->total, "line",
+					 (int)st->line, "instruction", instr));
 		switch (st->op) {
 		case DF_RUN:
 			r = build_step_run(bd, i, &cached, err);
@@ -328,8 +328,8 @@ static int execute(struct build *bd, const char *name, struct isola_err **err)
 		}
 		if (r == 0 && (st->op == DF_RUN || st->op == DF_COPY || st->op == DF_ADD))
 			build_emit(bd, json_pack("{s:s, s:i, s:b, s:I}", "type", "layer", "step",
-					   (int)bd->step, "cached", cached, "ms",
-					   (json_int_t)(util_now_ms() - ts)));
+						 (int)bd->step, "cached", cached, "ms",
+						 (json_int_t)(util_now_ms() - ts)));
 	}
 	if (r < 0) {
 		images_build_abort(bd->b);
@@ -360,8 +360,8 @@ int core_template_build(struct core *c, const char *tenant, const char *name,
 		goto out;
 	}
 	r = build_read_dockerfile(o->context,
-			    o->dockerfile && *o->dockerfile ? o->dockerfile : "Dockerfile", &text,
-			    &len, err);
+				  o->dockerfile && *o->dockerfile ? o->dockerfile : "Dockerfile",
+				  &text, &len, err);
 	if (r < 0)
 		goto out;
 	/* Everything refusable is refused here, before any sandbox or layer is made. */
