@@ -216,7 +216,8 @@ static int prune_one(int dfd, json_t *e, void *ud)
 	return json_array_append_new(p->removed, json_string(key)) < 0 ? -ENOMEM : 0;
 }
 
-/* What a crashed build left: .run-XXXXXX dirs and .tmp-XXXXXX files older than a RUN may take. */
+/* What a crashed build left, older than a RUN may take: .run-XXXXXX dirs, .tmp-XXXXXX files and
+ * records without their layer. */
 static void prune_debris(void)
 {
 	char dir[PATH_MAX], path[PATH_MAX + 260];
@@ -228,7 +229,17 @@ static void prune_debris(void)
 	if (images_build_cache_dir(dir, NULL) < 0 || !(dp = opendir(dir)))
 		return;
 	while ((d = readdir(dp))) {
-		if (strncmp(d->d_name, ".run-", 5) && strncmp(d->d_name, ".tmp-", 5))
+		size_t n = strlen(d->d_name);
+		bool record = n == 64 + 5 && !strcmp(d->d_name + 64, ".json");
+
+		if (strncmp(d->d_name, ".run-", 5) && strncmp(d->d_name, ".tmp-", 5) && !record)
+			continue;
+		/* A record whose layer is missing: a build crashed between the two renames. */
+		if (record && (snprintf(path, sizeof(path), "%s/%.64s.tar", dir, d->d_name),
+			       access(path, F_OK) == 0))
+			continue;
+		if (record && (snprintf(path, sizeof(path), "%s/%.64s.tar.zst", dir, d->d_name),
+			       access(path, F_OK) == 0))
 			continue;
 		snprintf(path, sizeof(path), "%s/%s", dir, d->d_name);
 		if (lstat(path, &st) == 0 && st.st_mtime + CACHE_DEBRIS_S < now) {

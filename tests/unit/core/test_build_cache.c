@@ -82,6 +82,8 @@ int main(void)
 	put("notakey.tar", "junk", 10 * day);
 	put(".tmp-old", "debris", 3 * 3600);
 	put(".tmp-new", "in progress", 0);
+	put(K("dd") ".json", "{\"tenant\":\"ta\"}", 3 * 3600); /* its layer never arrived */
+	put(K("ee") ".json", "{\"tenant\":\"ta\"}", 0);	       /* its layer is on its way */
 
 	ok(core_build_cache_list_for(NULL, NULL, &out, &e) == 0 &&
 		   !strcmp(keys(out, "key"), "aa bb cc"),
@@ -118,6 +120,8 @@ int main(void)
 	ok(!exists(K("aa") ".json") && exists("notakey.tar"), "records go with them, junk stays");
 	ok(!exists(".tmp-old") && exists(".tmp-new"),
 	   "debris older than a RUN may take is removed, a fresh one (a build running) kept");
+	ok(!exists(K("dd") ".json") && exists(K("ee") ".json"),
+	   "an old record without its layer is removed, a fresh one kept");
 	ok(core_build_cache_list_for(NULL, NULL, &out, &e) == 0 && json_array_size(out) == 0,
 	   "nothing left to list");
 	json_decref(out);
