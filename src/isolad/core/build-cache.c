@@ -69,8 +69,8 @@ int build_from_cache(struct build *bd, const char *suffix, bool upper, char *pat
 	return r;
 }
 
-int build_cache_store(struct build *bd, const char *from, const char *path, size_t i,
-		      struct isola_err **err)
+int build_cache_store(struct build *bd, const char *from, const char *path, size_t i, bool upper,
+		      bool *stored, struct isola_err **err)
 {
 	char meta[PATH_MAX], instr[300];
 	const char *dot = strchr(strrchr(path, '/') + 1, '.');
@@ -78,6 +78,7 @@ int build_cache_store(struct build *bd, const char *from, const char *path, size
 	char *text;
 	int r = 0;
 
+	*stored = false;
 	snprintf(instr, sizeof(instr), "%s %.280s", dockerfile_op_name(bd->df.steps[i].op),
 		 bd->sub[i]);
 	snprintf(meta, sizeof(meta), "%.*s.json", (int)(dot - path), path);
@@ -91,6 +92,10 @@ int build_cache_store(struct build *bd, const char *from, const char *path, size
 		r = isola_err_sys(err, text ? errno : ENOMEM, "internal", "write `%s`", meta);
 	else if (rename(from, path) < 0)
 		r = isola_err_sys(err, errno, "internal", "rename `%s`", from);
+	else
+		*stored = true;
+	if (r == 0)
+		r = images_build_apply(bd->b, path, upper, upper ? "RUN" : "COPY", err);
 	pthread_rwlock_unlock(&cache_lock);
 	free(text);
 	return r;

@@ -460,12 +460,13 @@ int build_step_copy(struct build *bd, size_t i, bool *cached, struct isola_err *
 				sizeof(h));
 		r = build_from_cache(bd, ".tar", false, path, sizeof(path), err);
 		*cached = r == 1;
-		if (r == 0)
-			r = build_cache_store(bd, tmp, path, i, err);
-		if (r == 0)
-			tmp[0] = '\0'; /* it is the entry now */
-		if (r == 0)
-			r = images_build_apply(bd->b, path, false, "COPY", err);
+		if (r == 0) {
+			bool stored;
+
+			r = build_cache_store(bd, tmp, path, i, false, &stored, err);
+			if (stored)
+				tmp[0] = '\0'; /* it is the entry now */
+		}
 	}
 	if (tmp[0])
 		unlink(tmp);

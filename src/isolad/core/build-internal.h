@@ -64,9 +64,11 @@ void build_key_hex(const struct build *bd, char out[65]);
 int build_from_cache(struct build *bd, const char *suffix, bool upper, char *path, size_t n,
 		     struct isola_err **err);
 /* Stores the layer file `from` (in the cache dir) as entry path (from build_from_cache) of
- * step i, with its record (tenant, instruction, template) beside it. 0 or -errno. */
-int build_cache_store(struct build *bd, const char *from, const char *path, size_t i,
-		      struct isola_err **err);
+ * step i, with its record (tenant, instruction, template) beside it, and applies it to the
+ * template-so-far (upper: a RUN's overlay layer) under the cache's lock, so no prune removes
+ * it in between. *stored: from was renamed (it is gone). 0 or -errno with *err set. */
+int build_cache_store(struct build *bd, const char *from, const char *path, size_t i, bool upper,
+		      bool *stored, struct isola_err **err);
 
 /* build-copy.c: the context and COPY/ADD. */
 /* Opens the context tar (the client's upload) for reading; NULL with *err set. */

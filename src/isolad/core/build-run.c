@@ -219,10 +219,11 @@ int build_step_run(struct build *bd, size_t i, bool *cached, struct isola_err **
 		return isola_err_sys(err, errno, "internal", "mkdtemp in `%s`", bd->cache);
 	r = run_step(bd, i, dir, err);
 	snprintf(from, sizeof(from), "%s/layer.tar.zst", dir);
-	if (r == 0)
-		r = build_cache_store(bd, from, path, i, err);
+	if (r == 0) {
+		bool stored;
+
+		r = build_cache_store(bd, from, path, i, true, &stored, err);
+	}
 	util_rm_rf(dir);
-	if (r == 0)
-		r = images_build_apply(bd->b, path, true, "RUN", err);
 	return r;
 }
