@@ -499,8 +499,9 @@ static int tmpl_build(struct cli *cli, int argc, char **argv)
 			if (strcmp(optarg, "process")) {
 				json_decref(opts);
 				return cli_usage_err(cli,
-						     "--tier `%s`: builds run RUN steps in the "
-						     "process tier only",
+						     "--tier `%s`: RUN steps run in the process "
+						     "tier only; the built template runs in both "
+						     "(docs/templates.md \"Tiers\")",
 						     optarg);
 			}
 		} else {
@@ -577,6 +578,122 @@ static int tmpl_rm(struct cli *cli, int argc, char **argv)
 	return status;
 }
 
+/* The build cache's entries: key (12 hex), kind, size, last used, tenant, instruction. */
+static void print_cache(const json_t *list)
+{
+	static const char *const head[] = {"KEY",	"KIND",	  "SIZE",
+					   "LAST USED", "TENANT", "INSTRUCTION"};
+	struct table *tab = table_new(head, ARRAY_SIZE(head));
+	double now = util_wall_time();
+	const json_t *e;
+	size_t i;
+
+	json_array_foreach(list, i, e)
+	{
+		const char *key = json_string_value(json_object_get(e, "key"));
+		const char *ins = json_string_value(json_object_get(e, "instruction"));
+		const char *ten = json_string_value(json_object_get(e, "tenant"));
+		const char *kind = json_string_value(json_object_get(e, "kind"));
+		char k[16], size[32], age[64], in[64];
+		const char *row[6] = {k, kind ? kind : "", size, age, ten ? ten : "-", in};
+
+		snprintf(k, sizeof(k), "%.12s", key ? key : "");
+		out_fmt_size((uint64_t)json_integer_value(json_object_get(e, "size_bytes")), size,
+			     sizeof(size));
+		out_fmt_age(json_object_get(e, "last_used_at"), now, age, sizeof(age));
+		snprintf(in, sizeof(in), "%.60s", ins ? ins : "-");
+		if (tab)
+			table_add(tab, row);
+	}
+	if (tab)
+		table_print(tab, stdout);
+	table_free(tab);
+}
+
+enum { OPT_CACHE_ALL = 400, OPT_CACHE_OLDER };
+
+const struct cli_opt cli_template_cache_opts[] = {
+	{"all", OPT_CACHE_ALL, NULL, "prune: every entry you may see", 0},
+	{"older-than", OPT_CACHE_OLDER, "DUR", "prune: entries unused for DUR (90s, 15m, 24h, 7d)",
+	 0},
+	{NULL, 0, NULL, NULL, 0},
+};
+
+/* template cache ls | prune (--all | --older-than DUR): GET /v1/templates/build/cache,
+ * POST /v1/templates/build/cache/prune. */
+static int tmpl_cache(struct cli *cli, int argc, char **argv)
+{
+	cleanup_err struct isola_err *err = NULL;
+	json_t *body = NULL, *reply = NULL, *v;
+	uint64_t older = 0;
+	bool all = false, have_older = false;
+	const char *what;
+	struct client *c;
+	size_t i;
+	int opt;
+
+	while ((opt = cli_nextopt(cli, argc, argv)) != -1) {
+		if (opt == OPT_CACHE_ALL) {
+			all = true;
+		} else if (opt == OPT_CACHE_OLDER) {
+			if (util_parse_duration(optarg, 10ull * 365 * 86400, &older) < 0)
+				return cli_usage_err(cli,
+						     "--older-than `%s`: expected a duration such "
+						     "as 90s, 15m, 24h or 7d",
+						     optarg);
+			have_older = true;
+		} else {
+			return cli_bad_opt(cli, argc, argv, opt);
+		}
+	}
+	if (argc - optind != 1)
+		return cli_usage_err(cli, "expected ls or prune");
+	what = argv[optind];
+	if (!strcmp(what, "ls")) {
+		if (all || have_older)
+			return cli_usage_err(cli, "--all and --older-than are for prune");
+		c = cli_client(cli);
+		if (!c)
+			return CLI_EXIT_FAIL;
+		if (client_json(c, "GET", "/v1/templates/build/cache", NULL, &reply, &err) < 0)
+			return cli_fail(err, CLI_EXIT_FAIL);
+		if (cli->json)
+			out_json(stdout, json_object_get(reply, "entries"));
+		else
+			print_cache(json_object_get(reply, "entries"));
+		json_decref(reply);
+		return CLI_EXIT_OK;
+	}
+	if (strcmp(what, "prune"))
+		return cli_usage_err(cli, "unknown cache action `%s`: expected ls or prune", what);
+	if (all == have_older)
+		return cli_usage_err(cli, "prune: give one of --all or --older-than DUR");
+	body = all ? json_pack("{s:b}", "all", 1)
+		   : json_pack("{s:I}", "older_than", (json_int_t)older);
+	c = cli_client(cli);
+	if (!c || !body ||
+	    client_json(c, "POST", "/v1/templates/build/cache/prune", body, &reply, &err) < 0) {
+		json_decref(body);
+		return c && body ? cli_fail(err, CLI_EXIT_FAIL) : CLI_EXIT_FAIL;
+	}
+	json_decref(body);
+	if (cli->json) {
+		out_json(stdout, reply);
+	} else {
+		char size[32];
+
+		json_array_foreach(json_object_get(reply, "removed"), i, v)
+			printf("%s\n", json_string_value(v));
+		out_fmt_size((uint64_t)json_integer_value(json_object_get(reply, "freed_bytes")),
+			     size, sizeof(size));
+		if (!cli->quiet)
+			fprintf(stderr, "isola: pruned %zu build cache entries, %s freed\n",
+				json_array_size(json_object_get(reply, "removed")), size);
+	}
+	json_decref(reply);
+	return CLI_EXIT_OK;
+}
+
 static const struct cli_cmd cli_template_cmds[] = {
 	{"import", tmpl_import, "NAME FILE.tar|OCI-DIR",
 	 "import an OCI layout, a docker save archive or a root filesystem tarball",
@@ -588,6 +705,8 @@ static const struct cli_cmd cli_template_cmds[] = {
 	 .opts = cli_template_build_opts,
 	 .example = "isola template build --build-arg V=1 py ./ctx"},
 	{"ls", tmpl_ls, "", "list templates", .example = "isola template ls"},
+	{"cache", tmpl_cache, "ls|prune", "list or prune the build cache",
+	 .opts = cli_template_cache_opts, .example = "isola template cache prune --older-than 7d"},
 	{"inspect", tmpl_inspect, "NAME", "show one template as JSON",
 	 .example = "isola template inspect py"},
 	{"rm", tmpl_rm, "NAME...", "remove templates", .example = "isola template rm py"},

@@ -254,3 +254,175 @@ def test_run_default_deny_cannot_reach_the_host(cli, tmp_path):
         assert _Hits.hits == [], _Hits.hits
     finally:
         srv.shutdown()
+
+
+def _tar(path, members, mode="w"):
+    """A tar at path of (name, text) files and (name, None, link) symlinks."""
+    import io
+    import tarfile
+    with tarfile.open(path, mode) as t:
+        for m in members:
+            ti = tarfile.TarInfo(m[0])
+            if len(m) == 3:
+                ti.type, ti.linkname = tarfile.SYMTYPE, m[2]
+                t.addfile(ti)
+            else:
+                data = m[1].encode()
+                ti.size, ti.mode = len(data), 0o644
+                t.addfile(ti, io.BytesIO(data))
+
+
+def test_add_extracts_local_archives_by_content(cli, api, make_sandbox, tmp_path):
+    ctx = tmp_path / "ctx"
+    ctx.mkdir()
+    src = tmp_path / "src"
+    (src / "pkg").mkdir(parents=True)
+    (src / "pkg" / "hello.txt").write_text("hello from the archive\n")
+    for arg, name in (("-cf", "x.tar"), ("-cJf", "x.tar.xz"), ("-cjf", "x.tar.bz2"),
+                      ("--zstd -cf", "x.tar.zst")):
+        subprocess.run(["tar", *arg.split(), str(ctx / name), "-C", str(src), "pkg"],
+                       check=True)
+    # Told apart by content, not by name: a gzipped tar called data.bin is unpacked, a text
+    # file called notes.tar.gz and a gzipped text file are copied as they are.
+    subprocess.run(["tar", "-czf", str(ctx / "data.bin"), "-C", str(src), "pkg"], check=True)
+    (ctx / "notes.tar.gz").write_text("not an archive\n")
+    (ctx / "readme.txt").write_text("gzip, but no tar inside\n")
+    subprocess.run(["gzip", "-k", str(ctx / "readme.txt")], check=True)
+    (ctx / "Dockerfile").write_text(
+        "FROM host\n"
+        "ADD data.bin /opt/gz/\n"
+        "ADD x.tar /opt/tar\n"
+        "ADD x.tar.xz /opt/xz/\n"
+        "ADD x.tar.bz2 /opt/bz2/\n"
+        "ADD x.tar.zst /opt/zst/\n"
+        "ADD notes.tar.gz readme.txt.gz /opt/asis/\n"
+        "COPY x.tar /opt/copied/\n")
+    name = f"add-{uuid.uuid4().hex[:6]}"
+    build(cli, name, ctx)
+    sb = make_sandbox(template=name)
+    res = api.exec(sb["id"], cmd=["sh", "-c", "cat /opt/gz/pkg/hello.txt /opt/tar/pkg/hello.txt "
+                                  "/opt/xz/pkg/hello.txt /opt/bz2/pkg/hello.txt "
+                                  "/opt/zst/pkg/hello.txt"])
+    assert res["exit_code"] == 0 and res["stdout"] == "hello from the archive\n" * 5, res
+    res = api.exec(sb["id"], cmd=["sh", "-c", "cat /opt/asis/notes.tar.gz; "
+                                  "gzip -dc /opt/asis/readme.txt.gz; "
+                                  "test -f /opt/copied/x.tar && test ! -e /opt/copied/pkg && "
+                                  "test ! -e /opt/gz/data.bin && echo ok"])
+    assert res["stdout"] == "not an archive\ngzip, but no tar inside\nok\n", res
+
+
+def test_add_hostile_archive_stays_in_the_rootfs(cli, api, make_sandbox, tmp_path):
+    tag = uuid.uuid4().hex[:8]
+    ctx = tmp_path / "ctx"
+    ctx.mkdir()
+    deep = "../" * 12
+    _tar(ctx / "evil.tgz", [
+        ("ok.txt", "fine\n"),
+        (f"{deep}tmp/isola-escape-{tag}", "escaped by ..\n"),
+        (f"/tmp/isola-abs-{tag}", "escaped by an absolute name\n"),
+        ("etcl", None, "/etc"),
+        (f"etcl/isola-via-link-{tag}", "through an absolute symlink\n"),
+        ("up", None, deep + "tmp"),
+        (f"up/isola-via-up-{tag}", "through a ../ symlink\n"),
+    ], mode="w:gz")
+    (ctx / "Dockerfile").write_text("FROM host\nADD evil.tgz /opt/h/\n")
+    name = f"evil-{uuid.uuid4().hex[:6]}"
+    build(cli, name, ctx)
+    # Nothing outside the template's root on the host.
+    for p in (f"/tmp/isola-escape-{tag}", f"/tmp/isola-abs-{tag}", f"/etc/isola-via-link-{tag}",
+              f"/tmp/isola-via-up-{tag}"):
+        assert not pathlib.Path(p).exists(), f"{p} written on the host"
+    sb = make_sandbox(template=name)
+    res = api.exec(sb["id"], cmd=["sh", "-c", "cat /opt/h/ok.txt; ls -A /opt/h; "
+                                  f"cat /etc/isola-via-link-{tag} /tmp/isola-via-up-{tag}; "
+                                  f"ls /tmp/isola-escape-{tag} /tmp/isola-abs-{tag} "
+                                  f"/opt/tmp /opt/h/tmp 2>&1 | grep -c 'No such file'"])
+    # The ../ and absolute names were dropped; the links resolved inside the template's own
+    # root, so what went through them is in the template's /etc and /tmp.
+    assert res["stdout"] == ("fine\netcl\nok.txt\nup\nthrough an absolute symlink\n"
+                             "through a ../ symlink\n4\n"), res
+
+
+def test_cache_ls_and_prune(cli, api, isolad, make_sandbox, tmp_path):
+    from tenancy_util import Tenant
+    ctx = tmp_path / "ctx"
+    ctx.mkdir()
+    tag = uuid.uuid4().hex[:8]
+    (ctx / "f").write_text(tag + "\n")
+    (ctx / "Dockerfile").write_text(f"FROM host\nCOPY f /f\nRUN echo ran-{tag} | tee /ran.txt\n")
+    a, b, c = (f"cache-{tag}-{x}" for x in "abc")
+    build(cli, a, ctx)
+    _, ev, _ = build(cli, b, ctx)
+    assert all(e["cached"] for e in ev if e["type"] == "layer"), ev
+
+    cp = cli("template", "cache", "ls", json=True)
+    assert cp.returncode == 0, cp.stderr
+    mine = [e for e in json.loads(cp.stdout) if tag in (e.get("instruction") or "")]
+    assert {e["kind"] for e in mine} == {"run"} and len(mine) == 1, mine
+    copy = [e for e in json.loads(cp.stdout) if e.get("template") == a and e["kind"] == "copy"]
+    assert len(copy) == 1 and copy[0]["tenant"] == "default" and copy[0]["size_bytes"] > 0, copy
+    keys = {mine[0]["key"], copy[0]["key"]}
+    human = cli("template", "cache", "ls")
+    assert mine[0]["key"][:12] in human.stdout and "TENANT" in human.stdout, human.stdout
+
+    # Another tenant sees none of these, and its prune --all removes none of them.
+    t = Tenant(isolad)
+    try:
+        r = t.client.request("GET", "/v1/templates/build/cache")
+        assert r.status == 200 and not keys & {e["key"] for e in r.json()["entries"]}, r.json()
+        r = t.client.request("POST", "/v1/templates/build/cache/prune", json={"all": True})
+        assert r.status == 200 and not keys & set(r.json()["removed"]), r.json()
+    finally:
+        t.cleanup()
+
+    # Used just now: --older-than 1h keeps them; --all removes them.
+    cp = cli("template", "cache", "prune", "--older-than", "1h", json=True)
+    assert cp.returncode == 0 and not keys & set(json.loads(cp.stdout)["removed"]), cp.stdout
+    cp = cli("template", "cache", "prune", "--all", json=True)
+    out = json.loads(cp.stdout)
+    assert keys <= set(out["removed"]) and out["freed_bytes"] > 0, out
+    ls = json.loads(cli("template", "cache", "ls", json=True).stdout)
+    assert not keys & {e["key"] for e in ls}, ls
+
+    # A template built from the cache still works after the prune.
+    sb = make_sandbox(template=b)
+    res = api.exec(sb["id"], cmd=["sh", "-c", "cat /f /ran.txt"])
+    assert res["stdout"] == f"{tag}\nran-{tag}\n", res
+    # The pruned steps run again.
+    _, ev, _ = build(cli, c, ctx)
+    assert not any(e["cached"] for e in ev if e["type"] == "layer"), ev
+    assert any(e["type"] == "output" and e["line"] == f"ran-{tag}" for e in ev), ev
+
+    # Bad input names the problem.
+    cp = cli("template", "cache", "prune")
+    assert cp.returncode != 0 and "--all or --older-than" in cp.stderr, cp.stderr
+    cp = cli("template", "cache", "prune", "--older-than", "soon")
+    assert cp.returncode != 0 and "--older-than `soon`" in cp.stderr, cp.stderr
+    r = isolad.client().request("POST", "/v1/templates/build/cache/prune",
+                                json={"all": True, "older_than": 5})
+    assert r.status == 400 and "older_than" in r.json()["message"], r
+
+
+@pytest.mark.needs_microvm
+def test_built_template_runs_in_the_microvm_tier(cli, tmp_path):
+    """A template built by `template build` (its RUN in the process tier) boots in the microvm
+    tier: the first create builds its ext4 image from the template's files (the host
+    template's package closure for the /usr it binds). One test: TCG is slow."""
+    ctx = tmp_path / "ctx"
+    ctx.mkdir()
+    tag = uuid.uuid4().hex[:8]
+    (ctx / "copied.txt").write_text(f"copied-{tag}\n")
+    (ctx / "Dockerfile").write_text(
+        "FROM host\n"
+        "COPY copied.txt /opt/app/\n"
+        f"RUN echo ran-{tag} > /opt/app/ran.txt && python3 -c 'print(1+1)' >> /opt/app/ran.txt\n"
+        "WORKDIR /opt/app\n")
+    name = f"vm-{tag}"
+    build(cli, name, ctx)
+    cp = cli("run", "--tier", "microvm", "--template", name, "--memory", "512M", "--",
+             "sh", "-c", "uname -r; pwd; cat copied.txt ran.txt",
+             timeout=900)  # conftest's MICROVM_CREATE_TIMEOUT: the image is built first
+    assert cp.returncode == 0, (cp.stdout, cp.stderr)
+    lines = cp.stdout.splitlines()
+    assert lines[0].endswith("-cloud-amd64"), lines  # the guest's kernel, not the host's
+    assert lines[1:] == ["/opt/app", f"copied-{tag}", f"ran-{tag}", "2"], lines

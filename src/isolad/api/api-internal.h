@@ -452,6 +452,8 @@ int api_archive_put_begin(struct api_req *r);
 int api_archive_put_data(struct api_req *r, const char *buf, size_t len);
 enum MHD_Result api_archive_put_end(struct api_req *r);
 enum MHD_Result api_template_list(struct api_req *r);
+enum MHD_Result api_template_cache_list(struct api_req *r);
+enum MHD_Result api_template_cache_prune(struct api_req *r);
 int api_template_import_begin(struct api_req *r);
 int api_template_import_data(struct api_req *r, const char *buf, size_t len);
 enum MHD_Result api_template_import_end(struct api_req *r);

@@ -79,6 +79,8 @@ static const struct api_route api_routes[] = {
 	ROUTE_STREAM("POST", "/v1/templates", api_template_import_begin, api_template_import_data, api_template_import_end),
 	ROUTE_JSON("POST", "/v1/templates/pull", api_template_pull),
 	ROUTE_STREAM("POST", "/v1/templates/build", api_template_build_begin, api_template_import_data, api_template_import_end),
+	ROUTE("GET", "/v1/templates/build/cache", api_template_cache_list),
+	ROUTE_JSON("POST", "/v1/templates/build/cache/prune", api_template_cache_prune),
 	ROUTE("GET", "/v1/templates/{name}", api_template_get),
 	ROUTE("DELETE", "/v1/templates/{name}", api_template_delete),
 	ROUTE("GET", "/v1/sandboxes/{id}/stats", api_sandbox_stats),

@@ -26,6 +26,44 @@ enum MHD_Result api_template_list(struct api_req *r)
 	return api_respond_json(r, 200, json_pack("{s:o}", "templates", list));
 }
 
+/* GET /v1/templates/build/cache: the build cache entries the caller may see (the operator:
+ * all; another principal: its tenant's). */
+enum MHD_Result api_template_cache_list(struct api_req *r)
+{
+	cleanup_err struct isola_err *err = NULL;
+	json_t *list = NULL;
+
+	if (core_build_cache_list_for(r->srv->core, api_is_operator(r) ? NULL : api_tenant(r),
+				      &list, &err) < 0)
+		return api_respond_err(r, err);
+	return api_respond_json(r, 200, json_pack("{s:o}", "entries", list));
+}
+
+/* POST /v1/templates/build/cache/prune {all: bool} or {older_than: seconds}: removes the
+ * caller's entries (the operator: everyone's), all or those unused for older_than. */
+enum MHD_Result api_template_cache_prune(struct api_req *r)
+{
+	static const char *const fields[] = {"all", "older_than", NULL};
+	cleanup_err struct isola_err *err = NULL;
+	json_t *out = NULL;
+	bool all = false;
+	double older = -1;
+
+	/* UNTRUSTED: the body, checked field by field. */
+	if (r->json && (api_json_only(r->json, fields, &err) < 0 ||
+			api_json_bool(r->json, "all", &all, &err) < 0 ||
+			api_json_num(r->json, "older_than", 0, 1e10, &older, &err) < 0))
+		return api_respond_err(r, err);
+	if (all == (older >= 0))
+		return api_respond_error(r, "invalid",
+					 "prune the build cache: give one of `all` (true) or "
+					 "`older_than` (seconds)");
+	if (core_build_cache_prune_for(r->srv->core, api_is_operator(r) ? NULL : api_tenant(r), all,
+				       older < 0 ? 0 : older, &out, &err) < 0)
+		return api_respond_err(r, err);
+	return api_respond_json(r, 200, out);
+}
+
 enum MHD_Result api_template_delete(struct api_req *r)
 {
 	cleanup_err struct isola_err *err = NULL;

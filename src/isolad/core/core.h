@@ -343,6 +343,16 @@ typedef void (*core_build_event_fn)(void *ud, json_t *ev);
 int core_template_build_for(struct core *c, const char *tenant, const char *name,
 			    const struct core_build_opts *o, core_build_event_fn ev, void *ud,
 			    json_t **out, struct isola_err **err);
+/* The build cache's entries tenant may see (NULL: all, the operator's view) as a JSON array
+ * of {key, kind, tenant, instruction, template, size_bytes, created_at, last_used_at}
+ * (core/build-cache.c). Any thread. */
+int core_build_cache_list_for(struct core *c, const char *tenant, json_t **out,
+			      struct isola_err **err);
+/* Removes tenant's (NULL: every) build cache entries, all of them or those last used more
+ * than older_than_s ago; with NULL also what crashed builds left. *out {removed: [keys],
+ * freed_bytes}. Templates never point into the cache: nothing built becomes unusable. */
+int core_build_cache_prune_for(struct core *c, const char *tenant, bool all, double older_than_s,
+			       json_t **out, struct isola_err **err);
 
 int core_template_get_for(struct core *c, const char *tenant, const char *name, json_t **out,
 			  struct isola_err **err);
