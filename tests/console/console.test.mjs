@@ -147,7 +147,7 @@ test('create form: CPU and disk limits, checked in the form, refused by the API 
 	await tp.fill('#c-disk', '512M');
 	await tp.click('#c-submit');
 	await tp.waitForFunction(() => !document.getElementById('error').hidden, null, { timeout: WAIT });
-	assert.match(await tp.textContent('#error'), /^quota_exceeded: tenant `c[a-z0-9]+`: .* of disk in use \+ 512 ?Mi?B? requested exceeds its quota of 256 ?Mi?B?$/);
+	assert.match(await tp.textContent('#error'), new RegExp(`^quota_exceeded: .*tenant \`${tenant}\`: 0B of disk in use \\+ 512M requested exceeds its quota of 256M$`));
 	assert.equal((await api('GET', '/v1/sandboxes', null, token)).sandboxes.length, 0);
 	await shot(tp, 'create-limits-quota');
 	await tp.context().close();
