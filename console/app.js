@@ -57,7 +57,17 @@
 			headers['Content-Type'] = 'application/json';
 			body = JSON.stringify(opts.json);
 		}
-		const r = await fetch(path, { method, headers, body, cache: 'no-store', signal: opts.signal });
+		const send = () => fetch(path, { method, headers, body, cache: 'no-store', signal: opts.signal });
+		let r;
+		try {
+			r = await send();
+		} catch (e) {
+			// A read that failed before any answer ("Failed to fetch": the connection was reset
+			// or closed) is asked once more; a write is not (it may have been done).
+			if (e.name === 'AbortError' || (method !== 'GET' && method !== 'HEAD')) throw e;
+			await new Promise((res) => setTimeout(res, 250));
+			r = await send();
+		}
 		if (!r.ok) {
 			let code = String(r.status), message = r.statusText;
 			try {
