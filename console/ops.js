@@ -284,6 +284,7 @@
 				}
 			}
 			const f = files.get(path);
+			if (f.size >= 8 * 2 ** 30) throw new Error(`context file "${path}": 8 GiB or more does not fit a ustar header`);
 			parts.push(header(path, f.size, '0', 0o644), f);
 			if (f.size % 512) parts.push(new Uint8Array(512 - (f.size % 512)));
 		}
