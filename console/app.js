@@ -57,7 +57,17 @@
 			headers['Content-Type'] = 'application/json';
 			body = JSON.stringify(opts.json);
 		}
-		const r = await fetch(path, { method, headers, body, cache: 'no-store', signal: opts.signal });
+		const send = () => fetch(path, { method, headers, body, cache: 'no-store', signal: opts.signal });
+		let r;
+		try {
+			r = await send();
+		} catch (e) {
+			// A read that failed before any answer ("Failed to fetch": the connection was reset
+			// or closed) is asked once more; a write is not (it may have been done).
+			if (e.name === 'AbortError' || (method !== 'GET' && method !== 'HEAD')) throw e;
+			await new Promise((res) => setTimeout(res, 250));
+			r = await send();
+		}
 		if (!r.ok) {
 			let code = String(r.status), message = r.statusText;
 			try {
@@ -326,11 +336,27 @@
 		for (const td of document.querySelectorAll('td.age')) td.textContent = age(Number(td.dataset.created));
 	}, 10000);
 
+	// A size as the API parses it (util_parse_size): digits, then K/M/G/T, an optional i and B.
+	const SIZE_RE = /^\d+([kKmMgGtT][iI]?[bB]?)?$/;
+
 	async function createFromForm(ev) {
 		ev.preventDefault();
 		const body = { template: $('c-template').value.trim() || 'host', tier: $('c-tier').value };
-		const mem = $('c-memory').value.trim();
-		if (mem) body.memory = /^\d+$/.test(mem) ? Number(mem) : mem;
+		// Limits, checked here with the API's own rules so a typo is named before a request.
+		const cpu = $('c-cpu').value.trim();
+		if (cpu) {
+			const n = Number(cpu);
+			if (!/^(\d+\.?\d*|\.\d+)$/.test(cpu) || !(n >= 0.001 && n <= 1024))
+				return showError(`CPU "${cpu}": a number of CPUs from 0.001 to 1024, like 0.5 or 2`);
+			body.cpu = n;
+		}
+		for (const [field, id] of [['memory', 'c-memory'], ['disk', 'c-disk']]) {
+			const v = $(id).value.trim();
+			if (!v) continue;
+			if (!SIZE_RE.test(v))
+				return showError(`${field[0].toUpperCase() + field.slice(1)} "${v}": a byte count or a size like 512M, 1G or 2GiB (K, M, G, T)`);
+			body[field] = /^\d+$/.test(v) ? Number(v) : v;
+		}
 		const name = $('c-name').value.trim();
 		if (name) body.name = name;
 		const allow = $('c-allow').value.split(',').map((s) => s.trim()).filter(Boolean);
@@ -348,6 +374,12 @@
 		$('d-state').className = `state state-${state}`;
 	}
 
+	// The sandbox's limits as the API reports them (0 or absent: no limit of its own).
+	function limitsText(sb) {
+		const lim = (v, fmt) => (v ? fmt(v) : 'unlimited');
+		return `limits: CPU ${lim(sb.cpu, String)}, memory ${lim(sb.memory, human)}, disk ${lim(sb.disk, human)}, pids ${lim(sb.pids, String)}`;
+	}
+
 	async function openSandbox(id) {
 		const sb = await attempt(() => api('GET', sbPath(id)));
 		if (!sb) {
@@ -361,6 +393,7 @@
 		for (const { tr } of st.rows.values()) tr.classList.toggle('selected', tr.dataset.id === sb.id);
 		$('d-id').textContent = sb.id;
 		setDetailState(sb.state);
+		$('d-limits').textContent = limitsText(sb);
 		$('detail').hidden = false;
 		st.cwd = '/';
 		showTab(sessionStorage.getItem('isola.tab') || (canWrite() ? 'terminal' : 'files'));

@@ -35,7 +35,10 @@
 
 	function onSignOut() {
 		for (const id of ['templates', 'snapshots', 'tenants', 'tokens', 'audit']) $(id).tBodies[0].replaceChildren();
-		for (const id of ['op-host', 'op-compliance', 'tp-progress']) $(id).replaceChildren();
+		for (const id of ['op-host', 'op-compliance', 'tp-progress', 'tb-steps', 'tb-context']) $(id).replaceChildren();
+		for (const id of ['tb-log', 'tb-step', 'tb-result']) $(id).textContent = '';
+		$('tb-progress').hidden = true;
+		bd.files.clear();
 		$('tk-secret').textContent = '';
 		if ($('tk-dialog').open) $('tk-dialog').close();
 		au.records = [];
@@ -146,7 +149,8 @@
 		xhr.setRequestHeader('Authorization', 'Bearer ' + sessionStorage.getItem('isola.token'));
 		xhr.setRequestHeader('Content-Type', 'application/x-tar');
 		xhr.upload.onprogress = (e) => show('upload', e.loaded, e.lengthComputable ? e.total : file.size);
-		xhr.onprogress = () => readImportEvents(xhr.responseText, show);
+		// Only complete lines: the last one may still be arriving.
+		xhr.onprogress = () => readImportEvents(xhr.responseText.slice(0, xhr.responseText.lastIndexOf('\n') + 1), show);
 		xhr.onload = async () => {
 			if (xhr.status >= 400) {
 				let e = {};
@@ -186,6 +190,262 @@
 		importResult((await readImportEvents(buf, show)) || last);
 	}
 
+	/* --- template build (POST /v1/templates/build) ------------------------------------------- */
+
+	const bd = { files: new Map() }; // context path -> File (the picker's and the drop zone's)
+	const LOG_MAX = 256 << 10; // characters of RUN output kept in the pane
+
+	// A context path as the tar will hold it: relative, '/'-separated, no '.' or '..' parts.
+	function ctxPath(p) {
+		const parts = String(p).split('/').filter((x) => x && x !== '.');
+		if (!parts.length || parts.includes('..')) throw new Error(`context file "${p}": not a relative path`);
+		return parts.join('/');
+	}
+
+	function addContext(path, file) {
+		bd.files.set(ctxPath(path), file);
+		showContext();
+	}
+
+	function showContext() {
+		const frag = document.createDocumentFragment();
+		for (const [p, f] of [...bd.files].sort(([a], [b]) => (a < b ? -1 : 1)))
+			frag.append(el('li', { 'data-path': p, text: `${p} (${human(f.size) === '—' ? '0 B' : human(f.size)})` }));
+		$('tb-context').replaceChildren(frag);
+	}
+
+	// A drop: folders are walked (webkitGetAsEntry) so their paths are kept; plain files otherwise.
+	async function dropContext(dt) {
+		const entries = [...(dt.items || [])].map((i) => (i.kind === 'file' && i.webkitGetAsEntry ? i.webkitGetAsEntry() : null));
+		if (entries.length && entries.every(Boolean)) {
+			const walk = async (entry, prefix) => {
+				if (entry.isFile) {
+					const f = await new Promise((res, rej) => entry.file(res, rej));
+					addContext(prefix + entry.name, f);
+				} else if (entry.isDirectory) {
+					const reader = entry.createReader();
+					for (;;) { // readEntries answers in batches until an empty one
+						const batch = await new Promise((res, rej) => reader.readEntries(res, rej));
+						if (!batch.length) break;
+						for (const e of batch) await walk(e, `${prefix}${entry.name}/`);
+					}
+				}
+			};
+			for (const e of entries) await walk(e, '');
+			return;
+		}
+		for (const f of dt.files || []) addContext(f.webkitRelativePath || f.name, f);
+	}
+
+	// A ustar archive of files: Map(path -> Blob) (directories implied by paths get entries).
+	// Names longer than 100 bytes are split into prefix/name; a path that cannot be is refused.
+	function ustar(files) {
+		const enc = new TextEncoder();
+		const now = Math.floor(Date.now() / 1000);
+		const parts = [];
+		const header = (path, size, type, mode) => {
+			const h = new Uint8Array(512);
+			let name = enc.encode(path), prefix = new Uint8Array(0);
+			if (name.length > 100) { // split at a '/' into prefix (≤ 155 bytes) and name (≤ 100)
+				let ok = false;
+				for (let i = path.lastIndexOf('/'); i > 0 && !ok; i = path.lastIndexOf('/', i - 1)) {
+					prefix = enc.encode(path.slice(0, i));
+					name = enc.encode(path.slice(i + 1));
+					ok = prefix.length <= 155 && name.length <= 100 && name.length > 0;
+				}
+				if (!ok) throw new Error(`context file "${path}": the path is too long for a tar header`);
+			}
+			const put = (off, len, bytes) => h.set(bytes.subarray(0, len), off);
+			const oct = (off, len, v) => put(off, len, enc.encode(v.toString(8).padStart(len - 1, '0') + '\0'));
+			put(0, 100, name);
+			oct(100, 8, mode);
+			oct(108, 8, 0);
+			oct(116, 8, 0);
+			oct(124, 12, size);
+			oct(136, 12, now);
+			h.fill(0x20, 148, 156); // checksum computed with its own field as spaces
+			h[156] = type.charCodeAt(0);
+			put(257, 6, enc.encode('ustar\0'));
+			put(263, 2, enc.encode('00'));
+			put(345, 155, prefix);
+			let sum = 0;
+			for (const b of h) sum += b;
+			put(148, 8, enc.encode(sum.toString(8).padStart(6, '0') + '\0 '));
+			return h;
+		};
+		const dirs = new Set();
+		for (const path of [...files.keys()].sort()) {
+			const segs = path.split('/');
+			for (let k = 1; k < segs.length; k++) {
+				const d = segs.slice(0, k).join('/') + '/';
+				if (!dirs.has(d)) {
+					dirs.add(d);
+					parts.push(header(d, 0, '5', 0o755));
+				}
+			}
+			const f = files.get(path);
+			if (f.size >= 8 * 2 ** 30) throw new Error(`context file "${path}": 8 GiB or more does not fit a ustar header`);
+			parts.push(header(path, f.size, '0', 0o644), f);
+			if (f.size % 512) parts.push(new Uint8Array(512 - (f.size % 512)));
+		}
+		parts.push(new Uint8Array(1024));
+		return new Blob(parts, { type: 'application/x-tar' });
+	}
+
+	// The form's options: build args (K=V lines), allow rules (comma or line separated).
+	function buildOptions() {
+		const args = {};
+		const lines = $('tb-args').value.split('\n');
+		for (let n = 0; n < lines.length; n++) {
+			const l = lines[n].trim();
+			if (!l) continue;
+			const eq = l.indexOf('=');
+			if (eq <= 0) throw new Error(`build args, line ${n + 1}: "${l}" is not K=V`);
+			args[l.slice(0, eq).trim()] = l.slice(eq + 1);
+		}
+		const allow = $('tb-allow').value.split(/[,\n]/).map((x) => x.trim()).filter(Boolean);
+		return { build_args: args, allow };
+	}
+
+	// The build's view: the current step, one line per step (cached or its time), the RUN
+	// output as text in the log pane, and the end (done, or the failing step with its exit code).
+	function buildView() {
+		$('tb-progress').hidden = false;
+		$('tb-step').textContent = 'uploading the context…';
+		$('tb-steps').replaceChildren();
+		$('tb-log').textContent = '';
+		$('tb-result').textContent = '';
+		$('tb-result').className = '';
+		delete $('tb-result').dataset.exitCode;
+		const steps = new Map(); // step -> {li, st, instruction}
+		const failed = { step: 0, code: null };
+		let total = 0;
+		let pending = ''; // output not yet in the pane (flushed once a frame)
+		let flushing = false;
+		const flush = () => {
+			flushing = false;
+			if (!pending) return;
+			const pane = $('tb-log');
+			pane.append(pending); // a text node: output is never markup
+			pending = '';
+			if (pane.textContent.length > LOG_MAX) pane.textContent = pane.textContent.slice(-LOG_MAX);
+			pane.scrollTop = pane.scrollHeight;
+		};
+		const log = (text) => {
+			pending += text;
+			if (!flushing) {
+				flushing = true;
+				requestAnimationFrame(flush);
+			}
+		};
+		const stepText = (n) => `Step ${n}/${total}: ${steps.get(n)?.instruction ?? ''}`;
+		// A step with no layer (ENV, WORKDIR, ...) is done when the next one starts.
+		const settle = () => {
+			for (const s of steps.values()) if (s.st.textContent === 'running') s.st.textContent = 'done';
+		};
+		return (ev) => {
+			if (ev.type === 'step') {
+				settle();
+				total = ev.total;
+				const st = el('span', { class: 'st', text: 'running' });
+				const li = el('li', { 'data-step': String(ev.step) }, el('span', { text: `${ev.step}/${ev.total} ${ev.instruction}` }), st);
+				steps.set(ev.step, { li, st, instruction: ev.instruction });
+				$('tb-steps').append(li);
+				$('tb-step').textContent = stepText(ev.step);
+				log(`Step ${ev.step}/${ev.total}: ${ev.instruction}\n`);
+			} else if (ev.type === 'output') {
+				log(`${ev.line}\n`);
+			} else if (ev.type === 'layer') {
+				const s = steps.get(ev.step);
+				if (s) {
+					s.li.dataset.cached = String(!!ev.cached);
+					s.st.textContent = ev.cached ? 'cached' : `${(ev.ms / 1000).toFixed(1)} s`;
+				}
+			} else if (ev.type === 'run_failed') {
+				failed.step = ev.step;
+				failed.code = ev.exit_code;
+				const s = steps.get(ev.step);
+				if (s) {
+					s.li.classList.add('failed');
+					s.st.textContent = `failed, exit code ${ev.exit_code}`;
+				}
+			} else if (ev.type === 'done') {
+				flush();
+				settle();
+				$('tb-step').textContent = `built in ${total} step${total === 1 ? '' : 's'}`;
+				$('tb-result').className = 'ok';
+				$('tb-result').textContent = `template ${ev.template?.name ?? ''} built`;
+				loadTemplates();
+			} else if (ev.type === 'error') {
+				flush();
+				const where = failed.step ? `${stepText(failed.step)} failed with exit code ${failed.code}` : `${ev.code || 'error'}`;
+				$('tb-step').textContent = failed.step ? stepText(failed.step) : $('tb-step').textContent;
+				$('tb-result').className = 'bad';
+				$('tb-result').dataset.exitCode = failed.code === null ? '' : String(failed.code);
+				$('tb-result').textContent = `build failed: ${where}\n${ev.message || ''}`;
+			}
+		};
+	}
+
+	async function buildTemplate(ev) {
+		ev.preventDefault();
+		const name = $('tb-name').value.trim();
+		const dockerfile = $('tb-dockerfile').value;
+		let opts, tar;
+		try {
+			if (!/^[A-Za-z0-9_][A-Za-z0-9._-]{0,62}$/.test(name)) throw new Error(`template name "${name}": 1-63 of A-Z a-z 0-9 . _ - not starting with . or -`);
+			opts = buildOptions();
+			const files = new Map(bd.files);
+			if (dockerfile.trim()) {
+				// The text is the Dockerfile: as `Dockerfile`, or beside a context file of that name.
+				const as = files.has('Dockerfile') ? '.isola-dockerfile' : 'Dockerfile';
+				files.set(as, new Blob([dockerfile]));
+				opts.dockerfile = as;
+			} else if (!files.has('Dockerfile')) throw new Error('Dockerfile: write one, or add a context file named Dockerfile');
+			tar = ustar(files);
+		} catch (e) {
+			showError(e.message);
+			return;
+		}
+		showError('');
+		$('tb-submit').disabled = true;
+		const show = buildView();
+		try {
+			const r = await api('POST', `/v1/templates/build?name=${encodeURIComponent(name)}&options=${encodeURIComponent(JSON.stringify(opts))}`,
+				{ body: tar, raw: true });
+			$('tb-step').textContent = 'building…';
+			let last = null;
+			await readNdjson(r, (e) => {
+				last = e;
+				show(e);
+			});
+			if (!last || (last.type !== 'done' && last.type !== 'error')) show({ type: 'error', code: 'error', message: 'the build stream ended without a result' });
+		} catch (e) {
+			show({ type: 'error', code: e.code || 'error', message: e.message });
+		} finally {
+			$('tb-submit').disabled = false;
+		}
+	}
+
+	// Reads an NDJSON response as it streams: fn(event) per complete line.
+	async function readNdjson(r, fn) {
+		const reader = r.body.getReader();
+		const dec = new TextDecoder();
+		let buf = '';
+		for (;;) {
+			const { value, done } = await reader.read();
+			buf += dec.decode(value || new Uint8Array(0), { stream: !done });
+			let i;
+			while ((i = buf.indexOf('\n')) >= 0) {
+				const line = buf.slice(0, i);
+				buf = buf.slice(i + 1);
+				if (line.trim()) fn(JSON.parse(line));
+			}
+			if (done) break;
+		}
+		if (buf.trim()) fn(JSON.parse(buf));
+	}
+
 	/* --- snapshots --------------------------------------------------------------------------- */
 
 	async function loadSnapshots() {
@@ -209,14 +469,19 @@
 
 	/* --- operations -------------------------------------------------------------------------- */
 
+	// The audit export goes first and /v1/compliance is asked once for two views: with the
+	// /v1/events stream holding one of the browser's six connections to isolad, the page
+	// used to start eight requests at once, and the two queued last (export, compliance)
+	// were the two seen failing with "Failed to fetch" (ops.test.mjs, under load).
 	function loadOps() {
-		loadHost();
-		loadTenants();
-		loadTokens();
+		const comp = isOperator() ? attempt(() => api('GET', '/v1/compliance')) : Promise.resolve(null);
 		if (isOperator()) {
 			loadAudit();
-			loadCompliance();
+			loadCompliance(comp);
 		}
+		loadHost(comp);
+		loadTenants();
+		loadTokens();
 	}
 
 	function kv(dl, key, value) {
@@ -225,12 +490,9 @@
 
 	// Host capacity as the role may see it: the operator gets the admission figures (compliance)
 	// and the doctor's checks with the host paths; a tenant admin the doctor's checks only.
-	async function loadHost() {
+	async function loadHost(compliance) {
 		const dl = $('op-host');
-		const [doc, comp] = await Promise.all([
-			attempt(() => api('GET', '/v1/doctor')),
-			isOperator() ? attempt(() => api('GET', '/v1/compliance')) : null,
-		]);
+		const [doc, comp] = await Promise.all([attempt(() => api('GET', '/v1/doctor')), compliance]);
 		dl.replaceChildren();
 		const a = comp && comp.admission;
 		if (a) {
@@ -349,8 +611,8 @@
 		return dl;
 	}
 
-	async function loadCompliance() {
-		const r = await attempt(() => api('GET', '/v1/compliance'));
+	async function loadCompliance(compliance) {
+		const r = await compliance;
 		if (r) $('op-compliance').replaceChildren(tree(r));
 	}
 
@@ -363,6 +625,30 @@
 		$('tp-refresh').addEventListener('click', loadTemplates);
 		$('tp-import').addEventListener('submit', importTarball);
 		$('tp-pull').addEventListener('submit', pullTemplate);
+		$('tp-build').addEventListener('submit', buildTemplate);
+		$('tb-files').addEventListener('change', (e) => {
+			try {
+				for (const f of e.target.files) addContext(f.webkitRelativePath || f.name, f);
+			} catch (err) {
+				showError(err.message);
+			}
+			e.target.value = '';
+		});
+		$('tb-clear').addEventListener('click', () => {
+			bd.files.clear();
+			showContext();
+		});
+		const drop = $('tb-drop');
+		drop.addEventListener('dragover', (e) => {
+			e.preventDefault();
+			drop.classList.add('over');
+		});
+		drop.addEventListener('dragleave', () => drop.classList.remove('over'));
+		drop.addEventListener('drop', (e) => {
+			e.preventDefault();
+			drop.classList.remove('over');
+			dropContext(e.dataTransfer).catch((err) => showError(err.message));
+		});
 		$('sn-refresh').addEventListener('click', loadSnapshots);
 		$('op-refresh').addEventListener('click', loadOps);
 		$('tk-create').addEventListener('submit', createToken);

@@ -102,6 +102,57 @@ test('create from the form, then a terminal: echo $((6*7)) prints 42, and a relo
 	await api('DELETE', `/v1/sandboxes/${id}`);
 });
 
+test('create form: CPU and disk limits, checked in the form, refused by the API with its message, shown in the sandbox view', async () => {
+	const page = await signedIn();
+	const before = (await api('GET', '/v1/sandboxes')).sandboxes.length;
+	// Bad input is named in the form; nothing reaches the API.
+	for (const [id, value, re] of [['#c-cpu', 'half', /^CPU "half": a number of CPUs/], ['#c-cpu', '0', /^CPU "0"/],
+		['#c-disk', '512 megs', /^Disk "512 megs": a byte count or a size like 512M/], ['#c-memory', '1.5G', /^Memory "1.5G"/]]) {
+		await page.fill('#c-cpu', id === '#c-cpu' ? value : '');
+		await page.fill('#c-disk', id === '#c-disk' ? value : '');
+		await page.fill('#c-memory', id === '#c-memory' ? value : '');
+		await page.click('#c-submit');
+		await page.waitForFunction(() => !document.getElementById('error').hidden, null, { timeout: WAIT });
+		assert.match(await page.textContent('#error'), re);
+	}
+	assert.equal((await api('GET', '/v1/sandboxes')).sandboxes.length, before, 'no sandbox was created');
+	await shot(page, 'create-limits-invalid');
+	// cpu 0.5 and disk 512M: the API has them, and so does the sandbox view.
+	await page.fill('#c-memory', '');
+	await page.fill('#c-cpu', '0.5');
+	await page.fill('#c-disk', '512M');
+	await page.fill('#c-name', 'limits-form');
+	await page.click('#c-submit');
+	const tr = page.locator('#sandboxes tr', { hasText: 'limits-form' });
+	await tr.waitFor({ timeout: WAIT });
+	assert.equal(await page.isVisible('#error'), false);
+	const id = await tr.getAttribute('data-id');
+	try {
+		const sb = await api('GET', `/v1/sandboxes/${id}`);
+		assert.equal(sb.cpu, 0.5);
+		assert.equal(sb.disk, 512 << 20);
+		await tr.locator('button', { hasText: 'Open' }).click();
+		await page.waitForFunction(() => /CPU 0\.5,.*disk 512\.0 MiB/.test(document.getElementById('d-limits').textContent), null, { timeout: WAIT });
+		assert.equal(await tr.locator('td').nth(7).textContent(), '0.5', 'the table shows the CPU limit');
+		await shot(page, 'create-limits');
+	} finally {
+		await page.context().close();
+		await api('DELETE', `/v1/sandboxes/${id}`);
+	}
+	// A tenant whose disk quota is 256M: the API refuses 512M, and the form shows its message.
+	const tenant = `c${Math.random().toString(36).slice(2, 10)}`;
+	await api('POST', '/v1/tenants', { name: tenant, max_disk: '256M' });
+	const { token } = await api('POST', '/v1/tokens', { tenant, role: 'admin', name: `${tenant}-admin` });
+	const tp = await signedIn(token);
+	await tp.fill('#c-disk', '512M');
+	await tp.click('#c-submit');
+	await tp.waitForFunction(() => !document.getElementById('error').hidden, null, { timeout: WAIT });
+	assert.match(await tp.textContent('#error'), new RegExp(`^quota_exceeded: .*tenant \`${tenant}\`: 0B of disk in use \\+ 512M requested exceeds its quota of 256M$`));
+	assert.equal((await api('GET', '/v1/sandboxes', null, token)).sandboxes.length, 0);
+	await shot(tp, 'create-limits-quota');
+	await tp.context().close();
+});
+
 test('files: upload, download, and a hostile file name shown as text', async () => {
 	const sb = await createSandbox();
 	const hostile = '<img src=x onerror=alert(1)>';

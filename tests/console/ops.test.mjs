@@ -46,6 +46,8 @@ async function open(token, pageName) {
 		page.alerts.push(d.message());
 		d.dismiss();
 	});
+	page.failed = []; // requests that got no answer (printed when a wait fails)
+	page.on('requestfailed', (r) => page.failed.push(`${r.method()} ${new URL(r.url()).pathname} ${r.failure()?.errorText}`));
 	await page.goto(URL_ + '/');
 	await page.fill('#token', token);
 	await page.click('#signin-form button[type=submit]');
@@ -111,6 +113,89 @@ test('templates: the list with template ls columns, inspect, and an import with 
 	await page.context().close();
 });
 
+// Drops files on the build form's drop zone: plain files (dataTransfer.files), or a folder given
+// as a FileSystemDirectoryEntry tree (what chromium hands over for a dragged folder), faked here
+// because a synthetic DataTransfer carries no entries.
+async function dropOnBuild(page, files, folder) {
+	await page.evaluate(async ({ files, folder }) => {
+		const dt = new DataTransfer();
+		for (const [name, text] of Object.entries(files)) dt.items.add(new File([text], name));
+		const saved = DataTransferItem.prototype.webkitGetAsEntry;
+		if (folder) {
+			const tree = (name, node) => (typeof node === 'string'
+				? { isFile: true, isDirectory: false, name, file: (ok) => ok(new File([node], name)) }
+				: { isFile: false, isDirectory: true, name, createReader: () => {
+					let left = Object.entries(node).map(([n, v]) => tree(n, v));
+					return { readEntries: (ok) => { const batch = left.slice(0, 1); left = left.slice(1); ok(batch); } };
+				} });
+			dt.items.add(new File([''], folder.name));
+			DataTransferItem.prototype.webkitGetAsEntry = function () { return tree(folder.name, folder.tree); };
+		}
+		try {
+			document.getElementById('tb-drop').dispatchEvent(new DragEvent('drop', { dataTransfer: dt, bubbles: true, cancelable: true }));
+		} finally {
+			DataTransferItem.prototype.webkitGetAsEntry = saved;
+		}
+	}, { files, folder });
+}
+
+test('templates: a build from the console: context by picker and drop, live steps, RUN output as text, cached rebuild, a failing RUN', async () => {
+	const page = await open(OPERATOR, 'templates');
+	await page.locator('#templates tr[data-name="host"]').waitFor({ timeout: WAIT });
+	const name = `console-built-${Date.now()}`;
+	const dockerfile = 'FROM host\nARG GREETING\nCOPY marker.txt /opt/marker.txt\nCOPY tree /opt/tree\nCOPY picked.txt /opt/\n' +
+		'RUN echo "marker-$(cat /opt/marker.txt)-$(cat /opt/tree/sub/deep.txt)-$(cat /opt/picked.txt)-$GREETING" && ' +
+		`printf '%s\\n' '${HOSTILE}' '<script>alert(2)</script>'\n`;
+	await page.fill('#tb-name', name);
+	await page.fill('#tb-dockerfile', dockerfile);
+	await page.fill('#tb-args', 'GREETING=hi there\n');
+	await dropOnBuild(page, { 'marker.txt': 'dropped' }, null);
+	await dropOnBuild(page, {}, { name: 'tree', tree: { sub: { 'deep.txt': 'deep' }, 'top.txt': 'top' } });
+	await page.setInputFiles('#tb-files', { name: 'picked.txt', mimeType: 'text/plain', buffer: Buffer.from('picked') });
+	await page.waitForFunction(() => document.querySelectorAll('#tb-context li').length === 4, null, { timeout: WAIT });
+	assert.deepEqual(await page.locator('#tb-context li').evaluateAll((l) => l.map((x) => x.dataset.path)),
+		['marker.txt', 'picked.txt', 'tree/sub/deep.txt', 'tree/top.txt'], 'folder paths kept');
+	await page.click('#tb-submit');
+	await page.waitForFunction(() => document.getElementById('tb-result').textContent !== '', null, { timeout: 300000 });
+	assert.equal(await page.getAttribute('#tb-result', 'class'), 'ok', await page.textContent('#tb-result'));
+	const log = await page.textContent('#tb-log');
+	assert.match(log, /^marker-dropped-deep-picked-hi there$/m, log);
+	assert.match(log, /^Step 4\/4: RUN echo/m);
+	assert.ok(log.includes(HOSTILE) && log.includes('<script>alert(2)</script>'), 'hostile output shown as text');
+	assert.equal(await page.locator('#tb-log *').count(), 0, 'the output made no element');
+	const steps = await page.locator('#tb-steps li').evaluateAll((l) => l.map((x) => [x.firstChild.textContent, x.dataset.cached]));
+	assert.equal(steps.length, 4, 'COPY, COPY, COPY, RUN (FROM and ARG are not steps)');
+	assert.deepEqual(steps[3], ['4/4 RUN echo "marker-$(cat /opt/marker.txt)-$(cat /opt/tree/sub/deep.txt)-$(cat /opt/picked.txt)-$GREETING" && ' +
+		`printf '%s\\n' '${HOSTILE}' '<script>alert(2)</script>'`, 'false']);
+	// The template is in the list without a reload, and built from the context.
+	await page.locator(`#templates tr[data-name="${name}"]`).waitFor({ timeout: WAIT });
+	assert.equal((await page.locator(`#templates tr[data-name="${name}"] td`).nth(3).textContent()), 'build');
+	await shot(page, 'template-build');
+	// The same Dockerfile and context under another name: every step from the cache.
+	await page.fill('#tb-name', `${name}-again`);
+	await page.click('#tb-submit');
+	await page.waitForFunction(() => document.getElementById('tb-result').className === 'ok', null, { timeout: 300000 });
+	assert.deepEqual(await page.locator('#tb-steps li').evaluateAll((l) => l.map((x) => x.dataset.cached)), Array(4).fill('true'));
+	assert.match(await page.textContent('#tb-steps li[data-step="4"] .st'), /^cached$/);
+	// A failing RUN: the step, its output and the exit code; no template of that name.
+	await page.click('#tb-clear');
+	await page.fill('#tb-name', `${name}-fail`);
+	await page.fill('#tb-args', '');
+	await page.fill('#tb-dockerfile', 'FROM host\nRUN echo about-to-fail && exit 3\n');
+	await page.click('#tb-submit');
+	await page.waitForFunction(() => document.getElementById('tb-result').className === 'bad', null, { timeout: 300000 });
+	const result = await page.textContent('#tb-result');
+	assert.match(result, /^build failed: Step 1\/1: RUN echo about-to-fail && exit 3 failed with exit code 3\n/, result);
+	assert.equal(await page.getAttribute('#tb-result', 'data-exit-code'), '3');
+	assert.match(await page.textContent('#tb-log'), /^about-to-fail$/m);
+	assert.match(await page.textContent('#tb-steps li.failed'), /exit code 3/);
+	await shot(page, 'template-build-failed');
+	assert.equal((await call('GET', `/v1/templates/${name}-fail`)).status, 404);
+	assert.deepEqual(page.alerts, []);
+	for (const n of [name, `${name}-again`]) await ok('DELETE', `/v1/templates/${n}`);
+	await page.context().close();
+});
+
 test('snapshots: name, size, created, source sandbox; delete', async () => {
 	const sb = await ok('POST', '/v1/sandboxes', { template: 'host' });
 	const name = `console-snap-${Date.now()}`;
@@ -169,9 +254,15 @@ test('operator: tenants with quotas and usage, the audit trail searched and veri
 	assert.equal(await tr.locator('td').nth(1).textContent(), '0 / 4');
 	await page.waitForFunction(() => document.getElementById('au-verify').textContent !== '', null, { timeout: WAIT });
 	assert.match(await page.textContent('#au-verify'), /^chain verified: \d+ records/);
-	// A failure here was seen twice under load and never alone: say what the page showed.
+	// Seen failing under load (1 run in ~10): the export had failed with "Failed to fetch" and the
+	// compliance report stayed empty, the last two of eight requests the page started at once
+	// (the /v1/events stream holds one of the browser's six connections to the host); what
+	// failed below the browser was not found. The page now starts seven, the export first, and
+	// asks a failed read once more (api() in app.js); if it happens again, say which requests
+	// failed and with what network error.
 	try { await page.locator('#audit tbody tr').first().waitFor({ timeout: WAIT }); } catch (e) {
-		console.log('audit rows never showed; the page:', JSON.stringify(await page.evaluate(() => ({ rows: document.querySelectorAll('#audit tbody tr').length,
+		console.log('audit rows never showed; failed requests:', JSON.stringify(page.failed), 'the page:',
+			JSON.stringify(await page.evaluate(() => ({ rows: document.querySelectorAll('#audit tbody tr').length,
 			boxHidden: document.getElementById('op-audit-box').hidden, page: document.getElementById('app').dataset.page,
 			opsHidden: document.getElementById('page-ops').hidden, auPage: document.getElementById('au-page').textContent,
 			err: (document.getElementById('error') || {}).textContent, body: document.body.innerText.slice(0, 1500) }))));
@@ -229,6 +320,8 @@ test('a read-only token sees no token, tenant or template controls and gets 403 
 	await page.locator('#templates tr[data-name="host"]').waitFor({ timeout: WAIT });
 	assert.equal(await page.isVisible('#tp-import'), false);
 	assert.equal(await page.isVisible('#tp-pull'), false);
+	assert.equal(await page.isVisible('#tp-build'), false);
+	assert.equal(await page.isVisible('#tb-submit'), false);
 	assert.equal(await page.locator('#templates button[data-action=delete]').count(), 0);
 	await shot(page, 'read-only-templates');
 	const forged = await page.evaluate(async (id) => {
@@ -236,9 +329,18 @@ test('a read-only token sees no token, tenant or template controls and gets 403 
 		const mint = await fetch('/v1/tokens', { method: 'POST', headers: h, body: JSON.stringify({ tenant: 'default', role: 'admin', name: 'x' }) });
 		const revoke = await fetch(`/v1/tokens/${id}`, { method: 'DELETE', headers: h });
 		const tenant = await fetch('/v1/tenants', { method: 'POST', headers: h, body: JSON.stringify({ name: 'forged' }) });
-		return [mint.status, revoke.status, tenant.status];
+		// A build as the form would send it: a one-file tar holding a Dockerfile.
+		const enc = new TextEncoder(), df = enc.encode('FROM host\nRUN touch /forged\n'), hd = new Uint8Array(512);
+		const put = (off, s) => hd.set(enc.encode(s), off);
+		put(0, 'Dockerfile'); put(100, '0000644\0'); put(108, '0000000\0'); put(116, '0000000\0');
+		put(124, df.length.toString(8).padStart(11, '0') + '\0'); put(136, '00000000000\0'); put(148, '        '); put(156, '0'); put(257, 'ustar\0'); put(263, '00');
+		put(148, hd.reduce((a, b) => a + b, 0).toString(8).padStart(6, '0') + '\0 ');
+		const body = new Blob([hd, df, new Uint8Array(512 - df.length), new Uint8Array(1024)]);
+		const build = await fetch('/v1/templates/build?name=forged-build', { method: 'POST', headers: { Authorization: h.Authorization }, body });
+		return [mint.status, revoke.status, tenant.status, build.status];
 	}, victim.id);
-	assert.deepEqual(forged, [403, 403, 403]);
+	assert.deepEqual(forged, [403, 403, 403, 403]);
+	assert.equal((await call('GET', '/v1/templates/forged-build')).status, 404);
 	assert.equal((await ok('GET', '/v1/whoami', null, victim.token)).role, 'user', 'the victim token still works');
 	await page.context().close();
 });
