@@ -197,13 +197,22 @@ static void attach(int mfd, int target, const char *what)
 }
 
 /* A new detached filesystem: fsopen + string options + fsmount. Returns the mount fd
- * or -1 (errno set). `opts` is a NULL-terminated key, value list (value NULL = flag). */
-static int new_fs(const char *type, const char *const *opts, unsigned attrs)
+ * or -1 (errno set). `source` is what mountinfo shows as its source (the names runc's
+ * default spec uses: "proc", "sysfs", "shm", ...; OCI validation compares them); `opts` is
+ * a NULL-terminated key, value list (value NULL = flag). */
+static int new_fs(const char *type, const char *source, const char *const *opts, unsigned attrs)
 {
 	int fs = fsopen(type, FSOPEN_CLOEXEC), m;
 
 	if (fs < 0)
 		return -1;
+	if (fsconfig(fs, FSCONFIG_SET_STRING, "source", source, 0) < 0) {
+		int e = errno;
+
+		close(fs);
+		errno = e;
+		return -1;
+	}
 	for (; opts && opts[0]; opts += 2) {
 		int r = opts[1] ? fsconfig(fs, FSCONFIG_SET_STRING, opts[0], opts[1], 0)
 				: fsconfig(fs, FSCONFIG_SET_FLAG, opts[0], NULL, 0);
@@ -274,7 +283,7 @@ static void mask_at(struct masker *mk, int dfd, const char *name, const char *wh
 	else if (mk->empty >= 0)
 		m = open_tree(mk->empty, "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH);
 	else
-		m = new_fs("tmpfs", ro_tmpfs_opts,
+		m = new_fs("tmpfs", "tmpfs", ro_tmpfs_opts,
 			   MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV |
 				   MOUNT_ATTR_NOEXEC);
 	if (m < 0)
@@ -417,7 +426,8 @@ static void make_dev(int rootfd, uint64_t shm_bytes, bool no_openat2)
 	int devfd, t, m;
 
 	snprintf(shm_size, sizeof(shm_size), "%llu", (unsigned long long)shm_bytes);
-	devfd = new_fs("tmpfs", dev_opts, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC);
+	devfd = new_fs("tmpfs", "tmpfs", dev_opts,
+		       MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC);
 	if (devfd < 0)
 		fail_errno("tmpfs for /dev");
 	attach(fcntl(devfd, F_DUPFD_CLOEXEC, 3), open_target_dir(rootfd, "dev", no_openat2),
@@ -438,13 +448,14 @@ static void make_dev(int rootfd, uint64_t shm_bytes, bool no_openat2)
 	}
 	if (mkdirat(devfd, "pts", 0755) < 0 || mkdirat(devfd, "shm", 01777) < 0)
 		fail_errno("mkdir in /dev");
-	m = new_fs("devpts", pts_opts, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NOEXEC);
+	m = new_fs("devpts", "devpts", pts_opts, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NOEXEC);
 	t = openat(devfd, "pts", O_PATH | O_NOFOLLOW | O_DIRECTORY | O_CLOEXEC);
 	if (m < 0 || t < 0)
 		fail_errno("devpts");
 	attach(m, t, "/dev/pts");
 	/* /dev/shm: bounded, and its pages are charged to the sandbox's memory cgroup. */
-	m = new_fs("tmpfs", shm_opts, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC);
+	m = new_fs("tmpfs", "shm", shm_opts,
+		   MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC);
 	t = openat(devfd, "shm", O_PATH | O_NOFOLLOW | O_DIRECTORY | O_CLOEXEC);
 	if (m < 0 || t < 0)
 		fail_errno("/dev/shm");
@@ -458,7 +469,7 @@ static void make_dev(int rootfd, uint64_t shm_bytes, bool no_openat2)
 static void mount_sys(struct masker *mk, int rootfd, bool no_openat2)
 {
 	unsigned ro = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC;
-	int m = new_fs("sysfs", NULL, ro);
+	int m = new_fs("sysfs", "sysfs", NULL, ro);
 
 	/* A fresh sysfs shows this netns's devices. If the kernel refuses it, fall back
 	 * to a recursive read-only clone of the host's. */
@@ -649,7 +660,7 @@ int agent_setup_run(int setup_fd, uint64_t *root_caps)
 	}
 
 	/* /proc of our pid namespace, with the host-revealing parts covered. */
-	m = new_fs("proc", NULL, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC);
+	m = new_fs("proc", "proc", NULL, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC);
 	if (m < 0)
 		fail_errno("procfs");
 	attach(fcntl(m, F_DUPFD_CLOEXEC, 3), open_target_dir(rootfd, "proc", p.no_openat2),

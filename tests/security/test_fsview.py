@@ -206,3 +206,18 @@ def test_read_only_mounts_cannot_be_made_writable(api, sandbox):
     assert "ro" in mi["/usr"][0] and "ro" in mi["/sys"][0], (mi["/usr"], mi["/sys"])
     res = api.exec(sid, cmd=["sh", "-c", "touch /usr/isola-x 2>&1; echo rc=$?"])
     assert "rc=0" not in res["stdout"], res
+
+
+def test_kernel_filesystems_carry_the_conventional_sources(api, sandbox):
+    """mountinfo names each fresh kernel filesystem's source as runc's default spec does
+    (proc, sysfs, tmpfs for /dev, devpts, shm): OCI validation (runtime-tools' runtimetest,
+    docs/oci.md) compares a container's mounts with its config by them."""
+    src = {}
+    for line in api.sh(sandbox["id"], "cat /proc/self/mountinfo").splitlines():
+        pre, _, post = line.partition(" - ")
+        fstype, source = (post.split() + ["", ""])[:2]
+        src[pre.split()[4]] = (fstype, source)
+    want = {"/proc": ("proc", "proc"), "/sys": ("sysfs", "sysfs"), "/dev": ("tmpfs", "tmpfs"),
+            "/dev/pts": ("devpts", "devpts"), "/dev/shm": ("tmpfs", "shm")}
+    for mp, w in want.items():
+        assert src.get(mp) == w, f"{mp}: {src.get(mp)} (want {w})"

@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+# conformance: runs the OCI runtime-tools validation suite against runtimes side by side and
+# prints one markdown row per test: its TAP points passed / failed / skipped per runtime.
+#
+# usage: tests/oci/conformance.sh RUNTIME_TOOLS_DIR RUNTIME...
+#   RUNTIME_TOOLS_DIR  a checkout of github.com/opencontainers/runtime-tools where
+#                      `make runtimetest validation-executables` has been run (Debian 12's Go
+#                      1.19 builds commit 260e151, the last whose go.mod asks for 1.19)
+#   RUNTIME            a runtime command (runc, or the path of isola-runc; isola-runc finds
+#                      isolad through $ISOLA_SOCKET)
+# Each test runs with a 120 s limit; its TAP output is kept in $OUT (default /tmp/oci-conformance).
+# Not part of scripts/test.sh: the suite's source is not in Debian's archive (docs/oci.md).
+set -uo pipefail
+
+[ $# -ge 2 ] || { sed -n 3,13p "$0"; exit 2; }
+RT=$(cd "$1" && pwd) || exit 2
+shift
+OUT=${OUT:-/tmp/oci-conformance}
+mkdir -p "$OUT"
+[ -x "$RT/runtimetest" ] || { echo "conformance: no $RT/runtimetest (run make there)" >&2; exit 2; }
+
+# tap FILE: "pass/fail/skip" of the ok/not ok points, or "crash" when no plan line was printed
+tap() {
+	awk '/^ok .*# (SKIP|skip)/ {s++; next} /^ok / {p++} /^not ok / {f++} /^1\.\.[0-9]+/ {plan=1}
+	     END {if (!plan && !p && !f) print "no plan"; else printf "%d/%d/%d\n", p, f, s}' "$1"
+}
+
+printf '| test |'
+for r in "$@"; do printf ' %s |' "$(basename "$r")"; done
+printf '\n|---|'
+for _ in "$@"; do printf -- '---|'; done
+printf '\n'
+cd "$RT" || exit 2
+for t in validation/*/*.t; do
+	name=$(basename "$t" .t)
+	printf '| %s |' "$name"
+	for r in "$@"; do
+		log=$OUT/$name.$(basename "$r").tap
+		RUNTIME=$r timeout 120 "$t" >"$log" 2>&1
+		printf ' %s |' "$(tap "$log")"
+	done
+	printf '\n'
+done
