@@ -145,8 +145,10 @@ def test_lifecycle_create_start_state_kill_delete(runc, rootfs, tmp_path, isolad
     runc("create", "--bundle", b, "--pid-file", pidfile, "c1", check=True)
     st = runc.state("c1")
     assert st["status"] == "created" and st["id"] == "c1" and st["bundle"] == str(b)
-    assert st["pid"] > 0 and int(pidfile.read_text()) == st["pid"]
-    assert Path(f"/proc/{st['pid']}").exists()
+    assert st["pid"] > 0 and Path(f"/proc/{st['pid']}").exists()
+    # --pid-file holds the relay (an engine's shim waits on it), a live host process.
+    relay = int(pidfile.read_text())
+    assert relay != st["pid"] and Path(f"/proc/{relay}").exists()
     # The container is an isola sandbox: `isola ls` lists it with its bundle label.
     ls = cli("ls", "--label", f"oci.bundle={b}", json=True)
     assert ls.returncode == 0, ls.stderr
@@ -242,7 +244,7 @@ def test_user_and_cwd_and_resources_are_mapped(runc, rootfs, tmp_path, isolad):
      "`hooks.prestart` is refused"),
     (lambda c: c["linux"]["namespaces"].append({"type": "network", "path": "/proc/1/ns/net"}),
      "joining the network namespace at a path is refused"),
-    (lambda c: c["process"].update(terminal=True), "`process.terminal` is not supported"),
+    (lambda c: c["process"].update(terminal=True), "`process.terminal` needs --console-socket"),
     (lambda c: c["process"].update(args=[]), "`process.args` must be an array"),
     (lambda c: c.update(ociVersion="2.0.0"), "`ociVersion` must be a 1.x version"),
     (lambda c: c["root"].update(path="/nonexistent-oci-root"), "root.path"),
@@ -300,3 +302,109 @@ def test_container_survives_isolad_restart(runc, rootfs, tmp_path, isolad):
     runc("start", "s1", check=True)
     runc.wait_status("s1", "stopped")
     runc("delete", "s1", check=True)
+
+
+def test_exec_args_and_process_json(runc, rootfs, tmp_path):
+    """runc exec: the args form (with -e, --cwd, --user) and --process; exit status kept."""
+    b = make_bundle(runc, rootfs, tmp_path, ["sleep", "1000"])
+    runc("create", "--bundle", b, "e1", check=True)
+    runc("start", "e1", check=True)
+    cp = runc("exec", "-e", "X=from-exec", "--cwd", "/tmp", "--user", "1000", "e1",
+              "sh", "-c", "echo $X; id -u; echo $PWD; echo err >&2; exit 7")
+    assert cp.returncode == 7, cp.stderr
+    assert cp.stdout == "from-exec\n1000\n/tmp\n" and cp.stderr == "err\n"
+    proc = tmp_path / "process.json"
+    proc.write_text(json.dumps({"args": ["sh", "-c", "echo via-process-json; id -u"],
+                                "env": ["PATH=/bin"], "cwd": "/", "user": {"uid": 0}}))
+    cp = runc("exec", "--process", proc, "e1")
+    assert cp.returncode == 0 and cp.stdout == "via-process-json\n0\n", cp.stderr
+    # stdin reaches the exec'd process, EOF included.
+    env = dict(os.environ, ISOLA_SOCKET=runc.isolad.socket)
+    p = subprocess.run([str(RUNC), "--root", str(runc.root), "exec", "e1", "cat"],
+                       input=b"typed into stdin\n", capture_output=True, env=env, timeout=120)
+    assert p.returncode == 0 and p.stdout == b"typed into stdin\n", p.stderr
+    # Bad input is named.
+    cp = runc("exec", "e1")
+    assert cp.returncode == 1 and "give a command after the container id" in cp.stderr
+    cp = runc("exec", "--user", "bob", "e1", "true")
+    assert cp.returncode == 1 and "--user `bob` must be UID[:GID]" in cp.stderr
+    cp = runc("exec", "-t", "e1", "true")
+    assert cp.returncode == 1 and "needs --console-socket" in cp.stderr
+    runc("kill", "e1", "KILL", check=True)
+    runc.wait_status("e1", "stopped")
+    cp = runc("exec", "e1", "true")
+    assert cp.returncode == 1 and "exec needs a running container" in cp.stderr
+
+
+def test_exec_detached_pid_file_is_the_relay(runc, rootfs, tmp_path):
+    """exec -d --pid-file: the pid file names a relay that holds exec's stdio and exits with
+    the process's status (what containerd's shim reaps)."""
+    b = make_bundle(runc, rootfs, tmp_path, ["sleep", "1000"])
+    runc("create", "--bundle", b, "d1", check=True)
+    runc("start", "d1", check=True)
+    pidfile, out = tmp_path / "exec.pid", tmp_path / "exec.out"
+    env = dict(os.environ, ISOLA_SOCKET=runc.isolad.socket)
+    with open(out, "wb") as o:
+        p = subprocess.run([str(RUNC), "--root", str(runc.root), "exec", "-d", "--pid-file",
+                            str(pidfile), "d1", "sh", "-c", "sleep 1; echo detached; exit 5"],
+                           stdout=o, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
+                           env=env, timeout=120)
+    assert p.returncode == 0, p.stderr
+    relay = int(pidfile.read_text())
+    # Reap it the way a shim does: we are not its parent, so poll /proc until it is gone.
+    end = time.monotonic() + 60
+    while Path(f"/proc/{relay}").exists() and \
+            Path(f"/proc/{relay}/stat").read_text().split()[2] != "Z":
+        assert time.monotonic() < end, "exec relay still running"
+        time.sleep(0.1)
+    assert out.read_text() == "detached\n"
+
+
+def test_ps_pause_resume_events(runc, rootfs, tmp_path):
+    b = make_bundle(runc, rootfs, tmp_path, ["sleep", "1000"],
+                    lambda c: c["linux"].update(resources={"memory": {"limit": 64 << 20}}))
+    runc("create", "--bundle", b, "p1", check=True)
+    runc("start", "p1", check=True)
+    init = runc.state("p1")["pid"]
+    # ps --format json: host pids, the init and the container's sleep among them.
+    end = time.monotonic() + 60
+    while True:
+        pids = json.loads(runc("ps", "--format", "json", "p1", check=True).stdout)
+        cmds = {p: Path(f"/proc/{p}/cmdline").read_bytes().split(b"\0")[0] for p in pids
+                if Path(f"/proc/{p}").exists()}
+        if init in pids and any(c.endswith(b"sleep") for c in cmds.values()):
+            break
+        assert time.monotonic() < end, (pids, cmds)
+        time.sleep(0.1)
+    table = runc("ps", "p1", check=True).stdout.splitlines()
+    assert "PID" in table[0] and any("sleep 1000" in line for line in table[1:]), table
+
+    # events --stats: one JSON object in runc's shape.
+    ev = json.loads(runc("events", "--stats", "p1", check=True).stdout)
+    assert ev["type"] == "stats" and ev["id"] == "p1"
+    assert ev["data"]["memory"]["usage"]["limit"] == 64 << 20
+    assert ev["data"]["memory"]["usage"]["usage"] > 0 and ev["data"]["pids"]["current"] >= 2
+    assert ev["data"]["cpu"]["usage"]["total"] >= 0
+
+    runc("pause", "p1", check=True)
+    assert runc.state("p1")["status"] == "paused"
+    cp = runc("pause", "p1")
+    assert cp.returncode == 1 and "is paused: cannot pause it" in cp.stderr
+    cp = runc("delete", "p1")
+    assert cp.returncode == 1 and "is paused" in cp.stderr
+    runc("resume", "p1", check=True)
+    assert runc.state("p1")["status"] == "running"
+    cp = runc("resume", "p1")
+    assert cp.returncode == 1 and "is running: cannot resume it" in cp.stderr
+    # events (streaming) ends when the container stops.
+    env = dict(os.environ, ISOLA_SOCKET=runc.isolad.socket)
+    ev = subprocess.Popen([str(RUNC), "--root", str(runc.root), "events", "--interval",
+                           "200ms", "p1"], stdout=subprocess.PIPE, env=env)
+    first = json.loads(ev.stdout.readline())
+    assert first["type"] == "stats" and first["id"] == "p1"
+    runc("kill", "p1", "KILL", check=True)
+    rest = ev.communicate(timeout=60)[0]
+    assert ev.returncode == 0, rest
+    cp = runc("events", "--stats", "p1")
+    assert cp.returncode == 1 and "is not running" in cp.stderr
+    assert json.loads(runc("ps", "--format", "json", "p1", check=True).stdout) == []
