@@ -312,10 +312,24 @@ static int map_spec(const json_t *spec, const char *bundle, const char *id, stru
 	if (linux_ && !json_is_object(linux_))
 		return isola_err_set(err, EINVAL, "invalid",
 				     "config.json: `linux` must be an object");
-	if (sysctl && !json_is_null(sysctl) &&
-	    (!json_is_object(sysctl) || json_object_size(sysctl)))
-		return isola_err_set(err, ENOTSUP, "not_supported",
-				     "config.json: `linux.sysctl` is refused");
+	if (sysctl && !json_is_null(sysctl)) {
+		const char *k;
+		json_t *v;
+
+		if (!json_is_object(sysctl))
+			return isola_err_set(err, EINVAL, "invalid",
+					     "config.json: `linux.sysctl` must be an object");
+		/* net.* is per network namespace (Docker asks for ip_unprivileged_port_start and
+		 * ping_group_range): accepted, not applied. Anything else reaches the host. */
+		json_object_foreach((json_t *)sysctl, k, v)
+		{
+			if (strncmp(k, "net.", 4) != 0)
+				return isola_err_set(err, ENOTSUP, "not_supported",
+						     "config.json: `linux.sysctl.%.64s` is refused "
+						     "(only net.* is accepted)",
+						     k);
+		}
+	}
 	out->create = json_pack("{s:s, s:{s:s, s:s}}", "tier", "process", "labels", "oci.id", id,
 				"oci.bundle", bundle);
 	out->process = json_pack("{s:s, s:b}", "tag", "oci", "tty",

@@ -60,8 +60,14 @@ static void report(const char *fmt, ...)
 	if (!g.log || !(f = fopen(g.log, "ae")))
 		return;
 	if (g.log_json) {
-		json_t *j = json_pack("{s:s, s:s, s:I}", "level", "error", "msg", msg, "time",
-				      (json_int_t)time(NULL));
+		/* runc's (logrus) shape: an engine parses time as RFC 3339. */
+		char ts[40];
+		time_t now = time(NULL);
+		struct tm tm;
+		json_t *j;
+
+		strftime(ts, sizeof(ts), "%Y-%m-%dT%H:%M:%SZ", gmtime_r(&now, &tm));
+		j = json_pack("{s:s, s:s, s:s}", "level", "error", "msg", msg, "time", ts);
 		char *s = j ? json_dumps(j, JSON_COMPACT) : NULL;
 
 		fprintf(f, "%s\n", s ? s : "{}");
@@ -381,8 +387,8 @@ static int do_create(const char *id, struct create_opts *o, struct container *c,
 		if (!o->console)
 			r = isola_err_set(err, EINVAL, "invalid",
 					  "config.json: `process.terminal` needs --console-socket");
-		else
-			r = o->tty = console_setup(o->console, err);
+		else if ((o->tty = console_setup(o->console, err)) < 0)
+			r = o->tty;
 	}
 	if (r < 0) {
 		destroy_sandbox(json_string_value(json_object_get(c->st, "sandbox")), NULL);
