@@ -27,6 +27,7 @@ PKGS=(
 	node-typescript # share/interp: TypeScript contexts on node < 22.13 (its compiler strips the types)
 	chromium # the web console suite drives it headless with playwright-core (tests/console)
 	docker-registry skopeo umoci apache2-utils openssl # test_template_pull.py: a local registry, skopeo, htpasswd, a self-signed cert
+	docker.io # tests/integration/test_oci_docker.py: a private dockerd with --add-runtime isola (docs/oci.md)
 )
 
 missing=()

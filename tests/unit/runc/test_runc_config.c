@@ -104,7 +104,7 @@ static void test_refusals(void)
 	ok(refused(BASE ",\"linux\":{\"namespaces\":[{\"type\":\"bogus\"}]}}", "invalid",
 		   "not a known namespace"),
 	   "unknown namespace refused");
-	ok(refused(BASE ",\"linux\":{\"sysctl\":{\"net.ipv4.ip_forward\":\"1\"}}}", "not_supported",
+	ok(refused(BASE ",\"linux\":{\"sysctl\":{\"kernel.msgmax\":\"1\"}}}", "not_supported",
 		   "`linux.sysctl`"),
 	   "sysctl refused");
 	ok(refused(BASE ",\"linux\":{\"resources\":{\"memory\":{\"limit\":1024}}}}", "invalid",
@@ -181,6 +181,17 @@ static void test_terminal_and_exec_process(void)
 		   strstr(err->message, "`process.args`"),
 	   "exec process.json without args refused");
 	isola_err_free(err);
+	err = NULL;
+	ok(!*map("{\"ociVersion\":\"1.0.0\",\"root\":{\"path\":\"r\"},\"process\":{\"args\":"
+		 "[\"x\"],\"cwd\":\"/\"},\"linux\":{\"sysctl\":{\"net.ipv4.ping_group_range\":"
+		 "\"0 1\"}}}",
+		 &m, msg, sizeof(msg)),
+	   "a net.* sysctl is accepted (%s)", msg);
+	oci_mapped_fini(&m);
+	ok(refused("{\"ociVersion\":\"1.0.0\",\"root\":{\"path\":\"r\"},\"process\":{\"args\":"
+		   "[\"x\"],\"cwd\":\"/\"},\"linux\":{\"sysctl\":{\"kernel.shmmax\":\"1\"}}}",
+		   "not_supported", "`linux.sysctl.kernel.shmmax` is refused"),
+	   "a non-net sysctl is refused");
 }
 
 int main(void)
