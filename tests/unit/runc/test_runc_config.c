@@ -105,7 +105,7 @@ static void test_refusals(void)
 		   "not a known namespace"),
 	   "unknown namespace refused");
 	ok(refused(BASE ",\"linux\":{\"sysctl\":{\"kernel.msgmax\":\"1\"}}}", "not_supported",
-		   "`linux.sysctl`"),
+		   "`linux.sysctl.kernel.msgmax` is refused"),
 	   "sysctl refused");
 	ok(refused(BASE ",\"linux\":{\"resources\":{\"memory\":{\"limit\":1024}}}}", "invalid",
 		   "below isola's minimum"),
