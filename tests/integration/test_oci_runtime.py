@@ -20,7 +20,7 @@ from tenancy_util import ROOT_CONFTEST as conftest  # noqa: E402
 from tenancy_util import Tenant  # noqa: E402
 
 RUNC = Path(os.environ.get("ISOLA_RUNC") or conftest.BUILD / "src" / "runc" / "isola-runc")
-BINARIES = ("sh", "cat", "sleep", "id", "grep")
+BINARIES = ("sh", "cat", "sleep", "id", "grep", "stty")
 CAP_SYS_ADMIN = 21
 
 
@@ -408,3 +408,77 @@ def test_ps_pause_resume_events(runc, rootfs, tmp_path):
     cp = runc("events", "--stats", "p1")
     assert cp.returncode == 1 and "is not running" in cp.stderr
     assert json.loads(runc("ps", "--format", "json", "p1", check=True).stdout) == []
+
+
+def recv_console(listener, deadline_s=60):
+    """Accepts the runtime's connection on --console-socket and returns the pty master."""
+    import socket
+    listener.settimeout(deadline_s)
+    conn, _ = listener.accept()
+    with conn:
+        msg, fds, _, _ = socket.recv_fds(conn, 1024, 1)
+    assert len(fds) == 1 and msg.startswith(b"/dev/pts/"), (msg, fds)
+    return fds[0]
+
+
+def read_until(fd, want, deadline_s=60):
+    import select
+    buf, end = b"", time.monotonic() + deadline_s
+    while want not in buf:
+        left = end - time.monotonic()
+        assert left > 0, buf
+        r, _, _ = select.select([fd], [], [], left)
+        if r:
+            try:
+                chunk = os.read(fd, 4096)
+            except OSError:  # EIO: the other side closed
+                break
+            if not chunk:
+                break
+            buf += chunk
+    return buf
+
+
+def test_terminal_through_console_socket(runc, rootfs, tmp_path):
+    """process.terminal / exec -t: the engine gets a pty master over --console-socket; what it
+    writes reaches the process, which sees a terminal of the engine's size."""
+    import fcntl
+    import socket
+    import struct
+    import termios
+    b = make_bundle(runc, rootfs, tmp_path, ["sh"],
+                    lambda c: c["process"].update(terminal=True))
+    sock_path = str(tmp_path / "console.sock")
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as listener:
+        listener.bind(sock_path)
+        listener.listen(1)
+        runc("create", "--bundle", b, "--console-socket", sock_path, "t1", check=True)
+        master = recv_console(listener)
+        try:
+            fcntl.ioctl(master, termios.TIOCSWINSZ, struct.pack("HHHH", 33, 111, 0, 0))
+            runc("start", "t1", check=True)
+            os.write(master, b"test -t 0 && echo TTY-$((6*7))\n")
+            assert b"TTY-42" in read_until(master, b"TTY-42")
+            # The size the engine set on its master reaches the process's terminal.
+            end = time.monotonic() + 60
+            while True:
+                os.write(master, b"stty size\n")
+                out = read_until(master, b"33 111", 2)
+                if b"33 111" in out:
+                    break
+                assert time.monotonic() < end, out
+                time.sleep(0.2)
+
+            cp = runc("exec", "-t", "-d", "--console-socket", sock_path, "t1", "sh", "-c",
+                      "test -t 1 && echo EXEC-TTY")
+            assert cp.returncode == 0, cp.stderr
+            m2 = recv_console(listener)
+            try:
+                assert b"EXEC-TTY" in read_until(m2, b"EXEC-TTY")
+            finally:
+                os.close(m2)
+            os.write(master, b"exit 9\n")
+            runc.wait_status("t1", "stopped")
+        finally:
+            os.close(master)
+    runc("delete", "t1", check=True)
