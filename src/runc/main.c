@@ -13,6 +13,7 @@
 #include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/time.h>
 #include <sys/un.h>
 #include <sys/wait.h>
 #include <termios.h>
@@ -427,6 +428,11 @@ static void relay_release(const struct container *c)
  * shim (a subreaper) waits on it. tty >= 0: the terminal's slave side (console_setup).
  * Returns the relay's pid.
  */
+static void on_alarm(int sig)
+{
+	(void)sig;
+}
+
 static pid_t relay_spawn(const struct container *c, int tty, struct isola_err **err)
 {
 	char path[PATH_MAX + 16];
@@ -447,7 +453,21 @@ static pid_t relay_spawn(const struct container *c, int tty, struct isola_err **
 	setsid();
 	take_terminal(tty);
 	g.cl = NULL;
-	fd = open(path, O_WRONLY | O_CLOEXEC); /* blocks until start/kill/delete */
+	/* Blocks until start/kill/delete opens the fifo; a 1 s timer interrupts the open to see
+	 * whether the state dir is gone (removed by hand, or the engine gave up on the container
+	 * without a delete), so a relay never waits forever. */
+	{
+		struct sigaction sa = {.sa_handler = on_alarm}; /* no SA_RESTART: open gets EINTR */
+		struct itimerval it = {{1, 0}, {1, 0}};
+
+		sigaction(SIGALRM, &sa, NULL);
+		setitimer(ITIMER_REAL, &it, NULL);
+		while ((fd = open(path, O_WRONLY | O_CLOEXEC)) < 0 && errno == EINTR &&
+		       access(path, F_OK) == 0)
+			;
+		memset(&it, 0, sizeof(it));
+		setitimer(ITIMER_REAL, &it, NULL);
+	}
 	if (fd >= 0)
 		close(fd);
 	st = 0;
@@ -486,17 +506,42 @@ static int do_start(struct container *c, struct isola_err **err)
 	return r;
 }
 
-/* Writes one stdout/stderr event of the container's output to our fd 1 or 2. */
+/* Where one follow of a process's output stands; survives re-follows after isolad restarts. */
+struct out_state {
+	long long seen[2]; /* bytes of stdout/stderr already written to our fd 1/2 */
+	long long pos[2];  /* offset of the next byte of this follow's replay */
+	bool exited;	   /* an exit event came: status is final */
+	int status;	   /* shell style: 128+N for signal N */
+};
+
+/* Writes one stdout/stderr event of the container's output to our fd 1 or 2, skipping what an
+ * earlier follow already wrote (a re-follow replays the retained tail from its start). */
 static int on_output(void *ud, json_t *ev, struct isola_err **err)
 {
+	struct out_state *os = ud;
 	const char *type = json_string_value(json_object_get(ev, "type"));
 	const json_t *data = json_object_get(ev, "data");
 	const char *s = json_string_value(data);
 	cleanup_free unsigned char *buf = NULL;
-	long len;
+	long len, skip;
+	int k;
 
+	if (type && !strcmp(type, "exit")) {
+		long sig = (long)json_integer_value(json_object_get(ev, "signal"));
+
+		os->exited = true;
+		os->status = sig > 0 ? 128 + (int)sig
+				     : (int)json_integer_value(json_object_get(ev, "exit_code"));
+		return 0;
+	}
+	if (type && !strcmp(type, "dropped")) {
+		k = !strcmp(json_string_value(json_object_get(ev, "stream")) ?: "", "stderr");
+		os->pos[k] += (long long)json_integer_value(json_object_get(ev, "bytes"));
+		return 0;
+	}
 	if (!type || !s || (strcmp(type, "stdout") && strcmp(type, "stderr")))
 		return 0;
+	k = !strcmp(type, "stderr");
 	buf = malloc(json_string_length(data) / 4 * 3 + 4);
 	if (!buf)
 		return isola_err_set(err, ENOMEM, NULL, "out of memory");
@@ -504,35 +549,65 @@ static int on_output(void *ud, json_t *ev, struct isola_err **err)
 	len = cli_b64_decode(s, json_string_length(data), buf);
 	if (len < 0)
 		return isola_err_set(err, EPROTO, "internal", "output event with malformed base64");
-	if (util_write_all(!strcmp(type, "stdout") ? 1 : 2, buf, (size_t)len) < 0 && errno != EPIPE)
+	skip = os->seen[k] > os->pos[k] ? (long)(os->seen[k] - os->pos[k]) : 0;
+	os->pos[k] += len;
+	if (skip >= len)
+		return 0;
+	if (util_write_all(k ? 2 : 1, buf + skip, (size_t)(len - skip)) < 0 && errno != EPIPE)
 		return isola_err_sys(err, errno, NULL, "write output");
+	os->seen[k] = os->pos[k];
 	return 0;
 }
 
-/* Follows process pid's output to our stdout/stderr and returns its exit status (shell
- * style: 128+N for signal N). */
+/*
+ * Follows process pid's output to our stdout/stderr and returns its exit status (shell
+ * style: 128+N for signal N). A follow that ends without the exit event (isolad restarted, the
+ * connection broke) is taken up again once isolad answers, without writing anything twice:
+ * an engine's container outlives an isolad restart. Gives up when the sandbox or the process
+ * is gone, or after 10 minutes without an answer.
+ */
 static int follow(const char *sandbox, long pid, struct isola_err **err)
 {
 	cleanup_free char *out =
 		cli_pathf("/v1/sandboxes/%s/processes/%ld/output?follow=true", sandbox, pid);
-	cleanup_free char *wait = cli_pathf("/v1/sandboxes/%s/processes/%ld/wait", sandbox, pid);
+	struct out_state os = {0};
 	struct client_req rq = {.method = "GET",
 				.path = out,
 				.body_fd = -1,
 				.accept = "application/x-ndjson",
-				.on_event = on_output};
-	json_t *ex = NULL;
+				.on_event = on_output,
+				.ud = &os};
 	struct client *h = cl(err);
-	int status;
+	struct timespec last_ok, now;
 
-	if (!h || client_do(h, &rq, err) < 0 || client_json(h, "POST", wait, NULL, &ex, err) < 0)
+	if (!h)
 		return -EIO;
-	if (json_integer_value(json_object_get(ex, "signal")) > 0)
-		status = 128 + (int)json_integer_value(json_object_get(ex, "signal"));
-	else
-		status = (int)json_integer_value(json_object_get(ex, "exit_code"));
-	json_decref(ex);
-	return status;
+	clock_gettime(CLOCK_MONOTONIC, &last_ok);
+	for (;;) {
+		struct isola_err *e = NULL;
+		struct timespec pause = {0, 200000000};
+		int r;
+
+		os.pos[0] = os.pos[1] = 0;
+		r = client_do(h, &rq, &e);
+		if (os.exited) {
+			isola_err_free(e);
+			return os.status;
+		}
+		clock_gettime(CLOCK_MONOTONIC, &now);
+		if (r == 0)
+			last_ok = now;
+		if (r < 0 && (sandbox_gone(e) || !strcmp(e->code, "not_found") ||
+			      now.tv_sec - last_ok.tv_sec > 600)) {
+			if (err)
+				*err = e;
+			else
+				isola_err_free(e);
+			return -EIO;
+		}
+		isola_err_free(e);
+		nanosleep(&pause, NULL);
+	}
 }
 
 /* POSTs len bytes of buf as a raw body to path (the process's stdin). */

@@ -118,6 +118,14 @@ def make_bundle(runc, rootfs, tmp_path, args, edit=None):
     return b
 
 
+def process_gone(pid):
+    """True once pid has exited (gone, or a zombie nobody of ours reaps yet)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
+    except FileNotFoundError:
+        return True
+
+
 def sandboxes(isolad, **labels):
     c = isolad.client(timeout=30)
     q = "&".join(f"label={k}={v}" for k, v in labels.items())
@@ -353,8 +361,7 @@ def test_exec_detached_pid_file_is_the_relay(runc, rootfs, tmp_path):
     relay = int(pidfile.read_text())
     # Reap it the way a shim does: we are not its parent, so poll /proc until it is gone.
     end = time.monotonic() + 60
-    while Path(f"/proc/{relay}").exists() and \
-            Path(f"/proc/{relay}/stat").read_text().split()[2] != "Z":
+    while not process_gone(relay):
         assert time.monotonic() < end, "exec relay still running"
         time.sleep(0.1)
     assert out.read_text() == "detached\n"
@@ -482,3 +489,65 @@ def test_terminal_through_console_socket(runc, rootfs, tmp_path):
         finally:
             os.close(master)
     runc("delete", "t1", check=True)
+
+
+SHIM = r"""
+import ctypes, os, subprocess, sys
+ctypes.CDLL(None).prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER, as containerd's shim
+argv, pidfile, out = sys.argv[1:-2], sys.argv[-2], sys.argv[-1]
+with open(out, "wb") as o, open(out + ".err", "w+b") as e:  # files: the relay keeps them
+    cp = subprocess.run(argv, stdout=o, stderr=e, stdin=subprocess.DEVNULL)
+    if cp.returncode:
+        e.seek(0)
+        sys.exit(f"create: {cp.returncode} {e.read()!r}")
+print("created", flush=True)
+pid = int(open(pidfile).read())
+_, st = os.waitpid(pid, 0)  # the relay is ours to reap, as the shim's
+print(os.waitstatus_to_exitcode(st), flush=True)
+"""
+
+
+def test_relay_outlives_isolad_restart(runc, rootfs, tmp_path, isolad):
+    """A subreaper (a shim) reaps the relay named by --pid-file and gets the process's exit
+    status, with all of its output once, although isolad restarted while it ran."""
+    b = make_bundle(runc, rootfs, tmp_path, ["sh", "-c",
+                    "echo before; while [ ! -e /tmp/go ]; do sleep 0.1; done; echo after; "
+                    "exit 6"])
+    pidfile, out = tmp_path / "relay.pid", tmp_path / "out"
+    env = dict(os.environ, ISOLA_SOCKET=runc.isolad.socket)
+    shim = subprocess.Popen(
+        [sys.executable, "-c", SHIM, str(RUNC), "--root", str(runc.root), "create", "--bundle",
+         str(b), "--pid-file", str(pidfile), "rr1", str(pidfile), str(out)],
+        stdout=subprocess.PIPE, text=True, env=env)
+    try:
+        assert shim.stdout.readline() == "created\n"
+        runc("start", "rr1", check=True)
+        end = time.monotonic() + 60
+        while out.read_text() != "before\n":
+            assert time.monotonic() < end, out.read_text()
+            time.sleep(0.1)
+        isolad.restart()
+        assert runc.state("rr1")["status"] == "running"
+        runc("exec", "rr1", "sh", "-c", ": > /tmp/go", check=True)
+        status = shim.communicate(timeout=120)[0].strip()
+    finally:
+        if shim.poll() is None:
+            shim.kill()
+    assert status == "6" and out.read_text() == "before\nafter\n", (status, out.read_text())
+    runc("delete", "rr1", check=True)
+
+
+def test_relay_ends_when_the_state_dir_goes(runc, rootfs, tmp_path, isolad):
+    """An engine that drops a created container without `delete` leaves no relay behind."""
+    b = make_bundle(runc, rootfs, tmp_path, ["true"])
+    pidfile = tmp_path / "relay.pid"
+    runc("create", "--bundle", b, "--pid-file", pidfile, "g1", check=True)
+    relay = int(pidfile.read_text())
+    assert Path(f"/proc/{relay}").exists()
+    sb = runc.state("g1")["sandbox"]
+    assert isolad.client(timeout=60).request("DELETE", f"/v1/sandboxes/{sb}").status in (200, 204)
+    shutil.rmtree(runc.root / "g1")
+    end = time.monotonic() + 60
+    while not process_gone(relay):
+        assert time.monotonic() < end, "relay still waiting for a container that is gone"
+        time.sleep(0.1)
