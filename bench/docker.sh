@@ -29,8 +29,12 @@ dir=$(mktemp -d /tmp/isola-bdk-XXXXXX)
 isock=$dir/isolad.sock
 dsock=$dir/docker.sock
 cleanup() {
-	[ -f "$dir/dockerd.pid" ] && kill "$(cat "$dir/dockerd.pid")" 2>/dev/null
-	for _ in $(seq 1 300); do [ -f "$dir/dockerd.pid" ] && kill -0 "$(cat "$dir/dockerd.pid")" 2>/dev/null || break; sleep 0.1; done
+	local dpid
+	dpid=$(cat "$dir/dockerd.pid" 2>/dev/null || true)
+	if [ -n "$dpid" ]; then
+		kill "$dpid" 2>/dev/null || true
+		for _ in $(seq 1 300); do kill -0 "$dpid" 2>/dev/null || break; sleep 0.1; done
+	fi
 	[ -n "${ipid:-}" ] && kill "$ipid" 2>/dev/null && wait "$ipid" 2>/dev/null
 	rm -rf "$dir"
 }
