@@ -81,6 +81,13 @@ class Dockerd:
         except subprocess.TimeoutExpired:
             os.kill(pid, signal.SIGKILL)
             self.proc.wait(timeout=30)
+        # dockerd may leave a netns bind mount under its exec root (netns/default): only
+        # mounts under our own dir are undone, deepest first.
+        with open("/proc/self/mountinfo") as f:
+            mounts = [line.split()[4] for line in f]
+        for m in sorted((m for m in mounts if m.startswith(str(self.dir) + "/")),
+                        key=len, reverse=True):
+            subprocess.run(["umount", "-l", m], check=False)
         shutil.rmtree(self.dir, ignore_errors=True)
 
 
