@@ -1277,6 +1277,7 @@ static void usage(FILE *f)
 	      "  spec [--bundle DIR]                          write a config.json\n"
 	      "  features                                     print the features JSON\n\n"
 	      "global options: --root DIR (" DEFAULT_ROOT "), --log FILE, --log-format text|json,\n"
+	      "  --isola-socket PATH (isolad's socket; overrides $ISOLA_SOCKET and $ISOLA_URL),\n"
 	      "  --debug (ignored), --systemd-cgroup (refused). isolad: $ISOLA_SOCKET "
 	      "(" DEFAULT_SOCKET ") or $ISOLA_URL with $ISOLA_TOKEN (an operator token).\n",
 	      f);
@@ -1424,6 +1425,11 @@ int main(int argc, char **argv)
 	for (i = 1; i < argc && argv[i][0] == '-'; i++) {
 		if ((v = opt_val(argc, argv, &i, "--root"))) {
 			g.root = v;
+		} else if ((v = opt_val(argc, argv, &i, "--isola-socket"))) {
+			/* isolad's socket for engines that pass no environment (Podman's conmon):
+			 * `podman --runtime-flag isola-socket=PATH`. */
+			g.conf.socket = v;
+			g.conf.url = NULL;
 		} else if ((v = opt_val(argc, argv, &i, "--log"))) {
 			g.log = v;
 		} else if ((v = opt_val(argc, argv, &i, "--log-format"))) {
