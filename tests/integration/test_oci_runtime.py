@@ -551,3 +551,19 @@ def test_relay_ends_when_the_state_dir_goes(runc, rootfs, tmp_path, isolad):
     while not process_gone(relay):
         assert time.monotonic() < end, "relay still waiting for a container that is gone"
         time.sleep(0.1)
+
+
+def test_isola_socket_flag_wins_over_the_environment(runc, rootfs, tmp_path):
+    """--isola-socket (Podman's --runtime-flag): isolad's socket without any environment."""
+    b = make_bundle(runc, rootfs, tmp_path, ["sh", "-c", "echo via-flag"])
+    env = {"PATH": os.environ["PATH"], "ISOLA_SOCKET": "/nonexistent/isolad.sock"}
+    p = subprocess.run([str(RUNC), "--root", str(runc.root), "--isola-socket",
+                        runc.isolad.socket, "run", "--bundle", str(b), "f1"],
+                       capture_output=True, text=True, env=env, timeout=120,
+                       stdin=subprocess.DEVNULL)
+    assert p.returncode == 0 and p.stdout == "via-flag\n", p.stderr
+    p = subprocess.run([str(RUNC), "--root", str(runc.root), "--isola-socket=/nonexistent/x.sock",
+                        "create", "--bundle", str(b), "f2"], capture_output=True, text=True,
+                       env=dict(os.environ, ISOLA_SOCKET=runc.isolad.socket), timeout=120,
+                       stdin=subprocess.DEVNULL)
+    assert p.returncode == 1 and "/nonexistent/x.sock" in p.stderr, p.stderr
