@@ -29,6 +29,7 @@ PKGS=(
 	docker-registry skopeo umoci apache2-utils openssl # test_template_pull.py: a local registry, skopeo, htpasswd, a self-signed cert
 	docker.io # tests/integration/test_oci_docker.py: a private dockerd with --add-runtime isola (docs/oci.md)
 	podman # tests/integration/test_oci_podman.py: podman --runtime isola-runc (docs/oci.md)
+	containerd # ctr, containerd: tests/integration/test_oci_containerd.py (docker.io pulls it in too)
 )
 
 missing=()

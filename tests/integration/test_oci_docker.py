@@ -39,7 +39,8 @@ class Dockerd:
         self.sock = self.dir / "docker.sock"
         self.pidfile = self.dir / "dockerd.pid"
         self.log = self.dir / "dockerd.log"
-        self.client = shutil.which("docker", path="/usr/bin:" + os.environ.get("PATH", ""))
+        # docker.io's own client (a newer one in /usr/local/bin may sit first on PATH).
+        self.client = "/usr/bin/docker"
         env = dict(os.environ, ISOLA_SOCKET=isolad.socket)
         env.pop("ISOLA_URL", None)
         env.pop("ISOLA_TOKEN", None)
