@@ -4,7 +4,6 @@
 <build>/isola-runc --runtime-flag isola-socket=<the session isolad's socket>` (conmon passes
 the runtime no environment), an image imported from a rootfs tar, `--network none`."""
 
-import os
 import shutil
 import subprocess
 import sys
