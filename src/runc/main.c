@@ -1047,26 +1047,30 @@ static int do_ps(struct container *c, const char *format, int argc, char **argv,
 			json_decref(pids);
 			return isola_err_sys(err, errno, NULL, "run `%s`", cmdline);
 		}
+		/* The first line with a PID column is the header (kept); on every later line
+		 * that column's value decides whether the row is the container's. */
 		while (fgets(line, sizeof(line), f)) {
 			char copy[4096], *tok, *save = NULL;
+			bool header = false, ours = false;
 			int col = 0;
-			long p = -1;
 
 			snprintf(copy, sizeof(copy), "%s", line);
 			for (tok = strtok_r(copy, " \t\n", &save); tok;
 			     tok = strtok_r(NULL, " \t\n", &save), col++) {
 				if (pidcol < 0 && !strcmp(tok, "PID")) {
 					pidcol = col;
+					header = true;
 					break;
 				}
 				if (col == pidcol) {
-					p = strtol(tok, NULL, 10);
+					long p = strtol(tok, NULL, 10);
+
+					json_array_foreach(pids, i, v) ours =
+						ours || json_integer_value(v) == p;
 					break;
 				}
 			}
-			if (p < 0 && pidcol >= 0 && col == pidcol && !strcmp(tok ? tok : "", "PID"))
-				fputs(line, stdout);
-			json_array_foreach(pids, i, v) if (json_integer_value(v) == p)
+			if (header || ours)
 				fputs(line, stdout);
 		}
 		if (pclose(f) != 0 || pidcol < 0)

@@ -385,6 +385,9 @@ def test_ps_pause_resume_events(runc, rootfs, tmp_path):
         time.sleep(0.1)
     table = runc("ps", "p1", check=True).stdout.splitlines()
     assert "PID" in table[0] and any("sleep 1000" in line for line in table[1:]), table
+    col = table[0].split().index("PID")
+    pids = set(json.loads(runc("ps", "--format", "json", "p1", check=True).stdout))
+    assert all(int(line.split()[col]) in pids for line in table[1:]), table  # ours only
 
     # events --stats: one JSON object in runc's shape.
     ev = json.loads(runc("events", "--stats", "p1", check=True).stdout)
