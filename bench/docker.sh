@@ -5,6 +5,7 @@
 # (own --data-root/--exec-root/--pidfile/socket, no iptables, no bridge, vfs), a tiny image
 # imported from host binaries; the two runtimes alternate run by run so load hits both alike.
 # Usage: bench/docker.sh [-n RUNS] [--no-build]   (RUNS per runtime, default 30)
+# $ISOLA_TEST_UID_BASE, when set, is the private isolad's --uid-base (beside other isolads).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 [ "$(id -u)" = 0 ] || { echo "bench: run as root"; exit 1; }
@@ -35,13 +36,20 @@ cleanup() {
 		kill "$dpid" 2>/dev/null || true
 		for _ in $(seq 1 300); do kill -0 "$dpid" 2>/dev/null || break; sleep 0.1; done
 	fi
-	[ -n "${ipid:-}" ] && kill "$ipid" 2>/dev/null && wait "$ipid" 2>/dev/null
+	# Sandboxes outlive an isolad stop (re-attached at its next start): destroy them first.
+	if [ -n "${ipid:-}" ]; then
+		for sb in $(build/src/cli/isola --socket "$isock" ls -q 2>/dev/null); do
+			build/src/cli/isola --socket "$isock" rm -f "$sb" >/dev/null 2>&1 || true
+		done
+		kill "$ipid" 2>/dev/null && wait "$ipid" 2>/dev/null
+	fi
 	rm -rf "$dir"
 }
 trap cleanup EXIT
 
 build/src/isolad/isolad --state-dir "$dir/isolad" --socket "$isock" --log-level warn \
-	--agent build/src/agent/isola-agent 2>"$dir/isolad.log" &
+	--agent build/src/agent/isola-agent ${ISOLA_TEST_UID_BASE:+--uid-base "$ISOLA_TEST_UID_BASE"} \
+	2>"$dir/isolad.log" &
 ipid=$!
 for _ in $(seq 1 200); do [ -S "$isock" ] && break; sleep 0.05; done
 ISOLA_SOCKET=$isock setsid dockerd --data-root "$dir/data" --exec-root "$dir/exec" \
