@@ -183,8 +183,11 @@ static const char *container_status(struct container *c, long *host_pid, struct 
 	}
 	status = json_string_value(json_object_get(sb, "state"));
 	if (!status || strcmp(status, "running") != 0) {
-		/* paused/hibernated: not in this slice's vocabulary; error or ended: stopped. */
+		/* paused: its processes are frozen, its init is still there; hibernated, error or
+		 * ended: stopped. */
 		status = status && !strcmp(status, "paused") ? "paused" : "stopped";
+		if (!strcmp(status, "paused"))
+			*host_pid = (long)json_integer_value(json_object_get(sb, "host_pid"));
 	} else if (json_is_true(json_object_get(c->st, "killed"))) {
 		status = "stopped";
 	} else if (pid <= 0) {

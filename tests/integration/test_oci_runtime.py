@@ -397,7 +397,9 @@ def test_ps_pause_resume_events(runc, rootfs, tmp_path):
     assert ev["data"]["cpu"]["usage"]["total"] >= 0
 
     runc("pause", "p1", check=True)
-    assert runc.state("p1")["status"] == "paused"
+    st = runc.state("p1")
+    assert st["status"] == "paused" and st["pid"] == init
+    assert init in json.loads(runc("ps", "--format", "json", "p1", check=True).stdout)
     cp = runc("pause", "p1")
     assert cp.returncode == 1 and "is paused: cannot pause it" in cp.stderr
     cp = runc("delete", "p1")
