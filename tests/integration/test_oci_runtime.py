@@ -6,6 +6,7 @@ real isolad; the container is a process-tier sandbox with isola's hardening."""
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -116,6 +117,19 @@ def make_bundle(runc, rootfs, tmp_path, args, edit=None):
         edit(cfg)
     (b / "config.json").write_text(json.dumps(cfg))
     return b
+
+
+def kill_leftovers(d):
+    """SIGKILLs processes whose command line names our own dir d (an engine's shims and
+    runtime processes left by a failure), by pid: nothing else is touched."""
+    for p in Path("/proc").iterdir():
+        if not p.name.isdigit() or int(p.name) == os.getpid():
+            continue
+        try:
+            if str(d).encode() in (p / "cmdline").read_bytes():
+                os.kill(int(p.name), signal.SIGKILL)
+        except (OSError, ProcessLookupError):
+            pass
 
 
 def process_gone(pid):
