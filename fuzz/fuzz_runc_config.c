@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* fuzz_runc_config: libFuzzer target for isola-runc's config.json mapping (src/runc/config.c). */
+/* fuzz_runc_config: libFuzzer target for isola-runc's config.json and process.json mapping
+ * (src/runc/config.c). */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,5 +25,19 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		abort();
 	}
 	isola_err_free(err);
+	err = NULL;
+	/* The same input as exec's process.json: a body with a non-empty cmd, or an error. */
+	{
+		json_t *body = NULL;
+
+		if (oci_process_map((const char *)data, size, &body, &err) == 0) {
+			if (json_array_size(json_object_get(body, "cmd")) == 0)
+				abort();
+			json_decref(body);
+		} else if (!err || !err->message || body) {
+			abort();
+		}
+		isola_err_free(err);
+	}
 	return 0;
 }

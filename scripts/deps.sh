@@ -27,7 +27,10 @@ PKGS=(
 	node-typescript # share/interp: TypeScript contexts on node < 22.13 (its compiler strips the types)
 	chromium # the web console suite drives it headless with playwright-core (tests/console)
 	docker-registry skopeo umoci apache2-utils openssl # test_template_pull.py: a local registry, skopeo, htpasswd, a self-signed cert
-	containerd patchelf # deploy/kubernetes: test_kubernetes_deploy.py runs node-install.sh (patchelf) and containerd config dump
+	docker.io # tests/integration/test_oci_docker.py: a private dockerd with --add-runtime isola (docs/oci.md)
+	podman # tests/integration/test_oci_podman.py: podman --runtime isola-runc (docs/oci.md)
+	containerd # ctr, containerd: tests/integration/test_oci_containerd.py, test_kubernetes_deploy.py (containerd config dump)
+	patchelf # deploy/kubernetes/node-install.sh, run by test_kubernetes_deploy.py
 )
 
 missing=()

@@ -312,17 +312,28 @@ static int map_spec(const json_t *spec, const char *bundle, const char *id, stru
 	if (linux_ && !json_is_object(linux_))
 		return isola_err_set(err, EINVAL, "invalid",
 				     "config.json: `linux` must be an object");
-	if (json_is_true(json_object_get(proc, "terminal")))
-		return isola_err_set(err, ENOTSUP, "not_supported",
-				     "config.json: `process.terminal` is not supported yet "
-				     "(no --console-socket)");
-	if (sysctl && !json_is_null(sysctl) &&
-	    (!json_is_object(sysctl) || json_object_size(sysctl)))
-		return isola_err_set(err, ENOTSUP, "not_supported",
-				     "config.json: `linux.sysctl` is refused");
+	if (sysctl && !json_is_null(sysctl)) {
+		const char *k;
+		json_t *v;
+
+		if (!json_is_object(sysctl))
+			return isola_err_set(err, EINVAL, "invalid",
+					     "config.json: `linux.sysctl` must be an object");
+		/* net.* is per network namespace (Docker asks for ip_unprivileged_port_start and
+		 * ping_group_range): accepted, not applied. Anything else reaches the host. */
+		json_object_foreach((json_t *)sysctl, k, v)
+		{
+			if (strncmp(k, "net.", 4) != 0)
+				return isola_err_set(err, ENOTSUP, "not_supported",
+						     "config.json: `linux.sysctl.%.64s` is refused "
+						     "(only net.* is accepted)",
+						     k);
+		}
+	}
 	out->create = json_pack("{s:s, s:{s:s, s:s}}", "tier", "process", "labels", "oci.id", id,
 				"oci.bundle", bundle);
-	out->process = json_pack("{s:s}", "tag", "oci");
+	out->process = json_pack("{s:s, s:b}", "tag", "oci", "tty",
+				 json_is_true(json_object_get(proc, "terminal")));
 	if (!out->create || !out->process)
 		return isola_err_set(err, ENOMEM, "internal", "out of memory");
 	r = map_root(spec, bundle, out->create, err);
@@ -363,6 +374,43 @@ int oci_config_map(const char *text, size_t len, const char *bundle, const char 
 	json_decref(spec);
 	if (r < 0)
 		oci_mapped_fini(out);
+	return r;
+}
+
+int oci_process_map(const char *text, size_t len, json_t **out, struct isola_err **err)
+{
+	json_error_t je;
+	json_t *proc, *scratch = json_object();
+	int r;
+
+	*out = NULL;
+	if (len > OCI_CONFIG_MAX)
+		return isola_err_set(err, EFBIG, "invalid", "process.json: larger than %u bytes",
+				     OCI_CONFIG_MAX);
+	/* UNTRUSTED: the engine's process.json, checked field by field like config.json's. */
+	proc = json_loadb(text, len, JSON_REJECT_DUPLICATES, &je);
+	if (!proc) {
+		json_decref(scratch);
+		return isola_err_set(err, EINVAL, "invalid", "process.json: line %d: %s", je.line,
+				     je.text);
+	}
+	*out = json_pack("{s:s, s:b}", "tag", "oci-exec", "tty",
+			 json_is_true(json_object_get(proc, "terminal")));
+	r = json_is_object(proc)
+		    ? 0
+		    : isola_err_set(err, EINVAL, "invalid", "process.json: not a JSON object");
+	if (r == 0)
+		r = map_args(proc, *out, err);
+	if (r == 0)
+		r = map_env(proc, *out, err);
+	if (r == 0)
+		r = map_cwd_user(proc, scratch, *out, err);
+	json_decref(proc);
+	json_decref(scratch);
+	if (r < 0) {
+		json_decref(*out);
+		*out = NULL;
+	}
 	return r;
 }
 

@@ -30,6 +30,13 @@ struct oci_mapped {
 int oci_config_map(const char *text, size_t len, const char *bundle, const char *id,
 		   struct oci_mapped *out, struct isola_err **err);
 
+/*
+ * Maps a process.json (runc exec --process: a runtime-spec `process` object; UNTRUSTED) onto
+ * the body of POST /v1/sandboxes/{id}/processes (*out, new ref; `tty` from `terminal`).
+ * Errors name the field as config.json's do ("config.json: `process.args` ...").
+ */
+int oci_process_map(const char *text, size_t len, json_t **out, struct isola_err **err);
+
 /* Releases what m owns and zeroes it; safe on a zeroed struct. */
 void oci_mapped_fini(struct oci_mapped *m);
 

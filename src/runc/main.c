@@ -2,13 +2,21 @@
 /* isola-runc: an OCI runtime with runc's command line over isolad's process tier (docs/oci.md). */
 #include <errno.h>
 #include <fcntl.h>
+#include <dirent.h>
 #include <limits.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/time.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <termios.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -53,8 +61,14 @@ static void report(const char *fmt, ...)
 	if (!g.log || !(f = fopen(g.log, "ae")))
 		return;
 	if (g.log_json) {
-		json_t *j = json_pack("{s:s, s:s, s:I}", "level", "error", "msg", msg, "time",
-				      (json_int_t)time(NULL));
+		/* runc's (logrus) shape: an engine parses time as RFC 3339. */
+		char ts[40];
+		time_t now = time(NULL);
+		struct tm tm;
+		json_t *j;
+
+		strftime(ts, sizeof(ts), "%Y-%m-%dT%H:%M:%SZ", gmtime_r(&now, &tm));
+		j = json_pack("{s:s, s:s, s:s}", "level", "error", "msg", msg, "time", ts);
 		char *s = j ? json_dumps(j, JSON_COMPACT) : NULL;
 
 		fprintf(f, "%s\n", s ? s : "{}");
@@ -169,8 +183,11 @@ static const char *container_status(struct container *c, long *host_pid, struct 
 	}
 	status = json_string_value(json_object_get(sb, "state"));
 	if (!status || strcmp(status, "running") != 0) {
-		/* paused/hibernated: not in this slice's vocabulary; error or ended: stopped. */
+		/* paused: its processes are frozen, its init is still there; hibernated, error or
+		 * ended: stopped. */
 		status = status && !strcmp(status, "paused") ? "paused" : "stopped";
+		if (!strcmp(status, "paused"))
+			*host_pid = (long)json_integer_value(json_object_get(sb, "host_pid"));
 	} else if (json_is_true(json_object_get(c->st, "killed"))) {
 		status = "stopped";
 	} else if (pid <= 0) {
@@ -241,8 +258,10 @@ static int load_bundle(const char *bundle, const char *id, char *abs, struct oci
 struct create_opts {
 	const char *bundle;   /* --bundle/-b, default "." */
 	const char *pid_file; /* --pid-file, or NULL */
+	const char *console;  /* --console-socket, or NULL */
 	bool detach;	      /* run --detach */
 	bool keep;	      /* run --keep */
+	int tty;	      /* out: the terminal's slave side when process.terminal, else -1 */
 };
 
 static int write_pid_file(const char *path, long pid, struct isola_err **err)
@@ -253,16 +272,87 @@ static int write_pid_file(const char *path, long pid, struct isola_err **err)
 	return write_file_atomic(path, buf, err);
 }
 
-static int do_create(const char *id, const struct create_opts *o, struct container *c,
+/*
+ * A terminal for a tty process: a new pty whose master goes to the engine over --console-socket
+ * (SCM_RIGHTS, the pts name as data, as runc does); the slave stays with us (raw: the sandbox's
+ * own pty does the line discipline) and becomes the relay's stdin/stdout. Returns the slave.
+ */
+static int console_setup(const char *sock_path, struct isola_err **err)
+{
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+	char name[64], cbuf[CMSG_SPACE(sizeof(int))] = {0};
+	struct iovec iov;
+	struct msghdr mh = {0};
+	struct cmsghdr *cm;
+	struct termios t;
+	int m = -1, sl = -1, sk = -1, r = 0;
+
+	if (strlen(sock_path) >= sizeof(sa.sun_path))
+		return isola_err_set(err, ENAMETOOLONG, "invalid",
+				     "--console-socket `%s` is too long", sock_path);
+	strcpy(sa.sun_path, sock_path);
+	m = posix_openpt(O_RDWR | O_NOCTTY | O_CLOEXEC);
+	if (m < 0 || grantpt(m) < 0 || unlockpt(m) < 0 || ptsname_r(m, name, sizeof(name)) != 0 ||
+	    (sl = open(name, O_RDWR | O_NOCTTY | O_CLOEXEC)) < 0) {
+		r = isola_err_sys(err, errno, NULL, "open a terminal for --console-socket");
+		goto out;
+	}
+	if (tcgetattr(sl, &t) == 0) {
+		cfmakeraw(&t);
+		tcsetattr(sl, TCSANOW, &t);
+	}
+	sk = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (sk < 0 || connect(sk, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
+		r = isola_err_sys(err, errno, NULL, "connect --console-socket `%s`", sock_path);
+		goto out;
+	}
+	iov.iov_base = name;
+	iov.iov_len = strlen(name);
+	mh.msg_iov = &iov;
+	mh.msg_iovlen = 1;
+	mh.msg_control = cbuf;
+	mh.msg_controllen = sizeof(cbuf);
+	cm = CMSG_FIRSTHDR(&mh);
+	cm->cmsg_level = SOL_SOCKET;
+	cm->cmsg_type = SCM_RIGHTS;
+	cm->cmsg_len = CMSG_LEN(sizeof(int));
+	memcpy(CMSG_DATA(cm), &m, sizeof(int));
+	if (sendmsg(sk, &mh, 0) < 0)
+		r = isola_err_sys(err, errno, NULL, "send the terminal to --console-socket `%s`",
+				  sock_path);
+out:
+	if (m >= 0)
+		close(m);
+	if (sk >= 0)
+		close(sk);
+	if (r < 0 && sl >= 0)
+		close(sl);
+	return r < 0 ? r : sl;
+}
+
+/* Makes fd (a terminal's slave) our stdin, stdout and stderr, and our controlling terminal. */
+static void take_terminal(int fd)
+{
+	if (fd < 0)
+		return;
+	dup2(fd, 0);
+	dup2(fd, 1);
+	dup2(fd, 2);
+	if (fd > 2)
+		close(fd);
+	ioctl(0, TIOCSCTTY, 0);
+}
+
+static int do_create(const char *id, struct create_opts *o, struct container *c,
 		     struct isola_err **err)
 {
 	char bundle[PATH_MAX], created[40];
 	struct oci_mapped m;
 	json_t *sb = NULL;
 	struct client *h;
-	long host_pid;
 	int r;
 
+	o->tty = -1;
 	r = container_init(c, id, err);
 	if (r < 0)
 		return r;
@@ -296,10 +386,13 @@ static int do_create(const char *id, const struct create_opts *o, struct contain
 	json_decref(sb);
 	oci_mapped_fini(&m);
 	r = c->st ? container_save(c, err) : isola_err_set(err, ENOMEM, NULL, "out of memory");
-	if (r == 0 && o->pid_file) {
-		const char *st = container_status(c, &host_pid, err);
-
-		r = !st ? -EIO : write_pid_file(o->pid_file, host_pid, err);
+	o->tty = -1;
+	if (r == 0 && json_is_true(json_object_get(json_object_get(c->st, "process"), "tty"))) {
+		if (!o->console)
+			r = isola_err_set(err, EINVAL, "invalid",
+					  "config.json: `process.terminal` needs --console-socket");
+		else if ((o->tty = console_setup(o->console, err)) < 0)
+			r = o->tty;
 	}
 	if (r < 0) {
 		destroy_sandbox(json_string_value(json_object_get(c->st, "sandbox")), NULL);
@@ -308,7 +401,8 @@ static int do_create(const char *id, const struct create_opts *o, struct contain
 	return r;
 }
 
-static int follow(struct container *c, struct isola_err **err);
+static int relay_io(const char *sandbox, long pid, bool tty, struct isola_err **err);
+static const char *opt_val(int argc, char **argv, int *i, const char *name);
 
 /* ROOT/ID/exec.fifo: the relay blocks opening it for writing until start or delete opens it. */
 static void fifo_path(const struct container *c, char *buf, size_t n)
@@ -331,11 +425,18 @@ static void relay_release(const struct container *c)
 /*
  * `create` returns at once, but the container's output must reach the stdio the caller gave
  * it (an engine's fifos), as runc's init keeps them. A detached relay process keeps our
- * stdout/stderr, waits on exec.fifo for `start`, then follows the process's output into them
- * and exits when it ends (or at once when the container was killed or deleted unstarted).
- * Stdin is not forwarded (docs/oci.md).
+ * stdio, waits on exec.fifo for `start`, then forwards our stdin to the process and follows
+ * its output into our stdout/stderr, and exits with the process's status (at once when the
+ * container was killed or deleted unstarted). It is the pid `--pid-file` gets: an engine's
+ * shim (a subreaper) waits on it. tty >= 0: the terminal's slave side (console_setup).
+ * Returns the relay's pid.
  */
-static int relay_spawn(const struct container *c, struct isola_err **err)
+static void on_alarm(int sig)
+{
+	(void)sig;
+}
+
+static pid_t relay_spawn(const struct container *c, int tty, struct isola_err **err)
 {
 	char path[PATH_MAX + 16];
 	struct container rc;
@@ -350,18 +451,35 @@ static int relay_spawn(const struct container *c, struct isola_err **err)
 	if (pid < 0)
 		return isola_err_sys(err, errno, NULL, "fork the output relay");
 	if (pid > 0)
-		return 0;
+		return pid;
 	/* The relay: a session of its own, no client shared with the parent. */
 	setsid();
+	take_terminal(tty);
 	g.cl = NULL;
-	fd = open(path, O_WRONLY | O_CLOEXEC); /* blocks until start/kill/delete */
+	/* Blocks until start/kill/delete opens the fifo; a 1 s timer interrupts the open to see
+	 * whether the state dir is gone (removed by hand, or the engine gave up on the container
+	 * without a delete), so a relay never waits forever. */
+	{
+		struct sigaction sa = {.sa_handler = on_alarm}; /* no SA_RESTART: open gets EINTR */
+		struct itimerval it = {{1, 0}, {1, 0}};
+
+		sigaction(SIGALRM, &sa, NULL);
+		setitimer(ITIMER_REAL, &it, NULL);
+		while ((fd = open(path, O_WRONLY | O_CLOEXEC)) < 0 && errno == EINTR &&
+		       access(path, F_OK) == 0)
+			;
+		memset(&it, 0, sizeof(it));
+		setitimer(ITIMER_REAL, &it, NULL);
+	}
 	if (fd >= 0)
 		close(fd);
 	st = 0;
 	if (container_load(&rc, c->id, NULL) == 0 &&
 	    json_integer_value(json_object_get(rc.st, "pid")) > 0 &&
 	    !json_is_true(json_object_get(rc.st, "killed")))
-		st = follow(&rc, NULL);
+		st = relay_io(sandbox_of(&rc),
+			      (long)json_integer_value(json_object_get(rc.st, "pid")), tty >= 0,
+			      NULL);
 	/* The process's status (128+N for a signal): a subreaper above us (an engine's shim)
 	 * learns it from the relay's exit. */
 	_exit(st < 0 ? 255 : st);
@@ -391,17 +509,42 @@ static int do_start(struct container *c, struct isola_err **err)
 	return r;
 }
 
-/* Writes one stdout/stderr event of the container's output to our fd 1 or 2. */
+/* Where one follow of a process's output stands; survives re-follows after isolad restarts. */
+struct out_state {
+	long long seen[2]; /* bytes of stdout/stderr already written to our fd 1/2 */
+	long long pos[2];  /* offset of the next byte of this follow's replay */
+	bool exited;	   /* an exit event came: status is final */
+	int status;	   /* shell style: 128+N for signal N */
+};
+
+/* Writes one stdout/stderr event of the container's output to our fd 1 or 2, skipping what an
+ * earlier follow already wrote (a re-follow replays the retained tail from its start). */
 static int on_output(void *ud, json_t *ev, struct isola_err **err)
 {
+	struct out_state *os = ud;
 	const char *type = json_string_value(json_object_get(ev, "type"));
 	const json_t *data = json_object_get(ev, "data");
 	const char *s = json_string_value(data);
 	cleanup_free unsigned char *buf = NULL;
-	long len;
+	long len, skip;
+	int k;
 
+	if (type && !strcmp(type, "exit")) {
+		long sig = (long)json_integer_value(json_object_get(ev, "signal"));
+
+		os->exited = true;
+		os->status = sig > 0 ? 128 + (int)sig
+				     : (int)json_integer_value(json_object_get(ev, "exit_code"));
+		return 0;
+	}
+	if (type && !strcmp(type, "dropped")) {
+		k = !strcmp(json_string_value(json_object_get(ev, "stream")) ?: "", "stderr");
+		os->pos[k] += (long long)json_integer_value(json_object_get(ev, "bytes"));
+		return 0;
+	}
 	if (!type || !s || (strcmp(type, "stdout") && strcmp(type, "stderr")))
 		return 0;
+	k = !strcmp(type, "stderr");
 	buf = malloc(json_string_length(data) / 4 * 3 + 4);
 	if (!buf)
 		return isola_err_set(err, ENOMEM, NULL, "out of memory");
@@ -409,36 +552,155 @@ static int on_output(void *ud, json_t *ev, struct isola_err **err)
 	len = cli_b64_decode(s, json_string_length(data), buf);
 	if (len < 0)
 		return isola_err_set(err, EPROTO, "internal", "output event with malformed base64");
-	if (util_write_all(!strcmp(type, "stdout") ? 1 : 2, buf, (size_t)len) < 0 && errno != EPIPE)
+	skip = os->seen[k] > os->pos[k] ? (long)(os->seen[k] - os->pos[k]) : 0;
+	os->pos[k] += len;
+	if (skip >= len)
+		return 0;
+	if (util_write_all(k ? 2 : 1, buf + skip, (size_t)(len - skip)) < 0 && errno != EPIPE)
 		return isola_err_sys(err, errno, NULL, "write output");
+	os->seen[k] = os->pos[k];
 	return 0;
 }
 
-/* Follows the started process's output to ours and returns its exit status (shell style). */
-static int follow(struct container *c, struct isola_err **err)
+/*
+ * Follows process pid's output to our stdout/stderr and returns its exit status (shell
+ * style: 128+N for signal N). A follow that ends without the exit event (isolad restarted, the
+ * connection broke) is taken up again once isolad answers, without writing anything twice:
+ * an engine's container outlives an isolad restart. Gives up when the sandbox or the process
+ * is gone, or after 10 minutes without an answer.
+ */
+static int follow(const char *sandbox, long pid, struct isola_err **err)
 {
-	long pid = (long)json_integer_value(json_object_get(c->st, "pid"));
 	cleanup_free char *out =
-		cli_pathf("/v1/sandboxes/%s/processes/%ld/output?follow=true", sandbox_of(c), pid);
-	cleanup_free char *wait =
-		cli_pathf("/v1/sandboxes/%s/processes/%ld/wait", sandbox_of(c), pid);
+		cli_pathf("/v1/sandboxes/%s/processes/%ld/output?follow=true", sandbox, pid);
+	struct out_state os = {0};
 	struct client_req rq = {.method = "GET",
 				.path = out,
 				.body_fd = -1,
 				.accept = "application/x-ndjson",
-				.on_event = on_output};
-	json_t *ex = NULL;
+				.on_event = on_output,
+				.ud = &os};
 	struct client *h = cl(err);
-	int status;
+	struct timespec last_ok, now;
 
-	if (!h || client_do(h, &rq, err) < 0 || client_json(h, "POST", wait, NULL, &ex, err) < 0)
+	if (!h)
 		return -EIO;
-	if (json_integer_value(json_object_get(ex, "signal")) > 0)
-		status = 128 + (int)json_integer_value(json_object_get(ex, "signal"));
-	else
-		status = (int)json_integer_value(json_object_get(ex, "exit_code"));
-	json_decref(ex);
-	return status;
+	clock_gettime(CLOCK_MONOTONIC, &last_ok);
+	for (;;) {
+		struct isola_err *e = NULL;
+		struct timespec pause = {0, 200000000};
+		int r;
+
+		os.pos[0] = os.pos[1] = 0;
+		r = client_do(h, &rq, &e);
+		if (os.exited) {
+			isola_err_free(e);
+			return os.status;
+		}
+		clock_gettime(CLOCK_MONOTONIC, &now);
+		if (r == 0)
+			last_ok = now;
+		if (r < 0 && (sandbox_gone(e) || !strcmp(e->code, "not_found") ||
+			      now.tv_sec - last_ok.tv_sec > 600)) {
+			if (err)
+				*err = e;
+			else
+				isola_err_free(e);
+			return -EIO;
+		}
+		isola_err_free(e);
+		nanosleep(&pause, NULL);
+	}
+}
+
+/* POSTs len bytes of buf as a raw body to path (the process's stdin). */
+static int post_bytes(struct client *h, const char *path, const char *buf, size_t len)
+{
+	struct client_req rq = {.method = "POST", .path = path, .body_fd = -1};
+	int p[2], r;
+
+	if (pipe2(p, O_CLOEXEC) < 0)
+		return -errno;
+	/* len <= 16 KiB fits a pipe's buffer: written whole before the request reads it. */
+	if (util_write_all(p[1], buf, len) < 0) {
+		r = -errno;
+		close(p[0]);
+		close(p[1]);
+		return r;
+	}
+	close(p[1]);
+	rq.body_fd = p[0];
+	rq.body_size = (int64_t)len;
+	r = client_do(h, &rq, NULL);
+	close(p[0]);
+	return r;
+}
+
+/*
+ * Forwards our stdin to process pid until EOF, then closes the process's stdin (a /dev/null
+ * stdin closes it at once, as runc's container sees /dev/null). With a tty, our stdin is the
+ * terminal's slave: its size is followed too (checked on every wakeup, at least 4 times a
+ * second) and EOF/EIO (the engine closed the master) ends the forwarding. Never returns.
+ */
+static void stdin_forward(const char *sandbox, long pid, bool tty)
+{
+	cleanup_free char *in = cli_pathf("/v1/sandboxes/%s/processes/%ld/stdin", sandbox, pid);
+	cleanup_free char *close_in =
+		cli_pathf("/v1/sandboxes/%s/processes/%ld/close-stdin", sandbox, pid);
+	cleanup_free char *resize =
+		cli_pathf("/v1/sandboxes/%s/processes/%ld/resize", sandbox, pid);
+	struct winsize last = {0}, ws;
+	char buf[16384];
+	struct client *h;
+
+	g.cl = NULL;
+	if (!(h = cl(NULL)))
+		_exit(1);
+	for (;;) {
+		struct pollfd pf = {.fd = 0, .events = POLLIN};
+		int n = poll(&pf, 1, tty ? 250 : -1);
+		ssize_t k;
+
+		if (tty && ioctl(0, TIOCGWINSZ, &ws) == 0 && ws.ws_col && ws.ws_row &&
+		    (ws.ws_col != last.ws_col || ws.ws_row != last.ws_row)) {
+			json_t *b = json_pack("{s:i, s:i}", "cols", ws.ws_col, "rows", ws.ws_row);
+
+			client_json(h, "POST", resize, b, NULL, NULL);
+			json_decref(b);
+			last = ws;
+		}
+		if (n < 0 && errno != EINTR)
+			break;
+		if (n <= 0)
+			continue;
+		k = read(0, buf, sizeof(buf));
+		if (k < 0 && errno == EINTR)
+			continue;
+		if (k <= 0 || post_bytes(h, in, buf, (size_t)k) < 0)
+			break;
+	}
+	if (!tty)
+		client_json(h, "POST", close_in, NULL, NULL, NULL);
+	_exit(0);
+}
+
+/* Our stdio <-> process pid: stdin forwarded by a child, output followed here. Returns the
+ * process's exit status (shell style) or -errno. */
+static int relay_io(const char *sandbox, long pid, bool tty, struct isola_err **err)
+{
+	pid_t fw;
+	int st;
+
+	fflush(NULL);
+	fw = fork();
+	if (fw == 0)
+		stdin_forward(sandbox, pid, tty);
+	st = follow(sandbox, pid, err);
+	if (fw > 0) {
+		kill(fw, SIGKILL);
+		waitpid(fw, NULL, 0);
+	}
+	return st;
 }
 
 static int do_delete(struct container *c, bool force, struct isola_err **err)
@@ -552,6 +814,458 @@ static int do_spec(const char *bundle, struct isola_err **err)
 	return r;
 }
 
+/* Options of exec. */
+struct exec_opts {
+	const char *process;  /* --process FILE (a runtime-spec process object), or NULL */
+	const char *pid_file; /* --pid-file */
+	const char *console;  /* --console-socket */
+	const char *cwd;      /* --cwd */
+	const char *user;     /* --user UID[:GID] */
+	json_t *env;	      /* --env K=V..., owned array */
+	bool tty, detach;
+	char **argv; /* the command after the id (args form) */
+	int argc;
+};
+
+/* The body of POST .../processes for exec: process.json, or the container's process with
+ * the command, env, cwd and user of the command line. */
+static json_t *exec_body(struct container *c, const struct exec_opts *o, struct isola_err **err)
+{
+	json_t *body = NULL, *cmd, *env, *v;
+	size_t i;
+
+	if (o->process) {
+		cleanup_free char *text = NULL;
+		size_t len = 0;
+		int r = util_read_file(o->process, OCI_CONFIG_MAX, &text, &len);
+
+		if (r < 0)
+			return isola_err_sys(err, -r, "invalid", "read --process `%s`", o->process),
+			       NULL;
+		if (oci_process_map(text, len, &body, err) < 0) {
+			isola_err_wrap(err, "exec: --process `%s`", o->process);
+			return NULL;
+		}
+		if (o->tty)
+			json_object_set_new(body, "tty", json_true());
+		return body;
+	}
+	if (o->argc == 0)
+		return isola_err_set(err, EINVAL, "invalid",
+				     "exec: give a command after the container id, or --process"),
+		       NULL;
+	body = json_deep_copy(json_object_get(c->st, "process"));
+	if (!body)
+		body = json_object();
+	cmd = json_array();
+	for (int k = 0; k < o->argc; k++)
+		json_array_append_new(cmd, json_string(o->argv[k]));
+	json_object_set_new(body, "cmd", cmd);
+	json_object_set_new(body, "tag", json_string("oci-exec"));
+	json_object_set_new(body, "tty", json_boolean(o->tty));
+	if (!json_is_object(json_object_get(body, "env")))
+		json_object_set_new(body, "env", json_object());
+	env = json_object_get(body, "env");
+	json_array_foreach(o->env, i, v)
+	{
+		const char *kv = json_string_value(v), *eq = strchr(kv, '=');
+		char key[256];
+
+		if (!eq || eq == kv || (size_t)(eq - kv) >= sizeof(key)) {
+			json_decref(body);
+			return isola_err_set(err, EINVAL, "invalid",
+					     "exec: --env `%.64s` must be KEY=VALUE", kv),
+			       NULL;
+		}
+		memcpy(key, kv, (size_t)(eq - kv));
+		key[eq - kv] = '\0';
+		json_object_set_new(env, key, json_string(eq + 1));
+	}
+	if (o->cwd) {
+		if (o->cwd[0] != '/') {
+			json_decref(body);
+			return isola_err_set(err, EINVAL, "invalid",
+					     "exec: --cwd `%s` must be an absolute path", o->cwd),
+			       NULL;
+		}
+		json_object_set_new(body, "cwd", json_string(o->cwd));
+	}
+	if (o->user) {
+		char name[24], *end;
+		unsigned long uid = strtoul(o->user, &end, 10);
+
+		if (end == o->user || (*end && *end != ':') || uid > 0xfffffffeul) {
+			json_decref(body);
+			return isola_err_set(err, EINVAL, "invalid",
+					     "exec: --user `%s` must be UID[:GID] (numeric)",
+					     o->user),
+			       NULL;
+		}
+		snprintf(name, sizeof(name), uid ? "%lu" : "root", uid);
+		json_object_set_new(body, "user", json_string(name));
+	}
+	return body;
+}
+
+/* runc exec: a new process in the container. Detached: a relay (its pid in --pid-file) keeps
+ * our stdio for it; else we relay and exit with its status. */
+static int do_exec(struct container *c, const struct exec_opts *o, struct isola_err **err)
+{
+	cleanup_free char *path = cli_pathf("/v1/sandboxes/%s/processes", sandbox_of(c));
+	long host_pid, pid;
+	const char *st = container_status(c, &host_pid, err);
+	json_t *body, *proc = NULL;
+	int tty = -1, r;
+	pid_t relay;
+
+	if (!st)
+		return -EIO;
+	if (strcmp(st, "running") && strcmp(st, "created"))
+		return isola_err_set(err, EINVAL, "conflict",
+				     "container `%s` is %s: exec needs a running container", c->id,
+				     st);
+	if (!(body = exec_body(c, o, err)))
+		return -EINVAL;
+	if (json_is_true(json_object_get(body, "tty"))) {
+		if (!o->console) {
+			json_decref(body);
+			return isola_err_set(err, EINVAL, "invalid",
+					     "exec: a terminal (-t or process.terminal) needs "
+					     "--console-socket");
+		}
+		tty = console_setup(o->console, err);
+		if (tty < 0) {
+			json_decref(body);
+			return tty;
+		}
+	}
+	r = client_json(cl(err), "POST", path, body, &proc, err);
+	json_decref(body);
+	if (r < 0) {
+		if (tty >= 0)
+			close(tty);
+		return isola_err_wrap(err, "exec in container `%s`", c->id);
+	}
+	pid = (long)json_integer_value(json_object_get(proc, "pid"));
+	json_decref(proc);
+	if (!o->detach) {
+		if (o->pid_file && write_pid_file(o->pid_file, (long)getpid(), err) < 0)
+			return -EIO;
+		take_terminal(tty);
+		return relay_io(sandbox_of(c), pid, tty >= 0, err);
+	}
+	fflush(NULL);
+	relay = fork();
+	if (relay < 0)
+		return isola_err_sys(err, errno, NULL, "fork the exec relay");
+	if (relay == 0) {
+		setsid();
+		take_terminal(tty);
+		g.cl = NULL;
+		r = relay_io(sandbox_of(c), pid, tty >= 0, NULL);
+		_exit(r < 0 ? 255 : r);
+	}
+	if (tty >= 0)
+		close(tty);
+	return o->pid_file ? write_pid_file(o->pid_file, (long)relay, err) : 0;
+}
+
+/* The host pids of the container: every process in the pid namespace of its init. */
+static json_t *container_pids(struct container *c, struct isola_err **err)
+{
+	char want[64], got[64], path[64];
+	long host_pid;
+	const char *st = container_status(c, &host_pid, err);
+	json_t *pids;
+	struct dirent *de;
+	DIR *d;
+	ssize_t n;
+
+	if (!st)
+		return NULL;
+	pids = json_array();
+	if (host_pid <= 0)
+		return pids; /* stopped: nothing runs */
+	snprintf(path, sizeof(path), "/proc/%ld/ns/pid", host_pid);
+	n = readlink(path, want, sizeof(want) - 1);
+	if (n <= 0 || !(d = opendir("/proc"))) {
+		json_decref(pids);
+		return isola_err_sys(err, errno, NULL, "read `%s`", path), NULL;
+	}
+	want[n] = '\0';
+	while ((de = readdir(d))) {
+		char *end;
+		long p = strtol(de->d_name, &end, 10);
+
+		if (*end || p <= 0)
+			continue;
+		snprintf(path, sizeof(path), "/proc/%ld/ns/pid", p);
+		n = readlink(path, got, sizeof(got) - 1);
+		if (n > 0 && (got[n] = '\0', !strcmp(got, want)))
+			json_array_append_new(pids, json_integer(p));
+	}
+	closedir(d);
+	return pids;
+}
+
+static int do_ps(struct container *c, const char *format, int argc, char **argv,
+		 struct isola_err **err)
+{
+	json_t *pids = container_pids(c, err), *v;
+	size_t i;
+	int r = 0;
+
+	if (!pids)
+		return -EIO;
+	if (!strcmp(format, "json")) {
+		char *s = json_dumps(pids, JSON_COMPACT);
+
+		printf("%s\n", s ? s : "[]");
+		free(s);
+	} else {
+		/* table: ps's own output (ps ARGS, default -ef), the header and our pids' rows. */
+		char cmdline[4096] = "ps", line[4096];
+		size_t off = 2;
+		int pidcol = -1;
+		FILE *f;
+
+		for (int k = 0; k < argc; k++) {
+			if (strchr(argv[k], '\'')) {
+				json_decref(pids);
+				return isola_err_set(err, EINVAL, "invalid",
+						     "ps: argument `%.64s` holds a quote", argv[k]);
+			}
+			off += (size_t)snprintf(cmdline + off, sizeof(cmdline) - off, " '%s'",
+						argv[k]);
+			if (off >= sizeof(cmdline)) {
+				json_decref(pids);
+				return isola_err_set(err, E2BIG, "invalid",
+						     "ps: arguments too long");
+			}
+		}
+		if (argc == 0)
+			snprintf(cmdline, sizeof(cmdline), "ps -ef");
+		f = popen(cmdline, "re");
+		if (!f) {
+			json_decref(pids);
+			return isola_err_sys(err, errno, NULL, "run `%s`", cmdline);
+		}
+		/* The first line with a PID column is the header (kept); on every later line
+		 * that column's value decides whether the row is the container's. */
+		while (fgets(line, sizeof(line), f)) {
+			char copy[4096], *tok, *save = NULL;
+			bool header = false, ours = false;
+			int col = 0;
+
+			snprintf(copy, sizeof(copy), "%s", line);
+			for (tok = strtok_r(copy, " \t\n", &save); tok;
+			     tok = strtok_r(NULL, " \t\n", &save), col++) {
+				if (pidcol < 0 && !strcmp(tok, "PID")) {
+					pidcol = col;
+					header = true;
+					break;
+				}
+				if (col == pidcol) {
+					long p = strtol(tok, NULL, 10);
+
+					json_array_foreach(pids, i, v) ours =
+						ours || json_integer_value(v) == p;
+					break;
+				}
+			}
+			if (header || ours)
+				fputs(line, stdout);
+		}
+		if (pclose(f) != 0 || pidcol < 0)
+			r = isola_err_set(err, EINVAL, "invalid",
+					  "ps: `%s` failed or printed no PID column", cmdline);
+	}
+	json_decref(pids);
+	return r;
+}
+
+static int do_pause(struct container *c, bool pause, struct isola_err **err)
+{
+	cleanup_free char *path =
+		cli_pathf("/v1/sandboxes/%s/%s", sandbox_of(c), pause ? "pause" : "resume");
+	long host_pid;
+	const char *st = container_status(c, &host_pid, err);
+
+	if (!st)
+		return -EIO;
+	if (pause ? strcmp(st, "running") && strcmp(st, "created") : strcmp(st, "paused") != 0)
+		return isola_err_set(err, EINVAL, "conflict", "container `%s` is %s: cannot %s it",
+				     c->id, st, pause ? "pause" : "resume");
+	if (client_json(cl(err), "POST", path, NULL, NULL, err) < 0)
+		return isola_err_wrap(err, "%s container `%s`", pause ? "pause" : "resume", c->id);
+	return 0;
+}
+
+/* One stats event in runc's format ({"type":"stats","id","data":{cpu,memory,pids,...}}). */
+static int print_stats(struct container *c, struct isola_err **err)
+{
+	cleanup_free char *path = cli_pathf("/v1/sandboxes/%s/stats", sandbox_of(c));
+	json_t *st = NULL, *ev;
+	char *s;
+
+	if (client_json(cl(err), "GET", path, NULL, &st, err) < 0)
+		return isola_err_wrap(err, "stats of container `%s`", c->id);
+	ev = json_pack(
+		"{s:s, s:s, s:{s:{s:{s:I, s:[], s:I, s:I}, s:{}}, s:{s:I, s:{s:I, s:I, s:I, s:I},"
+		" s:{}, s:{}, s:{}, s:{}}, s:{s:I, s:I}, s:{}, s:{}}}",
+		"type", "stats", "id", c->id, "data", "cpu", "usage", "total",
+		(json_int_t)(json_number_value(json_object_get(st, "cpu_seconds")) * 1e9), "percpu",
+		"kernel", (json_int_t)0, "user", (json_int_t)0, "throttling", "memory", "cache",
+		(json_int_t)0, "usage", "usage",
+		(json_int_t)json_integer_value(json_object_get(st, "memory_bytes")), "max",
+		(json_int_t)json_integer_value(json_object_get(st, "memory_peak_bytes")), "limit",
+		(json_int_t)json_integer_value(json_object_get(st, "memory_limit_bytes")),
+		"failcnt", (json_int_t)json_integer_value(json_object_get(st, "oom_kills")), "swap",
+		"kernel", "kernelTCP", "raw", "pids", "current",
+		(json_int_t)json_integer_value(json_object_get(st, "pids")), "limit", (json_int_t)0,
+		"blkio", "hugetlb");
+	json_decref(st);
+	s = ev ? json_dumps(ev, JSON_COMPACT) : NULL;
+	json_decref(ev);
+	if (!s)
+		return isola_err_set(err, ENOMEM, NULL, "out of memory");
+	printf("%s\n", s);
+	fflush(stdout);
+	free(s);
+	return 0;
+}
+
+/* DURATION as Go writes it: 5s, 500ms, 1m, 1.5s. Returns milliseconds or -1. */
+static long parse_interval(const char *s)
+{
+	char *end;
+	double v = strtod(s, &end);
+
+	if (end == s || v <= 0)
+		return -1;
+	if (!strcmp(end, "ms"))
+		return (long)v;
+	if (!strcmp(end, "s") || !*end)
+		return (long)(v * 1000);
+	if (!strcmp(end, "m"))
+		return (long)(v * 60000);
+	return -1;
+}
+
+/* runc events: --stats prints one stats event; otherwise one every interval until the
+ * container stops (then exits 0). */
+static int do_events(struct container *c, bool stats, long interval_ms, struct isola_err **err)
+{
+	for (;;) {
+		long host_pid;
+		const char *st = container_status(c, &host_pid, err);
+		struct timespec ts = {interval_ms / 1000, (interval_ms % 1000) * 1000000};
+
+		if (!st)
+			return -EIO;
+		if (!strcmp(st, "stopped"))
+			return stats ? isola_err_set(err, ESRCH, "conflict",
+						     "container `%s` is not running", c->id)
+				     : 0;
+		if (print_stats(c, err) < 0)
+			return -EIO;
+		if (stats)
+			return 0;
+		nanosleep(&ts, NULL);
+	}
+}
+
+/* exec/ps/events: options, then the id, then (exec, ps) everything else verbatim. */
+static int run_container_command(int argc, char **argv)
+{
+	const char *cmd = argv[0], *id = NULL, *v, *format = "table";
+	struct exec_opts xo = {.env = json_array()};
+	struct isola_err *err = NULL;
+	struct container c = {0};
+	bool stats = false;
+	long interval = 5000;
+	int r, i;
+
+	for (i = 1; i < argc && !id; i++) {
+		const char *a = argv[i];
+
+		if (a[0] != '-' || !a[1]) {
+			id = a;
+		} else if ((v = opt_val(argc, argv, &i, "--process")) ||
+			   (v = opt_val(argc, argv, &i, "-p"))) {
+			xo.process = v;
+		} else if ((v = opt_val(argc, argv, &i, "--pid-file"))) {
+			xo.pid_file = v;
+		} else if ((v = opt_val(argc, argv, &i, "--console-socket"))) {
+			xo.console = v;
+		} else if ((v = opt_val(argc, argv, &i, "--cwd"))) {
+			xo.cwd = v;
+		} else if ((v = opt_val(argc, argv, &i, "--user")) ||
+			   (v = opt_val(argc, argv, &i, "-u"))) {
+			xo.user = v;
+		} else if ((v = opt_val(argc, argv, &i, "--env")) ||
+			   (v = opt_val(argc, argv, &i, "-e"))) {
+			json_array_append_new(xo.env, json_string(v));
+		} else if ((v = opt_val(argc, argv, &i, "--format")) ||
+			   (v = opt_val(argc, argv, &i, "-f"))) {
+			format = v;
+		} else if ((v = opt_val(argc, argv, &i, "--interval"))) {
+			interval = parse_interval(v);
+			if (interval < 0) {
+				json_decref(xo.env);
+				return report("%s: --interval `%s`: expected a duration like 5s",
+					      cmd, v),
+				       1;
+			}
+		} else if ((v = opt_val(argc, argv, &i, "--preserve-fds")) ||
+			   (v = opt_val(argc, argv, &i, "--apparmor")) ||
+			   (v = opt_val(argc, argv, &i, "--process-label")) ||
+			   (v = opt_val(argc, argv, &i, "--cap")) ||
+			   (v = opt_val(argc, argv, &i, "-c")) ||
+			   (v = opt_val(argc, argv, &i, "--cgroup"))) {
+			continue; /* isola's own profile, caps and cgroup apply (docs/oci.md) */
+		} else if (!strcmp(a, "--tty") || !strcmp(a, "-t")) {
+			xo.tty = true;
+		} else if (!strcmp(a, "--detach") || !strcmp(a, "-d")) {
+			xo.detach = true;
+		} else if (!strcmp(a, "--stats")) {
+			stats = true;
+		} else if (!strcmp(a, "--no-new-privs") || !strcmp(a, "--ignore-paused")) {
+			continue; /* no_new_privs is always on */
+		} else {
+			json_decref(xo.env);
+			return report("%s: unknown option `%s`", cmd, a), 1;
+		}
+	}
+	if (!id) {
+		json_decref(xo.env);
+		return report("%s: missing container ID", cmd), 1;
+	}
+	xo.argv = argv + i;
+	xo.argc = argc - i;
+	if (strcmp(format, "json") && strcmp(format, "table")) {
+		json_decref(xo.env);
+		return report("ps: --format `%s`: expected table or json", format), 1;
+	}
+	if (strcmp(cmd, "exec") && strcmp(cmd, "ps") && xo.argc > 0) {
+		json_decref(xo.env);
+		return report("%s: unexpected argument `%s`", cmd, xo.argv[0]), 1;
+	}
+	if (container_load(&c, id, &err) < 0)
+		r = -ENOENT;
+	else if (!strcmp(cmd, "exec"))
+		r = do_exec(&c, &xo, &err);
+	else if (!strcmp(cmd, "ps"))
+		r = do_ps(&c, format, xo.argc, xo.argv, &err);
+	else
+		r = do_events(&c, stats, interval, &err);
+	json_decref(xo.env);
+	json_decref(c.st);
+	if (r < 0)
+		return fail_err(err);
+	return r; /* exec: the process's status */
+}
+
 static void usage(FILE *f)
 {
 	fputs("usage: isola-runc [GLOBAL OPTIONS] COMMAND [OPTIONS] [ID]\n"
@@ -563,9 +1277,14 @@ static void usage(FILE *f)
 	      "  state ID                                     print the OCI state JSON\n"
 	      "  kill [--all] ID [SIGNAL]                     signal the process (TERM)\n"
 	      "  delete [--force] ID                          remove the container\n"
+	      "  exec [-t] [-d] [--process F | ID CMD...]     run a process in the container\n"
+	      "  ps [--format table|json] ID [PS ARGS]        the container's host pids\n"
+	      "  pause ID / resume ID                         freeze / thaw the container\n"
+	      "  events [--stats] [--interval 5s] ID          resource stats (runc's JSON)\n"
 	      "  spec [--bundle DIR]                          write a config.json\n"
 	      "  features                                     print the features JSON\n\n"
 	      "global options: --root DIR (" DEFAULT_ROOT "), --log FILE, --log-format text|json,\n"
+	      "  --isola-socket PATH (isolad's socket; overrides $ISOLA_SOCKET and $ISOLA_URL),\n"
 	      "  --debug (ignored), --systemd-cgroup (refused). isolad: $ISOLA_SOCKET "
 	      "(" DEFAULT_SOCKET ") or $ISOLA_URL with $ISOLA_TOKEN (an operator token).\n",
 	      f);
@@ -595,6 +1314,8 @@ static int run_command(int argc, char **argv)
 	bool force = false;
 	int r = 0, i;
 
+	if (!strcmp(cmd, "exec") || !strcmp(cmd, "ps") || !strcmp(cmd, "events"))
+		return run_container_command(argc, argv);
 	for (i = 1; i < argc; i++) {
 		const char *a = argv[i];
 
@@ -604,9 +1325,7 @@ static int run_command(int argc, char **argv)
 		else if ((v = opt_val(argc, argv, &i, "--pid-file")))
 			o.pid_file = v;
 		else if ((v = opt_val(argc, argv, &i, "--console-socket")))
-			return report("--console-socket: terminals are not supported yet "
-				      "(docs/oci.md)"),
-			       1;
+			o.console = v;
 		else if ((v = opt_val(argc, argv, &i, "--preserve-fds")) ||
 			 (v = opt_val(argc, argv, &i, "--criu")))
 			continue; /* no fds cross into an isolad sandbox */
@@ -638,26 +1357,42 @@ static int run_command(int argc, char **argv)
 	}
 	if (!strcmp(cmd, "spec"))
 		return do_spec(o.bundle, &err) < 0 ? fail_err(err) : 0;
-	if (!strcmp(cmd, "exec") || !strcmp(cmd, "ps") || !strcmp(cmd, "pause") ||
-	    !strcmp(cmd, "resume") || !strcmp(cmd, "events") || !strcmp(cmd, "update") ||
-	    !strcmp(cmd, "checkpoint") || !strcmp(cmd, "restore") || !strcmp(cmd, "list"))
+	if (!strcmp(cmd, "update") || !strcmp(cmd, "checkpoint") || !strcmp(cmd, "restore") ||
+	    !strcmp(cmd, "list"))
 		return report("`%s` is not supported yet (docs/oci.md)", cmd), 1;
 	if (strcmp(cmd, "create") && strcmp(cmd, "run") && strcmp(cmd, "start") &&
-	    strcmp(cmd, "state") && strcmp(cmd, "delete") && strcmp(cmd, "kill"))
+	    strcmp(cmd, "state") && strcmp(cmd, "delete") && strcmp(cmd, "kill") &&
+	    strcmp(cmd, "pause") && strcmp(cmd, "resume"))
 		return report("unknown command `%s` (isola-runc --help)", cmd), 1;
 	if (!id)
 		return report("%s: missing container ID", cmd), 1;
 	if (!strcmp(cmd, "create") || !strcmp(cmd, "run")) {
+		bool relay = !strcmp(cmd, "create") || o.detach;
+		pid_t rp = 0;
+
 		r = do_create(id, &o, &c, &err);
-		if (r == 0 && (!strcmp(cmd, "create") || o.detach) && relay_spawn(&c, &err) < 0) {
+		/* --pid-file: the pid an engine's shim waits on (the relay; run: ourselves). */
+		if (r == 0 && relay && (rp = relay_spawn(&c, o.tty, &err)) < 0)
+			r = -EIO;
+		if (r == 0 && o.pid_file &&
+		    write_pid_file(o.pid_file, relay ? (long)rp : (long)getpid(), &err) < 0)
+			r = -EIO;
+		if (r < 0 && c.st) {
+			json_object_set_new(c.st, "killed", json_true());
+			container_save(&c, NULL);
+			relay_release(&c);
 			destroy_sandbox(sandbox_of(&c), NULL);
 			util_rm_rf(c.dir);
-			r = -EIO;
 		}
+		if (relay && o.tty >= 0)
+			close(o.tty);
 		if (r == 0 && !strcmp(cmd, "run")) {
 			r = do_start(&c, &err);
 			if (r == 0 && !o.detach) {
-				r = follow(&c, &err);
+				long pid = (long)json_integer_value(json_object_get(c.st, "pid"));
+
+				take_terminal(o.tty);
+				r = relay_io(sandbox_of(&c), pid, o.tty >= 0, &err);
 				if (r >= 0 && !o.keep && do_delete(&c, true, &err) < 0)
 					r = -EIO;
 			}
@@ -668,6 +1403,8 @@ static int run_command(int argc, char **argv)
 		r = do_start(&c, &err);
 	} else if (!strcmp(cmd, "state")) {
 		r = print_state(&c, &err);
+	} else if (!strcmp(cmd, "pause") || !strcmp(cmd, "resume")) {
+		r = do_pause(&c, !strcmp(cmd, "pause"), &err);
 	} else if (!strcmp(cmd, "delete")) {
 		r = do_delete(&c, force, &err);
 	} else { /* kill */
@@ -695,6 +1432,11 @@ int main(int argc, char **argv)
 	for (i = 1; i < argc && argv[i][0] == '-'; i++) {
 		if ((v = opt_val(argc, argv, &i, "--root"))) {
 			g.root = v;
+		} else if ((v = opt_val(argc, argv, &i, "--isola-socket"))) {
+			/* isolad's socket for engines that pass no environment (Podman's conmon):
+			 * `podman --runtime-flag isola-socket=PATH`. */
+			g.conf.socket = v;
+			g.conf.url = NULL;
 		} else if ((v = opt_val(argc, argv, &i, "--log"))) {
 			g.log = v;
 		} else if ((v = opt_val(argc, argv, &i, "--log-format"))) {

@@ -6,6 +6,7 @@ real isolad; the container is a process-tier sandbox with isola's hardening."""
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -20,7 +21,7 @@ from tenancy_util import ROOT_CONFTEST as conftest  # noqa: E402
 from tenancy_util import Tenant  # noqa: E402
 
 RUNC = Path(os.environ.get("ISOLA_RUNC") or conftest.BUILD / "src" / "runc" / "isola-runc")
-BINARIES = ("sh", "cat", "sleep", "id", "grep")
+BINARIES = ("sh", "cat", "sleep", "id", "grep", "stty")
 CAP_SYS_ADMIN = 21
 
 
@@ -118,6 +119,27 @@ def make_bundle(runc, rootfs, tmp_path, args, edit=None):
     return b
 
 
+def kill_leftovers(d):
+    """SIGKILLs processes whose command line names our own dir d (an engine's shims and
+    runtime processes left by a failure), by pid: nothing else is touched."""
+    for p in Path("/proc").iterdir():
+        if not p.name.isdigit() or int(p.name) == os.getpid():
+            continue
+        try:
+            if str(d).encode() in (p / "cmdline").read_bytes():
+                os.kill(int(p.name), signal.SIGKILL)
+        except (OSError, ProcessLookupError):
+            pass
+
+
+def process_gone(pid):
+    """True once pid has exited (gone, or a zombie nobody of ours reaps yet)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
+    except FileNotFoundError:
+        return True
+
+
 def sandboxes(isolad, **labels):
     c = isolad.client(timeout=30)
     q = "&".join(f"label={k}={v}" for k, v in labels.items())
@@ -145,8 +167,10 @@ def test_lifecycle_create_start_state_kill_delete(runc, rootfs, tmp_path, isolad
     runc("create", "--bundle", b, "--pid-file", pidfile, "c1", check=True)
     st = runc.state("c1")
     assert st["status"] == "created" and st["id"] == "c1" and st["bundle"] == str(b)
-    assert st["pid"] > 0 and int(pidfile.read_text()) == st["pid"]
-    assert Path(f"/proc/{st['pid']}").exists()
+    assert st["pid"] > 0 and Path(f"/proc/{st['pid']}").exists()
+    # --pid-file holds the relay (an engine's shim waits on it), a live host process.
+    relay = int(pidfile.read_text())
+    assert relay != st["pid"] and Path(f"/proc/{relay}").exists()
     # The container is an isola sandbox: `isola ls` lists it with its bundle label.
     ls = cli("ls", "--label", f"oci.bundle={b}", json=True)
     assert ls.returncode == 0, ls.stderr
@@ -242,7 +266,7 @@ def test_user_and_cwd_and_resources_are_mapped(runc, rootfs, tmp_path, isolad):
      "`hooks.prestart` is refused"),
     (lambda c: c["linux"]["namespaces"].append({"type": "network", "path": "/proc/1/ns/net"}),
      "joining the network namespace at a path is refused"),
-    (lambda c: c["process"].update(terminal=True), "`process.terminal` is not supported"),
+    (lambda c: c["process"].update(terminal=True), "`process.terminal` needs --console-socket"),
     (lambda c: c["process"].update(args=[]), "`process.args` must be an array"),
     (lambda c: c.update(ociVersion="2.0.0"), "`ociVersion` must be a 1.x version"),
     (lambda c: c["root"].update(path="/nonexistent-oci-root"), "root.path"),
@@ -300,3 +324,265 @@ def test_container_survives_isolad_restart(runc, rootfs, tmp_path, isolad):
     runc("start", "s1", check=True)
     runc.wait_status("s1", "stopped")
     runc("delete", "s1", check=True)
+
+
+def test_exec_args_and_process_json(runc, rootfs, tmp_path):
+    """runc exec: the args form (with -e, --cwd, --user) and --process; exit status kept."""
+    b = make_bundle(runc, rootfs, tmp_path, ["sleep", "1000"])
+    runc("create", "--bundle", b, "e1", check=True)
+    runc("start", "e1", check=True)
+    cp = runc("exec", "-e", "X=from-exec", "--cwd", "/tmp", "--user", "1000", "e1",
+              "sh", "-c", "echo $X; id -u; echo $PWD; echo err >&2; exit 7")
+    assert cp.returncode == 7, cp.stderr
+    assert cp.stdout == "from-exec\n1000\n/tmp\n" and cp.stderr == "err\n"
+    proc = tmp_path / "process.json"
+    proc.write_text(json.dumps({"args": ["sh", "-c", "echo via-process-json; id -u"],
+                                "env": ["PATH=/bin"], "cwd": "/", "user": {"uid": 0}}))
+    cp = runc("exec", "--process", proc, "e1")
+    assert cp.returncode == 0 and cp.stdout == "via-process-json\n0\n", cp.stderr
+    # stdin reaches the exec'd process, EOF included.
+    env = dict(os.environ, ISOLA_SOCKET=runc.isolad.socket)
+    p = subprocess.run([str(RUNC), "--root", str(runc.root), "exec", "e1", "cat"],
+                       input=b"typed into stdin\n", capture_output=True, env=env, timeout=120)
+    assert p.returncode == 0 and p.stdout == b"typed into stdin\n", p.stderr
+    # Bad input is named.
+    cp = runc("exec", "e1")
+    assert cp.returncode == 1 and "give a command after the container id" in cp.stderr
+    cp = runc("exec", "--user", "bob", "e1", "true")
+    assert cp.returncode == 1 and "--user `bob` must be UID[:GID]" in cp.stderr
+    cp = runc("exec", "-t", "e1", "true")
+    assert cp.returncode == 1 and "needs --console-socket" in cp.stderr
+    runc("kill", "e1", "KILL", check=True)
+    runc.wait_status("e1", "stopped")
+    cp = runc("exec", "e1", "true")
+    assert cp.returncode == 1 and "exec needs a running container" in cp.stderr
+
+
+def test_exec_detached_pid_file_is_the_relay(runc, rootfs, tmp_path):
+    """exec -d --pid-file: the pid file names a relay that holds exec's stdio and exits with
+    the process's status (what containerd's shim reaps)."""
+    b = make_bundle(runc, rootfs, tmp_path, ["sleep", "1000"])
+    runc("create", "--bundle", b, "d1", check=True)
+    runc("start", "d1", check=True)
+    pidfile, out = tmp_path / "exec.pid", tmp_path / "exec.out"
+    env = dict(os.environ, ISOLA_SOCKET=runc.isolad.socket)
+    with open(out, "wb") as o:
+        p = subprocess.run([str(RUNC), "--root", str(runc.root), "exec", "-d", "--pid-file",
+                            str(pidfile), "d1", "sh", "-c", "sleep 1; echo detached; exit 5"],
+                           stdout=o, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
+                           env=env, timeout=120)
+    assert p.returncode == 0, p.stderr
+    relay = int(pidfile.read_text())
+    # Reap it the way a shim does: we are not its parent, so poll /proc until it is gone.
+    end = time.monotonic() + 60
+    while not process_gone(relay):
+        assert time.monotonic() < end, "exec relay still running"
+        time.sleep(0.1)
+    assert out.read_text() == "detached\n"
+
+
+def test_ps_pause_resume_events(runc, rootfs, tmp_path):
+    b = make_bundle(runc, rootfs, tmp_path, ["sleep", "1000"],
+                    lambda c: c["linux"].update(resources={"memory": {"limit": 64 << 20}}))
+    runc("create", "--bundle", b, "p1", check=True)
+    runc("start", "p1", check=True)
+    init = runc.state("p1")["pid"]
+    # ps --format json: host pids, the init and the container's sleep among them.
+    end = time.monotonic() + 60
+    while True:
+        pids = json.loads(runc("ps", "--format", "json", "p1", check=True).stdout)
+        cmds = {p: Path(f"/proc/{p}/cmdline").read_bytes().split(b"\0")[0] for p in pids
+                if Path(f"/proc/{p}").exists()}
+        if init in pids and any(c.endswith(b"sleep") for c in cmds.values()):
+            break
+        assert time.monotonic() < end, (pids, cmds)
+        time.sleep(0.1)
+    table = runc("ps", "p1", check=True).stdout.splitlines()
+    assert "PID" in table[0] and any("sleep 1000" in line for line in table[1:]), table
+    col = table[0].split().index("PID")
+    pids = set(json.loads(runc("ps", "--format", "json", "p1", check=True).stdout))
+    assert all(int(line.split()[col]) in pids for line in table[1:]), table  # ours only
+
+    # events --stats: one JSON object in runc's shape.
+    ev = json.loads(runc("events", "--stats", "p1", check=True).stdout)
+    assert ev["type"] == "stats" and ev["id"] == "p1"
+    assert ev["data"]["memory"]["usage"]["limit"] == 64 << 20
+    assert ev["data"]["memory"]["usage"]["usage"] > 0 and ev["data"]["pids"]["current"] >= 2
+    assert ev["data"]["cpu"]["usage"]["total"] >= 0
+
+    runc("pause", "p1", check=True)
+    st = runc.state("p1")
+    assert st["status"] == "paused" and st["pid"] == init
+    assert init in json.loads(runc("ps", "--format", "json", "p1", check=True).stdout)
+    cp = runc("pause", "p1")
+    assert cp.returncode == 1 and "is paused: cannot pause it" in cp.stderr
+    cp = runc("delete", "p1")
+    assert cp.returncode == 1 and "is paused" in cp.stderr
+    runc("resume", "p1", check=True)
+    assert runc.state("p1")["status"] == "running"
+    cp = runc("resume", "p1")
+    assert cp.returncode == 1 and "is running: cannot resume it" in cp.stderr
+    # events (streaming) ends when the container stops.
+    env = dict(os.environ, ISOLA_SOCKET=runc.isolad.socket)
+    ev = subprocess.Popen([str(RUNC), "--root", str(runc.root), "events", "--interval",
+                           "200ms", "p1"], stdout=subprocess.PIPE, env=env)
+    first = json.loads(ev.stdout.readline())
+    assert first["type"] == "stats" and first["id"] == "p1"
+    runc("kill", "p1", "KILL", check=True)
+    rest = ev.communicate(timeout=60)[0]
+    assert ev.returncode == 0, rest
+    cp = runc("events", "--stats", "p1")
+    assert cp.returncode == 1 and "is not running" in cp.stderr
+    assert json.loads(runc("ps", "--format", "json", "p1", check=True).stdout) == []
+
+
+def recv_console(listener, deadline_s=60):
+    """Accepts the runtime's connection on --console-socket and returns the pty master."""
+    import socket
+    listener.settimeout(deadline_s)
+    conn, _ = listener.accept()
+    with conn:
+        msg, fds, _, _ = socket.recv_fds(conn, 1024, 1)
+    assert len(fds) == 1 and msg.startswith(b"/dev/pts/"), (msg, fds)
+    return fds[0]
+
+
+def read_until(fd, want, deadline_s=60):
+    import select
+    buf, end = b"", time.monotonic() + deadline_s
+    while want not in buf:
+        left = end - time.monotonic()
+        assert left > 0, buf
+        r, _, _ = select.select([fd], [], [], left)
+        if r:
+            try:
+                chunk = os.read(fd, 4096)
+            except OSError:  # EIO: the other side closed
+                break
+            if not chunk:
+                break
+            buf += chunk
+    return buf
+
+
+def test_terminal_through_console_socket(runc, rootfs, tmp_path):
+    """process.terminal / exec -t: the engine gets a pty master over --console-socket; what it
+    writes reaches the process, which sees a terminal of the engine's size."""
+    import fcntl
+    import socket
+    import struct
+    import termios
+    b = make_bundle(runc, rootfs, tmp_path, ["sh"],
+                    lambda c: c["process"].update(terminal=True))
+    sock_path = str(tmp_path / "console.sock")
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as listener:
+        listener.bind(sock_path)
+        listener.listen(1)
+        runc("create", "--bundle", b, "--console-socket", sock_path, "t1", check=True)
+        master = recv_console(listener)
+        try:
+            fcntl.ioctl(master, termios.TIOCSWINSZ, struct.pack("HHHH", 33, 111, 0, 0))
+            runc("start", "t1", check=True)
+            os.write(master, b"test -t 0 && echo TTY-$((6*7))\n")
+            assert b"TTY-42" in read_until(master, b"TTY-42")
+            # The size the engine set on its master reaches the process's terminal.
+            end = time.monotonic() + 60
+            while True:
+                os.write(master, b"stty size\n")
+                out = read_until(master, b"33 111", 2)
+                if b"33 111" in out:
+                    break
+                assert time.monotonic() < end, out
+                time.sleep(0.2)
+
+            cp = runc("exec", "-t", "-d", "--console-socket", sock_path, "t1", "sh", "-c",
+                      "test -t 1 && echo EXEC-TTY")
+            assert cp.returncode == 0, cp.stderr
+            m2 = recv_console(listener)
+            try:
+                assert b"EXEC-TTY" in read_until(m2, b"EXEC-TTY")
+            finally:
+                os.close(m2)
+            os.write(master, b"exit 9\n")
+            runc.wait_status("t1", "stopped")
+        finally:
+            os.close(master)
+    runc("delete", "t1", check=True)
+
+
+SHIM = r"""
+import ctypes, os, subprocess, sys
+ctypes.CDLL(None).prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER, as containerd's shim
+argv, pidfile, out = sys.argv[1:-2], sys.argv[-2], sys.argv[-1]
+with open(out, "wb") as o, open(out + ".err", "w+b") as e:  # files: the relay keeps them
+    cp = subprocess.run(argv, stdout=o, stderr=e, stdin=subprocess.DEVNULL)
+    if cp.returncode:
+        e.seek(0)
+        sys.exit(f"create: {cp.returncode} {e.read()!r}")
+print("created", flush=True)
+pid = int(open(pidfile).read())
+_, st = os.waitpid(pid, 0)  # the relay is ours to reap, as the shim's
+print(os.waitstatus_to_exitcode(st), flush=True)
+"""
+
+
+def test_relay_outlives_isolad_restart(runc, rootfs, tmp_path, isolad):
+    """A subreaper (a shim) reaps the relay named by --pid-file and gets the process's exit
+    status, with all of its output once, although isolad restarted while it ran."""
+    b = make_bundle(runc, rootfs, tmp_path, ["sh", "-c",
+                    "echo before; while [ ! -e /tmp/go ]; do sleep 0.1; done; echo after; "
+                    "exit 6"])
+    pidfile, out = tmp_path / "relay.pid", tmp_path / "out"
+    env = dict(os.environ, ISOLA_SOCKET=runc.isolad.socket)
+    shim = subprocess.Popen(
+        [sys.executable, "-c", SHIM, str(RUNC), "--root", str(runc.root), "create", "--bundle",
+         str(b), "--pid-file", str(pidfile), "rr1", str(pidfile), str(out)],
+        stdout=subprocess.PIPE, text=True, env=env)
+    try:
+        assert shim.stdout.readline() == "created\n"
+        runc("start", "rr1", check=True)
+        end = time.monotonic() + 60
+        while out.read_text() != "before\n":
+            assert time.monotonic() < end, out.read_text()
+            time.sleep(0.1)
+        isolad.restart()
+        assert runc.state("rr1")["status"] == "running"
+        runc("exec", "rr1", "sh", "-c", ": > /tmp/go", check=True)
+        status = shim.communicate(timeout=120)[0].strip()
+    finally:
+        if shim.poll() is None:
+            shim.kill()
+    assert status == "6" and out.read_text() == "before\nafter\n", (status, out.read_text())
+    runc("delete", "rr1", check=True)
+
+
+def test_relay_ends_when_the_state_dir_goes(runc, rootfs, tmp_path, isolad):
+    """An engine that drops a created container without `delete` leaves no relay behind."""
+    b = make_bundle(runc, rootfs, tmp_path, ["true"])
+    pidfile = tmp_path / "relay.pid"
+    runc("create", "--bundle", b, "--pid-file", pidfile, "g1", check=True)
+    relay = int(pidfile.read_text())
+    assert Path(f"/proc/{relay}").exists()
+    sb = runc.state("g1")["sandbox"]
+    assert isolad.client(timeout=60).request("DELETE", f"/v1/sandboxes/{sb}").status in (200, 204)
+    shutil.rmtree(runc.root / "g1")
+    end = time.monotonic() + 60
+    while not process_gone(relay):
+        assert time.monotonic() < end, "relay still waiting for a container that is gone"
+        time.sleep(0.1)
+
+
+def test_isola_socket_flag_wins_over_the_environment(runc, rootfs, tmp_path):
+    """--isola-socket (Podman's --runtime-flag): isolad's socket without any environment."""
+    b = make_bundle(runc, rootfs, tmp_path, ["sh", "-c", "echo via-flag"])
+    env = {"PATH": os.environ["PATH"], "ISOLA_SOCKET": "/nonexistent/isolad.sock"}
+    p = subprocess.run([str(RUNC), "--root", str(runc.root), "--isola-socket",
+                        runc.isolad.socket, "run", "--bundle", str(b), "f1"],
+                       capture_output=True, text=True, env=env, timeout=120,
+                       stdin=subprocess.DEVNULL)
+    assert p.returncode == 0 and p.stdout == "via-flag\n", p.stderr
+    p = subprocess.run([str(RUNC), "--root", str(runc.root), "--isola-socket=/nonexistent/x.sock",
+                        "create", "--bundle", str(b), "f2"], capture_output=True, text=True,
+                       env=dict(os.environ, ISOLA_SOCKET=runc.isolad.socket), timeout=120,
+                       stdin=subprocess.DEVNULL)
+    assert p.returncode == 1 and "/nonexistent/x.sock" in p.stderr, p.stderr

@@ -104,8 +104,8 @@ static void test_refusals(void)
 	ok(refused(BASE ",\"linux\":{\"namespaces\":[{\"type\":\"bogus\"}]}}", "invalid",
 		   "not a known namespace"),
 	   "unknown namespace refused");
-	ok(refused(BASE ",\"linux\":{\"sysctl\":{\"net.ipv4.ip_forward\":\"1\"}}}", "not_supported",
-		   "`linux.sysctl`"),
+	ok(refused(BASE ",\"linux\":{\"sysctl\":{\"kernel.msgmax\":\"1\"}}}", "not_supported",
+		   "`linux.sysctl.kernel.msgmax` is refused"),
 	   "sysctl refused");
 	ok(refused(BASE ",\"linux\":{\"resources\":{\"memory\":{\"limit\":1024}}}}", "invalid",
 		   "below isola's minimum"),
@@ -122,10 +122,6 @@ static void test_refusals(void)
 		   "[\"x\"],\"cwd\":\"/\",\"env\":[\"NOEQ\"]}}",
 		   "invalid", "`process.env[0]`"),
 	   "env entry without = refused");
-	ok(refused("{\"ociVersion\":\"1.0.0\",\"root\":{\"path\":\"r\"},\"process\":{\"args\":"
-		   "[\"x\"],\"cwd\":\"/\",\"terminal\":true}}",
-		   "not_supported", "`process.terminal`"),
-	   "terminal refused");
 	ok(refused("{\"ociVersion\":\"1.0.0\",\"process\":{\"args\":[\"x\"],\"cwd\":\"/\"}}",
 		   "invalid", "`root.path`"),
 	   "missing root refused");
@@ -155,8 +151,52 @@ static void test_ids_and_documents(void)
 	json_decref(feat);
 }
 
+static void test_terminal_and_exec_process(void)
+{
+	struct isola_err *err = NULL;
+	struct oci_mapped m;
+	char msg[512];
+	const char *p = "{\"terminal\":true,\"args\":[\"ls\",\"-l\"],\"env\":[\"X=1\"],"
+			"\"cwd\":\"/tmp\",\"user\":{\"uid\":1000}}";
+	json_t *body = NULL;
+
+	ok(!*map("{\"ociVersion\":\"1.0.0\",\"root\":{\"path\":\"r\"},\"process\":{\"args\":"
+		 "[\"x\"],\"cwd\":\"/\",\"terminal\":true}}",
+		 &m, msg, sizeof(msg)) &&
+		   json_is_true(json_object_get(m.process, "tty")),
+	   "process.terminal maps to a tty process (%s)", msg);
+	oci_mapped_fini(&m);
+	ok(oci_process_map(p, strlen(p), &body, &err) == 0 &&
+		   json_is_true(json_object_get(body, "tty")) &&
+		   json_array_size(json_object_get(body, "cmd")) == 2 &&
+		   !strcmp(json_string_value(json_object_get(body, "cwd")), "/tmp") &&
+		   !strcmp(json_string_value(json_object_get(body, "user")), "1000") &&
+		   !strcmp(json_string_value(json_object_get(json_object_get(body, "env"), "X")),
+			   "1"),
+	   "exec process.json maps args, env, cwd, user and terminal");
+	json_decref(body);
+	body = NULL;
+	p = "{\"args\":[],\"cwd\":\"/\"}";
+	ok(oci_process_map(p, strlen(p), &body, &err) < 0 && !body && err &&
+		   strstr(err->message, "`process.args`"),
+	   "exec process.json without args refused");
+	isola_err_free(err);
+	err = NULL;
+	ok(!*map("{\"ociVersion\":\"1.0.0\",\"root\":{\"path\":\"r\"},\"process\":{\"args\":"
+		 "[\"x\"],\"cwd\":\"/\"},\"linux\":{\"sysctl\":{\"net.ipv4.ping_group_range\":"
+		 "\"0 1\"}}}",
+		 &m, msg, sizeof(msg)),
+	   "a net.* sysctl is accepted (%s)", msg);
+	oci_mapped_fini(&m);
+	ok(refused("{\"ociVersion\":\"1.0.0\",\"root\":{\"path\":\"r\"},\"process\":{\"args\":"
+		   "[\"x\"],\"cwd\":\"/\"},\"linux\":{\"sysctl\":{\"kernel.shmmax\":\"1\"}}}",
+		   "not_supported", "`linux.sysctl.kernel.shmmax` is refused"),
+	   "a non-net sysctl is refused");
+}
+
 int main(void)
 {
+	test_terminal_and_exec_process();
 	test_mapping();
 	test_refusals();
 	test_ids_and_documents();

@@ -1,0 +1,161 @@
+# SPDX-License-Identifier: Apache-2.0
+"""isola-runc under containerd (docs/oci.md, issue 19): the test starts its own containerd
+(Debian's 1.6, a config with its own root, state and socket under a temp dir, $ISOLA_SOCKET
+in its environment for the runc shim to pass on), imports an OCI image made with umoci from a
+rootfs of host binaries (`ctr images import`: no registry), and runs it with `ctr run
+--runtime io.containerd.runc.v2 --runc-binary <build>/isola-runc`: the runc shim's own path
+to a runc-compatible binary, which is also what a Kubernetes RuntimeClass handler configures
+(`BinaryName`)."""
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from test_oci_runtime import RUNC, kill_leftovers, make_rootfs, sandboxes  # noqa: E402
+
+IMAGE = "localhost/isola-oci-test:1"
+
+
+class Containerd:
+    def __init__(self, isolad):
+        for tool in ("containerd", "ctr", "umoci"):
+            if not shutil.which(tool):
+                pytest.fail(f"{tool} is missing: scripts/deps.sh installs it", pytrace=False)
+        self.dir = Path(tempfile.mkdtemp(prefix="isola-ctd-", dir="/tmp"))
+        self.sock = self.dir / "c.sock"
+        cfg = self.dir / "config.toml"
+        cfg.write_text(f'''version = 2
+root = "{self.dir}/root"
+state = "{self.dir}/state"
+[grpc]
+  address = "{self.sock}"
+[ttrpc]
+  address = "{self.sock}.ttrpc"
+[debug]
+  address = ""
+[metrics]
+  address = ""
+[plugins."io.containerd.grpc.v1.cri"]
+  disable_tcp_service = true
+''')
+        env = dict(os.environ, ISOLA_SOCKET=isolad.socket)
+        env.pop("ISOLA_URL", None)
+        env.pop("ISOLA_TOKEN", None)
+        self.log = open(self.dir / "containerd.log", "wb")
+        self.proc = subprocess.Popen(["containerd", "--config", str(cfg)], stdout=self.log,
+                                     stderr=self.log, stdin=subprocess.DEVNULL, env=env,
+                                     start_new_session=True)
+        end = time.monotonic() + 60
+        while self("version", check=False).returncode != 0:
+            if self.proc.poll() is not None or time.monotonic() > end:
+                self.stop()
+                pytest.fail("containerd did not start", pytrace=False)
+            time.sleep(0.2)
+
+    def __call__(self, *args, check=True, timeout=120):
+        cp = subprocess.run(["ctr", "-a", str(self.sock)] + [str(a) for a in args],
+                            capture_output=True, text=True, timeout=timeout,
+                            stdin=subprocess.DEVNULL)
+        if check:
+            assert cp.returncode == 0, f"ctr {args}: {cp.returncode}\n{cp.stderr}"
+        return cp
+
+    def run_args(self, *args):
+        return ("run", "--snapshotter", "native", "--runtime", "io.containerd.runc.v2",
+                "--runc-binary", RUNC) + args
+
+    def stop(self):
+        if self.proc.poll() is None:
+            for t in self("task", "ls", "-q", check=False).stdout.split():
+                self("task", "kill", "-s", "KILL", t, check=False)
+            for c in self("container", "ls", "-q", check=False).stdout.split():
+                self("task", "rm", "-f", c, check=False)
+                self("container", "rm", c, check=False)
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(timeout=30)
+        self.log.close()
+        kill_leftovers(self.dir)
+        with open("/proc/self/mountinfo") as f:
+            mounts = [line.split()[4] for line in f]
+        for m in sorted((m for m in mounts if m.startswith(str(self.dir) + "/")),
+                        key=len, reverse=True):
+            subprocess.run(["umount", "-l", m], check=False)
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def ctr(isolad, tmp_path_factory):
+    c = Containerd(isolad)
+    try:
+        work = tmp_path_factory.mktemp("oci-ctr-image")
+        root = work / "rootfs"
+        make_rootfs(root)
+        layout = work / "layout"
+
+        def umoci(*a):
+            cp = subprocess.run(["umoci"] + [str(x) for x in a], capture_output=True,
+                                text=True, timeout=300)
+            assert cp.returncode == 0, f"umoci {a}: {cp.stderr}"
+
+        umoci("init", "--layout", layout)
+        umoci("new", "--image", f"{layout}:1")
+        umoci("unpack", "--image", f"{layout}:1", work / "bundle")
+        shutil.copytree(root, work / "bundle" / "rootfs", dirs_exist_ok=True, symlinks=True)
+        umoci("repack", "--image", f"{layout}:1", work / "bundle")
+        tar = work / "image.tar"
+        subprocess.run(["tar", "-C", str(layout), "-cf", str(tar), "."], check=True)
+        c("images", "import", "--base-name", "localhost/isola-oci-test", tar)
+        yield c
+    finally:
+        c.stop()
+
+
+def test_ctr_run_exec_pause_kill(ctr, isolad):
+    # The runc shim keeps runtime state under /run/containerd/runc/<namespace>/<id> whatever
+    # containerd's own root: ids unique to this session keep concurrent sessions apart.
+    r1, d1 = f"r1-{os.getpid()}", f"d1-{os.getpid()}"
+    cp = ctr(*ctr.run_args("--rm", IMAGE, r1, "sh", "-c", "echo ctr-hi; exit 3"),
+             check=False)
+    assert cp.returncode == 3 and cp.stdout == "ctr-hi\n", cp.stderr
+
+    ctr(*ctr.run_args("-d", IMAGE, d1, "sleep", "1000"))
+    try:
+        assert len(sandboxes(isolad, **{"oci.id": d1})) == 1
+        cp = ctr("task", "exec", "--exec-id", "e1", d1, "sh", "-c", "echo exec-ok; exit 4",
+                 check=False)
+        assert cp.returncode == 4 and cp.stdout == "exec-ok\n", cp.stderr
+        pids = ctr("task", "ps", d1).stdout.split()
+        assert len(pids) >= 3, pids  # header, the sandbox's init and sleep (host pids)
+        ctr("task", "pause", d1)
+        assert "PAUSED" in ctr("task", "ls").stdout
+        ctr("task", "resume", d1)
+        assert "RUNNING" in ctr("task", "ls").stdout
+        ctr("task", "kill", "-s", "TERM", d1)
+        end = time.monotonic() + 60
+        while "STOPPED" not in ctr("task", "ls").stdout:
+            assert time.monotonic() < end, ctr("task", "ls").stdout
+            time.sleep(0.1)
+        cp = ctr("task", "rm", d1)
+        assert "143" in cp.stderr, cp.stderr  # "task d1 exit with non-zero exit code 143"
+    finally:
+        ctr("task", "rm", "-f", d1, check=False)
+        ctr("container", "rm", d1, check=False)
+        for cid in (r1, d1):  # what a failed runtime left in the shim's runtime root
+            shutil.rmtree(f"/run/containerd/runc/default/{cid}", ignore_errors=True)
+    end = time.monotonic() + 60
+    while sandboxes(isolad, **{"oci.id": d1}):
+        assert time.monotonic() < end, "sandbox left after ctr container rm"
+        time.sleep(0.1)

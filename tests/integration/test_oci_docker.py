@@ -1,0 +1,202 @@
+# SPDX-License-Identifier: Apache-2.0
+"""isola-runc under a real Docker engine (docs/oci.md, issue 19): the test starts its own
+dockerd (Debian's docker.io: its own --data-root, --exec-root, --pidfile and unix socket under a
+temp dir, no iptables, no bridge, `--add-runtime isola=<build>/isola-runc`, talking to the
+session's isolad through $ISOLA_SOCKET), imports a small image built from host binaries
+(`docker import` of a rootfs tar: no registry), and drives `docker run/exec/logs/top/pause/
+stop/rm` with `--runtime isola`. Every container is a process-tier sandbox of that isolad."""
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tarfile
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from test_oci_runtime import RUNC, kill_leftovers, make_rootfs, sandboxes  # noqa: E402
+
+IMAGE = "isola-oci-test:1"
+EXTRA_BINARIES = ("true", "echo", "test")
+
+
+class Dockerd:
+    """A private dockerd; stopped by its pid file, its dirs removed."""
+
+    def __init__(self, isolad, isola_runc):
+        dockerd = shutil.which("dockerd")
+        if not dockerd:
+            pytest.fail("dockerd is missing: scripts/deps.sh installs docker.io", pytrace=False)
+        # Short paths: containerd's sockets live under the exec root (108-byte sun_path).
+        self.dir = Path(tempfile.mkdtemp(prefix="isola-dk-", dir="/tmp"))
+        self.sock = self.dir / "docker.sock"
+        self.pidfile = self.dir / "dockerd.pid"
+        self.log = self.dir / "dockerd.log"
+        # docker.io's own client (a newer one in /usr/local/bin may sit first on PATH).
+        self.client = "/usr/bin/docker"
+        env = dict(os.environ, ISOLA_SOCKET=isolad.socket)
+        env.pop("ISOLA_URL", None)
+        env.pop("ISOLA_TOKEN", None)
+        with open(self.log, "wb") as log:
+            self.proc = subprocess.Popen(
+                [dockerd, "--data-root", str(self.dir / "data"), "--exec-root",
+                 str(self.dir / "exec"), "--pidfile", str(self.pidfile), "-H",
+                 f"unix://{self.sock}", "--iptables=false", "--ip6tables=false",
+                 "--bridge=none", "--userland-proxy=false", "--storage-driver=vfs",
+                 "--add-runtime", f"isola={isola_runc}"],
+                stdout=log, stderr=log, stdin=subprocess.DEVNULL, env=env,
+                start_new_session=True)
+        end = time.monotonic() + 90
+        while self("version", check=False).returncode != 0:
+            if self.proc.poll() is not None or time.monotonic() > end:
+                self.stop()
+                pytest.fail(f"dockerd did not start:\n{self.log.read_text()[-3000:]}",
+                            pytrace=False)
+            time.sleep(0.2)
+
+    def __call__(self, *args, input=None, check=True, timeout=120):
+        cp = subprocess.run([self.client, "-H", f"unix://{self.sock}"] + [str(a) for a in args],
+                            input=input, capture_output=True, text=True, timeout=timeout)
+        if check:
+            assert cp.returncode == 0, f"docker {args}: {cp.returncode}\n{cp.stderr}"
+        return cp
+
+    def stop(self):
+        if self.proc.poll() is None:
+            for cid in self("ps", "-aq", check=False).stdout.split():
+                self("rm", "-f", cid, check=False)
+        pid = int(self.pidfile.read_text()) if self.pidfile.exists() else self.proc.pid
+        try:
+            os.kill(pid, signal.SIGTERM)
+        except ProcessLookupError:
+            pass
+        try:
+            self.proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            os.kill(pid, signal.SIGKILL)
+            self.proc.wait(timeout=30)
+        # dockerd may leave a netns bind mount under its exec root (netns/default): only
+        # mounts under our own dir are undone, deepest first.
+        kill_leftovers(self.dir)
+        with open("/proc/self/mountinfo") as f:
+            mounts = [line.split()[4] for line in f]
+        for m in sorted((m for m in mounts if m.startswith(str(self.dir) + "/")),
+                        key=len, reverse=True):
+            subprocess.run(["umount", "-l", m], check=False)
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def docker(isolad, tmp_path_factory):
+    d = Dockerd(isolad, RUNC)
+    try:
+        root = tmp_path_factory.mktemp("oci-docker-image") / "rootfs"
+        make_rootfs(root)
+        for name in EXTRA_BINARIES:
+            src = shutil.which(name)
+            if src:
+                shutil.copy2(os.path.realpath(src), root / "bin" / name)
+        tar = root.parent / "rootfs.tar"
+        with tarfile.open(tar, "w") as t:
+            t.add(root, arcname=".")
+        d("import", tar, IMAGE)
+        yield d
+    finally:
+        d.stop()
+
+
+def sandbox_of(isolad, cid):
+    sbs = sandboxes(isolad, **{"oci.id": cid})
+    assert len(sbs) == 1, sbs
+    return sbs[0]
+
+
+def poll(fn, what, deadline_s=60):
+    end = time.monotonic() + deadline_s
+    while True:
+        v = fn()
+        if v:
+            return v
+        assert time.monotonic() < end, what
+        time.sleep(0.1)
+
+
+def test_docker_run_echo_and_exit_status(docker):
+    cp = docker("run", "--rm", "--runtime", "isola", IMAGE, "echo", "hi")
+    assert cp.stdout == "hi\n", cp.stderr
+    cp = docker("run", "--rm", "--runtime", "isola", IMAGE, "sh", "-c", "exit 4", check=False)
+    assert cp.returncode == 4, cp.stderr
+    # stdin (-i) reaches the container's process, and its EOF too.
+    cp = docker("run", "--rm", "-i", "--runtime", "isola", IMAGE, "cat", input="piped-in\n")
+    assert cp.stdout == "piped-in\n", cp.stderr
+
+
+def test_docker_terminal(docker):
+    """-t: isola-runc hands the engine a pty through --console-socket (run and exec)."""
+    cp = docker("run", "--rm", "-t", "--runtime", "isola", IMAGE, "sh", "-c",
+                "test -t 0 && test -t 1 && echo tty-yes")
+    assert cp.stdout.replace("\r", "") == "tty-yes\n", cp.stderr
+    cp = docker("run", "-d", "--name", "tty1", "--runtime", "isola", IMAGE, "sleep", "1000")
+    try:
+        cp = docker("exec", "-t", "tty1", "sh", "-c", "test -t 1 && echo exec-tty")
+        assert cp.stdout.replace("\r", "") == "exec-tty\n", cp.stderr
+    finally:
+        docker("rm", "-f", "tty1", check=False)
+
+
+def test_docker_exec_logs_top_pause_stop(docker, isolad):
+    cid = docker("run", "-d", "--name", "life1", "--runtime", "isola", "--memory", "64m",
+                 "--user", "1000", IMAGE, "sh", "-c",
+                 "echo started; echo to-stderr >&2; exec sleep 1000").stdout.strip()
+    try:
+        # The container is an isola sandbox with the engine's limits mapped.
+        sb = sandbox_of(isolad, cid)
+        assert sb["memory"] == 64 << 20 and sb["labels"]["oci.id"] == cid
+        poll(lambda: "started" in docker("logs", "life1").stdout, "logs: no `started`")
+        logs = docker("logs", "life1")
+        assert logs.stdout == "started\n" and logs.stderr == "to-stderr\n"
+
+        cp = docker("exec", "life1", "sh", "-c", "id -u; echo exec-ok")
+        assert cp.stdout == "1000\nexec-ok\n", cp.stderr
+        cp = docker("exec", "-u", "0", "life1", "sh", "-c", "id -u")
+        assert cp.stdout == "0\n", cp.stderr
+        cp = docker("exec", "-i", "life1", "cat", input="exec-stdin\n")
+        assert cp.stdout == "exec-stdin\n", cp.stderr
+        cp = docker("exec", "life1", "sh", "-c", "exit 3", check=False)
+        assert cp.returncode == 3, cp.stderr
+
+        top = poll(lambda: [line for line in docker("top", "life1").stdout.splitlines()
+                            if "sleep 1000" in line], "top: no `sleep 1000`")
+        assert top
+
+        docker("pause", "life1")
+        assert docker("inspect", "-f", "{{.State.Status}}", "life1").stdout.strip() == "paused"
+        assert sandbox_of(isolad, cid)["state"] == "paused"
+        docker("unpause", "life1")
+        assert sandbox_of(isolad, cid)["state"] == "running"
+
+        docker("stop", "-t", "10", "life1")
+        st = json.loads(docker("inspect", "-f", "{{json .State}}", "life1").stdout)
+        assert st["Status"] == "exited" and st["ExitCode"] == 143, st  # TERM
+    finally:
+        docker("rm", "-f", "life1", check=False)
+    poll(lambda: sandboxes(isolad, **{"oci.id": cid}) == [], "sandbox left after docker rm")
+
+
+def test_docker_kill_reports_the_signal(docker):
+    docker("run", "-d", "--name", "kill1", "--runtime", "isola", IMAGE, "sleep", "1000")
+    try:
+        docker("kill", "kill1")
+        code = poll(lambda: (s := json.loads(docker("inspect", "-f", "{{json .State}}",
+                                                    "kill1").stdout))["Status"] == "exited"
+                    and s["ExitCode"], "kill1 still running")
+        assert code == 137
+    finally:
+        docker("rm", "-f", "kill1", check=False)

@@ -1,0 +1,99 @@
+# SPDX-License-Identifier: Apache-2.0
+"""isola-runc under Podman (docs/oci.md, issue 19): Debian's podman 4.3 with its own --root,
+--runroot and --tmpdir under a temp dir (vfs, cgroupfs, file events), `--runtime
+<build>/isola-runc --runtime-flag isola-socket=<the session isolad's socket>` (conmon passes
+the runtime no environment), an image imported from a rootfs tar, `--network none`."""
+
+import shutil
+import subprocess
+import sys
+import tarfile
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from test_oci_runtime import RUNC, kill_leftovers, make_rootfs, sandboxes  # noqa: E402
+
+IMAGE = "localhost/isola-oci-test:1"
+
+
+class Podman:
+    def __init__(self, isolad):
+        self.bin = shutil.which("podman")
+        if not self.bin:
+            pytest.fail("podman is missing: scripts/deps.sh installs it", pytrace=False)
+        self.dir = Path(tempfile.mkdtemp(prefix="isola-pm-", dir="/tmp"))
+        self.base = [self.bin, "--root", str(self.dir / "root"), "--runroot",
+                     str(self.dir / "run"), "--tmpdir", str(self.dir / "tmp"),
+                     "--cgroup-manager", "cgroupfs", "--events-backend", "file",
+                     "--storage-driver", "vfs", "--runtime", str(RUNC),
+                     "--runtime-flag", f"isola-socket={isolad.socket}"]
+
+    def __call__(self, *args, input=None, check=True, timeout=120):
+        cp = subprocess.run(self.base + [str(a) for a in args], input=input,
+                            capture_output=True, text=True, timeout=timeout,
+                            stdin=None if input is not None else subprocess.DEVNULL)
+        if check:
+            assert cp.returncode == 0, f"podman {args}: {cp.returncode}\n{cp.stderr}"
+        return cp
+
+    def cleanup(self):
+        self("rm", "-af", "-t", "0", check=False)
+        kill_leftovers(self.dir)
+        with open("/proc/self/mountinfo") as f:
+            mounts = [line.split()[4] for line in f]
+        for m in sorted((m for m in mounts if m.startswith(str(self.dir) + "/")),
+                        key=len, reverse=True):
+            subprocess.run(["umount", "-l", m], check=False)
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def podman(isolad, tmp_path_factory):
+    p = Podman(isolad)
+    try:
+        root = tmp_path_factory.mktemp("oci-podman-image") / "rootfs"
+        make_rootfs(root)
+        tar = root.parent / "rootfs.tar"
+        with tarfile.open(tar, "w") as t:
+            t.add(root, arcname=".")
+        p("import", tar, IMAGE)
+        yield p
+    finally:
+        p.cleanup()
+
+
+def test_podman_run_exec_logs_stop(podman, isolad):
+    cp = podman("run", "--rm", "--network", "none", IMAGE, "sh", "-c", "echo podman-hi; exit 3",
+                check=False)
+    assert cp.returncode == 3 and cp.stdout == "podman-hi\n", cp.stderr
+    cp = podman("run", "--rm", "-i", "--network", "none", IMAGE, "cat", input="piped-in\n")
+    assert cp.stdout == "piped-in\n", cp.stderr
+    cp = podman("run", "--rm", "-t", "--network", "none", IMAGE, "sh", "-c",
+                "test -t 1 && echo tty-yes")
+    assert cp.stdout.replace("\r", "") == "tty-yes\n", cp.stderr
+
+    cid = podman("run", "-d", "--name", "pm1", "--network", "none", "--memory", "64m", IMAGE,
+                 "sh", "-c", "echo logged; exec sleep 1000").stdout.strip()
+    try:
+        sbs = sandboxes(isolad, **{"oci.id": cid})
+        assert len(sbs) == 1 and sbs[0]["memory"] == 64 << 20, sbs
+        cp = podman("exec", "pm1", "sh", "-c", "echo exec-ok; exit 5", check=False)
+        assert cp.returncode == 5 and cp.stdout == "exec-ok\n", cp.stderr
+        end = time.monotonic() + 60
+        while podman("logs", "pm1").stdout != "logged\n":
+            assert time.monotonic() < end, podman("logs", "pm1").stdout
+            time.sleep(0.1)
+        podman("stop", "-t", "10", "pm1")
+        code = podman("inspect", "-f", "{{.State.ExitCode}}", "pm1").stdout.strip()
+        assert code == "143", code
+    finally:
+        podman("rm", "-f", "pm1", check=False)
+    end = time.monotonic() + 60
+    while sandboxes(isolad, **{"oci.id": cid}):
+        assert time.monotonic() < end, "sandbox left after podman rm"
+        time.sleep(0.1)
