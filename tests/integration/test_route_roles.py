@@ -87,6 +87,10 @@ NATIVE = {
     "GET /v1/templates": ("read", "GET", "/v1/templates", None, None),
     "POST /v1/templates": ("write", "POST", "/v1/templates?name=rr-{role}", b"not a tar", None),
     "POST /v1/templates/build": ("write", "POST", "/v1/templates/build?name=rr-b-{role}", b"not a tar", None),
+    "GET /v1/templates/build/cache": ("read", "GET", "/v1/templates/build/cache", None, None),
+    # Unused for 30 years: removes nothing, whoever may call it.
+    "POST /v1/templates/build/cache/prune": ("write", "POST", "/v1/templates/build/cache/prune",
+                                             {"older_than": 1e9}, None),
     "DELETE /v1/templates/{name}": ("write", "DELETE", "/v1/templates/no-such-template", None, None),
     "GET /v1/templates/{name}": ("read", "GET", "/v1/templates/no-such-template", None, None),
     # isolad dials from the host (loopback included): the operator's alone. Nothing listens
