@@ -67,6 +67,10 @@ static int on_event(void *ud, json_t *ev, struct isola_err **err)
 			(long long)json_integer_value(json_object_get(ev, "step")),
 			(long long)json_integer_value(json_object_get(ev, "total")),
 			json_string_value(json_object_get(ev, "instruction")));
+	} else if (!strcmp(type, "pull") && !im->json) {
+		fprintf(stderr, "Pulling %s as template %s\n",
+			json_string_value(json_object_get(ev, "ref")),
+			json_string_value(json_object_get(ev, "template")));
 	} else if (!strcmp(type, "output") && !im->json) {
 		/* UNTRUSTED: a RUN step's output; control bytes shown as '?'. */
 		const char *l = json_string_value(json_object_get(ev, "line"));

@@ -201,12 +201,22 @@ def test_unsupported_refused_before_any_sandbox(cli, api, tmp_path, line, word):
     assert len(sandboxes(api)) == before
 
 
-def test_from_image_ref_says_pull_first(cli, tmp_path):
+def test_from_image_ref_that_cannot_be_pulled_names_it(cli, api, tmp_path):
+    """FROM of an image reference is pulled by the operator's build (test_template_pull.py);
+    a registry that does not answer (loopback port 9: nothing listens) fails the build
+    naming the line, the reference and the pull, and leaves no template of either name."""
     ctx = tmp_path / "ctx"
     ctx.mkdir()
-    (ctx / "Dockerfile").write_text("FROM docker.io/library/python:3.12\n")
-    cp, ev, _ = build(cli, f"ref-{uuid.uuid4().hex[:6]}", ctx, ok=False)
-    assert "isola template pull docker.io/library/python:3.12" in ev[-1]["message"], ev
+    ref = "127.0.0.1:9/none/x:1"
+    (ctx / "Dockerfile").write_text(f"FROM {ref}\nRUN true\n")
+    name = f"ref-{uuid.uuid4().hex[:6]}"
+    cp, ev, _ = build(cli, name, ctx, ok=False)
+    assert cp.returncode != 0 and ev[-1]["type"] == "error", ev
+    msg = ev[-1]["message"]
+    assert "line 1" in msg and ref in msg and "pull" in msg, msg
+    assert [e for e in ev if e["type"] == "pull"], "no pull was announced"
+    names = {t["name"] for t in api.request("GET", "/v1/templates").json()["templates"]}
+    assert name not in names and "127.0.0.1-9-none-x-1" not in names, names
 
 
 class _Hits(http.server.BaseHTTPRequestHandler):

@@ -462,6 +462,57 @@ def test_pull_token_auth_handshake(cli, api, make_sandbox, tmp_path, layout):
         ts.stop()
 
 
+def test_build_from_an_image_reference_pulls_it_once(cli, api, make_sandbox, registry, isolad,
+                                                   tmp_path):
+    """FROM <registry>/repo:tag in the operator's `template build` pulls the image (progress
+    and a `pull` event in the stream) as template images_ref_template_name(ref), builds on it,
+    and a second build FROM the same reference uses that template without pulling; a
+    tenant's build is refused (pull is the operator's) naming the reference."""
+    from tenancy_util import Tenant
+    ref = f"{registry.host}/tools/hello:1"
+    pulled = ref.replace(":", "-").replace("/", "-")
+    ctx = tmp_path / "ctx"
+    ctx.mkdir()
+    (ctx / "note.txt").write_text("built on a pulled image\n")
+    (ctx / "Dockerfile").write_text(f'FROM {ref}\nCOPY note.txt /note.txt\nRUN ["/hello"]\n')
+
+    def build(name):
+        cp = cli("template", "build", name, str(ctx), json=True, timeout=300)
+        ev = [json.loads(line) for line in cp.stdout.splitlines() if line.strip()]
+        assert cp.returncode == 0 and ev and ev[-1]["type"] == "done", (cp.stdout, cp.stderr)
+        return ev
+
+    a, b = (f"fp-{uuid.uuid4().hex[:6]}" for _ in "ab")
+    ev = build(a)
+    pulls = [e for e in ev if e["type"] == "pull"]
+    assert pulls == [{"type": "pull", "ref": ref, "template": pulled}], pulls
+    assert any(e["type"] == "progress" and e["phase"].startswith("pull ") for e in ev), ev
+    assert any(e["type"] == "output" and e["line"] == "hello from template" for e in ev), ev
+    assert pulled in {t["name"] for t in api.request("GET", "/v1/templates").json()["templates"]}
+    sb = make_sandbox(template=a)
+    assert api.read_file(sb["id"], "/note.txt") == b"built on a pulled image\n"
+    assert api.read_file(sb["id"], "/etc/new") == b"added by layer 2\n"
+    api.delete_sandbox(sb["id"])
+    ev = build(b)
+    assert not [e for e in ev if e["type"] == "pull"], "the second build pulled again"
+
+    t = Tenant(isolad)
+    try:
+        (ctx / "Dockerfile").write_text(f"FROM {registry.host}/tools/hello:zstd\nRUN [\"/hello\"]\n")
+        buf = io.BytesIO()
+        with tarfile.open(fileobj=buf, mode="w") as tf:
+            tf.add(ctx / "Dockerfile", arcname="Dockerfile")
+        r = t.client.request("POST", "/v1/templates/build",
+                             query={"name": f"fp-t-{uuid.uuid4().hex[:6]}", "options": "{}"},
+                             body=buf.getvalue(), timeout=120)
+        ev = [json.loads(line) for line in r.body.decode().splitlines() if line.strip()]
+        assert ev and ev[-1]["type"] == "error" and ev[-1]["code"] == "forbidden", ev
+        assert "hello:zstd" in ev[-1]["message"] and "operator" in ev[-1]["message"], ev
+        assert not [e for e in ev if e["type"] == "pull"], ev
+    finally:
+        t.cleanup()
+
+
 def test_import_rootfs_tarball(cli, api, make_sandbox, layout, tmp_path):
     """A plain root filesystem tarball (like `docker import`), zstd-compressed."""
     hello = (layout.parent / "hello").read_bytes()

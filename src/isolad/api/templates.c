@@ -378,6 +378,7 @@ int api_template_build_begin(struct api_req *r)
 		.dockerfile = json_string_value(json_object_get(o, "dockerfile")),
 		.build_args = json_object_get(o, "build_args"),
 		.allow = json_object_get(o, "allow"),
+		.pull = api_is_operator(r),
 	};
 	return 0;
 }

@@ -100,22 +100,79 @@ static json_t *plan_cmd(const struct df_step *s)
 	return a;
 }
 
-static int plan_from(struct build *bd, const struct df_step *s, const char *name,
+/* Whether template name exists and bd's tenant may build on it. */
+static bool template_usable(struct build *bd, const char *name)
+{
+	struct template_info t;
+	bool ok;
+
+	memset(&t, 0, sizeof(t));
+	ok = images_get(name, &t, NULL) == 0 && t.name[0] != '.' &&
+	     core_template_visible(bd->c, bd->tenant, name);
+	template_info_fini(&t);
+	return ok;
+}
+
+/* A pull's progress as the build's progress events (the CLI's bar). */
+static void pull_progress(void *ud, const char *phase, uint64_t done, uint64_t total)
+{
+	struct build *bd = ud;
+	char ph[96];
+
+	snprintf(ph, sizeof(ph), "pull %s", phase);
+	build_emit(bd, json_pack("{s:s, s:s, s:I, s:I}", "type", "progress", "phase", ph, "done",
+				 (json_int_t)done, "total", (json_int_t)total));
+}
+
+/*
+ * FROM of an image reference that names no template: the operator's build pulls it (once) as
+ * template images_ref_template_name(ref), and a later build FROM the same reference uses that
+ * template as it is (a moved tag is not pulled again: `isola template pull` does that). A
+ * tenant's build never pulls (pull is the operator's): it is told to ask for one.
+ */
+static int from_pull(struct build *bd, const struct df_step *s, const char *ref, char *name,
+		     size_t n, struct isola_err **err)
+{
+	struct images_pull_opts po = {.ref = ref};
+	json_t *out = NULL;
+	int r;
+
+	images_ref_template_name(ref, name, n);
+	if (template_usable(bd, name))
+		return 0;
+	if (!bd->o->pull)
+		return isola_err_set(err, EPERM, "forbidden",
+				     "Dockerfile line %u: FROM `%s`: no such template, and a "
+				     "tenant's build does not pull: the operator pulls it (isola "
+				     "template pull %s NAME), then FROM NAME",
+				     s->line, ref, ref);
+	build_emit(bd, json_pack("{s:s, s:s, s:s}", "type", "pull", "ref", ref, "template", name));
+	r = core_template_pull_for(bd->c, bd->tenant, name, &po, pull_progress, bd, &out, err);
+	json_decref(out);
+	if (r < 0)
+		return isola_err_wrap(err, "Dockerfile line %u: FROM `%s`: pull", s->line, ref);
+	return 0;
+}
+
+static int plan_from(struct build *bd, const struct df_step *s, const char *ref,
 		     struct isola_err **err)
 {
 	struct template_info t;
+	char pulled[64];
+	const char *name = ref;
 
+	if (strpbrk(ref, "/:@") && !template_usable(bd, ref)) {
+		int r = from_pull(bd, s, ref, pulled, sizeof(pulled), err);
+
+		if (r < 0)
+			return r;
+		name = pulled;
+	}
 	snprintf(bd->base, sizeof(bd->base), "%.63s", name);
 	memset(&t, 0, sizeof(t));
 	if (!core_template_visible(bd->c, bd->tenant, name) || images_get(name, &t, NULL) < 0 ||
 	    t.name[0] == '.') {
 		template_info_fini(&t);
-		if (strpbrk(name, "/:@"))
-			return isola_err_set(
-				err, ENOENT, "not_found",
-				"Dockerfile line %u: FROM `%s`: no such template; pull "
-				"it first: isola template pull %s",
-				s->line, name, name);
 		return isola_err_set(err, ENOENT, "not_found",
 				     "Dockerfile line %u: FROM `%s`: no such template", s->line,
 				     name);

@@ -296,8 +296,6 @@ struct e2b_tpl_plan {
 /* Translates the SDK's body {fromImage|fromTemplate, steps, startCmd, readyCmd} (UNTRUSTED)
  * into p (copies and stepmap already made by the caller). 0, or -EINVAL with p->err. */
 int e2b_tpl_plan_make(struct e2b_tpl_plan *p, json_t *body);
-/* The template name a pulled fromImage reference gets (valid, <= 63 bytes) into out. */
-void e2b_tpl_pulled_name(const char *ref, char *out, size_t n);
 /* Releases what p owns. */
 void e2b_tpl_plan_fini(struct e2b_tpl_plan *p);
 /* The tenant's file store, <spool>/e2b-files/<sha256(tenant) hex, 32>, made when create.

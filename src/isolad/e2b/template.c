@@ -587,7 +587,7 @@ static int build_pull(struct tpl_build *b, char *why, size_t n)
 	char name[64];
 	int r;
 
-	e2b_tpl_pulled_name(b->pull_ref, name, sizeof(name));
+	images_ref_template_name(b->pull_ref, name, sizeof(name));
 	pthread_mutex_lock(&tpl_lock);
 	snprintf(b->cur, sizeof(b->cur), "base");
 	tpl_log(b, "info", "Pulling %s as template %s", b->pull_ref, name);

@@ -346,7 +346,7 @@ static int plan_base(struct e2b_tpl_plan *p, json_t *body, char *out, size_t n)
 				 "tenant's build does not pull: the operator pulls it (isola "
 				 "template pull %.200s NAME), then build fromTemplate(NAME)",
 				 img, img);
-	e2b_tpl_pulled_name(img, out, n);
+	images_ref_template_name(img, out, n);
 	snprintf(p->user, sizeof(p->user), "root");
 	if (core_template_visible(p->r->srv->core, api_tenant(p->r), out)) {
 		struct template_info t;
@@ -362,34 +362,6 @@ static int plan_base(struct e2b_tpl_plan *p, json_t *body, char *out, size_t n)
 	}
 	snprintf(p->pull_ref, sizeof(p->pull_ref), "%s", img);
 	return 0;
-}
-
-void e2b_tpl_pulled_name(const char *ref, char *out, size_t n)
-{
-	char name[64];
-	size_t k = 0;
-
-	/* [a-z0-9._-] of the reference, others as '-': "127.0.0.1:5000/e2b/hello:1" ->
-	 * "127.0.0.1-5000-e2b-hello-1"; a long one keeps 50 bytes and a hash of the whole. */
-	for (const char *c = ref; *c && k < sizeof(name) - 1; c++) {
-		char ch = *c >= 'A' && *c <= 'Z' ? (char)(*c - 'A' + 'a') : *c;
-
-		name[k++] = (ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9') || ch == '.' ||
-					    ch == '_' || ch == '-'
-				    ? ch
-				    : '-';
-	}
-	name[k] = '\0';
-	if (strlen(ref) > 63 || name[0] == '.' || name[0] == '-') {
-		unsigned char h[32];
-		char hx[25];
-
-		crypto_hash_sha256(h, (const unsigned char *)ref, strlen(ref));
-		sodium_bin2hex(hx, sizeof(hx), h, 12);
-		snprintf(out, n, "img-%.34s-%s", name, hx);
-		return;
-	}
-	snprintf(out, n, "%s", name);
 }
 
 int e2b_tpl_plan_make(struct e2b_tpl_plan *p, json_t *body)

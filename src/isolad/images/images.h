@@ -112,6 +112,11 @@ struct images_pull_opts {
 int images_pull(const char *name, const struct images_pull_opts *o, images_progress_fn cb, void *ud,
 		struct template_info *out, struct isola_err **err);
 
+/* The template name a pulled image reference gets when no name is given by the caller (a build's
+ * FROM, the E2B SDK's fromImage): [a-z0-9._-] of ref, others as '-'; a long one keeps 34 bytes
+ * and a hash of the whole. Valid as a template name, <= 63 bytes, into out. */
+void images_ref_template_name(const char *ref, char *out, size_t n);
+
 /* A template being built by `template build` (build.c); owned by the building thread. */
 struct images_build;
 
