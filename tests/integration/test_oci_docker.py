@@ -21,7 +21,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from test_oci_runtime import RUNC, kill_leftovers, make_rootfs, sandboxes  # noqa: E402
+from test_oci_runtime import RUNC, make_rootfs, remove_engine_dir, sandboxes  # noqa: E402
 
 IMAGE = "isola-oci-test:1"
 EXTRA_BINARIES = ("true", "echo", "test")
@@ -84,13 +84,7 @@ class Dockerd:
             self.proc.wait(timeout=30)
         # dockerd may leave a netns bind mount under its exec root (netns/default): only
         # mounts under our own dir are undone, deepest first.
-        kill_leftovers(self.dir)
-        with open("/proc/self/mountinfo") as f:
-            mounts = [line.split()[4] for line in f]
-        for m in sorted((m for m in mounts if m.startswith(str(self.dir) + "/")),
-                        key=len, reverse=True):
-            subprocess.run(["umount", "-l", m], check=False)
-        shutil.rmtree(self.dir, ignore_errors=True)
+        remove_engine_dir(self.dir)
 
 
 @pytest.fixture(scope="module")

@@ -16,7 +16,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from test_oci_runtime import RUNC, kill_leftovers, make_rootfs, sandboxes  # noqa: E402
+from test_oci_runtime import RUNC, make_rootfs, remove_engine_dir, sandboxes  # noqa: E402
 
 IMAGE = "localhost/isola-oci-test:1"
 
@@ -43,13 +43,7 @@ class Podman:
 
     def cleanup(self):
         self("rm", "-af", "-t", "0", check=False)
-        kill_leftovers(self.dir)
-        with open("/proc/self/mountinfo") as f:
-            mounts = [line.split()[4] for line in f]
-        for m in sorted((m for m in mounts if m.startswith(str(self.dir) + "/")),
-                        key=len, reverse=True):
-            subprocess.run(["umount", "-l", m], check=False)
-        shutil.rmtree(self.dir, ignore_errors=True)
+        remove_engine_dir(self.dir)
 
 
 @pytest.fixture(scope="module")

@@ -132,6 +132,17 @@ def kill_leftovers(d):
             pass
 
 
+def remove_engine_dir(d):
+    """Takes away an engine's private dir d: the processes naming it (kill_leftovers), then
+    the mounts under it (an engine may leave a netns bind mount), deepest first, then d."""
+    kill_leftovers(d)
+    with open("/proc/self/mountinfo") as f:
+        mounts = [line.split()[4] for line in f]
+    for m in sorted((m for m in mounts if m.startswith(str(d) + "/")), key=len, reverse=True):
+        subprocess.run(["umount", "-l", m], check=False)
+    shutil.rmtree(d, ignore_errors=True)
+
+
 def process_gone(pid):
     """True once pid has exited (gone, or a zombie nobody of ours reaps yet)."""
     try:

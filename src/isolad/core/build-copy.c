@@ -195,6 +195,24 @@ static int copy_fd(int fd, struct archive *w, crypto_hash_sha256_state *h, char 
 	}
 }
 
+/* Writes entry e (its data next in a) to w as path, owned by uid:gid, and adds it to h.
+ * Returns 0 or -EIO (w's or a's error string says why). */
+static int put_entry(struct archive *a, struct archive_entry *e, struct archive *w,
+		     const char *path, uid_t uid, gid_t gid, crypto_hash_sha256_state *h, char *buf)
+{
+	archive_entry_copy_pathname(e, path);
+	archive_entry_set_uid(e, uid);
+	archive_entry_set_gid(e, gid);
+	archive_entry_set_uname(e, NULL);
+	archive_entry_set_gname(e, NULL);
+	digest_entry(h, e);
+	if (archive_write_header(w, e) != ARCHIVE_OK)
+		return -EIO;
+	if (archive_entry_filetype(e) == AE_IFREG && copy_data(a, w, h, buf) < 0)
+		return -EIO;
+	return 0;
+}
+
 /* Writes the entries of archive a (positioned before its first header, which is hdr) below
  * dest in w, owned by uid:gid. Names with `..` or absolute ones, and hard links, are skipped;
  * symlinks are written as they are: the layer code applies them confined to the rootfs. */
@@ -213,15 +231,7 @@ static int add_entries(struct archive *a, struct archive_entry *e, struct archiv
 		    archive_entry_hardlink(e) ||
 		    snprintf(t, sizeof(t), "%s/%s", dest, norm) >= (int)sizeof(t))
 			continue;
-		archive_entry_copy_pathname(e, t);
-		archive_entry_set_uid(e, uid);
-		archive_entry_set_gid(e, gid);
-		archive_entry_set_uname(e, NULL);
-		archive_entry_set_gname(e, NULL);
-		digest_entry(h, e);
-		if (archive_write_header(w, e) != ARCHIVE_OK)
-			return -EIO;
-		if (archive_entry_filetype(e) == AE_IFREG && copy_data(a, w, h, buf) < 0)
+		if (put_entry(a, e, w, t, uid, gid, h, buf) < 0)
 			return -EIO;
 	}
 	return q == ARCHIVE_EOF ? 0 : -EINVAL;
@@ -413,14 +423,7 @@ static int copy_layer(struct build *bd, size_t i, int out_fd, unsigned char h[32
 			}
 			continue;
 		}
-		archive_entry_copy_pathname(e, t);
-		archive_entry_set_uid(e, uid);
-		archive_entry_set_gid(e, gid);
-		archive_entry_set_uname(e, NULL);
-		archive_entry_set_gname(e, NULL);
-		digest_entry(&hs, e);
-		if (archive_write_header(wr, e) != ARCHIVE_OK ||
-		    (archive_entry_filetype(e) == AE_IFREG && copy_data(ctx, wr, &hs, buf) < 0))
+		if (put_entry(ctx, e, wr, t, uid, gid, &hs, buf) < 0)
 			r = isola_err_set(err, EIO, "internal", "layer `%s`: %s", t,
 					  archive_error_string(wr));
 	}
