@@ -647,9 +647,23 @@
 		if (r) $('p-output').textContent = (r.stdout || '') + (r.stderr || '');
 	}
 
+	// Makes zone take drops: highlighted while something is dragged over it, onDrop(dataTransfer).
+	function dropZone(zone, onDrop) {
+		zone.addEventListener('dragover', (e) => {
+			e.preventDefault();
+			zone.classList.add('over');
+		});
+		zone.addEventListener('dragleave', () => zone.classList.remove('over'));
+		zone.addEventListener('drop', (e) => {
+			e.preventDefault();
+			zone.classList.remove('over');
+			onDrop(e.dataTransfer);
+		});
+	}
+
 	// What sandbox-views.js uses (the same helpers: one API client, one element builder).
 	// and what ops.js (templates, snapshots, operations) borrows; both load after this file.
-	window.isolaApp = { st, api, el, sbPath, attempt, human, canWrite, showError, openSandbox, saveBlob: saveAs,
+	window.isolaApp = { st, api, el, sbPath, attempt, human, canWrite, showError, openSandbox, saveBlob: saveAs, dropZone,
 		who: () => st.who };
 	window.isola = window.isolaApp;
 
@@ -671,17 +685,7 @@
 		$('f-go').addEventListener('click', () => listDir($('f-path').value || '/'));
 		$('f-up').addEventListener('click', () => listDir(st.cwd.replace(/\/[^/]*\/?$/, '') || '/'));
 		$('f-upload').addEventListener('change', (e) => upload(e.target.files));
-		const drop = $('f-drop');
-		drop.addEventListener('dragover', (e) => {
-			e.preventDefault();
-			drop.classList.add('over');
-		});
-		drop.addEventListener('dragleave', () => drop.classList.remove('over'));
-		drop.addEventListener('drop', (e) => {
-			e.preventDefault();
-			drop.classList.remove('over');
-			upload(e.dataTransfer.files);
-		});
+		dropZone($('f-drop'), (dt) => upload(dt.files));
 		watchXtermStyles();
 		const saved = sessionStorage.getItem(TOKEN_KEY);
 		if (saved) signIn(saved);

@@ -4,7 +4,7 @@
 'use strict';
 (() => {
 	const $ = (id) => document.getElementById(id);
-	const { api, attempt, el, human, showError } = window.isola;
+	const { api, attempt, dropZone, el, human, showError } = window.isola;
 	const who = () => window.isola.who() || {};
 	const isAdmin = () => who().role === 'admin';
 	const isOperator = () => isAdmin() && who().tenant === 'default';
@@ -638,17 +638,7 @@
 			bd.files.clear();
 			showContext();
 		});
-		const drop = $('tb-drop');
-		drop.addEventListener('dragover', (e) => {
-			e.preventDefault();
-			drop.classList.add('over');
-		});
-		drop.addEventListener('dragleave', () => drop.classList.remove('over'));
-		drop.addEventListener('drop', (e) => {
-			e.preventDefault();
-			drop.classList.remove('over');
-			dropContext(e.dataTransfer).catch((err) => showError(err.message));
-		});
+		dropZone($('tb-drop'), (dt) => dropContext(dt).catch((err) => showError(err.message)));
 		$('sn-refresh').addEventListener('click', loadSnapshots);
 		$('op-refresh').addEventListener('click', loadOps);
 		$('tk-create').addEventListener('submit', createToken);

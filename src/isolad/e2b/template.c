@@ -194,28 +194,25 @@ static int tpl_slot(const char *tenant)
 	return best;
 }
 
-bool e2b_tpl_valid_hash(const char *s)
+/* Whether s is exactly len lowercase hex digits. */
+static bool lower_hex(const char *s, size_t len)
 {
-	size_t n = strlen(s);
-
-	if (n != 64)
+	if (strlen(s) != len)
 		return false;
-	for (size_t i = 0; i < n; i++)
+	for (size_t i = 0; i < len; i++)
 		if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f')))
 			return false;
 	return true;
 }
 
+bool e2b_tpl_valid_hash(const char *s)
+{
+	return lower_hex(s, 64);
+}
+
 bool e2b_tpl_valid_build_id(const char *s)
 {
-	size_t n = strlen(s);
-
-	if (n != 32)
-		return false;
-	for (size_t i = 0; i < n; i++)
-		if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f')))
-			return false;
-	return true;
+	return lower_hex(s, 32);
 }
 
 /* --- POST /v3/templates ------------------------------------------------------------------ */
