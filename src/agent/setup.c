@@ -39,7 +39,7 @@
  * (fd indices in range, sizes capped) so a bug there fails loudly here.
  */
 #define PLAN_MAX_BYTES (64 * 1024)
-#define PLAN_MAX_FDS   20
+#define PLAN_MAX_FDS   21
 #define BPF_MAX_INSNS  4096
 #define STAGE	       "/tmp" /* where the writable tmpfs is attached while assembling */
 
@@ -466,10 +466,12 @@ static void make_dev(int rootfd, uint64_t shm_bytes, bool no_openat2)
 	close(devfd);
 }
 
-static void mount_sys(struct masker *mk, int rootfd, bool no_openat2)
+/* sysfs >= 0: isolad's sysfs of our network namespace (a network slot's, which our user
+ * namespace does not own, so the kernel would refuse us our own). */
+static void mount_sys(struct masker *mk, int rootfd, bool no_openat2, int sysfs)
 {
 	unsigned ro = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC;
-	int m = new_fs("sysfs", "sysfs", NULL, ro);
+	int m = sysfs >= 0 ? sysfs : new_fs("sysfs", "sysfs", NULL, ro);
 
 	/* A fresh sysfs shows this netns's devices. If the kernel refuses it, fall back
 	 * to a recursive read-only clone of the host's. */
@@ -493,6 +495,11 @@ static void loopback_up(void)
 	snprintf(ifr.ifr_name, sizeof(ifr.ifr_name), "lo");
 	if (ioctl(s, SIOCGIFFLAGS, &ifr) < 0)
 		fail_errno("SIOCGIFFLAGS lo");
+	/* A network slot's lo is up already, and ours to change only in our own namespace. */
+	if ((ifr.ifr_flags & IFF_UP) && (ifr.ifr_flags & IFF_RUNNING)) {
+		close(s);
+		return;
+	}
 	ifr.ifr_flags |= IFF_UP | IFF_RUNNING;
 	if (ioctl(s, SIOCSIFFLAGS, &ifr) < 0)
 		fail_errno("SIOCSIFFLAGS lo");
@@ -561,7 +568,7 @@ int agent_setup_run(int setup_fd, uint64_t *root_caps)
 	struct masker mk = {.empty = -1};
 	json_t *fds, *binds, *b, *caps;
 	const char *hostname;
-	int listen_fd, rootfs, upper, sc, stage, rootfd, t, m;
+	int listen_fd, rootfs, upper, sc, sysfs, stage, rootfd, t, m;
 	uint64_t shm;
 	json_int_t nofile;
 	struct rlimit rl;
@@ -598,6 +605,9 @@ int agent_setup_run(int setup_fd, uint64_t *root_caps)
 	rootfs = plan_take_fd(&p, json_object_get(fds, "rootfs"), "rootfs");
 	upper = plan_take_fd(&p, json_object_get(fds, "upper"), "upper");
 	sc = plan_take_fd(&p, json_object_get(fds, "seccomp"), "seccomp");
+	sysfs = json_object_get(fds, "sysfs")
+			? plan_take_fd(&p, json_object_get(fds, "sysfs"), "sysfs")
+			: -1;
 
 	/* isolad wrote our uid/gid maps before sending the plan: become the namespace's
 	 * root (host uid_base) instead of the unmapped overflow id. */
@@ -669,7 +679,7 @@ int agent_setup_run(int setup_fd, uint64_t *root_caps)
 	bind_boot_id(m, stage);
 	close(m);
 	make_dev(rootfd, shm ? shm : 64ull << 20, p.no_openat2);
-	mount_sys(&mk, rootfd, p.no_openat2);
+	mount_sys(&mk, rootfd, p.no_openat2, sysfs);
 	if (mk.empty >= 0)
 		close(mk.empty);
 

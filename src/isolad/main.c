@@ -309,7 +309,7 @@ int main(int argc, char **argv)
 			xcfg.max_conns = (unsigned)v;
 			break;
 		}
-		case 1200 ... 1200 + NET_OPT_MAX_CONNS: /* sandbox network (docs/network.md) */
+		case 1200 ... 1200 + NET_OPT_SLOTS: /* sandbox network (docs/network.md) */
 			if (net_config_option(&ncfg, (enum net_option)(c - 1200), optarg) < 0)
 				return 2;
 			break;

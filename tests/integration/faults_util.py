@@ -3,6 +3,7 @@
 on a loop device that can be filled, the SDK, and what one sandbox may leave on the host."""
 
 import glob
+import json
 import os
 import shutil
 import subprocess
@@ -94,10 +95,38 @@ def cli(isolad, *args, timeout=60):
                           capture_output=True, text=True, timeout=timeout)
 
 
-def veths(sid):
-    """Host interfaces named after the sandbox (net.c: a 6-byte prefix of this isolad, then 9 bytes of the id)."""
-    return [n for n in os.listdir("/sys/class/net") if n.startswith("i") and
-            n.endswith("-" + sid[:9])]
+_slot_names = {}  # sandbox id -> its network slot's host interface, once seen in its record
+
+
+def isolad_prefix(state_dir):
+    """This isolad's host interface prefix (net.c's table_name: FNV-1a of the state dir)."""
+    h = 2166136261
+    for ch in state_dir.encode():
+        h = ((h ^ ch) * 16777619) & 0xFFFFFFFF
+    return "i%04x-" % (h >> 16)
+
+
+def veths(sid, state_dir=None):
+    """Host interfaces of the sandbox: a veth named after it (net.c: a 6-byte prefix of this
+    isolad, then 9 bytes of the id; a microvm's) or its network slot's (prefix, "_", 8 hex),
+    whose name its network record holds: read while the record exists and remembered, so a
+    slot left behind after the record went is still found."""
+    if state_dir:
+        try:
+            rec = json.loads(Path(state_dir, "network", f"{sid}.json").read_text())
+            if rec.get("interface", "")[6:7] == "_":
+                _slot_names[sid] = rec["interface"]
+        except (OSError, ValueError):
+            pass
+    names = os.listdir("/sys/class/net")
+    return [n for n in names if (n.startswith("i") and n.endswith("-" + sid[:9])) or
+            n == _slot_names.get(sid)]
+
+
+def slot_links(state_dir):
+    """This isolad's network slots on the host (used by sandboxes or ready)."""
+    prefix = isolad_prefix(state_dir) + "_"
+    return sorted(n for n in os.listdir("/sys/class/net") if n.startswith(prefix))
 
 
 def leftovers(isolad, sid, pids=()):
@@ -109,8 +138,8 @@ def leftovers(isolad, sid, pids=()):
         out.append(f"processes {[(p[0], proc_name(p[0])) for p in alive]}")
     if ic.cgroup_dirs(sid):
         out.append(f"cgroups {ic.cgroup_dirs(sid)}")
-    if veths(sid):
-        out.append(f"veths {veths(sid)}")
+    if veths(sid, isolad.state_dir):
+        out.append(f"veths {veths(sid, isolad.state_dir)}")
     for p in (f"network/{sid}.json", f"sandboxes/{sid}"):
         if os.path.exists(os.path.join(isolad.state_dir, p)):
             out.append(f"state/{p}")

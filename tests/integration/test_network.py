@@ -24,8 +24,8 @@ pytestmark = pytest.mark.host_exclusive
 def test_sandbox_gets_a_veth_and_loopback(c, mk):
     sid = mk()
     info = net_info(c, sid)
-    # This isolad's prefix ("i" + 4 hex + "-") and the id's first 9 characters.
-    assert re.fullmatch(r"i[0-9a-f]{4}-" + sid[:9], info["interface"]), info
+    # A network slot's (net.c): this isolad's prefix ("i" + 4 hex + "-"), "_", 8 hex.
+    assert re.fullmatch(r"i[0-9a-f]{4}-_[0-9a-f]{8}", info["interface"]), info
     assert info["policy"]["default"] == "deny", info
     routes = c.sh(sid, "cat /proc/net/route")
     gw = info["gateway"].split(".")

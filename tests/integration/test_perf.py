@@ -13,7 +13,7 @@ import tempfile
 import pytest
 
 import isola_client as ic
-from faults_util import Isolad, CLI, lock_is_free, sdk, veths
+from faults_util import Isolad, CLI, lock_is_free, sdk, slot_links, veths
 
 
 @pytest.fixture(scope="module")
@@ -32,7 +32,7 @@ def pd():
 
 def network_left(d, sid):
     """What the sandbox's network still holds on the host: its veth and its record."""
-    left = veths(sid)
+    left = veths(sid, d.state_dir)
     if os.path.exists(os.path.join(d.state_dir, "network", f"{sid}.json")):
         left.append(f"network/{sid}.json")
     return left
@@ -42,7 +42,7 @@ def make_some(d, n):
     c = sdk(d)
     ids = [c.create_sandbox().id for _ in range(n)]
     for sid in ids:
-        assert veths(sid), f"sandbox {sid} has no veth on the host"
+        assert veths(sid, d.state_dir), f"sandbox {sid} has no veth on the host"
     return c, ids
 
 
@@ -155,3 +155,108 @@ def test_bench_times_runc_exec_into_a_running_container(pd):
     assert j["ratio_exec_to_runc_exec"] > 0, j
     left = subprocess.run(["runc", "list", "-q"], capture_output=True, text=True).stdout.split()
     assert not [c for c in left if c.startswith("isola-bench-")], left
+
+
+def slots_ready(d):
+    """isola_network_slots_ready from /metrics."""
+    text = d.client().request("GET", "/metrics").body.decode()
+    for line in text.splitlines():
+        if line.startswith("isola_network_slots_ready "):
+            return int(line.split()[1])
+    raise AssertionError("isola_network_slots_ready missing from /metrics")
+
+
+@pytest.fixture
+def slotd():
+    """slotd(n): an isolad of its own with --net-slots n (stopped after the test)."""
+    made = []
+
+    def start(n):
+        d = Isolad(state_dir=tempfile.mkdtemp(prefix="isola-sl-", dir="/tmp"),
+                   extra_args=["--net-slots", str(n)])
+        made.append(d)
+        if not d.alive():
+            d.start()
+        return d
+
+    yield start
+    for d in made:
+        if d.alive():
+            d.destroy_all_sandboxes()
+            d.stop()
+        shutil.rmtree(d.state_dir, ignore_errors=True)
+
+
+def test_net_slots_made_ahead_taken_and_accounted(slotd):
+    """--net-slots 3: three slots wait ready; a create takes one (its interface is a slot's)
+    and the filler makes a new one; a destroy deletes the used slot; every slot on the host is
+    a live sandbox's or a ready one; a stop deletes the ready ones."""
+    d = slotd(3)
+    ic.wait_for(lambda: slots_ready(d) == 3 and len(slot_links(d.state_dir)) == 3, 10,
+                what=f"3 slots ready: {slots_ready(d)}, {slot_links(d.state_dir)}")
+    c = d.client()
+    sids, names = [], set()
+    for _ in range(2):
+        ic.wait_for(lambda: slots_ready(d) == 3, 10, what="3 slots ready")
+        ready = set(slot_links(d.state_dir))
+        sids.append(c.create_sandbox()["id"])
+        name = c.get_json(f"/v1/sandboxes/{sids[-1]}/network")["interface"]
+        assert name in ready, (name, ready)  # taken from the pool, not made on the spot
+        names.add(name)
+    ic.wait_for(lambda: slots_ready(d) == 3 and len(slot_links(d.state_dir)) == 5, 10,
+                what=f"the pool refilled: {slots_ready(d)}, {slot_links(d.state_dir)}")
+    for s in sids:
+        c.delete_sandbox(s)
+    ic.wait_for(lambda: not names & set(slot_links(d.state_dir)), 10,
+                what=f"the used slots {names} to be deleted")
+    assert len(slot_links(d.state_dir)) == 3, slot_links(d.state_dir)
+    assert d.stop() == 0
+    assert slot_links(d.state_dir) == [], slot_links(d.state_dir)
+
+
+def test_net_slots_zero_makes_each_slot_at_create(slotd):
+    """--net-slots 0: nothing is made ahead; each create makes its own slot, which works the
+    same (lo, eth0, its address, /sys showing only those) and goes with its sandbox."""
+    d = slotd(0)
+    assert slots_ready(d) == 0 and slot_links(d.state_dir) == []
+    c = d.client()
+    sid = c.create_sandbox()["id"]
+    info = c.get_json(f"/v1/sandboxes/{sid}/network")
+    assert slot_links(d.state_dir) == [info["interface"]], slot_links(d.state_dir)
+    assert sorted(c.sh(sid, "ls /sys/class/net").split()) == ["eth0", "lo"]
+    assert info["address"] in c.sh(sid, "cat /proc/net/fib_trie")
+    # The sandbox's root binds a low port (CAP_NET_BIND_SERVICE, default set) ...
+    bind = "python3 -c \"import socket; socket.socket().bind(('0.0.0.0', 80))\""
+    c.sh(sid, bind)
+    assert c.exec(sid, cmd=["true"])["exit_code"] == 0
+    assert slots_ready(d) == 0
+    c.delete_sandbox(sid)
+    ic.wait_for(lambda: slot_links(d.state_dir) == [], 10,
+                what=f"the slot to be deleted: {slot_links(d.state_dir)}")
+    # ... and one without it cannot, in a slot like any other.
+    sid = c.create_sandbox(cap_drop=["NET_BIND_SERVICE"])["id"]
+    r = c.exec(sid, cmd=["sh", "-c", bind])
+    assert r["exit_code"] != 0 and "Permission denied" in r["stderr"], r
+    c.delete_sandbox(sid)
+
+
+def test_restart_removes_the_slots_a_crash_left(slotd):
+    """A kill -9 leaves the ready slots (their namespaces die with isolad, their veths may
+    outlive it): the next start removes every one, keeps the running sandbox's and fills the
+    pool anew with new names."""
+    d = slotd(3)
+    ic.wait_for(lambda: slots_ready(d) == 3, 10, what="3 slots ready")
+    c = d.client()
+    sid = c.create_sandbox()["id"]
+    mine = c.get_json(f"/v1/sandboxes/{sid}/network")["interface"]
+    ic.wait_for(lambda: slots_ready(d) == 3, 10, what="the pool refilled")
+    old = set(slot_links(d.state_dir)) - {mine}
+    assert len(old) == 3, old
+    d.stop(kill9=True)
+    d.start()
+    assert not old & set(slot_links(d.state_dir)), (old, slot_links(d.state_dir))
+    assert mine in slot_links(d.state_dir)
+    assert c.get_json(f"/v1/sandboxes/{sid}/network")["interface"] == mine
+    assert c.sh(sid, "echo ok").strip() == "ok"
+    ic.wait_for(lambda: slots_ready(d) == 3, 10, what="the pool filled again")
+    c.delete_sandbox(sid)

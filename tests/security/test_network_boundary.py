@@ -13,6 +13,7 @@ import time
 
 import pytest
 
+import isola_client as ic
 import netlab
 from netlab import WEB, OTHER, METADATA, PRIVATE, HOST_ADDR, run_client, net_info
 from netlab import lab, nd, c, mk  # noqa: F401 (the module's fixtures, shared with test_network)
@@ -319,3 +320,61 @@ def test_a_killed_isolads_table_leaves_host_sockets_alone(lab):
     finally:
         netlab.sh("nft", "delete", "table", "inet", table, check=False)
         shutil.rmtree(d.state_dir, ignore_errors=True)
+
+
+def test_a_recycled_slot_keeps_nothing_of_its_last_sandbox(lab):
+    """Network slots (net.c) are made ahead and never reused: a sandbox that gets the /30
+    its predecessor had (--net-slots 0: each create makes its slot once the last one's block
+    is free again) finds none of its state: no listening or connected socket, no abstract
+    unix socket, no neighbour or conntrack entry, no route or address but its own, and
+    nothing sent to its address reaches a leftover of the first."""
+    d = netlab.start_isolad("--net-slots", "0")
+    try:
+        c = d.client(timeout=60)
+        a = c.create_sandbox(network={"default": "allow"})["id"]
+        ai = net_info(c, a)
+        # The first sandbox leaves all it can: listeners (TCP, UDP, abstract unix), an
+        # outgoing connection to the lab (a conntrack entry and a neighbour entry for the
+        # gateway), and a process that would log anything that reaches it.
+        leave = (
+            "import socket, time, os\n"
+            "t = socket.socket(); t.bind(('0.0.0.0', 9100)); t.listen(8)\n"
+            "u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); u.bind(('0.0.0.0', 9101))\n"
+            "x = socket.socket(socket.AF_UNIX); x.bind('\\0isola-slot-probe'); x.listen(1)\n"
+            "try:\n"
+            f"    k = socket.create_connection(('{WEB}', 80), timeout=5)\n"
+            "except OSError: pass\n"
+            "open('/tmp/ready', 'w').close()\n"
+            "time.sleep(600)\n")
+        c.request("POST", f"/v1/sandboxes/{a}/processes", json={"cmd": ["python3", "-c", leave]})
+        for _ in range(100):
+            if c.exec(a, cmd=["test", "-e", "/tmp/ready"])["exit_code"] == 0:
+                break
+            time.sleep(0.1)
+        first = c.sh(a, "cat /proc/net/tcp /proc/net/udp /proc/net/unix /proc/net/arp")
+        assert "isola-slot-probe" in first and ":238C" in first, first  # 9100 = 0x238C
+        c.delete_sandbox(a)
+        # The first slot's veth is deleted behind the answer; the next slot reuses its /30.
+        ic.wait_for(lambda: netlab.sh("ip", "link", "show", ai["interface"],
+                                   check=False).returncode != 0,
+                    10, what=f"{ai['interface']} to be removed")
+        b = c.create_sandbox(network={"default": "allow"})["id"]
+        bi = net_info(c, b)
+        assert bi["address"] == ai["address"], (ai, bi)  # the test's premise: same /30
+        assert bi["interface"] != ai["interface"], (ai, bi)
+        seen = c.sh(b, "cat /proc/net/tcp /proc/net/tcp6 /proc/net/udp /proc/net/udp6 "
+                       "/proc/net/unix /proc/net/arp; ls /sys/class/net; ip -o addr; "
+                       "ip route; cat /proc/net/nf_conntrack 2>/dev/null; true")
+        for gone in (":238C", ":238D", "isola-slot-probe", WEB):
+            assert gone not in seen, (gone, seen)
+        # Only its own lo and eth0, and its own address.
+        assert sorted(c.sh(b, "ls /sys/class/net").split()) == ["eth0", "lo"], seen
+        assert c.sh(b, "ip -o -4 addr show eth0").split()[3] == bi["address"] + "/30", seen
+        # Nothing sent to the address reaches a leftover: the port is closed.
+        probe = ("import socket\ns = socket.socket(); s.settimeout(3)\n"
+                 f"print(s.connect_ex(('{bi['address']}', 9100)))\n")
+        assert c.sh(b, f"python3 -c \"{probe}\"").strip() == "111", "a listener survived"
+        c.delete_sandbox(b)
+    finally:
+        problems = netlab.stop_isolad(d)
+    assert not problems, problems

@@ -154,4 +154,9 @@ void api_network_metrics(struct api_buf *b)
 	       "isola_dns_queries_total{verdict=\"answered\"} %llu\n"
 	       "isola_dns_queries_total{verdict=\"refused\"} %llu\n",
 	       (unsigned long long)(q - refused), (unsigned long long)refused);
+	metric(b,
+	       "# HELP isola_network_slots_ready Network slots made ahead and not yet taken "
+	       "(isolad --net-slots).\n# TYPE isola_network_slots_ready gauge\n"
+	       "isola_network_slots_ready %u\n",
+	       net_slots_ready());
 }

@@ -174,6 +174,13 @@ int core_not_supported(const struct sandbox *s, const char *op, struct isola_err
  * yet listed, or `waking`). */
 int core_sandbox_identity(struct sandbox *s, struct isola_err **err);
 
+/* The tier builds s (create, or restore from snapdir) in a network slot when it joins one
+ * (net.h), then s gets its network, with policy_from's policy for a fork. On failure s->ts is
+ * NULL if the tier failed (nothing left), else set (the caller destroys it). *t_tier (if not
+ * NULL) is when the tier finished. */
+int core_tier_build(struct sandbox *s, const char *snapdir, const char *policy_from,
+		    uint64_t *t_tier, struct isola_err **err);
+
 /* Retires s->conn (streams keep it until their channels close). Lock held. */
 void sandbox_retire_conn(struct sandbox *s);
 

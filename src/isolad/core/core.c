@@ -737,6 +737,35 @@ void core_release(struct core *c, struct core_reservation *res)
 	free(res);
 }
 
+int core_tier_build(struct sandbox *s, const char *snapdir, const char *policy_from,
+		    uint64_t *t_tier, struct isola_err **err)
+{
+	struct net_slot *slot = NULL;
+	struct tier_netns tn;
+	int r = s->tier->netns_join ? net_slot_take(&slot, err) : 0;
+
+	if (r < 0)
+		return r;
+	if (slot) {
+		tn = (struct tier_netns){net_slot_netns_fd(slot), net_slot_sysfs_fd(slot)};
+		s->spec.netns = &tn;
+	}
+	if (snapdir)
+		r = s->tier->restore(&s->spec, snapdir, &s->ts, err);
+	else
+		r = s->tier->create(&s->spec, &s->ts, err);
+	s->spec.netns = NULL;
+	if (t_tier)
+		*t_tier = util_now_ns();
+	if (r < 0) {
+		s->ts = NULL;
+		net_slot_drop(slot);
+		return r;
+	}
+	/* The sandbox's network (docs/network.md): veth, filter, policy; before any user code. */
+	return net_sandbox_attach(s->tier, s->ts, &s->spec, policy_from, slot, err);
+}
+
 int core_sandbox_start(struct core *c, struct sandbox *s, uint32_t ttl_s, const char *snapdir,
 		       struct isola_err **err)
 {
@@ -768,15 +797,9 @@ int core_sandbox_start(struct core *c, struct sandbox *s, uint32_t ttl_s, const 
 		r = isola_err_sys(err, errno, NULL, "create `%s`", s->spec.dir);
 		goto fail_row;
 	}
-	if (snapdir)
-		r = s->tier->restore(&s->spec, snapdir, &s->ts, err);
-	else
-		r = s->tier->create(&s->spec, &s->ts, err);
-	if (r < 0)
+	r = core_tier_build(s, snapdir, s->forked_from, &t_tier, err);
+	if (r < 0 && !s->ts)
 		goto fail_dir;
-	t_tier = util_now_ns();
-	/* The sandbox's network (docs/network.md): veth, filter, policy; before any user code. */
-	r = net_sandbox_attach(s->tier, s->ts, &s->spec, s->forked_from, err);
 	if (r < 0)
 		goto fail_tier;
 	t_net = util_now_ns();

@@ -168,11 +168,10 @@ static int core_sandbox_wake(struct core *c, struct sandbox *s, struct isola_err
 		r = isola_err_sys(err, errno, NULL, "create `%s`", s->spec.dir);
 		goto fail_state;
 	}
-	r = s->tier->restore(&s->spec, hib, &s->ts, err);
-	if (r < 0)
-		goto fail_state;
 	/* Its network again, with the policy it had (docs/network.md). */
-	r = net_sandbox_attach(s->tier, s->ts, &s->spec, NULL, err);
+	r = core_tier_build(s, hib, NULL, NULL, err);
+	if (r < 0 && !s->ts)
+		goto fail_state;
 	fd = r < 0 ? r : s->tier->agent_connect(s->ts, err);
 	r = fd < 0 ? fd : agent_conn_new(fd, AGENT_CONNECT_TIMEOUT_MS, &s->conn, err);
 	/* Same hostname, but the RNG of a restored image must not repeat its past. */

@@ -19,6 +19,7 @@
 #include <string.h>
 #include <sys/file.h>
 #include <sys/ioctl.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -283,6 +284,27 @@ int net_link_set_gateway(const char *host_if, uint32_t block, struct isola_err *
 	return r;
 }
 
+/* Runs fn(arg) in a short-lived thread and hands its error over (the jobs' common tail). */
+static int run_job(void *(*fn)(void *), void *arg, int *jr, struct isola_err **jerr,
+		   const char *what, struct isola_err **err)
+{
+	pthread_t t;
+	int r = pthread_create(&t, NULL, fn, arg);
+
+	if (r != 0)
+		return isola_err_sys(err, r, "internal", "start %s thread", what);
+	pthread_join(t, NULL);
+	if (*jr < 0) {
+		if (err && !*err) {
+			*err = *jerr;
+			*jerr = NULL;
+		}
+		isola_err_free(*jerr);
+		*jerr = NULL;
+	}
+	return *jr;
+}
+
 struct inside_job {
 	int netns_fd;	       /* borrowed */
 	uint32_t block;	       /* host order */
@@ -351,21 +373,112 @@ static void *inside_thread(void *arg)
 int net_link_configure_inside(int netns_fd, uint32_t block, struct isola_err **err)
 {
 	struct inside_job j = {.netns_fd = netns_fd, .block = block};
-	pthread_t t;
+
+	return run_job(inside_thread, &j, &j.r, &j.err, "network setup", err);
+}
+
+struct netns_job {
+	int netns_fd;	       /* out: the new namespace */
+	int sysfs_fd;	       /* out: a detached read-only sysfs of it */
+	struct isola_err *err; /* out */
+	int r;		       /* out */
+};
+
+/* Writes one of the calling thread's namespace's sysctls (/proc/sys/net follows the thread). */
+static int write_sysctl(const char *path, const char *value)
+{
+	cleanup_fd int fd = open(path, O_WRONLY | O_CLOEXEC);
+	ssize_t len = (ssize_t)strlen(value);
+
+	if (fd < 0)
+		return -errno;
+	return write(fd, value, (size_t)len) == len ? 0 : -errno;
+}
+
+/* A sysfs of the calling thread's network namespace, as a detached mount: a sandbox whose
+ * user namespace does not own that network namespace may not mount one itself. */
+static int sysfs_mount(struct isola_err **err)
+{
+	cleanup_fd int fs = fsopen("sysfs", FSOPEN_CLOEXEC);
+	int m;
+
+	if (fs < 0 || fsconfig(fs, FSCONFIG_CMD_CREATE, NULL, NULL, 0) < 0)
+		return isola_err_sys(err, errno, "internal", "sysfs for a network slot");
+	m = fsmount(fs, FSMOUNT_CLOEXEC,
+		    MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC);
+	return m < 0 ? isola_err_sys(err, errno, "internal", "mount sysfs for a network slot") : m;
+}
+
+static int make_netns(struct netns_job *j)
+{
 	int r;
 
-	r = pthread_create(&t, NULL, inside_thread, &j);
-	if (r != 0)
-		return isola_err_sys(err, r, "internal", "start network setup thread");
-	pthread_join(t, NULL);
-	if (j.r < 0) {
-		if (err && !*err) {
-			*err = j.err;
-			j.err = NULL;
-		}
-		isola_err_free(j.err);
+	/* unshare(CLONE_NEWNET) changes only this thread, which ends with the job. */
+	if (unshare(CLONE_NEWNET) < 0)
+		return isola_err_sys(&j->err, errno, "internal", "new network namespace");
+	j->netns_fd = open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC);
+	if (j->netns_fd < 0)
+		return isola_err_sys(&j->err, errno, "internal", "open a new network namespace");
+	/* The namespace belongs to isolad's user namespace, not the sandbox's: the sandbox's
+	 * root binds ports below 1024 only because of this (net_link_set_low_ports). */
+	r = write_sysctl("/proc/sys/net/ipv4/ip_unprivileged_port_start", "0");
+	if (r < 0)
+		return isola_err_sys(&j->err, -r, "internal", "ip_unprivileged_port_start");
+	j->sysfs_fd = sysfs_mount(&j->err);
+	return j->sysfs_fd < 0 ? j->sysfs_fd : 0;
+}
+
+static void *netns_thread(void *arg)
+{
+	struct netns_job *j = arg;
+
+	j->r = make_netns(j);
+	return NULL; /* the thread ends here: the namespace lives on in netns_fd */
+}
+
+int net_link_new_netns(int *netns_fd, int *sysfs_fd, struct isola_err **err)
+{
+	struct netns_job j = {.netns_fd = -1, .sysfs_fd = -1};
+	int r = run_job(netns_thread, &j, &j.r, &j.err, "network namespace", err);
+
+	if (r < 0) {
+		if (j.netns_fd >= 0)
+			close(j.netns_fd);
+		if (j.sysfs_fd >= 0)
+			close(j.sysfs_fd);
+		return r;
 	}
-	return j.r;
+	*netns_fd = j.netns_fd;
+	*sysfs_fd = j.sysfs_fd;
+	return 0;
+}
+
+struct port_job {
+	int netns_fd;	       /* borrowed */
+	const char *value;     /* ip_unprivileged_port_start */
+	struct isola_err *err; /* out */
+	int r;		       /* out */
+};
+
+static void *port_thread(void *arg)
+{
+	struct port_job *j = arg;
+	int r;
+
+	if (setns(j->netns_fd, CLONE_NEWNET) < 0) {
+		j->r = isola_err_sys(&j->err, errno, "internal", "enter a network slot");
+		return NULL;
+	}
+	r = write_sysctl("/proc/sys/net/ipv4/ip_unprivileged_port_start", j->value);
+	j->r = r < 0 ? isola_err_sys(&j->err, -r, "internal", "ip_unprivileged_port_start") : 0;
+	return NULL;
+}
+
+int net_link_set_low_ports(int netns_fd, bool open, struct isola_err **err)
+{
+	struct port_job j = {.netns_fd = netns_fd, .value = open ? "0" : "1024"};
+
+	return run_job(port_thread, &j, &j.r, &j.err, "network slot", err);
 }
 
 struct tap_job {
@@ -424,20 +537,8 @@ static void *tap_thread(void *arg)
 int net_link_tap_prepare(int netns_fd, uint32_t uid, uint32_t gw_addr, struct isola_err **err)
 {
 	struct tap_job j = {.netns_fd = netns_fd, .uid = uid, .gw = gw_addr};
-	pthread_t t;
-	int r = pthread_create(&t, NULL, tap_thread, &j);
 
-	if (r != 0)
-		return isola_err_sys(err, r, "internal", "start VM network setup thread");
-	pthread_join(t, NULL);
-	if (j.r < 0) {
-		if (err && !*err) {
-			*err = j.err;
-			j.err = NULL;
-		}
-		isola_err_free(j.err);
-	}
-	return j.r;
+	return run_job(tap_thread, &j, &j.r, &j.err, "VM network setup", err);
 }
 
 int net_link_delete(const char *host_if)
@@ -490,4 +591,16 @@ int net_link_counters(const char *host_if, struct net_link_counters *out)
 	if (r == 0)
 		r = read_stat(host_if, "tx_packets", &out->rx_packets);
 	return r;
+}
+
+void net_link_each(const char *prefix, void (*fn)(const char *name, void *ud), void *ud)
+{
+	struct if_nameindex *all = if_nameindex();
+
+	if (!all)
+		return;
+	for (struct if_nameindex *i = all; i->if_index; i++)
+		if (!strncmp(i->if_name, prefix, strlen(prefix)))
+			fn(i->if_name, ud);
+	if_freenameindex(all);
 }

@@ -51,6 +51,21 @@ int net_link_set_gateway(const char *host_if, uint32_t block, struct isola_err *
  */
 int net_link_configure_inside(int netns_fd, uint32_t block, struct isola_err **err);
 
+/*
+ * A network namespace of isolad's own (a network slot's, docs/network.md), made in a
+ * short-lived thread: ip_unprivileged_port_start 0 (the sandbox's root, whose user namespace
+ * does not own it, binds low ports only so) and *sysfs_fd, a detached read-only sysfs of it
+ * for the sandbox's /sys. Its lo and eth0 come from net_link_configure_inside.
+ */
+int net_link_new_netns(int *netns_fd, int *sysfs_fd, struct isola_err **err);
+
+/* Sets netns_fd's ip_unprivileged_port_start to 0 (open) or 1024: a sandbox without
+ * CAP_NET_BIND_SERVICE gets the kernel's default. */
+int net_link_set_low_ports(int netns_fd, bool open, struct isola_err **err);
+
+/* The names of the host's interfaces that start with prefix: fn(name, ud) for each. */
+void net_link_each(const char *prefix, void (*fn)(const char *name, void *ud), void *ud);
+
 /* Inside QEMU's namespace netns_fd (a setns()ed thread): the persistent tap `tap0` owned by
  * uid with gw_addr/30 (host order), forwarding on, and net_nft_guest_nat's rules. */
 int net_link_tap_prepare(int netns_fd, uint32_t uid, uint32_t gw_addr, struct isola_err **err);

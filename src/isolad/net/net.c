@@ -5,12 +5,14 @@
 #include <arpa/inet.h>
 #include <dirent.h>
 #include <errno.h>
+#include <linux/capability.h>
 #include <netinet/in.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <unistd.h>
 
 #include "../../common/log.h"
@@ -30,6 +32,16 @@ struct net_sandbox {
 	uint32_t block;		     /* /30 base, host order */
 	struct net_policy *policy;   /* current policy (one reference), under net.lock */
 	struct net_sandbox *next;    /* list under net.lock */
+};
+
+/* A network slot made ahead (docs/network.md): a network namespace of isolad's own with lo
+ * up, the veth `ifname`/eth0, its /30's addresses and default route; a sandbox joins it. */
+struct net_slot {
+	int netns_fd;		     /* the namespace (isolad's reference) */
+	int sysfs_fd;		     /* a detached read-only sysfs of it, for the sandbox's /sys */
+	char ifname[NET_IFNAME_MAX]; /* host side of the veth: prefix, '_', 8 hex */
+	uint32_t block;		     /* /30 base, host order */
+	struct net_slot *next;	     /* the pool, under net.lock */
 };
 
 /* A destroyed sandbox's host-side network, removed behind the destroy's answer. */
@@ -62,6 +74,13 @@ struct net {
 	pthread_t reaper;	      /* the reaper thread */
 	char reaping[40];	      /* id whose teardown the reaper runs now, "" if none */
 	pthread_cond_t reaped_cond;   /* a teardown finished (net_sandbox_attach waits) */
+	pthread_cond_t fill_cond;     /* signals the filler: a slot taken, or stop */
+	struct net_slot *slots;	      /* ready slots (LIFO), under lock */
+	unsigned n_slots;	      /* entries of slots */
+	bool fill_stop;		      /* net_stop: the filler ends */
+	bool filler_on;		      /* filler thread started */
+	pthread_t filler;	      /* the filler thread */
+	_Atomic uint32_t slot_seq;    /* names slots; random at start */
 };
 
 static struct net *net_cur; /* set once by net_start, cleared by net_stop (main thread) */
@@ -71,6 +90,7 @@ void net_config_defaults(struct net_config *cfg)
 	memset(cfg, 0, sizeof(*cfg));
 	snprintf(cfg->pool, sizeof(cfg->pool), "10.200.0.0/16");
 	cfg->max_connections = 256;
+	cfg->slots = 4;
 }
 
 static int parse_pool(const char *s, uint32_t *base, unsigned *prefix)
@@ -146,6 +166,12 @@ int net_config_option(struct net_config *cfg, enum net_option which, const char 
 		if (util_parse_size(arg, &v) < 0)
 			break;
 		cfg->rate_bytes = v;
+		return 0;
+	case NET_OPT_SLOTS:
+		v = strtoul(arg, &end, 10);
+		if (!*arg || *end || v > NET_SLOTS_MAX)
+			break;
+		cfg->slots = (unsigned)v;
 		return 0;
 	case NET_OPT_MAX_CONNS:
 		v = strtoul(arg, &end, 10);
@@ -361,6 +387,217 @@ static bool reap_pending_locked(struct net *n, const char *id)
 	return false;
 }
 
+/* Phase ends of link_make, for the debug log. */
+struct link_times {
+	uint64_t link, lock, pick, gw, inside; /* util_now_ns() after each phase */
+};
+
+/*
+ * Gives namespace nsfd its network: the veth ifname/eth0 (filtered from the instant it
+ * exists: the table matches this isolad's name prefix), a free /30 (picked under the
+ * host-wide lock with the gateway address, so no other create takes the same), lo and eth0
+ * up with the address and the default route inside. The veth is made outside the lock, so a
+ * burst's creates make theirs in parallel. On failure the veth is deleted.
+ */
+static int link_make(struct net *n, const char *ifname, int nsfd, uint32_t *block,
+		     struct link_times *t, struct isola_err **err)
+{
+	int lock, r = net_link_create(ifname, nsfd, err);
+
+	t->link = util_now_ns();
+	if (r < 0)
+		return r;
+	lock = net_link_lock(err);
+	if (lock < 0) {
+		net_link_delete(ifname);
+		return lock;
+	}
+	t->lock = util_now_ns();
+	r = net_link_pick_block(n->pool_base, n->pool_prefix, block, err);
+	t->pick = util_now_ns();
+	if (r == 0)
+		r = net_link_set_gateway(ifname, *block, err);
+	net_link_unlock(lock);
+	t->gw = util_now_ns();
+	if (r == 0)
+		r = net_link_configure_inside(nsfd, *block, err);
+	t->inside = util_now_ns();
+	if (r < 0)
+		net_link_delete(ifname);
+	return r;
+}
+
+static void slot_free(struct net_slot *s)
+{
+	if (!s)
+		return;
+	if (s->netns_fd >= 0)
+		close(s->netns_fd);
+	if (s->sysfs_fd >= 0)
+		close(s->sysfs_fd);
+	free(s);
+}
+
+/* Makes one slot (the filler's work, or a create's when none is ready). Its name is new:
+ * '_' is in no sandbox id, and a name that exists (a previous isolad's dying slot) is
+ * skipped, never taken over. */
+static int slot_make(struct net *n, struct net_slot **out, struct isola_err **err)
+{
+	struct net_slot *s = calloc(1, sizeof(*s));
+	struct link_times t;
+	uint64_t t0 = util_now_ns();
+	int r;
+
+	if (!s)
+		return isola_err_set(err, ENOMEM, "internal", "network slot: out of memory");
+	s->netns_fd = s->sysfs_fd = -1;
+	do
+		snprintf(s->ifname, sizeof(s->ifname), "%.6s_%08x", n->ifprefix,
+			 atomic_fetch_add(&n->slot_seq, 1));
+	while (net_link_exists(s->ifname));
+	r = net_link_new_netns(&s->netns_fd, &s->sysfs_fd, err);
+	if (r == 0)
+		r = link_make(n, s->ifname, s->netns_fd, &s->block, &t, err);
+	if (r < 0) {
+		slot_free(s);
+		return isola_err_wrap(err, "network slot");
+	}
+	log_debug("network: slot %s made in %.2f ms", s->ifname, (util_now_ns() - t0) / 1e6);
+	*out = s;
+	return 0;
+}
+
+/* Deletes a slot's veth (and so its eth0) and drops isolad's references to it. */
+static void slot_delete(struct net_slot *s)
+{
+	int r;
+
+	if (!s)
+		return;
+	r = net_link_delete(s->ifname);
+	if (r < 0)
+		log_warn("network: delete slot `%s`: %s", s->ifname, strerror(-r));
+	slot_free(s);
+}
+
+/*
+ * The filler: keeps cfg.slots slots ready. After a failure (pool of addresses full, netlink
+ * refused) it waits a second before trying again, and a take makes its own slot meanwhile.
+ */
+static void *filler_main(void *arg)
+{
+	struct net *n = arg;
+	cleanup_err struct isola_err *last = NULL;
+
+	pthread_mutex_lock(&n->lock);
+	for (;;) {
+		struct isola_err *e = NULL;
+		struct net_slot *s = NULL;
+		struct timespec ts;
+		int r;
+
+		while (!n->fill_stop && n->n_slots >= n->cfg.slots)
+			pthread_cond_wait(&n->fill_cond, &n->lock);
+		if (n->fill_stop)
+			break;
+		pthread_mutex_unlock(&n->lock);
+		r = slot_make(n, &s, &e);
+		pthread_mutex_lock(&n->lock);
+		if (r == 0) {
+			s->next = n->slots;
+			n->slots = s;
+			n->n_slots++;
+			continue;
+		}
+		/* Logged once per distinct failure, not once a second. */
+		if (!last || strcmp(last->message, e->message) != 0)
+			log_warn("network: cannot make a slot ahead: %s", e->message);
+		isola_err_free(last);
+		last = e;
+		clock_gettime(CLOCK_REALTIME, &ts);
+		ts.tv_sec += 1;
+		if (!n->fill_stop)
+			pthread_cond_timedwait(&n->fill_cond, &n->lock, &ts);
+	}
+	pthread_mutex_unlock(&n->lock);
+	return NULL;
+}
+
+int net_slot_take(struct net_slot **out, struct isola_err **err)
+{
+	struct net *n = net_cur;
+	struct net_slot *s;
+
+	*out = NULL;
+	if (!n)
+		return 0;
+	pthread_mutex_lock(&n->lock);
+	s = n->slots;
+	if (s) {
+		n->slots = s->next;
+		n->n_slots--;
+		pthread_cond_signal(&n->fill_cond);
+	}
+	pthread_mutex_unlock(&n->lock);
+	if (!s && slot_make(n, &s, err) < 0)
+		return isola_err_wrap(err, "sandbox network");
+	s->next = NULL;
+	*out = s;
+	return 0;
+}
+
+int net_slot_netns_fd(const struct net_slot *s)
+{
+	return s->netns_fd;
+}
+
+int net_slot_sysfs_fd(const struct net_slot *s)
+{
+	return s->sysfs_fd;
+}
+
+void net_slot_drop(struct net_slot *s)
+{
+	slot_delete(s);
+}
+
+unsigned net_slots_ready(void)
+{
+	struct net *n = net_cur;
+	unsigned v;
+
+	if (!n)
+		return 0;
+	pthread_mutex_lock(&n->lock);
+	v = n->n_slots;
+	pthread_mutex_unlock(&n->lock);
+	return v;
+}
+
+static bool listed_ifname_locked(struct net *n, const char *ifname)
+{
+	for (struct net_sandbox *e = n->list; e; e = e->next)
+		if (!strcmp(e->ifname, ifname))
+			return true;
+	return false;
+}
+
+static void sweep_one(const char *name, void *ud)
+{
+	struct net *n = ud;
+	bool listed;
+
+	if (name[6] != '_')
+		return; /* a sandbox-named veth: its record decides (net_forget_unknown) */
+	pthread_mutex_lock(&n->lock);
+	listed = listed_ifname_locked(n, name);
+	pthread_mutex_unlock(&n->lock);
+	if (listed)
+		return;
+	log_info("network: slot `%s` of a previous isolad is removed", name);
+	net_link_delete(name);
+}
+
 int net_start(const struct net_config *cfg, struct net **out, struct isola_err **err)
 {
 	struct net *n = calloc(1, sizeof(*n));
@@ -374,7 +611,16 @@ int net_start(const struct net_config *cfg, struct net **out, struct isola_err *
 	pthread_mutex_init(&n->lock, NULL);
 	pthread_cond_init(&n->reap_cond, NULL);
 	pthread_cond_init(&n->reaped_cond, NULL);
+	pthread_cond_init(&n->fill_cond, NULL);
 	n->reap_tail = &n->reap_head;
+	{
+		uint32_t seed = 0;
+
+		/* Names differ from a previous isolad's slots that may still be dying. */
+		if (getrandom(&seed, sizeof(seed), GRND_NONBLOCK) != sizeof(seed))
+			seed = (uint32_t)util_now_ns();
+		atomic_init(&n->slot_seq, seed);
+	}
 	table_name(n, cfg->state_dir);
 	if (parse_pool(cfg->pool, &n->pool_base, &n->pool_prefix) < 0) {
 		r = isola_err_set(err, EINVAL, "invalid",
@@ -407,12 +653,16 @@ int net_start(const struct net_config *cfg, struct net **out, struct isola_err *
 	if (r < 0)
 		goto fail;
 	reattach_all(n);
+	/* Slots a previous isolad left: their namespaces died with it, their veths go now. */
+	net_link_each(n->ifprefix, sweep_one, n);
 	/* Without the thread, detaches finish inline (slower destroys, same result). */
 	n->reaper_on = pthread_create(&n->reaper, NULL, reaper_main, n) == 0;
+	/* Without it, every create makes its slot itself. */
+	n->filler_on = cfg->slots > 0 && pthread_create(&n->filler, NULL, filler_main, n) == 0;
 	log_info("network: table inet %s, pool %s, resolver port %u, proxy port %u, egress default "
-		 "%s",
+		 "%s, %u slots ahead",
 		 n->table, cfg->pool, net_dns_port(n->dns), n->proxy_port,
-		 cfg->default_allow ? "allow" : "deny");
+		 cfg->default_allow ? "allow" : "deny", cfg->slots);
 	net_cur = n;
 	*out = n;
 	return 0;
@@ -424,6 +674,7 @@ fail:
 	net_opens_fini(&n->opens);
 	pthread_cond_destroy(&n->reap_cond);
 	pthread_cond_destroy(&n->reaped_cond);
+	pthread_cond_destroy(&n->fill_cond);
 	pthread_mutex_destroy(&n->lock);
 	free(n);
 	return isola_err_wrap(err, "start sandbox network");
@@ -436,6 +687,21 @@ void net_stop(struct net *n)
 	if (!n)
 		return;
 	net_cur = NULL;
+	if (n->filler_on) {
+		pthread_mutex_lock(&n->lock);
+		n->fill_stop = true;
+		pthread_cond_signal(&n->fill_cond);
+		pthread_mutex_unlock(&n->lock);
+		pthread_join(n->filler, NULL);
+	}
+	/* Ready slots serve no sandbox: deleted now, not left to the next start. */
+	while (n->slots) {
+		struct net_slot *s = n->slots;
+
+		n->slots = s->next;
+		slot_delete(s);
+	}
+	n->n_slots = 0;
 	/* Every detach queued so far is finished before isolad goes: nothing is left behind
 	 * by a destroy that answered just before the stop. */
 	if (n->reaper_on) {
@@ -460,6 +726,7 @@ void net_stop(struct net *n)
 	net_opens_fini(&n->opens);
 	pthread_cond_destroy(&n->reap_cond);
 	pthread_cond_destroy(&n->reaped_cond);
+	pthread_cond_destroy(&n->fill_cond);
 	pthread_mutex_destroy(&n->lock);
 	free(n);
 }
@@ -534,9 +801,11 @@ static void list_add(struct net *n, struct net_sandbox *e)
 	}
 }
 
-/* Reads <dir>/network.json: block (may be NULL) and policy. -ENOENT without the file. */
-static int load_entry(struct net *n, const char *id, uint32_t *block, struct net_policy **policy,
-		      struct isola_err **err)
+/* Reads <state>/network/<id>.json: block and ifname (each may be NULL; ifname keeps its
+ * value when the record names no interface of this isolad) and policy (may be NULL).
+ * -ENOENT without the file. */
+static int load_entry(struct net *n, const char *id, uint32_t *block, char *ifname,
+		      struct net_policy **policy, struct isola_err **err)
 {
 	cleanup_free char *text = NULL;
 	char path[600];
@@ -554,88 +823,105 @@ static int load_entry(struct net *n, const char *id, uint32_t *block, struct net
 		json_decref(j);
 		return isola_err_set(err, EINVAL, "internal", "`%s` is malformed", path);
 	}
-	r = net_policy_parse_default(json_object_get(j, "policy"), n->cfg.default_allow, policy,
-				     err);
+	if (ifname) {
+		const char *v = json_string_value(json_object_get(j, "interface"));
+
+		if (v && strlen(v) < NET_IFNAME_MAX && !strncmp(v, n->ifprefix, 6))
+			snprintf(ifname, NET_IFNAME_MAX, "%s", v);
+	}
+	r = policy ? net_policy_parse_default(json_object_get(j, "policy"), n->cfg.default_allow,
+					      policy, err)
+		   : 0;
 	json_decref(j);
 	if (r == 0 && block)
 		*block = (uint32_t)b;
 	return r;
 }
 
+/* What net_sandbox_attach does with the sandbox's own namespace when it has no slot (a
+ * tier that cannot join one): the veth and addresses made now. */
+static int attach_own_ns(struct net *n, const struct tier_ops *t, struct tier_sandbox *ts,
+			 struct net_sandbox *e, struct isola_err **err)
+{
+	cleanup_fd int nsfd = t->netns_fd(ts, err);
+	struct link_times lt = {0};
+	uint64_t t0 = util_now_ns();
+	int r;
+
+	if (nsfd < 0)
+		return nsfd;
+	r = link_make(n, e->ifname, nsfd, &e->block, &lt, err);
+	if (r == 0)
+		log_debug("sandbox %s: network took %.2f ms: veth %.2f, lock wait %.2f, pick "
+			  "%.2f, gateway %.2f, inside %.2f",
+			  e->id, (lt.inside - t0) / 1e6, (lt.link - t0) / 1e6,
+			  (lt.lock - lt.link) / 1e6, (lt.pick - lt.lock) / 1e6,
+			  (lt.gw - lt.pick) / 1e6, (lt.inside - lt.gw) / 1e6);
+	return r;
+}
+
 int net_sandbox_attach(const struct tier_ops *t, struct tier_sandbox *ts,
 		       const struct sandbox_spec *spec, const char *policy_from,
-		       struct isola_err **err)
+		       struct net_slot *slot, struct isola_err **err)
 {
 	struct net *n = net_cur;
 	struct net_sandbox *e;
-	cleanup_fd int nsfd = -1;
-	uint64_t t0 = util_now_ns(), t_link = 0, t_lock = 0, t_pick = 0, t_gw = 0, t_inside = 0;
-	int lock, r;
+	uint64_t t0 = util_now_ns();
+	int r;
 
-	if (!n || !t->netns_fd)
+	if (!n || (!slot && !t->netns_fd)) {
+		net_slot_drop(slot);
 		return 0;
+	}
 	/* The same id again (a resume after hibernation) while its last teardown is still
-	 * behind a destroy's answer: that teardown deletes the veth and record by name, so it
-	 * must finish before this one makes them again. */
+	 * behind a destroy's answer: that teardown removes the record by name, so it must
+	 * finish before this one writes it again. */
 	pthread_mutex_lock(&n->lock);
 	while (reap_pending_locked(n, spec->id))
 		pthread_cond_wait(&n->reaped_cond, &n->lock);
 	pthread_mutex_unlock(&n->lock);
 	e = entry_new(n, spec);
-	if (!e)
+	if (!e) {
+		net_slot_drop(slot);
 		return isola_err_set(err, ENOMEM, "internal", "network: out of memory");
+	}
 	/* A sandbox resumed from hibernation keeps its policy; a fork child gets its source's
 	 * (a copy must never get out where the original could not); a new one the default. */
-	if (load_entry(n, spec->id, NULL, &e->policy, NULL) < 0 &&
+	if (load_entry(n, spec->id, NULL, NULL, &e->policy, NULL) < 0 &&
 	    (!policy_from || !*policy_from ||
-	     load_entry(n, policy_from, NULL, &e->policy, NULL) < 0))
+	     load_entry(n, policy_from, NULL, NULL, &e->policy, NULL) < 0))
 		e->policy = net_policy_new_default(n->cfg.default_allow);
 	if (!e->policy) {
-		entry_put(e);
-		return isola_err_set(err, ENOMEM, "internal", "network: out of memory");
-	}
-	nsfd = t->netns_fd(ts, err);
-	if (nsfd < 0) {
-		entry_put(e);
-		return nsfd;
-	}
-	/* Filtered from the instant it exists: the table matches this isolad's name prefix.
-	 * Made outside the host-wide lock, which only the pick and the address need: a burst's
-	 * creates make their veths in parallel instead of in a queue. */
-	r = net_link_create(e->ifname, nsfd, err);
-	if (r < 0)
-		goto fail;
-	t_link = util_now_ns();
-	lock = net_link_lock(err);
-	if (lock < 0) {
-		r = lock;
+		r = isola_err_set(err, ENOMEM, "internal", "network: out of memory");
 		goto fail;
 	}
-	t_lock = util_now_ns();
-	r = net_link_pick_block(n->pool_base, n->pool_prefix, &e->block, err);
-	t_pick = util_now_ns();
-	if (r == 0)
-		r = net_link_set_gateway(e->ifname, e->block, err);
-	net_link_unlock(lock);
-	t_gw = util_now_ns();
-	if (r == 0)
-		r = net_link_configure_inside(nsfd, e->block, err);
-	t_inside = util_now_ns();
+	if (slot) {
+		snprintf(e->ifname, sizeof(e->ifname), "%s", slot->ifname);
+		e->block = slot->block;
+		/* Slots open low ports (their namespace is not the sandbox's user namespace's);
+		 * a sandbox whose root lacks CAP_NET_BIND_SERVICE gets them closed again. */
+		r = spec->caps & (1ull << CAP_NET_BIND_SERVICE)
+			    ? 0
+			    : net_link_set_low_ports(slot->netns_fd, false, err);
+	} else {
+		r = attach_own_ns(n, t, ts, e, err);
+	}
 	if (r == 0)
 		r = save_entry(n, e, e->policy, err);
 	if (r < 0)
 		goto fail;
 	list_add(n, e);
-	log_debug("sandbox %s: network took %.2f ms: veth %.2f, lock wait %.2f, pick %.2f, gateway "
-		  "%.2f, inside %.2f, record %.2f",
-		  spec->id, (util_now_ns() - t0) / 1e6, (t_link - t0) / 1e6,
-		  (t_lock - t_link) / 1e6, (t_pick - t_lock) / 1e6, (t_gw - t_pick) / 1e6,
-		  (t_inside - t_gw) / 1e6, (util_now_ns() - t_inside) / 1e6);
+	slot_free(slot); /* the sandbox's processes hold the namespace now */
+	log_debug("sandbox %s: network attach took %.2f ms (%s)", spec->id,
+		  (util_now_ns() - t0) / 1e6, slot ? "slot" : "own namespace");
 	log_info("sandbox %s: network %s block %u.%u.%u.%u/30", spec->id, e->ifname, e->block >> 24,
 		 (e->block >> 16) & 255, (e->block >> 8) & 255, e->block & 255);
 	return 0;
 fail:
-	net_link_delete(e->ifname);
+	if (slot)
+		slot_delete(slot);
+	else
+		net_link_delete(e->ifname);
 	entry_put(e);
 	return isola_err_wrap(err, "sandbox network");
 }
@@ -684,7 +970,7 @@ static void reattach_one(struct net *n, const char *id, void *ud)
 	e = entry_new(n, &spec);
 	if (!e)
 		return;
-	if (load_entry(n, spec.id, &e->block, &e->policy, &e2) < 0) {
+	if (load_entry(n, spec.id, &e->block, e->ifname, &e->policy, &e2) < 0) {
 		if (e2)
 			log_warn("sandbox %s: %s; its network is not re-attached", spec.id,
 				 e2->message);
@@ -746,20 +1032,24 @@ void net_sandbox_detach(const struct sandbox_spec *spec)
 
 	if (!n)
 		return;
+	/* Its interface: a slot's name is in its record (and its entry); an older
+	 * sandbox's, or a microvm's, is made of its id. */
 	ifname_for(n, spec->id, ifname);
+	load_entry(n, spec->id, NULL, ifname, NULL, NULL);
 	j = calloc(1, sizeof(*j));
-	if (j) {
-		snprintf(j->id, sizeof(j->id), "%s", spec->id);
-		snprintf(j->ifname, sizeof(j->ifname), "%s", ifname);
-	}
 	/* Unreachable from here on: the proxy and the resolver no longer find it. */
 	pthread_mutex_lock(&n->lock);
 	for (pp = &n->list; *pp; pp = &(*pp)->next) {
 		if (!strcmp((*pp)->id, spec->id)) {
 			e = *pp;
 			*pp = e->next;
+			snprintf(ifname, sizeof(ifname), "%s", e->ifname);
 			break;
 		}
+	}
+	if (j) {
+		snprintf(j->id, sizeof(j->id), "%s", spec->id);
+		snprintf(j->ifname, sizeof(j->ifname), "%s", ifname);
 	}
 	if (j && n->reaper_on && !n->reap_stop) {
 		*n->reap_tail = j;
@@ -861,11 +1151,16 @@ int net_sandbox_bytes(const char *id, uint64_t *tx, uint64_t *rx)
 	struct net_link_counters lc = {0};
 	char ifname[NET_IFNAME_MAX];
 	struct net *n = net_cur;
+	struct net_sandbox *e;
 
 	if (!n)
 		return -ENOENT;
-	ifname_for(n, id, ifname);
-	if (net_link_counters(ifname, &lc) < 0)
+	pthread_mutex_lock(&n->lock);
+	e = find_id_locked(n, id);
+	if (e)
+		snprintf(ifname, sizeof(ifname), "%s", e->ifname);
+	pthread_mutex_unlock(&n->lock);
+	if (!e || net_link_counters(ifname, &lc) < 0)
 		return -ENOENT;
 	*tx = lc.tx_bytes;
 	*rx = lc.rx_bytes;

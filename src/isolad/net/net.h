@@ -27,7 +27,10 @@ struct net_config {
 	uint64_t rate_bytes;	  /* per-sandbox egress bandwidth, bytes/s (0 = unlimited) */
 	uint32_t max_connections; /* per-sandbox concurrent proxied connections (0 = unlimited) */
 	bool disabled;		  /* --no-network */
+	unsigned slots;		  /* --net-slots: network slots kept ready (0 = made per create) */
 };
+
+#define NET_SLOTS_MAX 64 /* --net-slots' bound */
 
 void net_config_defaults(struct net_config *cfg);
 
@@ -42,6 +45,7 @@ enum net_option {
 	NET_OPT_PROXY_PORT, /* --proxy-port N */
 	NET_OPT_RATE,	    /* --egress-rate BYTES/s (512k, 10M) */
 	NET_OPT_MAX_CONNS,  /* --egress-max-conns N */
+	NET_OPT_SLOTS,	    /* --net-slots N */
 };
 #define NET_LONG_OPTIONS(base)                                                                     \
 	{"no-network", no_argument, NULL, (base) + NET_OPT_NONE},                                  \
@@ -52,13 +56,15 @@ enum net_option {
 		{"dns-port", required_argument, NULL, (base) + NET_OPT_DNS_PORT},                  \
 		{"proxy-port", required_argument, NULL, (base) + NET_OPT_PROXY_PORT},              \
 		{"egress-rate", required_argument, NULL, (base) + NET_OPT_RATE},                   \
+		{"net-slots", required_argument, NULL, (base) + NET_OPT_SLOTS},                    \
 	{                                                                                          \
 		"egress-max-conns", required_argument, NULL, (base) + NET_OPT_MAX_CONNS            \
 	}
 #define NET_USAGE                                                                                  \
 	"              [--no-network] [--egress-default deny|allow] [--egress-open CIDR,...]\n"    \
 	"              [--net-pool CIDR] [--dns-upstream ADDR[:PORT]] [--dns-port N]\n"            \
-	"              [--proxy-port N] [--egress-rate BYTES] [--egress-max-conns N]\n"
+	"              [--proxy-port N] [--egress-rate BYTES] [--egress-max-conns N]\n"            \
+	"              [--net-slots N]\n"
 
 /* Applies one flag (arg NULL for NET_OPT_NONE). Prints why to stderr and returns -1 when the
  * value is invalid (flag parsing only). */
@@ -99,7 +105,32 @@ const struct net_config *net_config(struct net *n);
 /* ---- hooks for core (each a no-op returning 0 without a current network) ---- */
 
 /*
- * Gives a just-built (or resumed) sandbox its network: veth (named with this isolad's prefix,
+ * Network slots (docs/network.md): a slot is a network namespace of isolad's own, already
+ * holding everything a sandbox's network has that does not depend on the sandbox (lo, the
+ * veth, its /30, addresses and default route, filtered from the instant it exists). A filler
+ * thread keeps --net-slots of them ready; a create takes one (made on the spot when none is
+ * ready) and the sandbox's processes are cloned into it. A slot serves one sandbox and is
+ * never reused: its destroy deletes it, and the filler makes a new one.
+ */
+struct net_slot;
+
+/* Takes a ready slot (*out NULL without a current network). The caller hands it to
+ * net_sandbox_attach, or to net_slot_drop if the sandbox was never built. */
+int net_slot_take(struct net_slot **out, struct isola_err **err);
+
+/* The slot's namespace and a detached read-only sysfs mount of it (borrowed: the slot's). */
+int net_slot_netns_fd(const struct net_slot *s);
+int net_slot_sysfs_fd(const struct net_slot *s);
+
+/* Deletes a slot no sandbox was attached to (NULL: nothing). */
+void net_slot_drop(struct net_slot *s);
+
+/* Slots ready now (0 without a current network); for /metrics. Any thread. */
+unsigned net_slots_ready(void);
+
+/*
+ * Gives a just-built (or resumed) sandbox its network: the slot its processes were cloned
+ * into (consumed, whatever the outcome), else (slot NULL: a tier that cannot join one) a veth (named with this isolad's prefix,
  * which its nftables table judges), addresses, and the
  * policy of <state>/network/<id>.json if it has one (hibernated), else the policy of
  * sandbox `policy_from` (a fork's source; NULL or "" for none), else the operator's default. A tier without netns_fd gets nothing (no device: nothing gets out). On failure
@@ -107,7 +138,7 @@ const struct net_config *net_config(struct net *n);
  */
 int net_sandbox_attach(const struct tier_ops *t, struct tier_sandbox *ts,
 		       const struct sandbox_spec *spec, const char *policy_from,
-		       struct isola_err **err);
+		       struct net_slot *slot, struct isola_err **err);
 
 /* Removes the veth and the policy file; idempotent, any state. Not for
  * hibernation: the policy must survive until the sandbox is resumed or destroyed.

@@ -22,6 +22,12 @@ struct tier_bind {
  * Everything a tier needs to build one sandbox. Filled by core; borrowed by the
  * tier for the duration of the call (copy what you keep).
  */
+/* A network namespace made ahead for a sandbox to join (a network slot, docs/network.md). */
+struct tier_netns {
+	int netns_fd; /* the namespace */
+	int sysfs_fd; /* a detached read-only sysfs mount of it, for the sandbox's /sys */
+};
+
 struct sandbox_spec {
 	char id[40];				/* sandbox id, [a-z0-9-], also the hostname */
 	char dir[512];				/* per-sandbox state dir, created by core, 0700 */
@@ -36,6 +42,9 @@ struct sandbox_spec {
 	uint32_t pids;	       /* max processes, 0 = unlimited */
 	uint32_t nofile;       /* RLIMIT_NOFILE for sandbox processes */
 	uint64_t caps;	       /* capabilities of the sandbox's root (common/caps.h mask) */
+	/* During create and restore only (NULL otherwise): the namespace the sandbox's
+	 * processes join instead of a new one of their own (tiers with netns_join). */
+	const struct tier_netns *netns;
 };
 
 /* Resource counters of a running sandbox. */
@@ -66,6 +75,7 @@ enum tier_persistence {
  */
 struct tier_ops {
 	const char *name; /* "process", "microvm" */
+	bool netns_join;  /* create and restore honour spec->netns (net slots) */
 
 	/* Builds and starts the sandbox; on success the agent is running and listening.
 	 * On failure nothing is left behind. */

@@ -263,14 +263,16 @@ int proc_seccomp_memfd(struct isola_err **err);
 
 /*
  * Clones the sandbox's PID 1 in new user, pid, mount, net, ipc and uts
- * namespaces. The child's first act closes every fd but setup_fd, agent_fd, devnull_fd and
+ * namespaces; with netns_fd >= 0 (a network slot), in that network namespace instead of a
+ * new one (the cloning thread enters it for the clone and returns to the host's). The child's first act closes every fd but setup_fd, agent_fd, devnull_fd and
  * record_fd (the spawnguard record, src/common/spawnguard.h) and asks for SIGKILL on its
  * parent thread's death; it then waits for 'm' on setup_fd (EOF: isolad died, it exits), is
  * handed over (PDEATHSIG off, record closed), moves setup_fd to fd 3, points 0-2 at
  * /dev/null, closes everything else and executes the agent memfd as `isola-agent --setup`.
  * Returns the host pid and sets *pidfd (caller owns), or -errno.
  */
-pid_t proc_spawn(int setup_fd, int agent_fd, int devnull_fd, int record_fd, int *pidfd);
+pid_t proc_spawn(int setup_fd, int agent_fd, int devnull_fd, int record_fd, int netns_fd,
+		 int *pidfd);
 
 /* Writes "0 <base> 65536" to /proc/<pid>/{uid,gid}_map. 0 or -errno. */
 int proc_write_idmaps(pid_t pid, uint32_t base);

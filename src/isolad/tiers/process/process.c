@@ -26,10 +26,10 @@
 #include "../../../common/spawnguard.h"
 #include "../../../common/util.h"
 
-#define SETUP_TIMEOUT_MS  10000 /* from clone to the agent's "ok" */
-#define KILL_TIMEOUT_MS	  5000	/* from SIGKILL to empty cgroups */
-#define PLAN_MAX_FDS	  (4 + TIER_MAX_BINDS)
-#define FREEZE_TIMEOUT_MS 5000 /* from cgroup.freeze/freezer.state to frozen */
+#define SETUP_TIMEOUT_MS  10000		       /* from clone to the agent's "ok" */
+#define KILL_TIMEOUT_MS	  5000		       /* from SIGKILL to empty cgroups */
+#define PLAN_MAX_FDS	  (5 + TIER_MAX_BINDS) /* listen, rootfs, upper, seccomp, binds, sysfs */
+#define FREEZE_TIMEOUT_MS 5000		       /* from cgroup.freeze/freezer.state to frozen */
 
 /* One live sandbox. Owned by core; one thread at a time (core serialises). */
 struct tier_sandbox {
@@ -216,7 +216,10 @@ static int wait_setup(int sock, const char *id, struct isola_err **err)
 			     strncmp(buf, "error: ", 7) == 0 ? buf + 7 : buf);
 }
 
-static char *plan_json(const struct sandbox_spec *spec, bool idmapped, unsigned first_bind_fd)
+/* sysfs_fd: the index of a network slot's sysfs mount among the fds, -1 for none (the agent
+ * mounts a sysfs of its own namespace). */
+static char *plan_json(const struct sandbox_spec *spec, bool idmapped, unsigned first_bind_fd,
+		       int sysfs_fd)
 {
 	json_t *binds = json_array(), *j;
 	uint64_t shm = spec->memory_bytes ? spec->memory_bytes / 2 : 64ull << 20;
@@ -233,6 +236,8 @@ static char *plan_json(const struct sandbox_spec *spec, bool idmapped, unsigned 
 		      "rootfs", 1, "upper", 2, "seccomp", 3, "binds", binds);
 	if (!j)
 		return NULL;
+	if (sysfs_fd >= 0)
+		json_object_set_new(json_object_get(j, "fds"), "sysfs", json_integer(sysfs_fd));
 	/* What the sandbox's root holds (agent spawn.c); validated by core at create. */
 	json_object_set_new(j, "caps", json_integer((json_int_t)spec->caps));
 	out = json_dumps(j, JSON_COMPACT);
@@ -365,7 +370,7 @@ static int create_sandbox(const struct sandbox_spec *spec, int layer_fd, const c
 	struct tier_sandbox *s;
 	cleanup_free char *plan = NULL;
 	bool idm = true;
-	int r;
+	int r, sysfs_idx = -1;
 
 	for (unsigned i = 0; i < PLAN_MAX_FDS; i++)
 		fds[i] = -1;
@@ -420,7 +425,8 @@ static int create_sandbox(const struct sandbox_spec *spec, int layer_fd, const c
 				  spec->id, s->dir, SPAWNGUARD_RECORD);
 		goto err_teardown;
 	}
-	s->pid = proc_spawn(sp[1], agent_fd, devnull, record, &s->pidfd);
+	s->pid = proc_spawn(sp[1], agent_fd, devnull, record,
+			    spec->netns ? spec->netns->netns_fd : -1, &s->pidfd);
 	if (s->pid < 0) {
 		r = isola_err_sys(err, -s->pid, "internal", "sandbox `%s`: clone3", spec->id);
 		s->pid = 0;
@@ -498,7 +504,16 @@ static int create_sandbox(const struct sandbox_spec *spec, int layer_fd, const c
 			goto err_teardown;
 		}
 	}
-	plan = plan_json(spec, idm, 4);
+	if (spec->netns) {
+		fds[nfds] = fcntl(spec->netns->sysfs_fd, F_DUPFD_CLOEXEC, 3);
+		if (fds[nfds] < 0) {
+			r = isola_err_sys(err, errno, "internal", "sandbox `%s`: dup sysfs",
+					  spec->id);
+			goto err_teardown;
+		}
+		sysfs_idx = (int)nfds++;
+	}
+	plan = plan_json(spec, idm, 4, sysfs_idx);
 	if (!plan) {
 		r = isola_err_set(err, ENOMEM, "internal", "sandbox `%s`: plan", spec->id);
 		goto err_teardown;
@@ -926,6 +941,7 @@ static int process_netns_fd(struct tier_sandbox *s, struct isola_err **err)
 
 const struct tier_ops tier_process_ops = {
 	.name = "process",
+	.netns_join = true,
 	.create = process_create,
 	.agent_connect = process_agent_connect,
 	.save = process_save,

@@ -191,25 +191,50 @@ static __attribute__((noreturn)) void child_exec(int setup_fd, int agent_fd, int
 	_exit(127);
 }
 
-pid_t proc_spawn(int setup_fd, int agent_fd, int devnull_fd, int record_fd, int *pidfd)
+/* The host's network namespace (isolad's main thread's), opened once: where a thread that
+ * entered a slot's namespace for a clone returns. */
+static int host_netns = -1;
+static pthread_once_t host_netns_once = PTHREAD_ONCE_INIT;
+
+static void open_host_netns(void)
+{
+	host_netns = open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC);
+}
+
+pid_t proc_spawn(int setup_fd, int agent_fd, int devnull_fd, int record_fd, int netns_fd,
+		 int *pidfd)
 {
 	struct clone_args args;
-	int pfd = -1;
+	int pfd = -1, e;
 	long pid;
 
 	memset(&args, 0, sizeof(args));
-	/* All namespaces in one step, all owned by the new user namespace. The cgroup
-	 * namespace is unshared by setup after isolad moved it into its cgroup, so the
-	 * sandbox's cgroup root is its own cgroup (CLONE_INTO_CGROUP needs v2). */
-	args.flags = CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWIPC |
-		     CLONE_NEWUTS | CLONE_PIDFD;
+	/* All namespaces in one step, all owned by the new user namespace but a slot's network
+	 * namespace. The cgroup namespace is unshared by setup after isolad moved it into its
+	 * cgroup, so the sandbox's cgroup root is its own cgroup (CLONE_INTO_CGROUP needs v2). */
+	args.flags = CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNS | CLONE_NEWIPC | CLONE_NEWUTS |
+		     CLONE_PIDFD;
+	if (netns_fd < 0) {
+		args.flags |= CLONE_NEWNET;
+	} else {
+		/* setns(CLONE_NEWNET) moves only this thread; the child inherits it. */
+		pthread_once(&host_netns_once, open_host_netns);
+		if (host_netns < 0)
+			return -EBADF;
+		if (setns(netns_fd, CLONE_NEWNET) < 0)
+			return -errno;
+	}
 	args.pidfd = (uint64_t)(uintptr_t)&pfd;
 	args.exit_signal = SIGCHLD;
 	pid = syscall(SYS_clone3, &args, sizeof(args));
-	if (pid < 0)
-		return -errno;
+	e = errno;
 	if (pid == 0)
 		child_exec(setup_fd, agent_fd, devnull_fd, record_fd);
+	/* An isolad thread left in a sandbox's namespace would open its sockets there. */
+	if (netns_fd >= 0 && setns(host_netns, CLONE_NEWNET) < 0)
+		abort();
+	if (pid < 0)
+		return -e;
 	*pidfd = pfd;
 	return (pid_t)pid;
 }
