@@ -371,6 +371,7 @@ static int create_sandbox(const struct sandbox_spec *spec, int layer_fd, const c
 	cleanup_free char *plan = NULL;
 	bool idm = true;
 	int r, sysfs_idx = -1;
+	uint64_t t0 = util_now_ns(), t_cg = 0, t_clone = 0, t_tmpl = 0, t_layer = 0, t_setup = 0;
 
 	for (unsigned i = 0; i < PLAN_MAX_FDS; i++)
 		fds[i] = -1;
@@ -413,6 +414,7 @@ static int create_sandbox(const struct sandbox_spec *spec, int layer_fd, const c
 	r = s->cgo->create(spec->id, &lim, &s->cg, err);
 	if (r < 0)
 		goto err_teardown;
+	t_cg = util_now_ns();
 	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sp) < 0) {
 		r = isola_err_sys(err, errno, "internal", "socketpair");
 		goto err_teardown;
@@ -454,6 +456,7 @@ static int create_sandbox(const struct sandbox_spec *spec, int layer_fd, const c
 		r = isola_err_sys(err, errno, "internal", "sandbox `%s`: release child", spec->id);
 		goto err_teardown;
 	}
+	t_clone = util_now_ns();
 	userns = proc_open_userns(s->pid, s->pidfd);
 	if (userns < 0) {
 		r = isola_err_sys(err, -userns, "internal", "sandbox `%s`: open user namespace",
@@ -479,11 +482,13 @@ static int create_sandbox(const struct sandbox_spec *spec, int layer_fd, const c
 		}
 		nfds++;
 	}
+	t_tmpl = util_now_ns();
 	fds[2] = writable_layer(spec, err);
 	if (fds[2] < 0) {
 		r = fds[2];
 		goto err_teardown;
 	}
+	t_layer = util_now_ns();
 	s->upper_fd = fcntl(fds[2], F_DUPFD_CLOEXEC, 3);
 	{
 		struct stat ust;
@@ -527,6 +532,7 @@ static int create_sandbox(const struct sandbox_spec *spec, int layer_fd, const c
 	r = wait_setup(sp[0], spec->id, err);
 	if (r < 0)
 		goto err_teardown;
+	t_setup = util_now_ns();
 	close(sp[0]);
 	sp[0] = -1;
 	r = proc_read_start_time(s->pid, &s->start_time);
@@ -535,6 +541,11 @@ static int create_sandbox(const struct sandbox_spec *spec, int layer_fd, const c
 		goto err_teardown;
 	}
 	spawnguard_record_remove(s->dir);
+	log_debug("sandbox %s: tier create took %.2f ms: cgroups %.2f, clone and maps %.2f, "
+		  "template %.2f, layer %.2f, setup %.2f, rest %.2f",
+		  spec->id, (util_now_ns() - t0) / 1e6, (t_cg - t0) / 1e6, (t_clone - t_cg) / 1e6,
+		  (t_tmpl - t_clone) / 1e6, (t_layer - t_tmpl) / 1e6, (t_setup - t_layer) / 1e6,
+		  (util_now_ns() - t_setup) / 1e6);
 	*out = s;
 	return 0;
 
