@@ -402,7 +402,8 @@ static int sysfs_mount(struct isola_err **err)
 	cleanup_fd int fs = fsopen("sysfs", FSOPEN_CLOEXEC);
 	int m;
 
-	if (fs < 0 || fsconfig(fs, FSCONFIG_CMD_CREATE, NULL, NULL, 0) < 0)
+	if (fs < 0 || fsconfig(fs, FSCONFIG_SET_STRING, "source", "sysfs", 0) < 0 ||
+	    fsconfig(fs, FSCONFIG_CMD_CREATE, NULL, NULL, 0) < 0)
 		return isola_err_sys(err, errno, "internal", "sysfs for a network slot");
 	m = fsmount(fs, FSMOUNT_CLOEXEC,
 		    MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC);

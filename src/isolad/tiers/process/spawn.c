@@ -191,20 +191,11 @@ static __attribute__((noreturn)) void child_exec(int setup_fd, int agent_fd, int
 	_exit(127);
 }
 
-/* The host's network namespace (isolad's main thread's), opened once: where a thread that
- * entered a slot's namespace for a clone returns. */
-static int host_netns = -1;
-static pthread_once_t host_netns_once = PTHREAD_ONCE_INIT;
-
-static void open_host_netns(void)
-{
-	host_netns = open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC);
-}
-
 pid_t proc_spawn(int setup_fd, int agent_fd, int devnull_fd, int record_fd, int netns_fd,
 		 int *pidfd)
 {
 	struct clone_args args;
+	cleanup_fd int home = -1;
 	int pfd = -1, e;
 	long pid;
 
@@ -217,10 +208,12 @@ pid_t proc_spawn(int setup_fd, int agent_fd, int devnull_fd, int record_fd, int 
 	if (netns_fd < 0) {
 		args.flags |= CLONE_NEWNET;
 	} else {
-		/* setns(CLONE_NEWNET) moves only this thread; the child inherits it. */
-		pthread_once(&host_netns_once, open_host_netns);
-		if (host_netns < 0)
-			return -EBADF;
+		/* setns(CLONE_NEWNET) moves only this thread; the child inherits it. The way
+		 * back is opened per clone: an fd of the host's namespace kept open would be
+		 * one more isolad fd to keep from every child. */
+		home = open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC);
+		if (home < 0)
+			return -errno;
 		if (setns(netns_fd, CLONE_NEWNET) < 0)
 			return -errno;
 	}
@@ -231,7 +224,7 @@ pid_t proc_spawn(int setup_fd, int agent_fd, int devnull_fd, int record_fd, int 
 	if (pid == 0)
 		child_exec(setup_fd, agent_fd, devnull_fd, record_fd);
 	/* An isolad thread left in a sandbox's namespace would open its sockets there. */
-	if (netns_fd >= 0 && setns(host_netns, CLONE_NEWNET) < 0)
+	if (netns_fd >= 0 && setns(home, CLONE_NEWNET) < 0)
 		abort();
 	if (pid < 0)
 		return -e;
