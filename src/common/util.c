@@ -104,7 +104,8 @@ int util_read_file(const char *path, size_t max, char **out, size_t *len)
 	return 0;
 }
 
-int util_write_file_atomic(const char *path, const void *buf, size_t len, mode_t mode)
+static int write_file_atomic(const char *path, const void *buf, size_t len, mode_t mode,
+			     bool durable)
 {
 	char tmp[PATH_MAX], dir[PATH_MAX];
 	cleanup_fd int fd = -1;
@@ -126,7 +127,7 @@ int util_write_file_atomic(const char *path, const void *buf, size_t len, mode_t
 	if (fd < 0)
 		return -errno;
 	r = util_write_all(fd, buf, len);
-	if (r == 0 && fsync(fd) < 0)
+	if (r == 0 && durable && fsync(fd) < 0)
 		r = -errno;
 	if (r == 0 && rename(tmp, path) < 0)
 		r = -errno;
@@ -134,10 +135,42 @@ int util_write_file_atomic(const char *path, const void *buf, size_t len, mode_t
 		unlink(tmp);
 		return r;
 	}
-	dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	dfd = durable ? open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC) : -1;
 	if (dfd >= 0)
 		fsync(dfd);
 	return 0;
+}
+
+int util_write_file_atomic(const char *path, const void *buf, size_t len, mode_t mode)
+{
+	return write_file_atomic(path, buf, len, mode, true);
+}
+
+int util_write_file_replace(const char *path, const void *buf, size_t len, mode_t mode)
+{
+	return write_file_atomic(path, buf, len, mode, false);
+}
+
+int util_fsync_path(const char *path)
+{
+	char dir[PATH_MAX];
+	cleanup_fd int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	cleanup_fd int dfd = -1;
+	char *slash;
+
+	if (fd < 0)
+		return -errno;
+	if (fsync(fd) < 0)
+		return -errno;
+	snprintf(dir, sizeof(dir), "%s", path);
+	slash = strrchr(dir, '/');
+	if (!slash)
+		return 0;
+	*slash = '\0';
+	dfd = open(slash == dir ? "/" : dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (dfd < 0)
+		return -errno;
+	return fsync(dfd) < 0 ? -errno : 0;
 }
 
 int util_mkdir_p(const char *path, mode_t mode)

@@ -58,6 +58,13 @@ int util_read_file(const char *path, size_t max, char **out, size_t *len);
 /* Writes a file atomically: temp name in the same dir, fsync, rename, fsync dir. */
 int util_write_file_atomic(const char *path, const void *buf, size_t len, mode_t mode);
 
+/* The same without the fsyncs: atomic for every process (and across a crash of this one),
+ * not durable across a crash of the host. For what a host crash takes away anyway. */
+int util_write_file_replace(const char *path, const void *buf, size_t len, mode_t mode);
+
+/* fsyncs path and its directory (what util_write_file_replace did not). 0 or -errno. */
+int util_fsync_path(const char *path);
+
 /* mkdir -p with the given mode for created components. 0 or -errno. */
 int util_mkdir_p(const char *path, mode_t mode);
 

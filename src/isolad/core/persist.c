@@ -265,6 +265,10 @@ int core_sandbox_hibernate_obj(struct core *c, struct sandbox *s, struct isola_e
 	if (r < 0)
 		return r;
 	util_rm_rf(next); /* a partial image of an earlier, interrupted hibernation */
+	/* The policy the resume needs outlives a host crash, like the image. */
+	r = net_sandbox_sync(s->id, err);
+	if (r < 0)
+		goto fail;
 	r = snapdir_tmp_new(parent, s->id, tmp, sizeof(tmp), err);
 	if (r < 0)
 		goto fail;

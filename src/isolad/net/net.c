@@ -738,9 +738,12 @@ static void ifname_for(const struct net *n, const char *id, char *out)
 	snprintf(out, NET_IFNAME_MAX, "%.6s%.9s", n->ifprefix, id);
 }
 
-/* Writes network.json (atomic): what reattach needs and the policy. */
+/* Writes <state>/network/<id>.json (atomic): what reattach needs and the policy. Durable
+ * (fsynced) for a policy change; at attach only atomic: a crash of isolad keeps it (the page
+ * cache), a crash of the host takes the sandbox's network with it, and a hibernation makes it
+ * durable first (net_sandbox_sync). */
 static int save_entry(const struct net *n, const struct net_sandbox *e, const struct net_policy *p,
-		      struct isola_err **err)
+		      bool durable, struct isola_err **err)
 {
 	char path[600];
 	json_t *pol = net_policy_to_json(p);
@@ -755,7 +758,8 @@ static int save_entry(const struct net *n, const struct net_sandbox *e, const st
 		return isola_err_set(err, ENOMEM, "internal", "network policy: out of memory");
 	if (file_path(n, e->id, path, sizeof(path)) < 0)
 		return isola_err_set(err, ENAMETOOLONG, "internal", "network file path too long");
-	r = util_write_file_atomic(path, text, strlen(text), 0600);
+	r = durable ? util_write_file_atomic(path, text, strlen(text), 0600)
+		    : util_write_file_replace(path, text, strlen(text), 0600);
 	return r < 0 ? isola_err_sys(err, -r, "internal", "write `%s`", path) : 0;
 }
 
@@ -907,7 +911,7 @@ int net_sandbox_attach(const struct tier_ops *t, struct tier_sandbox *ts,
 		r = attach_own_ns(n, t, ts, e, err);
 	}
 	if (r == 0)
-		r = save_entry(n, e, e->policy, err);
+		r = save_entry(n, e, e->policy, false, err);
 	if (r < 0)
 		goto fail;
 	list_add(n, e);
@@ -1065,6 +1069,20 @@ void net_sandbox_detach(const struct sandbox_spec *spec)
 	entry_put(e);
 }
 
+int net_sandbox_sync(const char *id, struct isola_err **err)
+{
+	struct net *n = net_cur;
+	char path[600];
+	int r;
+
+	if (!n || file_path(n, id, path, sizeof(path)) < 0)
+		return 0;
+	r = util_fsync_path(path);
+	if (r < 0 && r != -ENOENT)
+		return isola_err_sys(err, -r, "internal", "sync `%s`", path);
+	return 0;
+}
+
 int net_metrics(struct net_proxy_stats *proxy, uint64_t *dns_queries, uint64_t *dns_refused)
 {
 	struct net *n = net_cur;
@@ -1126,7 +1144,7 @@ int net_sandbox_set_policy(const char *id, const json_t *policy, struct isola_er
 	r = net_policy_parse_default(policy, n->cfg.default_allow, &p, err);
 	/* Durable before it is used: a restart never falls back to an older policy. */
 	if (r == 0)
-		r = save_entry(n, e, p, err);
+		r = save_entry(n, e, p, true, err);
 	if (r == 0) {
 		pthread_mutex_lock(&n->lock);
 		old = e->policy;

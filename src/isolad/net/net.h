@@ -147,6 +147,10 @@ int net_sandbox_attach(const struct tier_ops *t, struct tier_sandbox *ts,
  * net_stop() drains, and which a crash leaves to net_forget_unknown() at the next start. */
 void net_sandbox_detach(const struct sandbox_spec *spec);
 
+/* Makes sandbox id's record (its policy) durable: before a hibernation, whose sandbox must
+ * find it after a host crash (an attach writes it without fsync). 0 without a record. */
+int net_sandbox_sync(const char *id, struct isola_err **err);
+
 /* At start, after core reconciled: removes the network (record, interface, filter) of every
  * <state>/network/<id>.json whose id known() does not recognise, such as a sandbox whose
  * destroy or create a crash cut short after its network was made. Main thread. */

@@ -84,6 +84,15 @@ static void test_files(void)
 	   "read back");
 	free(text);
 	ok(util_read_file(path, 2, &text, &len) == -EFBIG, "read_file enforces max");
+	ok(util_write_file_replace(path, "again", 5, 0600) == 0, "replace without fsync");
+	ok(util_read_file(path, 100, &text, &len) == 0 && len == 5 && !strcmp(text, "again") &&
+		   stat(path, &st) == 0 && (st.st_mode & 0777) == 0600,
+	   "replaced in place, mode kept");
+	free(text);
+	ok(util_fsync_path(path) == 0, "fsync_path of a file and its dir");
+	snprintf(path, sizeof(path), "%s/a/none", dir);
+	ok(util_fsync_path(path) == -ENOENT, "fsync_path of a missing file: -ENOENT");
+	snprintf(path, sizeof(path), "%s/a/f", dir);
 	snprintf(path, sizeof(path), "%s/a/link", dir);
 	ok(symlink("/etc", path) == 0, "symlink to outside");
 	ok(util_rm_rf(dir) == 0 && stat(dir, &st) < 0 && stat("/etc/passwd", &st) == 0,
