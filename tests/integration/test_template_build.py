@@ -184,6 +184,33 @@ def test_failing_run_leaves_no_template(cli, api, isolad, tmp_path):
     assert cp.returncode != 0 and "exit code 7" in cp.stderr, cp.stderr
 
 
+def test_cpu_and_memory_recorded_as_its_sandboxes_defaults(cli, api, make_sandbox, tmp_path):
+    """--cpu/--memory are the template's config.resources: a create that names no limit
+    gets them, one that names a limit keeps its own; bad values are refused by name."""
+    ctx = tmp_path / "ctx"
+    ctx.mkdir()
+    (ctx / "Dockerfile").write_text("FROM host\nENV SIZED=1\n")
+    name = f"sized-{uuid.uuid4().hex[:6]}"
+    build(cli, name, ctx, "--cpu", "1.5", "--memory", "300M")
+    t = json.loads(cli("template", "inspect", name).stdout)
+    assert t["config"]["resources"] == {"cpu": 1.5, "memory": 300 << 20}, t
+    sb = make_sandbox(template=name)
+    assert (sb["cpu"], sb["memory"]) == (1.5, 300 << 20), sb
+    sb = make_sandbox(template=name, memory="64M")
+    assert (sb["cpu"], sb["memory"]) == (1.5, 64 << 20), sb
+    # a template built without them leaves the daemon's defaults
+    plain = f"plain-{uuid.uuid4().hex[:6]}"
+    build(cli, plain, ctx)
+    assert "resources" not in json.loads(cli("template", "inspect", plain).stdout)["config"]
+    assert make_sandbox(template=plain)["memory"] == make_sandbox()["memory"]
+    for args, word in ((("--memory", "1M"), "memory must be at least 16M"),
+                       (("--cpu", "0"), "--cpu `0`"), (("--memory", "lots"), "--memory `lots`")):
+        cp = cli("template", "build", *args, f"bad-{uuid.uuid4().hex[:6]}", ctx)
+        assert cp.returncode != 0 and word in cp.stderr, (args, cp.stderr)
+    for n in (name, plain):
+        cli("template", "rm", n)
+
+
 @pytest.mark.parametrize("line,word", [
     ("HEALTHCHECK CMD true", "HEALTHCHECK"), ("ONBUILD RUN true", "ONBUILD"),
     ("STOPSIGNAL SIGTERM", "STOPSIGNAL"), ("SHELL [\"/bin/bash\", \"-c\"]", "SHELL"),

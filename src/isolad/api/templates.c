@@ -351,6 +351,9 @@ int api_template_build_begin(struct api_req *r)
 		isola_err_set(&err, ENOMEM, "internal", "out of memory");
 		return api_req_fail(r, err);
 	}
+	double cpu = 0;
+	uint64_t memory = 0;
+
 	/* UNTRUSTED: the client's options, checked field by field (rules by the net code). */
 	if (opts) {
 		o = json_loads(opts, JSON_REJECT_DUPLICATES, NULL);
@@ -359,9 +362,18 @@ int api_template_build_begin(struct api_req *r)
 		    ((v = json_object_get(o, "dockerfile")) && !json_is_string(v)) ||
 		    ((v = json_object_get(o, "build_args")) && !json_is_object(v)) ||
 		    ((v = json_object_get(o, "allow")) && !json_is_array(v))) {
-			isola_err_set(&err, EINVAL, "invalid",
-				      "query `options` must be a JSON object {dockerfile: string, "
-				      "build_args: {K: string}, allow: [rule]}");
+			isola_err_set(
+				&err, EINVAL, "invalid",
+				"query `options` must be a JSON object {dockerfile: string, "
+				"build_args: {K: string}, allow: [rule], cpu: number, memory: "
+				"size}");
+			return api_req_fail(r, err);
+		}
+		/* cpu and memory: the defaults recorded for the template's sandboxes */
+		if (api_json_num(o, "cpu", 0.001, 1024, &cpu, &err) < 0 ||
+		    api_json_size(o, "memory", &memory, &err) < 0 ||
+		    core_resources_check(0, memory, &err) < 0) {
+			isola_err_wrap(&err, "options");
 			return api_req_fail(r, err);
 		}
 		json_object_foreach(json_object_get(o, "build_args"), k, v)
@@ -379,6 +391,8 @@ int api_template_build_begin(struct api_req *r)
 		.build_args = json_object_get(o, "build_args"),
 		.allow = json_object_get(o, "allow"),
 		.pull = api_is_operator(r),
+		.cpu_millis = (uint32_t)(cpu * 1000 + 0.5),
+		.memory_bytes = memory,
 	};
 	return 0;
 }

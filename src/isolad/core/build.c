@@ -422,7 +422,9 @@ int core_template_build(struct core *c, const char *tenant, const char *name,
 	if (r < 0)
 		goto out;
 	/* Everything refusable is refused here, before any sandbox or layer is made. */
-	r = dockerfile_parse(text, len, &bd.df, err);
+	r = core_resources_check(o->cpu_millis, o->memory_bytes, err);
+	if (r == 0)
+		r = dockerfile_parse(text, len, &bd.df, err);
 	if (r == 0)
 		r = plan(&bd, err);
 	if (r == 0 && o->allow) {
@@ -447,6 +449,10 @@ int core_template_build(struct core *c, const char *tenant, const char *name,
 		json_t *config =
 			json_pack("{s:O?, s:O?, s:O, s:O}", "entrypoint", bd.entrypoint, "cmd",
 				  bd.cmd, "labels", bd.labels, "exposed_ports", bd.ports);
+
+		if (config && (o->cpu_millis || o->memory_bytes))
+			json_object_set_new(config, "resources",
+					    core_resources_json(o->cpu_millis, o->memory_bytes));
 
 		memset(&t, 0, sizeof(t));
 		crypto_hash_sha256(h, (const unsigned char *)text, len);
