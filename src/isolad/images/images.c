@@ -77,7 +77,7 @@ int64_t images_sha256_fd(struct sha256_ctx *h, int fd, uint64_t len)
 	uint64_t done = 0;
 
 	while (done < len) {
-		unsigned char buf[128 * 1024];
+		unsigned char buf[64 * 1024];
 		ssize_t n = read(fd, buf, len - done < sizeof(buf) ? len - done : sizeof(buf));
 
 		if (n < 0 && errno == EINTR)
