@@ -336,6 +336,7 @@ struct core_build_opts {
 	const json_t *build_args; /* {K:V} for ARG, or NULL */
 	const json_t *allow;	  /* egress allow rules of RUN sandboxes, or NULL (deny all) */
 	bool pull; /* FROM of an image reference that names no template pulls it (the operator) */
+	const char *tier; /* tier RUN steps run in: NULL or "process", "microvm" */
 };
 /* A build's progress event (stolen): step, output, layer; see docs/templates.md "Build". */
 typedef void (*core_build_event_fn)(void *ud, json_t *ev);
