@@ -529,3 +529,39 @@ def test_run_steps_in_the_microvm_tier(cli, api, isolad, tmp_path):
     assert cli("template", "inspect", bad).returncode != 0
     assert not list((pathlib.Path(isolad.state_dir) / "templates").glob(".tmp-*"))
     assert not [s for s in sandboxes(api) if s.get("labels", {}).get("isola.build")]
+
+
+def test_build_tier_microvm_without_a_kernel_is_refused_before_any_step(tmp_path):
+    """An isolad that cannot boot a microvm (here: no guest kernel in its view, by a tmpfs over
+    /var/lib/isola/kernels in its own mount namespace) refuses `tier: microvm` up front:
+    `unavailable` naming the tier, no step started, no template, no sandbox."""
+    import io
+    import os
+    import tarfile
+    from faults_util import Isolad, need_root_tool
+    need_root_tool("unshare")
+    wrap = []
+    if os.path.isdir("/var/lib/isola/kernels"):
+        wrap = ["unshare", "-m", "sh", "-c",
+                'mount -t tmpfs none /var/lib/isola/kernels && exec "$@"', "isolad"]
+    ctx = io.BytesIO()
+    with tarfile.open(fileobj=ctx, mode="w") as t:
+        data = b"FROM host\nRUN touch /should-not-run\n"
+        ti = tarfile.TarInfo("Dockerfile")
+        ti.size = len(data)
+        t.addfile(ti, io.BytesIO(data))
+    d = Isolad(extra_env={"ISOLA_KERNEL_DIR": str(tmp_path / "no-kernels")}, wrap=wrap)
+    try:
+        r = d.client().request(
+            "POST", "/v1/templates/build", body=ctx.getvalue(),
+            headers={"Content-Type": "application/x-tar"},
+            query={"name": "vm-none", "options": json.dumps({"tier": "microvm"})},
+            timeout=120)
+        ev = [json.loads(x) for x in r.text.splitlines() if x.strip()]
+        assert ev and ev[-1]["type"] == "error" and ev[-1]["code"] == "unavailable", (r, ev)
+        assert "tier `microvm`" in ev[-1]["message"], ev[-1]
+        assert not [e for e in ev if e["type"] == "step"], ev
+        assert d.client().request("GET", "/v1/templates/vm-none").status == 404
+        assert not d.client().request("GET", "/v1/sandboxes").json().get("sandboxes")
+    finally:
+        d.stop()
