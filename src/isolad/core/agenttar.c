@@ -36,6 +36,10 @@ static int entry(struct agent_tar *t, const json_t *j)
 			       : 0;
 	snprintf(t->entry, sizeof(t->entry), "%s",
 		 json_is_string(nv) ? json_string_value(nv) : "?");
+	/* Counted before any data arrives: a stream that announces too much stops here. */
+	if (t->max_bytes && t->remaining > t->max_bytes - t->total)
+		return -EFBIG;
+	t->total += t->remaining;
 	t->skipping = true;
 	if (!json_is_string(nv) || !type ||
 	    !t->name_ok(json_string_value(nv), json_string_length(nv))) {
@@ -76,6 +80,8 @@ static int entry(struct agent_tar *t, const json_t *j)
 
 int agent_tar_frame(struct agent_tar *t, const struct agent_msg *m, struct isola_err **err)
 {
+	int r;
+
 	switch (m->type) {
 	case PROTO_ENTRY:
 		if (t->remaining)
@@ -83,7 +89,12 @@ int agent_tar_frame(struct agent_tar *t, const struct agent_msg *m, struct isola
 					     "agent sent the next entry %llu bytes before the end "
 					     "of `%s`",
 					     (unsigned long long)t->remaining, t->entry);
-		if (entry(t, m->json) < 0)
+		r = entry(t, m->json);
+		if (r == -EFBIG)
+			return isola_err_set(err, EFBIG, "too_large",
+					     "`%s` takes the stream past its cap of %llu bytes",
+					     t->entry, (unsigned long long)t->max_bytes);
+		if (r < 0)
 			return isola_err_set(err, EIO, "internal", "tar writer: %s",
 					     archive_error_string(t->a));
 		return 0;

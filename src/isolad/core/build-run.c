@@ -152,9 +152,12 @@ static bool diff_name_ok(const char *n, size_t l)
 /* fs_diff in the guest into the tar file `path` (an OCI-style layer with whiteouts).
  * UNTRUSTED: written by code that ran in the guest; agent_tar_frame holds every size to its
  * entry, diff_name_ok refuses escaping names, and images_layer_apply confines the rest. */
-static int vm_diff(struct sandbox *s, const char *path, struct isola_err **err)
+static int vm_diff(struct build *bd, struct sandbox *s, const char *path, struct isola_err **err)
 {
-	struct agent_tar t = {.perm_mask = 07777, .name_ok = diff_name_ok};
+	/* no larger than the build may still unpack: the applier would refuse more anyway */
+	struct agent_tar t = {.perm_mask = 07777,
+			      .name_ok = diff_name_ok,
+			      .max_bytes = images_build_room(bd->b) ? images_build_room(bd->b) : 1};
 	struct agent_conn *conn = NULL;
 	struct agent_chan *ch = NULL;
 	json_t *req = json_pack("{s:s, s:i}", "op", "fs_diff", "user", 0);
@@ -263,7 +266,7 @@ static int run_step(struct build *bd, size_t i, const char *layer_dir, struct is
 		char path[PATH_MAX + 16];
 
 		snprintf(path, sizeof(path), "%s/layer.tar", layer_dir);
-		r = vm_diff(s, path, err);
+		r = vm_diff(bd, s, path, err);
 	} else {
 		r = s->tier->snapshot(s->ts, layer_dir, &level, NULL, err);
 	}

@@ -203,6 +203,11 @@ fail:
 	return r;
 }
 
+uint64_t images_build_room(const struct images_build *b)
+{
+	return b->bud.max_bytes > b->bud.bytes ? b->bud.max_bytes - b->bud.bytes : 0;
+}
+
 int images_build_apply(struct images_build *b, const char *path, bool upper, const char *what,
 		       struct isola_err **err)
 {
