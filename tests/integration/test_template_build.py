@@ -498,6 +498,10 @@ def test_run_steps_in_the_microvm_tier(cli, api, isolad, tmp_path):
     assert [e["cached"] for e in ev if e["type"] == "layer"] == [False, False, False], ev
     info = json.loads(cli("template", "inspect", name, json=True).stdout)
     assert info["config"]["build_tier"] == "microvm", info  # the tier it was built in
+    # the guest's layers are OCI-style .tar entries, still listed as RUN entries
+    mine = [e for e in json.loads(cli("template", "cache", "ls", json=True).stdout)
+            if e.get("template") == name]
+    assert sorted(e["kind"] for e in mine) == ["copy", "run", "run"], mine
     check = ("cat /work/read.txt; test ! -e /etc/base.txt && echo base-gone; "
              "cat /etc/new")
     want = [f"ran-{tag}", f"copied-{tag}", "base-gone", "added by layer 2"]
