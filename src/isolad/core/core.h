@@ -336,6 +336,7 @@ struct core_build_opts {
 	const json_t *build_args; /* {K:V} for ARG, or NULL */
 	const json_t *allow;	  /* egress allow rules of RUN sandboxes, or NULL (deny all) */
 	bool pull; /* FROM of an image reference that names no template pulls it (the operator) */
+	const char *tier; /* tier RUN steps run in: NULL or "process", "microvm" */
 	/* Recorded on the template as config.resources: the cpu and memory its sandboxes get
 	 * when their create names none (0 = the daemon's default). */
 	uint32_t cpu_millis;
