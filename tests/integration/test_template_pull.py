@@ -193,6 +193,22 @@ def test_pull_plain_http_gzip_runs(cli, api, make_sandbox, registry):
     assert cli("template", "rm", name).returncode == 0
 
 
+@pytest.mark.needs_microvm
+def test_pulled_template_runs_in_the_microvm_tier(cli, registry):
+    """A pulled image boots in the microvm tier too: its first microvm create builds the
+    template's ext4 image from the pulled files, and the guest runs the image's program with
+    the image's environment. One boot: TCG is slow."""
+    name = f"pv-{uuid.uuid4().hex[:6]}"
+    pull(cli, "--plain-http", f"{registry.host}/tools/hello:1", name)
+    cp = cli("run", "--tier", "microvm", "--template", name, "--memory", "256M", "--",
+             "/hello", timeout=900)  # conftest's MICROVM_CREATE_TIMEOUT: the image is built first
+    assert cp.returncode == 0 and cp.stdout == "hello from template\n", (cp.stdout, cp.stderr)
+    cp = cli("run", "--tier", "microvm", "--template", name, "--memory", "256M", "--",
+             "/hello", "env", "GREETING", timeout=900)
+    assert cp.returncode == 0 and cp.stdout == "from-image\n", (cp.stdout, cp.stderr)
+    assert cli("template", "rm", name).returncode == 0
+
+
 def test_pull_zstd_layers(cli, api, make_sandbox, registry):
     name = f"pz-{uuid.uuid4().hex[:6]}"
     # the registry holds zstd layers for this tag (skopeo --dest-compress-format zstd)
