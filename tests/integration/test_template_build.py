@@ -211,6 +211,66 @@ def test_cpu_and_memory_recorded_as_its_sandboxes_defaults(cli, api, make_sandbo
         cli("template", "rm", n)
 
 
+def test_removed_tenants_cache_and_uploads_go_with_it(api, isolad, tmp_path):
+    """A tenant's build cache entries and E2B uploads are removed with the tenant: a tenant
+    created later under the same name is someone else and gets none of them (no cache hit on
+    the old one's RUN layers, no `present` upload)."""
+    import io
+    import tarfile
+    from tenancy_util import Tenant
+
+    tag = uuid.uuid4().hex[:8]
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tf:
+        df = f"FROM host\nRUN echo secret-{tag} > /opt/s.txt\n".encode()
+        ti = tarfile.TarInfo("Dockerfile")
+        ti.size = len(df)
+        tf.addfile(ti, io.BytesIO(df))
+
+    built = []
+
+    def tenant_build(t):
+        built.append(f"tb-{uuid.uuid4().hex[:6]}")
+        r = t.client.request("POST", "/v1/templates/build",
+                             query={"name": built[-1], "options": "{}"},
+                             body=buf.getvalue(), timeout=300)
+        ev = [json.loads(line) for line in r.body.decode().splitlines() if line.strip()]
+        assert ev and ev[-1]["type"] == "done", ev
+        return [e["cached"] for e in ev if e["type"] == "layer"]
+
+    def entries(name):
+        r = api.request("GET", "/v1/templates/build/cache")
+        return [e for e in r.json()["entries"] if e.get("tenant") == name]
+
+    t = Tenant(isolad)
+    store = None
+    try:
+        assert tenant_build(t) == [False]
+        assert entries(t.name), "the tenant's RUN left no cache entry"
+        # An E2B upload in the tenant's file store (as the SDK's copy() leaves one).
+        spool = pathlib.Path(isolad.state_dir) / "tmp" / "e2b-files"
+        store = spool / hashlib.sha256(t.name.encode()).hexdigest()[:32]
+        store.mkdir(parents=True, exist_ok=True)
+        (store / ("ab" * 32)).write_bytes(b"uploaded by the old tenant")
+    finally:
+        t.cleanup()
+    assert not entries(t.name), entries(t.name)
+    assert store is not None and not store.exists(), list(store.iterdir())
+    # The same name again: a new tenant, a cold build.
+    r = api.request("POST", "/v1/tenants", json={"name": t.name})
+    assert r.status == 201, r
+    t2 = Tenant.__new__(Tenant)
+    t2.isolad, t2.admin, t2.name, t2.tokens = isolad, isolad.client(timeout=60), t.name, []
+    t2.token = t2.new_token()
+    t2.client = isolad.tcp_client(token=t2.token, timeout=60)
+    try:
+        assert tenant_build(t2) == [False]
+    finally:
+        t2.cleanup()
+        for n in built:  # the removed tenants' templates are the operator's now
+            api.request("DELETE", f"/v1/templates/{n}")
+
+
 @pytest.mark.parametrize("line,word", [
     ("HEALTHCHECK CMD true", "HEALTHCHECK"), ("ONBUILD RUN true", "ONBUILD"),
     ("STOPSIGNAL SIGTERM", "STOPSIGNAL"), ("SHELL [\"/bin/bash\", \"-c\"]", "SHELL"),

@@ -219,6 +219,7 @@ static int run_step(struct build *bd, size_t i, const char *layer_dir, struct is
 	if (req.user && !req.user[0])
 		req.user = NULL;
 	req.tenant = bd->tenant;
+	req.build_step = true;
 	req.ttl_s = BUILD_RUN_MS / 1000 + 600;
 	labels = json_pack("{s:s}", "isola.build", images_build_info(bd->b)->name);
 	req.labels = labels;

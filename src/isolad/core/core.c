@@ -885,7 +885,8 @@ int core_sandbox_create(struct core *c, const struct sandbox_request *req, struc
 		return r;
 	if (req->snapshot)
 		return core_sandbox_restore_named(c, req, out, err);
-	if (!core_template_visible(c, tenant, req->template_name[0] ? req->template_name : "host"))
+	if (!(req->build_step && !strncmp(req->template_name, ".build-", 7)) &&
+	    !core_template_visible(c, tenant, req->template_name[0] ? req->template_name : "host"))
 		return isola_err_set(err, ENOENT, "not_found",
 				     "create sandbox: template `%s` not found", req->template_name);
 	r = core_new_id(id, sizeof(id));
@@ -1277,7 +1278,22 @@ int core_tenant_remove(struct core *c, const char *name, struct isola_err **err)
 				"tenant `%s` still owns %u snapshot%s: delete them first", name,
 				count, count == 1 ? "" : "s");
 	}
-	return tenancy_tenant_remove(c->tenancy, name, err);
+	if (tenancy_tenant_remove(c->tenancy, name, err) < 0)
+		return -EIO;
+	/* Its build cache goes with it: the entries are keyed by the tenant's name, and a
+	 * tenant created later under that name is someone else, who must not get this one's
+	 * RUN layers (what it fetched, what it was given) as cache hits. */
+	{
+		struct isola_err *perr = NULL;
+		json_t *gone = NULL;
+
+		if (core_build_cache_prune_for(c, name, true, 0, &gone, &perr) < 0)
+			log_warn("tenant %s removed, but its build cache entries were not: %s",
+				 name, perr ? perr->message : "?");
+		json_decref(gone);
+		isola_err_free(perr);
+	}
+	return 0;
 }
 
 json_t *core_capacity(struct core *c)

@@ -66,10 +66,12 @@ struct sandbox_request {
 	const char *on_timeout;	 /* kill|pause|hibernate on TTL expiry or idle, NULL = kill */
 	uint32_t idle_timeout_s; /* idle this long -> on_timeout, 0 = never (lifecycle.h) */
 	int auto_resume;	 /* 0 = resume what policy paused, 1 = always, -1 = never */
-	bool pooled;		 /* pool.c only: a warm-pool sandbox, no tenant until claimed */
-	const char *name;	 /* unique per tenant among live sandboxes, or NULL */
-	bool caps_set;		 /* cap_add/cap_drop given: caps replaces the default set */
-	uint64_t caps;		 /* root's capabilities when caps_set (common/caps.h mask) */
+	bool build_step;    /* build-run.c: template_name is the build's hidden template (owned by
+			  * no tenant, used by the building one's RUN sandboxes) */
+	bool pooled;	    /* pool.c only: a warm-pool sandbox, no tenant until claimed */
+	const char *name;   /* unique per tenant among live sandboxes, or NULL */
+	bool caps_set;	    /* cap_add/cap_drop given: caps replaces the default set */
+	uint64_t caps;	    /* root's capabilities when caps_set (common/caps.h mask) */
 	const char *rootfs; /* operator only (api checks): host dir as the lower layer, or NULL */
 };
 
