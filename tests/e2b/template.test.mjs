@@ -159,12 +159,13 @@ describe('Template.build against isolad', () => {
       const own = alias('tenant')
       const ctx = context()
       const mine = Template({ fileContextPath: ctx }).fromTemplate('base').copy('top.txt', '/opt/t.txt')
+        .runCmd('cat /opt/t.txt > /opt/ran.txt') // a tenant's RUN sandbox uses the build's hidden template
       await Template.build(mine, { alias: own, apiKey: user })
       assert.equal(await Template.exists(own, { apiKey: user }), true)
       assert.equal(await Template.exists(own), false)
       const sbx = await Sandbox.create(own, { apiKey: user })
       try {
-        assert.equal((await sbx.commands.run('cat /opt/t.txt')).stdout, 'top-level file\n')
+        assert.equal((await sbx.commands.run('cat /opt/t.txt /opt/ran.txt')).stdout, 'top-level file\ntop-level file\n')
       } finally {
         await sbx.kill()
       }
