@@ -193,7 +193,10 @@ static int map_resources(const json_t *linux_, json_t *create, struct isola_err 
 	return 0;
 }
 
-static int check_namespaces(const json_t *linux_, struct isola_err **err)
+/* linux.namespaces: isola makes every namespace itself, except that the network one may be
+ * joined by path (a CNI-made pod netns, Docker's and Podman's networks): `netns` of the
+ * create request, which isolad opens and checks (docs/oci.md). */
+static int map_namespaces(const json_t *linux_, json_t *create, struct isola_err **err)
 {
 	const json_t *nss = json_object_get(linux_, "namespaces"), *ns;
 	size_t i;
@@ -216,7 +219,17 @@ static int check_namespaces(const json_t *linux_, struct isola_err **err)
 					     "config.json: `linux.namespaces[%zu].type` is not a "
 					     "known namespace",
 					     i);
-		/* Joining a namespace by path would put the container into another's. */
+		if (path && *path && !strcmp(type, "network")) {
+			if (path[0] != '/' || strlen(path) > 255)
+				return isola_err_set(
+					err, EINVAL, "invalid",
+					"config.json: `linux.namespaces[%zu].path` "
+					"must be an absolute path of at most 255 bytes",
+					i);
+			json_object_set_new(create, "netns", json_string(path));
+			continue;
+		}
+		/* Joining any other namespace by path would put the container into another's. */
 		if (path && *path)
 			return isola_err_set(err, ENOTSUP, "not_supported",
 					     "config.json: `linux.namespaces[%zu]`: joining the %s "
@@ -346,7 +359,7 @@ static int map_spec(const json_t *spec, const char *bundle, const char *id, stru
 	if (r == 0)
 		r = map_resources(linux_, out->create, err);
 	if (r == 0)
-		r = check_namespaces(linux_, err);
+		r = map_namespaces(linux_, out->create, err);
 	if (r == 0)
 		r = check_hooks(spec, err);
 	if (r == 0)

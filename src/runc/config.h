@@ -25,7 +25,8 @@ struct oci_mapped {
  * image author's) and maps it for container `id` of bundle `bundle` (an absolute path).
  * Returns 0 with *out filled (release with oci_mapped_fini), or -errno with *err naming the
  * field and the reason (`invalid` for malformed input, `not_supported` for what this slice
- * refuses: terminal, hooks, joining namespaces, sysctl). Pure: no I/O.
+ * refuses: terminal, hooks, joining a namespace other than the network one, sysctl). A network
+ * namespace path becomes the create request's `netns`. Pure: no I/O.
  */
 int oci_config_map(const char *text, size_t len, const char *bundle, const char *id,
 		   struct oci_mapped *out, struct isola_err **err);

@@ -5,6 +5,7 @@ real isolad; the container is a process-tier sandbox with isola's hardening."""
 
 import json
 import os
+import secrets
 import shutil
 import signal
 import subprocess
@@ -21,8 +22,9 @@ from tenancy_util import ROOT_CONFTEST as conftest  # noqa: E402
 from tenancy_util import Tenant  # noqa: E402
 
 RUNC = Path(os.environ.get("ISOLA_RUNC") or conftest.BUILD / "src" / "runc" / "isola-runc")
-BINARIES = ("sh", "cat", "sleep", "id", "grep", "stty")
+BINARIES = ("sh", "cat", "sleep", "id", "grep", "stty", "bash")
 CAP_SYS_ADMIN = 21
+HOST_NETNS = f"/proc/{os.getpid()}/ns/net"  # this test's network namespace: the host's
 
 
 def make_rootfs(root):
@@ -275,8 +277,21 @@ def test_user_and_cwd_and_resources_are_mapped(runc, rootfs, tmp_path, isolad):
 @pytest.mark.parametrize("edit,msg", [
     (lambda c: c.update(hooks={"prestart": [{"path": "/bin/true"}]}),
      "`hooks.prestart` is refused"),
-    (lambda c: c["linux"]["namespaces"].append({"type": "network", "path": "/proc/1/ns/net"}),
-     "joining the network namespace at a path is refused"),
+    (lambda c: c["linux"]["namespaces"].append({"type": "ipc", "path": "/proc/1/ns/ipc"}),
+     "joining the ipc namespace at a path is refused"),
+    # The host's own network (this test's, isolad's) needs isolad --allow-host-netns.
+    (lambda c: c["linux"]["namespaces"].append({"type": "network", "path": HOST_NETNS}),
+     f"network namespace `{HOST_NETNS}` is the host's: joining it needs isolad "
+     "--allow-host-netns"),
+    (lambda c: c["linux"]["namespaces"].append({"type": "network", "path": "/etc/passwd"}),
+     "network namespace `/etc/passwd` is not a namespace file (nsfs)"),
+    # A namespace file of another type, whatever its name says.
+    (lambda c: c["linux"]["namespaces"].append({"type": "network",
+                                                "path": f"/proc/{os.getpid()}/ns/ipc"}),
+     f"`/proc/{os.getpid()}/ns/ipc` is a namespace but not a network namespace"),
+    (lambda c: c["linux"]["namespaces"].append({"type": "network",
+                                                "path": "/nonexistent/netns"}),
+     "network namespace `/nonexistent/netns`: No such file or directory"),
     (lambda c: c["process"].update(terminal=True), "`process.terminal` needs --console-socket"),
     (lambda c: c["process"].update(args=[]), "`process.args` must be an array"),
     (lambda c: c.update(ociVersion="2.0.0"), "`ociVersion` must be a 1.x version"),
@@ -597,3 +612,90 @@ def test_isola_socket_flag_wins_over_the_environment(runc, rootfs, tmp_path):
                        env=dict(os.environ, ISOLA_SOCKET=runc.isolad.socket), timeout=120,
                        stdin=subprocess.DEVNULL)
     assert p.returncode == 1 and "/nonexistent/x.sock" in p.stderr, p.stderr
+
+
+@pytest.fixture
+def netns(tmp_path):
+    """A network namespace made the way CNI and `ip netns` make them (a bind mount under
+    /var/run/netns), holding a veth pair (both ends inside) with an address with an address and a TCP server on its own
+    loopback that answers each connection with a token: only a process in this namespace can
+    reach 127.0.0.1:PORT there and see that interface."""
+    name = f"isola-t{os.getpid()}-{secrets.token_hex(3)}"
+    token = secrets.token_hex(8)
+    subprocess.run(["ip", "netns", "add", name], check=True)
+    server = None
+    try:
+        ns = ["ip", "netns", "exec", name]
+        for cmd in (["ip", "link", "set", "lo", "up"],
+                    ["ip", "link", "add", "isolat0", "type", "veth", "peer", "name", "isolat1"],
+                    ["ip", "addr", "add", "198.18.251.7/32", "dev", "isolat0"],
+                    ["ip", "link", "set", "isolat0", "up"]):
+            subprocess.run(ns + cmd, check=True)
+        portfile = tmp_path / "netns-port"
+        server = subprocess.Popen(ns + [sys.executable, "-c", (
+            "import socket,sys\n"
+            "s=socket.socket(); s.bind(('127.0.0.1',0)); s.listen(8)\n"
+            f"open({str(portfile)!r},'w').write(str(s.getsockname()[1]))\n"
+            "while True:\n"
+            "    c,_=s.accept(); c.sendall(sys.argv[1].encode()+b'\\n'); c.close()\n"),
+            token])
+        end = time.monotonic() + 30
+        while not portfile.exists() or not portfile.read_text():
+            assert time.monotonic() < end and server.poll() is None, "netns server did not start"
+            time.sleep(0.05)
+        yield {"path": f"/var/run/netns/{name}", "port": int(portfile.read_text()),
+               "token": token}
+    finally:
+        if server:
+            server.kill()
+            server.wait()
+        subprocess.run(["ip", "netns", "delete", name], check=False)
+
+
+def test_joins_the_network_namespace_at_a_path(runc, rootfs, tmp_path, isolad, netns):
+    """Kubernetes' CNI netns, Docker's and Podman's networks: the spec names a network
+    namespace path and the container's processes run in it (docs/oci.md)."""
+    script = ("grep -c isolat0 /proc/net/dev; "
+              f"exec 3<>/dev/tcp/127.0.0.1/{netns['port']} && read -r line <&3 && echo $line")
+    b = make_bundle(runc, rootfs, tmp_path, ["bash", "-c", script],
+                    lambda c: c["linux"]["namespaces"].append(
+                        {"type": "network", "path": netns["path"]}))
+    runc("create", "--bundle", b, "n1", check=True)
+    sb = sandboxes(isolad, **{"oci.id": "n1"})[0]
+    # Whose network it is, said by the sandbox itself (isola inspect shows the same JSON).
+    assert sb["network"] == {"mode": "joined", "path": netns["path"]}, sb
+    runc("delete", "--force", "n1", check=True)
+    cp = runc("run", "--bundle", b, "n2")
+    assert cp.returncode == 0, cp.stderr
+    assert cp.stdout == f"1\n{netns['token']}\n", cp.stdout
+    # Without the path the container is on isola's own network: no such interface, and
+    # nothing listens on its loopback.
+    (tmp_path / "own").mkdir()
+    b2 = make_bundle(runc, rootfs, tmp_path / "own", ["bash", "-c", script])
+    cp = runc("run", "--bundle", b2, "n3")
+    assert cp.returncode != 0 and cp.stdout == "0\n", (cp.stdout, cp.stderr)
+
+
+def test_joining_a_network_namespace_is_the_operators_alone(isolad, netns):
+    """A tenant (even its admin) naming a network namespace gets 403 and nothing; the
+    operator gets its sandbox, and the combination with an egress policy is refused."""
+    t = Tenant(isolad, role="admin")
+    try:
+        r = t.client.request("POST", "/v1/sandboxes", json={"netns": netns["path"]})
+        assert r.status == 403 and r.json()["code"] == "forbidden", r
+        assert t.client.request("GET", "/v1/sandboxes").json()["sandboxes"] == []
+    finally:
+        t.cleanup()
+    op = isolad.client(timeout=60)
+    r = op.request("POST", "/v1/sandboxes", json={"netns": netns["path"],
+                                                  "network": {"default": "deny"}})
+    assert r.status == 400 and "cannot be combined" in r.json()["message"], r
+    r = op.request("POST", "/v1/sandboxes", json={"netns": "relative"})
+    assert r.status == 400 and "must be an absolute path" in r.json()["message"], r
+    r = op.request("POST", "/v1/sandboxes", json={"netns": netns["path"]})
+    assert r.status == 201, r
+    sb = r.json()
+    try:
+        assert sb["network"] == {"mode": "joined", "path": netns["path"]}, sb
+    finally:
+        op.request("DELETE", f"/v1/sandboxes/{sb['id']}")

@@ -13,9 +13,10 @@
 #include "../core/core.h"
 
 static const char *const create_fields[] = {
-	"template", "tier",    "cpu",	  "memory",   "disk",	    "pids",	    "env",
-	"workdir",  "user",    "ttl",	  "labels",   "on_timeout", "idle_timeout", "auto_resume",
-	"snapshot", "network", "cap_add", "cap_drop", "name",	    "rootfs",	    NULL,
+	"template",	"tier",	       "cpu",	   "memory",  "disk",	 "pids",
+	"env",		"workdir",     "user",	   "ttl",     "labels",	 "on_timeout",
+	"idle_timeout", "auto_resume", "snapshot", "network", "cap_add", "cap_drop",
+	"name",		"rootfs",      "netns",	   NULL,
 };
 
 /* Applies one of cap_add/cap_drop to *mask. UNTRUSTED: the client's list, each entry a
@@ -100,6 +101,7 @@ static int parse_create(const json_t *b, struct sandbox_request *req, struct iso
 	    api_json_str(b, "snapshot", 63, &snap, err) < 0 ||
 	    api_json_str(b, "name", 63, &name, err) < 0 ||
 	    api_json_str(b, "rootfs", 500, &req->rootfs, err) < 0 ||
+	    api_json_str(b, "netns", 255, &req->netns, err) < 0 ||
 	    api_lifecycle_parse(b, req, err) < 0 || /* on_timeout, idle_timeout, auto_resume */
 	    parse_caps(b, req, err) < 0)
 		return -EINVAL;
@@ -160,6 +162,15 @@ enum MHD_Result api_sandbox_create(struct api_req *r)
 					 "`snapshot`");
 	if (req.rootfs && api_deny_unless_operator(r, &ret))
 		return ret;
+	/* `netns` joins any network namespace on the host, the host's own included (its
+	 * interfaces, its loopback services): a host-level power, the operator's only. */
+	if (req.netns && api_deny_unless_operator(r, &ret))
+		return ret;
+	if (req.netns && (req.snapshot || json_object_get(r->json, "network")))
+		return api_respond_error(r, "invalid",
+					 "field `netns` cannot be combined with `snapshot` or "
+					 "`network` (a joined network is the engine's: isola's "
+					 "egress policy does not apply)");
 	req.tenant = api_tenant(r);
 	req.retry_after_s = &r->retry_after_s;
 	if (core_sandbox_create(r->srv->core, &req, &s, &err) < 0) {

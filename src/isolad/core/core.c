@@ -483,6 +483,9 @@ static int core_prepare(struct core *c, struct sandbox *s, const struct sandbox_
 	s->spec.pids = req->pids ? req->pids : c->cfg.default_pids;
 	s->spec.nofile = 1024;
 	s->spec.caps = req->caps_set ? req->caps : CAPS_DEFAULT_MASK;
+	/* Opened and checked (nsfs, type network, not the host's) by the tier at the clone. */
+	snprintf(s->spec.netns_path, sizeof(s->spec.netns_path), "%s",
+		 req->netns ? req->netns : "");
 	return 0;
 }
 
@@ -511,6 +514,14 @@ static int core_validate(struct core *c, const struct sandbox_request *req, stru
 			err, EINVAL, "invalid",
 			"workdir `%.64s` must be an absolute path of at most 255 chars",
 			req->workdir);
+	if (req->netns && (req->netns[0] != '/' || strlen(req->netns) > 255))
+		return isola_err_set(err, EINVAL, "invalid",
+				     "netns `%.64s` must be an absolute path of at most 255 bytes",
+				     req->netns);
+	if (req->netns && strcmp(req->tier[0] ? req->tier : "process", "process") != 0)
+		return isola_err_set(err, ENOTSUP, "not_supported",
+				     "netns: joining a network namespace needs the process tier "
+				     "(a microvm has its own kernel's network)");
 	if (req->user && (!*req->user || strlen(req->user) > 63))
 		return isola_err_set(err, EINVAL, "invalid", "user must be 1-63 characters");
 	if (req->name && !core_sandbox_name_valid(req->name))

@@ -510,7 +510,8 @@ int pool_claim(struct core *c, struct sandbox *s, const struct sandbox_request *
 	struct pool *pl;
 	int r;
 
-	if (!ps || req->pooled || req->snapshot || req->rootfs) /* rootfs: no template */
+	/* rootfs: no template; netns: a warm sandbox has its own network already. */
+	if (!ps || req->pooled || req->snapshot || req->rootfs || req->netns)
 		return 0;
 	pthread_mutex_lock(&ps->lock);
 	pl = pool_find(ps, s->template_name, s->tier->name);

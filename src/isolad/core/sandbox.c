@@ -184,6 +184,13 @@ json_t *sandbox_to_json(struct sandbox *s)
 				    s->forked_from[0] ? json_string(s->forked_from) : json_null());
 		json_object_set_new(j, "snapshot",
 				    s->origin_name[0] ? json_string(s->origin_name) : json_null());
+		/* Whose network the sandbox is on: its own (isola's, docs/network.md) or a
+		 * namespace the operator's engine made (docs/oci.md: no isola egress policy). */
+		json_object_set_new(j, "network",
+				    s->spec.netns_path[0]
+					    ? json_pack("{s:s, s:s}", "mode", "joined", "path",
+							s->spec.netns_path)
+					    : json_pack("{s:s}", "mode", "own"));
 		lifecycle_to_json(s, j); /* on_timeout, idle, auto_resume, pooled (lifecycle.c) */
 	}
 	pthread_mutex_unlock(&s->lock);
@@ -211,6 +218,7 @@ char *sandbox_spec_dump(struct sandbox *s)
 	json_object_set_new(j, "origin_name", json_string(s->origin_name));
 	json_object_set_new(j, "forked_from", json_string(s->forked_from));
 	json_object_set_new(j, "name", json_string(s->name));
+	json_object_set_new(j, "netns_path", json_string(s->spec.netns_path));
 	lifecycle_dump(s, j);
 	out = json_dumps(j, JSON_COMPACT);
 	json_decref(j);
@@ -222,7 +230,7 @@ int sandbox_spec_load(struct sandbox *s, const char *text, struct isola_err **er
 	json_t *j = json_loads(text ? text : "", 0, NULL), *binds = NULL, *env = NULL,
 	       *labels = NULL;
 	const char *tname = "", *workdir = "", *user = "root", *rootfs = "", *origin = "",
-		   *origin_name = "", *forked_from = "", *name = "";
+		   *origin_name = "", *forked_from = "", *name = "", *netns = "";
 	json_int_t mem = 0, disk = 0, inodes = 0, caps = (json_int_t)CAPS_DEFAULT_MASK;
 	int cpu = 0, pids = 0, nofile = 0;
 	size_t i;
@@ -239,8 +247,9 @@ int sandbox_spec_load(struct sandbox *s, const char *text, struct isola_err **er
 				     s->id);
 	}
 	/* Persistence links (absent in rows from before snapshots). */
-	json_unpack(j, "{s?s, s?s, s?s, s?s}", "origin", &origin, "origin_name", &origin_name,
-		    "forked_from", &forked_from, "name", &name);
+	json_unpack(j, "{s?s, s?s, s?s, s?s, s?s}", "origin", &origin, "origin_name", &origin_name,
+		    "forked_from", &forked_from, "name", &name, "netns_path", &netns);
+	snprintf(s->spec.netns_path, sizeof(s->spec.netns_path), "%s", netns);
 	snprintf(s->name, sizeof(s->name), "%s", name);
 	snprintf(s->origin, sizeof(s->origin), "%s", origin);
 	snprintf(s->origin_name, sizeof(s->origin_name), "%s", origin_name);

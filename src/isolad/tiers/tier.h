@@ -36,6 +36,8 @@ struct sandbox_spec {
 	uint32_t pids;	       /* max processes, 0 = unlimited */
 	uint32_t nofile;       /* RLIMIT_NOFILE for sandbox processes */
 	uint64_t caps;	       /* capabilities of the sandbox's root (common/caps.h mask) */
+	char netns_path[256];  /* join this network namespace instead of making one (operator
+				* only, process tier; docs/oci.md), "" = the sandbox's own */
 };
 
 /* Resource counters of a running sandbox. */

@@ -78,6 +78,15 @@ static void test_mapping(void)
 	   "uid 1000 becomes user `1000`");
 	ok(!strcmp(json_string_value(json_object_get(m.annotations, "a")), "b"),
 	   "annotations kept");
+	ok(!json_object_get(m.create, "netns"), "no namespace path: no `netns`");
+	oci_mapped_fini(&m);
+
+	code = map(BASE ",\"linux\":{\"namespaces\":[{\"type\":\"pid\"},"
+			"{\"type\":\"network\",\"path\":\"/var/run/netns/cni-1\"}]}}",
+		   &m, msg, sizeof(msg));
+	ok(!*code && !strcmp(json_string_value(json_object_get(m.create, "netns")),
+			     "/var/run/netns/cni-1"),
+	   "a network namespace path becomes `netns` (%s)", msg);
 	oci_mapped_fini(&m);
 
 	code = map("{\"ociVersion\":\"1.2.0\",\"root\":{\"path\":\"/abs\"},\"process\":"
@@ -98,9 +107,12 @@ static void test_refusals(void)
 	ok(refused(BASE ",\"hooks\":{\"prestart\":[{\"path\":\"/x\"}]}}", "not_supported",
 		   "`hooks.prestart` is refused"),
 	   "hooks refused");
-	ok(refused(BASE ",\"linux\":{\"namespaces\":[{\"type\":\"network\",\"path\":\"/p\"}]}}",
-		   "not_supported", "joining the network namespace"),
-	   "joining a namespace refused");
+	ok(refused(BASE ",\"linux\":{\"namespaces\":[{\"type\":\"ipc\",\"path\":\"/p\"}]}}",
+		   "not_supported", "joining the ipc namespace"),
+	   "joining a namespace other than the network one refused");
+	ok(refused(BASE ",\"linux\":{\"namespaces\":[{\"type\":\"network\",\"path\":\"rel\"}]}}",
+		   "invalid", "`linux.namespaces[0].path` must be an absolute path"),
+	   "a relative network namespace path refused");
 	ok(refused(BASE ",\"linux\":{\"namespaces\":[{\"type\":\"bogus\"}]}}", "invalid",
 		   "not a known namespace"),
 	   "unknown namespace refused");

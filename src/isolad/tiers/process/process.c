@@ -233,6 +233,8 @@ static char *plan_json(const struct sandbox_spec *spec, bool idmapped, unsigned 
 		      "rootfs", 1, "upper", 2, "seccomp", 3, "binds", binds);
 	if (!j)
 		return NULL;
+	/* A joined network (docs/oci.md) is the engine's: setup leaves its interfaces alone. */
+	json_object_set_new(j, "net_joined", json_boolean(spec->netns_path[0] != '\0'));
 	/* What the sandbox's root holds (agent spawn.c); validated by core at create. */
 	json_object_set_new(j, "caps", json_integer((json_int_t)spec->caps));
 	out = json_dumps(j, JSON_COMPACT);
@@ -361,6 +363,7 @@ static int create_sandbox(const struct sandbox_spec *spec, int layer_fd, const c
 	cleanup_fd int devnull = -1;
 	cleanup_fd int userns = -1;
 	cleanup_fd int record = -1;
+	cleanup_fd int join_net = -1;
 	int sp[2] = {-1, -1};
 	struct tier_sandbox *s;
 	cleanup_free char *plan = NULL;
@@ -420,7 +423,15 @@ static int create_sandbox(const struct sandbox_spec *spec, int layer_fd, const c
 				  spec->id, s->dir, SPAWNGUARD_RECORD);
 		goto err_teardown;
 	}
-	s->pid = proc_spawn(sp[1], agent_fd, devnull, record, &s->pidfd);
+	/* Opened and checked by isolad itself, right before the clone that joins it. */
+	if (spec->netns_path[0]) {
+		join_net = proc_open_join_netns(spec->netns_path, err);
+		if (join_net < 0) {
+			r = join_net;
+			goto err_teardown;
+		}
+	}
+	s->pid = proc_spawn(sp[1], agent_fd, devnull, record, join_net, &s->pidfd);
 	if (s->pid < 0) {
 		r = isola_err_sys(err, -s->pid, "internal", "sandbox `%s`: clone3", spec->id);
 		s->pid = 0;
