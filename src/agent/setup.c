@@ -405,9 +405,10 @@ static void mask_sys(struct masker *mk, int sysfd)
 
 /*
  * Minimal /dev, exactly: null zero full random urandom tty (the host's nodes, bound),
- * pts (a private devpts), shm (bounded tmpfs), and the symlinks ptmx -> pts/ptmx,
- * fd stdin stdout stderr -> /proc/self/fd/... that programs expect. Nothing else: no
- * console, kmsg, mem, block or loop devices, no mqueue mount (mq_open works without it).
+ * pts (a private devpts), shm (bounded tmpfs), mqueue (the POSIX message queues of the
+ * sandbox's own ipc namespace, as runc's default spec mounts it), and the symlinks ptmx ->
+ * pts/ptmx, fd stdin stdout stderr -> /proc/self/fd/... that programs expect. Nothing else:
+ * no console, kmsg, mem, block or loop devices.
  */
 static void make_dev(int rootfd, uint64_t shm_bytes, bool no_openat2)
 {
@@ -446,7 +447,8 @@ static void make_dev(int rootfd, uint64_t shm_bytes, bool no_openat2)
 			fail_errno("bind %s", host);
 		attach(m, t, host);
 	}
-	if (mkdirat(devfd, "pts", 0755) < 0 || mkdirat(devfd, "shm", 01777) < 0)
+	if (mkdirat(devfd, "pts", 0755) < 0 || mkdirat(devfd, "shm", 01777) < 0 ||
+	    mkdirat(devfd, "mqueue", 01777) < 0)
 		fail_errno("mkdir in /dev");
 	m = new_fs("devpts", "devpts", pts_opts, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NOEXEC);
 	t = openat(devfd, "pts", O_PATH | O_NOFOLLOW | O_DIRECTORY | O_CLOEXEC);
@@ -460,6 +462,15 @@ static void make_dev(int rootfd, uint64_t shm_bytes, bool no_openat2)
 	if (m < 0 || t < 0)
 		fail_errno("/dev/shm");
 	attach(m, t, "/dev/shm");
+	/* The mqueue filesystem shows the queues of the ipc namespace it is mounted from: ours
+	 * (a new one at clone), never the host's. Its size is bounded by the ipc namespace's
+	 * own limits (fs.mqueue.*, per namespace). */
+	m = new_fs("mqueue", "mqueue", NULL,
+		   MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC);
+	t = openat(devfd, "mqueue", O_PATH | O_NOFOLLOW | O_DIRECTORY | O_CLOEXEC);
+	if (m < 0 || t < 0)
+		fail_errno("/dev/mqueue");
+	attach(m, t, "/dev/mqueue");
 	for (size_t i = 0; i < sizeof(links) / sizeof(links[0]); i++)
 		if (symlinkat(links[i][1], devfd, links[i][0]) < 0)
 			fail_errno("symlink /dev/%s", links[i][0]);

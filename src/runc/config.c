@@ -262,6 +262,22 @@ static int check_hooks(const json_t *spec, struct isola_err **err)
 	return 0;
 }
 
+/* hostname: the sandbox's (isolad checks the characters: [A-Za-z0-9.-], 1-63). */
+static int map_hostname(const json_t *spec, json_t *create, struct isola_err **err)
+{
+	const json_t *v = json_object_get(spec, "hostname");
+	const char *h = str_of(v);
+
+	if (!v || json_is_null(v) || (h && !*h))
+		return 0;
+	if (!h || strlen(h) > 63)
+		return isola_err_set(
+			err, EINVAL, "invalid",
+			"config.json: `hostname` must be a string of at most 63 bytes");
+	json_object_set_new(create, "hostname", json_string(h));
+	return 0;
+}
+
 static int map_annotations(const json_t *spec, struct oci_mapped *out, struct isola_err **err)
 {
 	const json_t *ann = json_object_get(spec, "annotations"), *v;
@@ -362,6 +378,8 @@ static int map_spec(const json_t *spec, const char *bundle, const char *id, stru
 		r = map_namespaces(linux_, out->create, err);
 	if (r == 0)
 		r = check_hooks(spec, err);
+	if (r == 0)
+		r = map_hostname(spec, out->create, err);
 	if (r == 0)
 		r = map_annotations(spec, out, err);
 	return r;

@@ -699,3 +699,31 @@ def test_joining_a_network_namespace_is_the_operators_alone(isolad, netns):
         assert sb["network"] == {"mode": "joined", "path": netns["path"]}, sb
     finally:
         op.request("DELETE", f"/v1/sandboxes/{sb['id']}")
+
+
+def test_hostname_and_dev_mqueue(runc, rootfs, tmp_path, isolad):
+    """The spec's hostname is the sandbox's (UTS namespace), and /dev/mqueue is an mqueue
+    filesystem of the sandbox's own ipc namespace, as runc's default spec mounts it."""
+    b = make_bundle(runc, rootfs, tmp_path,
+                    ["sh", "-c", "cat /proc/sys/kernel/hostname; "
+                                 "grep -c '^mqueue /dev/mqueue mqueue ' /proc/self/mounts"],
+                    lambda c: c.update(hostname="Web-1.example"))
+    runc("create", "--bundle", b, "h1", check=True)
+    assert sandboxes(isolad, **{"oci.id": "h1"})[0]["hostname"] == "Web-1.example"
+    runc("delete", "--force", "h1", check=True)
+    cp = runc("run", "--bundle", b, "h2")
+    assert cp.returncode == 0, cp.stderr
+    assert cp.stdout == "Web-1.example\n1\n", cp.stdout
+    # Without one, the hostname stays the sandbox's id.
+    (tmp_path / "plain").mkdir()
+    b2 = make_bundle(runc, rootfs, tmp_path / "plain", ["sleep", "1000"],
+                     lambda c: c.pop("hostname", None))
+    runc("create", "--bundle", b2, "h3", check=True)
+    sb = sandboxes(isolad, **{"oci.id": "h3"})[0]
+    assert sb["hostname"] == sb["id"], sb
+    runc("delete", "--force", "h3", check=True)
+    # A hostname the kernel would take but isola refuses names the field and the rule.
+    op = isolad.client(timeout=60)
+    for bad in ("-lead", "a b", "x" * 64, "under_score"):
+        r = op.request("POST", "/v1/sandboxes", json={"hostname": bad})
+        assert r.status == 400 and "hostname" in r.json()["message"], (bad, r)

@@ -13,10 +13,10 @@
 #include "../core/core.h"
 
 static const char *const create_fields[] = {
-	"template",	"tier",	       "cpu",	   "memory",  "disk",	 "pids",
-	"env",		"workdir",     "user",	   "ttl",     "labels",	 "on_timeout",
-	"idle_timeout", "auto_resume", "snapshot", "network", "cap_add", "cap_drop",
-	"name",		"rootfs",      "netns",	   NULL,
+	"template",	"tier",	       "cpu",	   "memory",   "disk",	  "pids",
+	"env",		"workdir",     "user",	   "ttl",      "labels",  "on_timeout",
+	"idle_timeout", "auto_resume", "snapshot", "network",  "cap_add", "cap_drop",
+	"name",		"rootfs",      "netns",	   "hostname", NULL,
 };
 
 /* Applies one of cap_add/cap_drop to *mask. UNTRUSTED: the client's list, each entry a
@@ -102,6 +102,7 @@ static int parse_create(const json_t *b, struct sandbox_request *req, struct iso
 	    api_json_str(b, "name", 63, &name, err) < 0 ||
 	    api_json_str(b, "rootfs", 500, &req->rootfs, err) < 0 ||
 	    api_json_str(b, "netns", 255, &req->netns, err) < 0 ||
+	    api_json_str(b, "hostname", 63, &req->hostname, err) < 0 ||
 	    api_lifecycle_parse(b, req, err) < 0 || /* on_timeout, idle_timeout, auto_resume */
 	    parse_caps(b, req, err) < 0)
 		return -EINVAL;

@@ -483,6 +483,8 @@ static int core_prepare(struct core *c, struct sandbox *s, const struct sandbox_
 	s->spec.pids = req->pids ? req->pids : c->cfg.default_pids;
 	s->spec.nofile = 1024;
 	s->spec.caps = req->caps_set ? req->caps : CAPS_DEFAULT_MASK;
+	snprintf(s->spec.hostname, sizeof(s->spec.hostname), "%s",
+		 req->hostname ? req->hostname : "");
 	/* Opened and checked (nsfs, type network, not the host's) by the tier at the clone. */
 	snprintf(s->spec.netns_path, sizeof(s->spec.netns_path), "%s",
 		 req->netns ? req->netns : "");
@@ -514,6 +516,16 @@ static int core_validate(struct core *c, const struct sandbox_request *req, stru
 			err, EINVAL, "invalid",
 			"workdir `%.64s` must be an absolute path of at most 255 chars",
 			req->workdir);
+	if (req->hostname && !util_hostname_valid(req->hostname))
+		return isola_err_set(
+			err, EINVAL, "invalid",
+			"hostname `%.64s` must be 1-63 of [A-Za-z0-9.-] starting with a "
+			"letter or digit",
+			req->hostname);
+	if (req->hostname && strcmp(req->tier[0] ? req->tier : "process", "process") != 0)
+		return isola_err_set(
+			err, ENOTSUP, "not_supported",
+			"hostname: a microvm's hostname is its id (process tier only)");
 	if (req->netns && (req->netns[0] != '/' || strlen(req->netns) > 255))
 		return isola_err_set(err, EINVAL, "invalid",
 				     "netns `%.64s` must be an absolute path of at most 255 bytes",

@@ -174,6 +174,7 @@ json_t *sandbox_to_json(struct sandbox *s)
 		/* The other limits the tier enforces, so a client can tell EMFILE and ENOSPC
 		 * (inodes) apart from faults (tests/security/test_limits.py). */
 		json_object_set_new(j, "nofile", json_integer((json_int_t)s->spec.nofile));
+		json_object_set_new(j, "hostname", json_string(tier_hostname(&s->spec)));
 		json_object_set_new(j, "inodes", json_integer((json_int_t)s->spec.inodes));
 		/* What the sandbox's root holds (every process's bounding set). */
 		json_object_set_new(j, "capabilities", caps_json(s->spec.caps));
@@ -219,6 +220,7 @@ char *sandbox_spec_dump(struct sandbox *s)
 	json_object_set_new(j, "forked_from", json_string(s->forked_from));
 	json_object_set_new(j, "name", json_string(s->name));
 	json_object_set_new(j, "netns_path", json_string(s->spec.netns_path));
+	json_object_set_new(j, "hostname", json_string(s->spec.hostname));
 	lifecycle_dump(s, j);
 	out = json_dumps(j, JSON_COMPACT);
 	json_decref(j);
@@ -230,7 +232,7 @@ int sandbox_spec_load(struct sandbox *s, const char *text, struct isola_err **er
 	json_t *j = json_loads(text ? text : "", 0, NULL), *binds = NULL, *env = NULL,
 	       *labels = NULL;
 	const char *tname = "", *workdir = "", *user = "root", *rootfs = "", *origin = "",
-		   *origin_name = "", *forked_from = "", *name = "", *netns = "";
+		   *origin_name = "", *forked_from = "", *name = "", *netns = "", *hostname = "";
 	json_int_t mem = 0, disk = 0, inodes = 0, caps = (json_int_t)CAPS_DEFAULT_MASK;
 	int cpu = 0, pids = 0, nofile = 0;
 	size_t i;
@@ -247,8 +249,10 @@ int sandbox_spec_load(struct sandbox *s, const char *text, struct isola_err **er
 				     s->id);
 	}
 	/* Persistence links (absent in rows from before snapshots). */
-	json_unpack(j, "{s?s, s?s, s?s, s?s, s?s}", "origin", &origin, "origin_name", &origin_name,
-		    "forked_from", &forked_from, "name", &name, "netns_path", &netns);
+	json_unpack(j, "{s?s, s?s, s?s, s?s, s?s, s?s}", "origin", &origin, "origin_name",
+		    &origin_name, "forked_from", &forked_from, "name", &name, "netns_path", &netns,
+		    "hostname", &hostname);
+	snprintf(s->spec.hostname, sizeof(s->spec.hostname), "%s", hostname);
 	snprintf(s->spec.netns_path, sizeof(s->spec.netns_path), "%s", netns);
 	snprintf(s->name, sizeof(s->name), "%s", name);
 	snprintf(s->origin, sizeof(s->origin), "%s", origin);

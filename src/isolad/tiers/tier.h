@@ -36,6 +36,7 @@ struct sandbox_spec {
 	uint32_t pids;	       /* max processes, 0 = unlimited */
 	uint32_t nofile;       /* RLIMIT_NOFILE for sandbox processes */
 	uint64_t caps;	       /* capabilities of the sandbox's root (common/caps.h mask) */
+	char hostname[64];     /* the sandbox's hostname (process tier), "" = its id */
 	char netns_path[256];  /* join this network namespace instead of making one (operator
 				* only, process tier; docs/oci.md), "" = the sandbox's own */
 };
@@ -49,6 +50,12 @@ struct tier_stats {
 	uint64_t oom_kills;	    /* OOM kills since creation */
 	uint64_t disk_bytes;	    /* writable-layer bytes used */
 };
+
+/* The hostname a sandbox of spec gets: its own (`hostname` at create) or its id. */
+static inline const char *tier_hostname(const struct sandbox_spec *spec)
+{
+	return spec->hostname[0] ? spec->hostname : spec->id;
+}
 
 struct tier_sandbox; /* a tier's handle on one live sandbox */
 

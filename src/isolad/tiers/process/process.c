@@ -226,8 +226,8 @@ static char *plan_json(const struct sandbox_spec *spec, bool idmapped, unsigned 
 		json_array_append_new(binds, json_pack("{s:i, s:s}", "fd", first_bind_fd + i, "dst",
 						       spec->binds[i].dst));
 	j = json_pack("{s:i, s:s, s:b, s:b, s:I, s:I, s:b, s:{s:i, s:i, s:i, s:i}, s:o}", "version",
-		      1, "hostname", spec->id, "idmap", idmapped, "unshare_cgroupns", 1, "nofile",
-		      (json_int_t)(spec->nofile ? spec->nofile : 1024), "shm_bytes",
+		      1, "hostname", tier_hostname(spec), "idmap", idmapped, "unshare_cgroupns", 1,
+		      "nofile", (json_int_t)(spec->nofile ? spec->nofile : 1024), "shm_bytes",
 		      (json_int_t)shm, "no_openat2",
 		      force_no_openat2 || getenv("ISOLA_TEST_NO_OPENAT2"), "fds", "listen", 0,
 		      "rootfs", 1, "upper", 2, "seccomp", 3, "binds", binds);
