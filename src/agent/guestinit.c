@@ -449,6 +449,11 @@ int guest_init(char *port, char *cport, size_t len)
 	mount_or_die("devpts", "/dev/pts", "devpts", MS_NOSUID | MS_NOEXEC,
 		     "newinstance,ptmxmode=0666,mode=0620,gid=5");
 	mount_or_die("tmpfs", "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777");
+	/* /dev/mqueue, as in the process tier (src/agent/setup.c) and runc's default spec; a
+	 * kernel without POSIX message queues still boots. */
+	mkdir("/dev/mqueue", 0755);
+	if (mount("mqueue", "/dev/mqueue", "mqueue", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) < 0)
+		fprintf(stderr, "isola-agent: guest init: mount mqueue: %s\n", strerror(errno));
 	mount_or_die("tmpfs", "/run", "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755");
 	limits_apply();
 	caps_apply();
