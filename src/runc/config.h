@@ -18,6 +18,7 @@ struct oci_mapped {
 			      * written (joined to the bundle when relative), not yet resolved */
 	json_t *process;     /* body of POST /v1/sandboxes/{id}/processes, owned */
 	json_t *annotations; /* the spec's annotations object, owned (may be empty) */
+	json_t *skipped;     /* strings: spec mounts not applied and why (for warnings), owned */
 };
 
 /*

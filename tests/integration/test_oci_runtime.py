@@ -727,3 +727,80 @@ def test_hostname_and_dev_mqueue(runc, rootfs, tmp_path, isolad):
     for bad in ("-lead", "a b", "x" * 64, "under_score"):
         r = op.request("POST", "/v1/sandboxes", json={"hostname": bad})
         assert r.status == 400 and "hostname" in r.json()["message"], (bad, r)
+
+
+def test_spec_binds_are_mounted(runc, rootfs, tmp_path, isolad):
+    """docker -v, podman -v, Kubernetes volumes: the spec's bind mounts, read-only with `ro`;
+    a writable one is written as the sandbox's own host uids, never host root; a file bind
+    (an engine's /etc/hosts) on a target made in the writable layer; a bind on isola's own
+    /dev is not applied and says so."""
+    ro, rw = tmp_path / "ro-src", tmp_path / "rw-src"
+    ro.mkdir()
+    rw.mkdir()
+    rw.chmod(0o777)
+    (ro / "hello").write_text("from the host\n")
+    hosts = tmp_path / "hosts"
+    hosts.write_text("198.18.0.9 bound-host\n")
+    script = ("cat /data/hello; (echo x > /data/new) 2>/dev/null && echo ro-written || "
+              "echo ro-refused; echo written > /rw/out && id -u; cat /etc/hosts")
+
+    def edit(c):
+        c["mounts"] = c.get("mounts", []) + [
+            {"destination": "/data", "type": "bind", "source": str(ro),
+             "options": ["rbind", "ro"]},
+            {"destination": "/rw", "type": "bind", "source": str(rw), "options": ["rbind", "rw"]},
+            {"destination": "/etc/hosts", "type": "bind", "source": str(hosts),
+             "options": ["bind"]},
+            {"destination": "/dev/termination-log", "type": "bind", "source": str(hosts),
+             "options": ["bind"]},
+        ]
+    b = make_bundle(runc, rootfs, tmp_path, ["sh", "-c", script], edit)
+    cp = runc("run", "--bundle", b, "v1")
+    assert cp.returncode == 0, cp.stderr
+    assert cp.stdout == "from the host\nro-refused\n0\n198.18.0.9 bound-host\n", cp.stdout
+    assert ("warning: mount `/dev/termination-log` (bind) not applied: isola keeps its own "
+            "/proc, /sys and /dev") in cp.stderr, cp.stderr
+    assert not (ro / "new").exists()
+    out = rw / "out"
+    assert out.read_text() == "written\n"
+    # The container's root is the sandbox's first host uid, not host root (no idmap on a
+    # writable bind: it cannot leave root-owned, setuid files in a host directory).
+    assert out.stat().st_uid >= int(os.environ.get("ISOLA_TEST_UID_BASE") or 1), out.stat()
+    # The file target was made in the sandbox's writable layer, not in the bundle's rootfs.
+    assert not (rootfs / "etc" / "hosts").exists()
+    # With --log the warning goes to the log, not to create's stderr (the container's).
+    log = tmp_path / "runc.log"
+    cp = runc("--log", log, "run", "--bundle", b, "v2")
+    assert cp.returncode == 0 and "warning" not in cp.stderr, cp.stderr
+    assert "/dev/termination-log" in log.read_text()
+
+
+def test_binds_are_the_operators_alone(isolad, tmp_path):
+    """A tenant (even its admin) naming a host path to bind gets 403; the operator's binds
+    are checked (no destination on isola's /proc, /sys, /dev; no symlinked source)."""
+    src = tmp_path / "src"
+    src.mkdir()
+    t = Tenant(isolad, role="admin")
+    try:
+        r = t.client.request("POST", "/v1/sandboxes", json={
+            "binds": [{"source": str(src), "destination": "/data"}]})
+        assert r.status == 403 and r.json()["code"] == "forbidden", r
+        assert t.client.request("GET", "/v1/sandboxes").json()["sandboxes"] == []
+    finally:
+        t.cleanup()
+    (tmp_path / "link").symlink_to(src)
+    op = isolad.client(timeout=60)
+    for bind, msg in (
+            ({"source": str(src), "destination": "/proc/sys"},
+             "destination `/proc/sys` is on isola's own /proc"),
+            ({"source": str(src), "destination": "/dev"}, "is on isola's own /dev"),
+            ({"source": str(src), "destination": "/"}, "must be an absolute path other than /"),
+            ({"source": str(src), "destination": "/a/../etc"}, "without `.` or `..`"),
+            ({"source": str(tmp_path / "link"), "destination": "/d"}, "a symlink is refused"),
+            ({"source": str(tmp_path / "none"), "destination": "/d"},
+             "No such file or directory"),
+            ({"source": "relative", "destination": "/d"}, "must be an absolute path"),
+            ({"destination": "/d"}, "must be an object with `source` and `destination`"),
+            ({"source": str(src), "destination": "/d", "mode": "x"}, "unknown field `mode`")):
+        r = op.request("POST", "/v1/sandboxes", json={"binds": [bind]})
+        assert r.status == 400 and msg in r.json()["message"], (bind, r.json())

@@ -465,6 +465,15 @@ static int core_prepare(struct core *c, struct sandbox *s, const struct sandbox_
 	snprintf(s->spec.rootfs, sizeof(s->spec.rootfs), "%s", t.rootfs);
 	memcpy(s->spec.binds, t.binds, sizeof(t.binds));
 	s->spec.n_binds = t.n_binds;
+	/* The operator's binds go on top of the template's (core_validate checked them). */
+	if (t.n_binds + req->n_binds > TIER_MAX_BINDS) {
+		template_info_fini(&t);
+		return isola_err_set(err, E2BIG, "invalid",
+				     "binds: template `%s` has %u binds, %u more exceed isola's %d",
+				     t.name, t.n_binds, req->n_binds, TIER_MAX_BINDS);
+	}
+	for (unsigned i = 0; i < req->n_binds; i++)
+		s->spec.binds[s->spec.n_binds++] = req->binds[i];
 	if (json_is_object(t.env))
 		json_object_update(s->env, t.env);
 	if (req->env)
@@ -491,9 +500,78 @@ static int core_prepare(struct core *c, struct sandbox *s, const struct sandbox_
 	return 0;
 }
 
+/* True if path is absolute, at most 255 bytes, and has no `.` or `..` component. */
+static bool clean_abs_path(const char *p)
+{
+	size_t n = strlen(p);
+
+	if (p[0] != '/' || n > 255)
+		return false;
+	for (const char *c = p; (c = strchr(c, '/')); c++)
+		if (!strncmp(c, "/../", 4) || !strcmp(c, "/..") || !strncmp(c, "/./", 3) ||
+		    !strcmp(c, "/."))
+			return false;
+	return true;
+}
+
+/* True if path is `top` or below it (`/dev`, `/dev/shm`; not `/devices`). */
+static bool path_under(const char *path, const char *top)
+{
+	size_t n = strlen(top);
+
+	return !strncmp(path, top, n) && (path[n] == '\0' || path[n] == '/');
+}
+
+/*
+ * An operator's bind (docs/oci.md): the source an existing host directory or regular file
+ * (no symlink as its last component, as for `rootfs`), the destination an absolute path
+ * inside that is not the root and not on isola's own /proc, /sys or /dev (masked paths and
+ * device nodes a bind could uncover or replace).
+ */
+static int check_bind(const struct tier_bind *b, unsigned i, struct isola_err **err)
+{
+	static const char *const specials[] = {"/proc", "/sys", "/dev"};
+	struct stat st;
+
+	if (!clean_abs_path(b->src))
+		return isola_err_set(
+			err, EINVAL, "invalid",
+			"binds[%u]: source `%.64s` must be an absolute path of at most "
+			"255 bytes without `.` or `..`",
+			i, b->src);
+	if (!clean_abs_path(b->dst) || !strcmp(b->dst, "/"))
+		return isola_err_set(
+			err, EINVAL, "invalid",
+			"binds[%u]: destination `%.64s` must be an absolute path other "
+			"than / of at most 255 bytes without `.` or `..`",
+			i, b->dst);
+	for (size_t k = 0; k < sizeof(specials) / sizeof(specials[0]); k++)
+		if (path_under(b->dst, specials[k]))
+			return isola_err_set(err, EINVAL, "invalid",
+					     "binds[%u]: destination `%s` is on isola's own %s", i,
+					     b->dst, specials[k]);
+	if (lstat(b->src, &st) < 0)
+		return isola_err_sys(err, errno, "invalid", "binds[%u]: source `%s`", i, b->src);
+	if (!S_ISDIR(st.st_mode) && !S_ISREG(st.st_mode))
+		return isola_err_set(err, EINVAL, "invalid",
+				     "binds[%u]: source `%s` is not a directory or a regular file "
+				     "(a symlink is refused)",
+				     i, b->src);
+	return 0;
+}
+
 static int core_validate(struct core *c, const struct sandbox_request *req, struct isola_err **err)
 {
 	int r;
+
+	if (req->n_binds && strcmp(req->tier[0] ? req->tier : "process", "process") != 0)
+		return isola_err_set(err, ENOTSUP, "not_supported",
+				     "binds: host binds need the process tier");
+	for (unsigned i = 0; i < req->n_binds; i++) {
+		r = check_bind(&req->binds[i], i, err);
+		if (r < 0)
+			return r;
+	}
 
 	if (!core_tier_by_name(req->tier)) {
 		if (!strcmp(req->tier, "microvm"))

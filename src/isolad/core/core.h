@@ -70,9 +70,12 @@ struct sandbox_request {
 	const char *name;	 /* unique per tenant among live sandboxes, or NULL */
 	bool caps_set;		 /* cap_add/cap_drop given: caps replaces the default set */
 	uint64_t caps;		 /* root's capabilities when caps_set (common/caps.h mask) */
-	const char *rootfs;   /* operator only (api checks): host dir as the lower layer, or NULL */
-	const char *hostname; /* the sandbox's hostname (process tier), NULL = its id */
-	const char *netns;    /* operator only (api checks): network namespace file to join, or
+	const char *rootfs; /* operator only (api checks): host dir as the lower layer, or NULL */
+	const struct tier_bind *binds; /* operator only (api checks): host files/dirs to bind
+					* after the template's (docs/oci.md), borrowed */
+	unsigned n_binds;	       /* entries of binds */
+	const char *hostname;	       /* the sandbox's hostname (process tier), NULL = its id */
+	const char *netns; /* operator only (api checks): network namespace file to join, or
 			     * NULL for the sandbox's own (docs/oci.md) */
 };
 

@@ -510,8 +510,8 @@ int pool_claim(struct core *c, struct sandbox *s, const struct sandbox_request *
 	struct pool *pl;
 	int r;
 
-	/* rootfs: no template; netns: a warm sandbox has its own network already. */
-	if (!ps || req->pooled || req->snapshot || req->rootfs || req->netns)
+	/* rootfs: no template; netns, binds: a warm sandbox has its own network and mounts. */
+	if (!ps || req->pooled || req->snapshot || req->rootfs || req->netns || req->n_binds)
 		return 0;
 	pthread_mutex_lock(&ps->lock);
 	pl = pool_find(ps, s->template_name, s->tier->name);

@@ -211,8 +211,11 @@ char *sandbox_spec_dump(struct sandbox *s)
 	char *out;
 
 	for (unsigned i = 0; i < s->spec.n_binds; i++)
-		json_array_append_new(binds, json_pack("{s:s,s:s}", "src", s->spec.binds[i].src,
-						       "dst", s->spec.binds[i].dst));
+		json_array_append_new(binds,
+				      json_pack("{s:s, s:s, s:b, s:b}", "src", s->spec.binds[i].src,
+						"dst", s->spec.binds[i].dst, "writable",
+						s->spec.binds[i].writable, "single",
+						s->spec.binds[i].single));
 	json_object_set_new(j, "binds", binds);
 	json_object_set_new(j, "origin", json_string(s->origin));
 	json_object_set_new(j, "caps", json_integer((json_int_t)s->spec.caps));
@@ -296,6 +299,9 @@ int sandbox_spec_load(struct sandbox *s, const char *text, struct isola_err **er
 			 src);
 		snprintf(s->spec.binds[s->spec.n_binds].dst, sizeof(s->spec.binds[0].dst), "%s",
 			 dst);
+		s->spec.binds[s->spec.n_binds].writable =
+			json_is_true(json_object_get(b, "writable"));
+		s->spec.binds[s->spec.n_binds].single = json_is_true(json_object_get(b, "single"));
 		s->spec.n_binds++;
 	}
 	json_decref(j);

@@ -154,12 +154,12 @@ enum proc_idmap_mode {
 };
 
 /*
- * Clones the tree at host path `src` (recursive), read-only, nosuid, nodev and,
- * if userns_fd >= 0, idmapped through that user namespace. Returns the detached
- * mount fd (caller owns) or -errno; *idmapped tells whether the idmap took.
- * On idmap failure it falls back to a plain read-only clone.
+ * Clones the tree at host path `src` (a directory or a file; with its submounts when
+ * `recursive`), nosuid, nodev, read-only when `readonly` and, if userns_fd >= 0, idmapped
+ * through that user namespace. Returns the detached mount fd (caller owns) or -errno;
+ * *idmapped tells whether the idmap took. On idmap failure it falls back to a plain clone.
  */
-int proc_mount_clone_ro(const char *src, int userns_fd, bool *idmapped);
+int proc_mount_clone(const char *src, int userns_fd, bool readonly, bool recursive, bool *idmapped);
 
 /* Makes a detached tmpfs (size, nr_inodes, root dir owned by uid/gid). Returns the
  * mount fd or -errno. */

@@ -216,15 +216,21 @@ static int wait_setup(int sock, const char *id, struct isola_err **err)
 			     strncmp(buf, "error: ", 7) == 0 ? buf + 7 : buf);
 }
 
-static char *plan_json(const struct sandbox_spec *spec, bool idmapped, unsigned first_bind_fd)
+/* fds[first_bind_fd + i] is the mount of spec->binds[i]: a file bind needs a file target. */
+static char *plan_json(const struct sandbox_spec *spec, bool idmapped, const int *fds,
+		       unsigned first_bind_fd)
 {
 	json_t *binds = json_array(), *j;
 	uint64_t shm = spec->memory_bytes ? spec->memory_bytes / 2 : 64ull << 20;
 	char *out;
 
-	for (unsigned i = 0; i < spec->n_binds; i++)
-		json_array_append_new(binds, json_pack("{s:i, s:s}", "fd", first_bind_fd + i, "dst",
-						       spec->binds[i].dst));
+	for (unsigned i = 0; i < spec->n_binds; i++) {
+		struct stat st;
+		bool file = fstat(fds[first_bind_fd + i], &st) == 0 && !S_ISDIR(st.st_mode);
+
+		json_array_append_new(binds, json_pack("{s:i, s:s, s:b}", "fd", first_bind_fd + i,
+						       "dst", spec->binds[i].dst, "file", file));
+	}
 	j = json_pack("{s:i, s:s, s:b, s:b, s:I, s:I, s:b, s:{s:i, s:i, s:i, s:i}, s:o}", "version",
 		      1, "hostname", tier_hostname(spec), "idmap", idmapped, "unshare_cgroupns", 1,
 		      "nofile", (json_int_t)(spec->nofile ? spec->nofile : 1024), "shm_bytes",
@@ -465,7 +471,7 @@ static int create_sandbox(const struct sandbox_spec *spec, int layer_fd, const c
 				  spec->id);
 		goto err_teardown;
 	}
-	fds[1] = proc_mount_clone_ro(spec->rootfs, userns, &idm);
+	fds[1] = proc_mount_clone(spec->rootfs, userns, true, true, &idm);
 	if (fds[1] < 0) {
 		r = isola_err_sys(err, -fds[1], "internal", "clone template `%s`", spec->rootfs);
 		goto err_teardown;
@@ -473,10 +479,14 @@ static int create_sandbox(const struct sandbox_spec *spec, int layer_fd, const c
 	s->idmap = idm ? PROC_IDMAP_ON : PROC_IDMAP_NONE;
 	nfds = 4;
 	for (unsigned i = 0; i < spec->n_binds; i++) {
+		const struct tier_bind *b = &spec->binds[i];
 		bool bidm;
 
-		/* Binds follow the template's mode so ownership inside is consistent. */
-		fds[nfds] = proc_mount_clone_ro(spec->binds[i].src, idm ? userns : -1, &bidm);
+		/* Read-only binds follow the template's mode so ownership inside is consistent.
+		 * A writable one is never idmapped: through an idmap the sandbox's root would
+		 * create files owned by host uid 0 (setuid ones included) in a host directory. */
+		fds[nfds] = proc_mount_clone(b->src, idm && !b->writable ? userns : -1,
+					     !b->writable, !b->single, &bidm);
 		if (fds[nfds] < 0) {
 			r = isola_err_sys(err, -fds[nfds], "internal", "clone bind `%s`",
 					  spec->binds[i].src);
@@ -509,7 +519,7 @@ static int create_sandbox(const struct sandbox_spec *spec, int layer_fd, const c
 			goto err_teardown;
 		}
 	}
-	plan = plan_json(spec, idm, 4);
+	plan = plan_json(spec, idm, fds, 4);
 	if (!plan) {
 		r = isola_err_set(err, ENOMEM, "internal", "sandbox `%s`: plan", spec->id);
 		goto err_teardown;
