@@ -194,3 +194,22 @@ def test_docker_kill_reports_the_signal(docker):
         assert code == 137
     finally:
         docker("rm", "-f", "kill1", check=False)
+
+
+def test_docker_volumes_and_hostname(docker, isolad, tmp_path):
+    """`docker run -v` (read-only and read-write binds) and `--hostname`; Docker's own
+    /etc/hosts and /etc/hostname binds are files it made for the container."""
+    vol, out = tmp_path / "vol", tmp_path / "out"
+    vol.mkdir()
+    out.mkdir()
+    out.chmod(0o777)
+    (vol / "f").write_text("vol-data\n")
+    cp = docker("run", "--rm", "--runtime", "isola", "--hostname", "dk-host", "-v",
+                f"{vol}:/data:ro", "-v", f"{out}:/out", IMAGE, "sh", "-c",
+                "cat /data/f; cat /proc/sys/kernel/hostname /etc/hostname; "
+                "grep -q localhost /etc/hosts && echo hosts; "
+                "(echo no > /data/g) 2>/dev/null || echo ro; echo w > /out/x")
+    assert cp.returncode == 0, cp.stderr
+    assert cp.stdout == "vol-data\ndk-host\ndk-host\nhosts\nro\n", cp.stdout
+    assert (out / "x").read_text() == "w\n" and (out / "x").stat().st_uid != 0
+    assert not (vol / "g").exists()
