@@ -697,6 +697,10 @@ def test_joining_a_network_namespace_is_the_operators_alone(isolad, netns):
     sb = r.json()
     try:
         assert sb["network"] == {"mode": "joined", "path": netns["path"]}, sb
+        # The engine's network: no isola policy to read or set, said as such.
+        for method, body in (("GET", None), ("PUT", {"default": "deny"})):
+            r = op.request(method, f"/v1/sandboxes/{sb['id']}/network", json=body)
+            assert r.status == 501 and "egress policy does not apply" in r.json()["message"], r
     finally:
         op.request("DELETE", f"/v1/sandboxes/{sb['id']}")
 

@@ -252,6 +252,10 @@ void sandbox_unref(struct sandbox *s);
 
 const char *sandbox_id(const struct sandbox *s);
 
+/* The network namespace path the sandbox joined (`netns` at create), or NULL when it has a
+ * network of its own. Fixed for the sandbox's life: no lock needed. */
+const char *sandbox_joined_netns(const struct sandbox *s);
+
 /* The sandbox as its API object (new reference): id, state, tier, template, limits,
  * labels, created_at, expires_at, persistence, error. */
 json_t *sandbox_to_json(struct sandbox *s);

@@ -63,6 +63,11 @@ const char *sandbox_id(const struct sandbox *s)
 	return s->id;
 }
 
+const char *sandbox_joined_netns(const struct sandbox *s)
+{
+	return s->spec.netns_path[0] ? s->spec.netns_path : NULL;
+}
+
 const char *sandbox_state_name(enum sandbox_state st)
 {
 	switch (st) {
