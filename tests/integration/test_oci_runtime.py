@@ -808,3 +808,38 @@ def test_binds_are_the_operators_alone(isolad, tmp_path):
             ({"source": str(src), "destination": "/d", "mode": "x"}, "unknown field `mode`")):
         r = op.request("POST", "/v1/sandboxes", json={"binds": [bind]})
         assert r.status == 400 and msg in r.json()["message"], (bind, r.json())
+
+
+def test_joined_and_bound_container_survives_isolad_restart(runc, rootfs, tmp_path, isolad,
+                                                            netns):
+    """A restart re-attaches a container on a joined network with binds like any other: its
+    JSON still says whose network it is, and what it runs after the restart is in that
+    namespace, with the bind, and without any network of isola's."""
+    vol = tmp_path / "vol"
+    vol.mkdir()
+    (vol / "v").write_text("kept\n")
+    script = ("cat /vol/v; grep -c isolat0 /proc/net/dev; "
+              f"exec 3<>/dev/tcp/127.0.0.1/{netns['port']} && read -r line <&3 && echo $line")
+
+    def edit(c):
+        c["linux"]["namespaces"].append({"type": "network", "path": netns["path"]})
+        c["mounts"] = c.get("mounts", []) + [
+            {"destination": "/vol", "type": "bind", "source": str(vol), "options": ["ro"]}]
+    b = make_bundle(runc, rootfs, tmp_path, ["bash", "-c", script], edit)
+    out, err = tmp_path / "out", tmp_path / "err"
+    env = dict(os.environ, ISOLA_SOCKET=runc.isolad.socket)
+    with open(out, "wb") as o, open(err, "wb") as e:  # files: the relay keeps them
+        p = subprocess.run([str(RUNC), "--root", str(runc.root), "create", "--bundle", str(b),
+                            "j1"], stdout=o, stderr=e, stdin=subprocess.DEVNULL, env=env,
+                           timeout=120)
+    assert p.returncode == 0, err.read_text()
+    isolad.restart()
+    sb = sandboxes(isolad, **{"oci.id": "j1"})[0]
+    assert sb["network"] == {"mode": "joined", "path": netns["path"]}, sb
+    runc("start", "j1", check=True)
+    runc.wait_status("j1", "stopped")
+    end = time.monotonic() + 60
+    while out.read_text() != f"kept\n1\n{netns['token']}\n":
+        assert time.monotonic() < end, (out.read_text(), err.read_text())
+        time.sleep(0.1)
+    runc("delete", "j1", check=True)
