@@ -12,7 +12,9 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
+#include <sched.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/time.h>
 #include <sys/un.h>
 #include <sys/wait.h>
@@ -455,6 +457,32 @@ static void on_alarm(int sig)
 	(void)sig;
 }
 
+/*
+ * The relay's network namespace becomes the container's (its sandbox init's), so an engine that
+ * joins `/proc/<the pid-file's pid>/ns/net` (Docker's `--network container:X`) joins X's
+ * network, not the host's. Only over a unix socket: a path reaches isolad from any network
+ * namespace, a TCP URL would not. Best effort: the relay works the same either way.
+ */
+static void relay_enter_netns(struct container *c)
+{
+	cleanup_err struct isola_err *e = NULL;
+	cleanup_fd int pfd = -1;
+	cleanup_fd int nfd = -1;
+	long host_pid = 0;
+	char path[64];
+
+	if (g.conf.url || !container_status(c, &host_pid, &e) || host_pid <= 0)
+		return;
+	pfd = (int)syscall(SYS_pidfd_open, (pid_t)host_pid, 0);
+	snprintf(path, sizeof(path), "/proc/%ld/ns/net", host_pid);
+	nfd = pfd < 0 ? -1 : open(path, O_RDONLY | O_CLOEXEC);
+	/* Alive after the open: the pid was not recycled, the namespace is the init's. */
+	if (nfd < 0 || syscall(SYS_pidfd_send_signal, pfd, 0, NULL, 0) < 0 ||
+	    setns(nfd, CLONE_NEWNET) < 0)
+		warn("the relay stays in the host's network namespace (Docker's --network "
+		     "container: on this container would be refused)");
+}
+
 static pid_t relay_spawn(const struct container *c, int tty, struct isola_err **err)
 {
 	char path[PATH_MAX + 16];
@@ -475,6 +503,11 @@ static pid_t relay_spawn(const struct container *c, int tty, struct isola_err **
 	setsid();
 	take_terminal(tty);
 	g.cl = NULL;
+	{
+		struct container self = *c;
+
+		relay_enter_netns(&self);
+	}
 	/* Blocks until start/kill/delete opens the fifo; a 1 s timer interrupts the open to see
 	 * whether the state dir is gone (removed by hand, or the engine gave up on the container
 	 * without a delete), so a relay never waits forever. */
