@@ -843,3 +843,25 @@ def test_joined_and_bound_container_survives_isolad_restart(runc, rootfs, tmp_pa
         assert time.monotonic() < end, (out.read_text(), err.read_text())
         time.sleep(0.1)
     runc("delete", "j1", check=True)
+
+
+def test_allow_host_netns_lets_the_operator_join_the_hosts_network(isolad):
+    """`isolad --allow-host-netns` (Docker's `--network host`, an explicit ask): the operator's
+    sandbox may then join the host's own network namespace: its processes are in it."""
+    isolad.extra_args.append("--allow-host-netns")
+    isolad.restart()
+    op = isolad.client(timeout=60)
+    try:
+        r = op.request("POST", "/v1/sandboxes", json={"netns": HOST_NETNS})
+        assert r.status == 201, r
+        sid = r.json()["id"]
+        try:
+            seen = op.sh(sid, "readlink /proc/self/ns/net").strip()
+            assert seen == os.readlink(HOST_NETNS), seen
+        finally:
+            op.delete_sandbox(sid)
+    finally:
+        isolad.extra_args.remove("--allow-host-netns")
+        isolad.restart()
+    r = isolad.client(timeout=60).request("POST", "/v1/sandboxes", json={"netns": HOST_NETNS})
+    assert r.status == 403 and "--allow-host-netns" in r.json()["message"], r
