@@ -198,6 +198,13 @@ static void test_ids_and_documents(void)
 	ok(json_is_array(json_object_get(json_object_get(feat, "linux"), "namespaces")) &&
 		   json_array_size(json_object_get(feat, "hooks")) == 0,
 	   "features: namespaces listed, no hooks");
+	ok(json_array_size(json_object_get(feat, "mountOptions")) == 4 &&
+		   !strcmp(json_string_value(
+				   json_array_get(json_object_get(feat, "mountOptions"), 1)),
+			   "rbind") &&
+		   json_object_get(json_object_get(feat, "annotations"),
+				   "io.isola.namespaces.path"),
+	   "features: the bind options read, namespace paths and mounts described");
 	free(text);
 	json_decref(spec);
 	json_decref(feat);
