@@ -683,6 +683,7 @@ def test_joining_a_network_namespace_is_the_operators_alone(isolad, netns):
     try:
         r = t.client.request("POST", "/v1/sandboxes", json={"netns": netns["path"]})
         assert r.status == 403 and r.json()["code"] == "forbidden", r
+        assert "field `netns` names host paths" in r.json()["message"], r
         assert t.client.request("GET", "/v1/sandboxes").json()["sandboxes"] == []
     finally:
         t.cleanup()
@@ -789,6 +790,7 @@ def test_binds_are_the_operators_alone(isolad, tmp_path):
         r = t.client.request("POST", "/v1/sandboxes", json={
             "binds": [{"source": str(src), "destination": "/data"}]})
         assert r.status == 403 and r.json()["code"] == "forbidden", r
+        assert "field `binds` names host paths" in r.json()["message"], r
         assert t.client.request("GET", "/v1/sandboxes").json()["sandboxes"] == []
     finally:
         t.cleanup()

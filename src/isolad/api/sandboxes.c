@@ -210,12 +210,13 @@ enum MHD_Result api_sandbox_create(struct api_req *r)
 	if (req.rootfs && api_deny_unless_operator(r, &ret))
 		return ret;
 	/* `netns` joins any network namespace on the host, the host's own included (its
-	 * interfaces, its loopback services): a host-level power, the operator's only. */
-	if (req.netns && api_deny_unless_operator(r, &ret))
-		return ret;
-	/* `binds` shows (and, read-write, lets the sandbox change) any host file: the same. */
-	if (req.n_binds && api_deny_unless_operator(r, &ret))
-		return ret;
+	 * interfaces, its loopback services), and `binds` shows (read-write: lets the sandbox
+	 * change) any host file: host-level powers, the operator's only. */
+	if ((req.netns || req.n_binds) && !api_is_operator(r))
+		return api_respond_error(r, "forbidden",
+					 "field `%s` names host paths: only an admin of the "
+					 "`default` tenant (the operator) may set it",
+					 req.netns ? "netns" : "binds");
 	if (req.netns && (req.snapshot || json_object_get(r->json, "network")))
 		return api_respond_error(r, "invalid",
 					 "field `netns` cannot be combined with `snapshot` or "
