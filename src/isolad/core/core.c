@@ -445,12 +445,47 @@ static int core_rootfs_info(const char *path, struct template_info *t, struct is
 	return 0;
 }
 
+int core_resources_check(uint32_t cpu_millis, uint64_t memory_bytes, struct isola_err **err)
+{
+	if (memory_bytes && memory_bytes < (16ull << 20))
+		return isola_err_set(err, EINVAL, "invalid", "memory must be at least 16M");
+	if (cpu_millis > 1000u * 1024u)
+		return isola_err_set(err, EINVAL, "invalid", "cpu must be at most 1024");
+	return 0;
+}
+
+json_t *core_resources_json(uint32_t cpu_millis, uint64_t memory_bytes)
+{
+	json_t *o = json_object();
+
+	if (o && cpu_millis)
+		json_object_set_new(o, "cpu", json_real(cpu_millis / 1000.0));
+	if (o && memory_bytes)
+		json_object_set_new(o, "memory", json_integer((json_int_t)memory_bytes));
+	return o;
+}
+
+/* The template's config.resources (a build's --cpu/--memory, an E2B template's cpuCount and
+ * memoryMB): defaults for what the request leaves unset. Written by isolad's own builder, but
+ * read defensively: a value out of range is ignored. */
+static void template_resources(const json_t *config, uint32_t *cpu_millis, uint64_t *memory_bytes)
+{
+	const json_t *res = json_object_get(config, "resources");
+	double cpu = json_number_value(json_object_get(res, "cpu"));
+	json_int_t mem = json_integer_value(json_object_get(res, "memory"));
+
+	*cpu_millis = cpu > 0 && cpu <= 1024 ? (uint32_t)(cpu * 1000 + 0.5) : 0;
+	*memory_bytes = mem >= (16 << 20) ? (uint64_t)mem : 0;
+}
+
 /* Fills the sandbox's spec, env and defaults from the request and the template. */
 static int core_prepare(struct core *c, struct sandbox *s, const struct sandbox_request *req,
 			struct isola_err **err)
 {
 	const char *tname = req->template_name[0] ? req->template_name : "host";
 	struct template_info t;
+	uint32_t tcpu;
+	uint64_t tmem;
 	int r;
 
 	memset(&t, 0, sizeof(t));
@@ -483,10 +518,15 @@ static int core_prepare(struct core *c, struct sandbox *s, const struct sandbox_
 	snprintf(s->workdir, sizeof(s->workdir), "%s", req->workdir ? req->workdir : t.workdir);
 	snprintf(s->user, sizeof(s->user), "%s",
 		 req->user ? req->user : (t.default_user[0] ? t.default_user : "root"));
+	template_resources(t.config, &tcpu, &tmem);
 	template_info_fini(&t);
 
-	s->spec.cpu_millis = req->cpu_millis ? req->cpu_millis : c->cfg.default_cpu_millis;
-	s->spec.memory_bytes = req->memory_bytes ? req->memory_bytes : c->cfg.default_memory_bytes;
+	s->spec.cpu_millis = req->cpu_millis ? req->cpu_millis
+			     : tcpu	     ? tcpu
+					     : c->cfg.default_cpu_millis;
+	s->spec.memory_bytes = req->memory_bytes ? req->memory_bytes
+			       : tmem		 ? tmem
+						 : c->cfg.default_memory_bytes;
 	s->spec.disk_bytes = req->disk_bytes ? req->disk_bytes : c->cfg.default_disk_bytes;
 	s->spec.inodes = c->cfg.default_inodes;
 	s->spec.pids = req->pids ? req->pids : c->cfg.default_pids;
@@ -580,12 +620,10 @@ static int core_validate(struct core *c, const struct sandbox_request *req, stru
 		return isola_err_set(err, EINVAL, "invalid",
 				     "tier `%s` is unknown (known: process, microvm)", req->tier);
 	}
-	if (req->memory_bytes && req->memory_bytes < (16ull << 20))
-		return isola_err_set(err, EINVAL, "invalid", "memory must be at least 16M");
+	if (core_resources_check(req->cpu_millis, req->memory_bytes, err) < 0)
+		return -EINVAL;
 	if (req->disk_bytes && req->disk_bytes < (1ull << 20))
 		return isola_err_set(err, EINVAL, "invalid", "disk must be at least 1M");
-	if (req->cpu_millis > 1000u * 1024u)
-		return isola_err_set(err, EINVAL, "invalid", "cpu must be at most 1024");
 	if (req->ttl_s > c->cfg.max_ttl_s)
 		return isola_err_set(err, EINVAL, "invalid", "ttl must be at most %u seconds",
 				     c->cfg.max_ttl_s);

@@ -346,7 +346,17 @@ struct core_build_opts {
 	const json_t *build_args; /* {K:V} for ARG, or NULL */
 	const json_t *allow;	  /* egress allow rules of RUN sandboxes, or NULL (deny all) */
 	bool pull; /* FROM of an image reference that names no template pulls it (the operator) */
+	const char *tier; /* tier RUN steps run in: NULL or "process", "microvm" */
+	/* Recorded on the template as config.resources: the cpu and memory its sandboxes get
+	 * when their create names none (0 = the daemon's default). */
+	uint32_t cpu_millis;
+	uint64_t memory_bytes;
 };
+/* The sandbox limits a create (or a template's config.resources) may ask for: memory 0 or
+ * ≥ 16 MiB, cpu ≤ 1024 CPUs. 0 or -EINVAL with *err naming the limit. */
+int core_resources_check(uint32_t cpu_millis, uint64_t memory_bytes, struct isola_err **err);
+/* config.resources of a template: {cpu (CPUs), memory (bytes)}, the unset ones left out. */
+json_t *core_resources_json(uint32_t cpu_millis, uint64_t memory_bytes);
 /* A build's progress event (stolen): step, output, layer; see docs/templates.md "Build". */
 typedef void (*core_build_event_fn)(void *ud, json_t *ev);
 /* Builds template `name` from a Dockerfile (core/build.c) as tenant (its sandboxes run the RUN
