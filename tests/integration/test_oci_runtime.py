@@ -867,3 +867,27 @@ def test_allow_host_netns_lets_the_operator_join_the_hosts_network(isolad):
         isolad.restart()
     r = isolad.client(timeout=60).request("POST", "/v1/sandboxes", json={"netns": HOST_NETNS})
     assert r.status == 403 and "--allow-host-netns" in r.json()["message"], r
+
+
+def test_joined_network_cannot_be_reconfigured_from_inside(isolad, netns):
+    """The joined namespace stays owned by the host's user namespace: the sandbox's root holds
+    no CAP_NET_ADMIN over it, so the engine's network is not the container's to change.
+    Judged from the host."""
+    name = netns["path"].rsplit("/", 1)[1]
+    op = isolad.client(timeout=60)
+    r = op.request("POST", "/v1/sandboxes", json={"netns": netns["path"]})
+    assert r.status == 201, r
+    sid = r.json()["id"]
+    try:
+        out = op.sh(sid, "ip link set isolat0 down 2>&1; ip addr add 198.18.251.9/32 dev lo "
+                         "2>&1; echo done")
+        # The kernel's answer (RTNETLINK), not the filter's: no capability over the namespace.
+        assert out == "RTNETLINK answers: Operation not permitted\n" * 2 + "done\n", out
+    finally:
+        op.delete_sandbox(sid)
+    show = subprocess.run(["ip", "netns", "exec", name, "ip", "-o", "addr", "show"],
+                          capture_output=True, text=True, check=True).stdout
+    assert "198.18.251.7/32" in show and "198.18.251.9" not in show, show
+    link = subprocess.run(["ip", "netns", "exec", name, "ip", "-o", "link", "show", "isolat0"],
+                          capture_output=True, text=True, check=True).stdout
+    assert "UP" in link.split(">")[0], link
