@@ -16,7 +16,10 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from test_oci_runtime import RUNC, make_rootfs, netns, remove_engine_dir, sandboxes  # noqa: E402,F401
+import test_oci_runtime  # noqa: E402
+from test_oci_runtime import RUNC, make_rootfs, remove_engine_dir, sandboxes  # noqa: E402
+
+netns = test_oci_runtime.netns  # the fixture: a network namespace with a server in it
 
 IMAGE = "localhost/isola-oci-test:1"
 
