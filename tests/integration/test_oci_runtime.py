@@ -693,6 +693,11 @@ def test_joining_a_network_namespace_is_the_operators_alone(isolad, netns):
     assert r.status == 400 and "cannot be combined" in r.json()["message"], r
     r = op.request("POST", "/v1/sandboxes", json={"netns": "relative"})
     assert r.status == 400 and "must be an absolute path" in r.json()["message"], r
+    # The process tier's alone: a microvm has its own kernel, network and mounts.
+    for field, value in (("netns", netns["path"]), ("hostname", "vm-name"),
+                         ("binds", [{"source": "/usr", "destination": "/u"}])):
+        r = op.request("POST", "/v1/sandboxes", json={"tier": "microvm", field: value})
+        assert r.status == 501 and "process tier" in r.json()["message"], (field, r)
     r = op.request("POST", "/v1/sandboxes", json={"netns": netns["path"]})
     assert r.status == 201, r
     sb = r.json()
