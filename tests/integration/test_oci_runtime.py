@@ -691,6 +691,12 @@ def test_joining_a_network_namespace_is_the_operators_alone(isolad, netns):
     r = op.request("POST", "/v1/sandboxes", json={"netns": netns["path"],
                                                   "network": {"default": "deny"}})
     assert r.status == 400 and "cannot be combined" in r.json()["message"], r
+    # A restore is a clone: its own name, network and mounts.
+    for field, value in (("netns", netns["path"]), ("hostname", "h"),
+                         ("binds", [{"source": "/usr", "destination": "/u"}])):
+        r = op.request("POST", "/v1/sandboxes", json={"snapshot": "snap1", field: value})
+        assert r.status == 400 and \
+            f"field `{field}` cannot be combined with `snapshot`" in r.json()["message"], r
     r = op.request("POST", "/v1/sandboxes", json={"netns": "relative"})
     assert r.status == 400 and "must be an absolute path" in r.json()["message"], r
     # The process tier's alone: a microvm has its own kernel, network and mounts.

@@ -217,11 +217,20 @@ enum MHD_Result api_sandbox_create(struct api_req *r)
 					 "field `%s` names host paths: only an admin of the "
 					 "`default` tenant (the operator) may set it",
 					 req.netns ? "netns" : "binds");
-	if (req.netns && (req.snapshot || json_object_get(r->json, "network")))
+	/* A restore is a clone of the snapshot's sandbox: its own id as hostname, its own
+	 * network, the snapshot's mounts (core/snapshots.c). */
+	if (req.snapshot && (req.netns || req.n_binds || req.hostname))
 		return api_respond_error(r, "invalid",
-					 "field `netns` cannot be combined with `snapshot` or "
-					 "`network` (a joined network is the engine's: isola's "
-					 "egress policy does not apply)");
+					 "field `%s` cannot be combined with `snapshot`",
+					 req.netns     ? "netns"
+					 : req.n_binds ? "binds"
+						       : "hostname");
+	if (req.netns && json_object_get(r->json, "network"))
+		return api_respond_error(
+			r, "invalid",
+			"field `netns` cannot be combined with `network` (a joined "
+			"network is the engine's: isola's egress policy does not "
+			"apply)");
 	req.tenant = api_tenant(r);
 	req.retry_after_s = &r->retry_after_s;
 	if (core_sandbox_create(r->srv->core, &req, &s, &err) < 0) {

@@ -540,6 +540,13 @@ static int core_prepare(struct core *c, struct sandbox *s, const struct sandbox_
 	return 0;
 }
 
+/* True if req is for the process tier (its default): the one that honours netns, binds and
+ * hostname. */
+static bool req_process_tier(const struct sandbox_request *req)
+{
+	return !req->tier[0] || !strcmp(req->tier, "process");
+}
+
 /* True if path is absolute, at most 255 bytes, and has no `.` or `..` component. */
 static bool clean_abs_path(const char *p)
 {
@@ -604,7 +611,7 @@ static int core_validate(struct core *c, const struct sandbox_request *req, stru
 {
 	int r;
 
-	if (req->n_binds && strcmp(req->tier[0] ? req->tier : "process", "process") != 0)
+	if (req->n_binds && !req_process_tier(req))
 		return isola_err_set(err, ENOTSUP, "not_supported",
 				     "binds: host binds need the process tier");
 	for (unsigned i = 0; i < req->n_binds; i++) {
@@ -638,7 +645,7 @@ static int core_validate(struct core *c, const struct sandbox_request *req, stru
 			"hostname `%.64s` must be 1-63 of [A-Za-z0-9.-] starting with a "
 			"letter or digit",
 			req->hostname);
-	if (req->hostname && strcmp(req->tier[0] ? req->tier : "process", "process") != 0)
+	if (req->hostname && !req_process_tier(req))
 		return isola_err_set(
 			err, ENOTSUP, "not_supported",
 			"hostname: a microvm's hostname is its id (process tier only)");
@@ -646,7 +653,7 @@ static int core_validate(struct core *c, const struct sandbox_request *req, stru
 		return isola_err_set(err, EINVAL, "invalid",
 				     "netns `%.64s` must be an absolute path of at most 255 bytes",
 				     req->netns);
-	if (req->netns && strcmp(req->tier[0] ? req->tier : "process", "process") != 0)
+	if (req->netns && !req_process_tier(req))
 		return isola_err_set(err, ENOTSUP, "not_supported",
 				     "netns: joining a network namespace needs the process tier "
 				     "(a microvm has its own kernel's network)");
