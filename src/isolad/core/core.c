@@ -500,6 +500,15 @@ static int core_prepare(struct core *c, struct sandbox *s, const struct sandbox_
 	snprintf(s->spec.rootfs, sizeof(s->spec.rootfs), "%s", t.rootfs);
 	memcpy(s->spec.binds, t.binds, sizeof(t.binds));
 	s->spec.n_binds = t.n_binds;
+	/* The operator's binds go on top of the template's (core_validate checked them). */
+	if (t.n_binds + req->n_binds > TIER_MAX_BINDS) {
+		template_info_fini(&t);
+		return isola_err_set(err, E2BIG, "invalid",
+				     "binds: template `%s` has %u binds, %u more exceed isola's %d",
+				     t.name, t.n_binds, req->n_binds, TIER_MAX_BINDS);
+	}
+	for (unsigned i = 0; i < req->n_binds; i++)
+		s->spec.binds[s->spec.n_binds++] = req->binds[i];
 	if (json_is_object(t.env))
 		json_object_update(s->env, t.env);
 	if (req->env)
@@ -523,12 +532,93 @@ static int core_prepare(struct core *c, struct sandbox *s, const struct sandbox_
 	s->spec.pids = req->pids ? req->pids : c->cfg.default_pids;
 	s->spec.nofile = 1024;
 	s->spec.caps = req->caps_set ? req->caps : CAPS_DEFAULT_MASK;
+	snprintf(s->spec.hostname, sizeof(s->spec.hostname), "%s",
+		 req->hostname ? req->hostname : "");
+	/* Opened and checked (nsfs, type network, not the host's) by the tier at the clone. */
+	snprintf(s->spec.netns_path, sizeof(s->spec.netns_path), "%s",
+		 req->netns ? req->netns : "");
+	return 0;
+}
+
+/* True if req is for the process tier (its default): the one that honours netns, binds and
+ * hostname. */
+static bool req_process_tier(const struct sandbox_request *req)
+{
+	return !req->tier[0] || !strcmp(req->tier, "process");
+}
+
+/* True if path is absolute, at most 255 bytes, and has no `.` or `..` component. */
+static bool clean_abs_path(const char *p)
+{
+	size_t n = strlen(p);
+
+	if (p[0] != '/' || n > 255)
+		return false;
+	for (const char *c = p; (c = strchr(c, '/')); c++)
+		if (!strncmp(c, "/../", 4) || !strcmp(c, "/..") || !strncmp(c, "/./", 3) ||
+		    !strcmp(c, "/."))
+			return false;
+	return true;
+}
+
+/* True if path is `top` or below it (`/dev`, `/dev/shm`; not `/devices`). */
+static bool path_under(const char *path, const char *top)
+{
+	size_t n = strlen(top);
+
+	return !strncmp(path, top, n) && (path[n] == '\0' || path[n] == '/');
+}
+
+/*
+ * An operator's bind (docs/oci.md): the source an existing host directory or regular file
+ * (no symlink as its last component, as for `rootfs`), the destination an absolute path
+ * inside that is not the root and not on isola's own /proc, /sys or /dev (masked paths and
+ * device nodes a bind could uncover or replace).
+ */
+static int check_bind(const struct tier_bind *b, unsigned i, struct isola_err **err)
+{
+	static const char *const specials[] = {"/proc", "/sys", "/dev"};
+	struct stat st;
+
+	if (!clean_abs_path(b->src))
+		return isola_err_set(
+			err, EINVAL, "invalid",
+			"binds[%u]: source `%.64s` must be an absolute path of at most "
+			"255 bytes without `.` or `..`",
+			i, b->src);
+	if (!clean_abs_path(b->dst) || !strcmp(b->dst, "/"))
+		return isola_err_set(
+			err, EINVAL, "invalid",
+			"binds[%u]: destination `%.64s` must be an absolute path other "
+			"than / of at most 255 bytes without `.` or `..`",
+			i, b->dst);
+	for (size_t k = 0; k < sizeof(specials) / sizeof(specials[0]); k++)
+		if (path_under(b->dst, specials[k]))
+			return isola_err_set(err, EINVAL, "invalid",
+					     "binds[%u]: destination `%s` is on isola's own %s", i,
+					     b->dst, specials[k]);
+	if (lstat(b->src, &st) < 0)
+		return isola_err_sys(err, errno, "invalid", "binds[%u]: source `%s`", i, b->src);
+	if (!S_ISDIR(st.st_mode) && !S_ISREG(st.st_mode))
+		return isola_err_set(err, EINVAL, "invalid",
+				     "binds[%u]: source `%s` is not a directory or a regular file "
+				     "(a symlink is refused)",
+				     i, b->src);
 	return 0;
 }
 
 static int core_validate(struct core *c, const struct sandbox_request *req, struct isola_err **err)
 {
 	int r;
+
+	if (req->n_binds && !req_process_tier(req))
+		return isola_err_set(err, ENOTSUP, "not_supported",
+				     "binds: host binds need the process tier");
+	for (unsigned i = 0; i < req->n_binds; i++) {
+		r = check_bind(&req->binds[i], i, err);
+		if (r < 0)
+			return r;
+	}
 
 	if (!core_tier_by_name(req->tier)) {
 		if (!strcmp(req->tier, "microvm"))
@@ -549,6 +639,24 @@ static int core_validate(struct core *c, const struct sandbox_request *req, stru
 			err, EINVAL, "invalid",
 			"workdir `%.64s` must be an absolute path of at most 255 chars",
 			req->workdir);
+	if (req->hostname && !util_hostname_valid(req->hostname))
+		return isola_err_set(
+			err, EINVAL, "invalid",
+			"hostname `%.64s` must be 1-63 of [A-Za-z0-9.-] starting with a "
+			"letter or digit",
+			req->hostname);
+	if (req->hostname && !req_process_tier(req))
+		return isola_err_set(
+			err, ENOTSUP, "not_supported",
+			"hostname: a microvm's hostname is its id (process tier only)");
+	if (req->netns && (req->netns[0] != '/' || strlen(req->netns) > 255))
+		return isola_err_set(err, EINVAL, "invalid",
+				     "netns `%.64s` must be an absolute path of at most 255 bytes",
+				     req->netns);
+	if (req->netns && !req_process_tier(req))
+		return isola_err_set(err, ENOTSUP, "not_supported",
+				     "netns: joining a network namespace needs the process tier "
+				     "(a microvm has its own kernel's network)");
 	if (req->user && (!*req->user || strlen(req->user) > 63))
 		return isola_err_set(err, EINVAL, "invalid", "user must be 1-63 characters");
 	if (req->name && !core_sandbox_name_valid(req->name))

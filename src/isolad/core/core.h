@@ -73,6 +73,12 @@ struct sandbox_request {
 	bool caps_set;	    /* cap_add/cap_drop given: caps replaces the default set */
 	uint64_t caps;	    /* root's capabilities when caps_set (common/caps.h mask) */
 	const char *rootfs; /* operator only (api checks): host dir as the lower layer, or NULL */
+	const struct tier_bind *binds; /* operator only (api checks): host files/dirs to bind
+					* after the template's (docs/oci.md), borrowed */
+	unsigned n_binds;	       /* entries of binds */
+	const char *hostname;	       /* the sandbox's hostname (process tier), NULL = its id */
+	const char *netns; /* operator only (api checks): network namespace file to join, or
+			     * NULL for the sandbox's own (docs/oci.md) */
 };
 
 /* Opens the store, initialises templates, reconciles sandboxes left by an earlier isolad
@@ -247,6 +253,10 @@ void sandbox_ref(struct sandbox *s);
 void sandbox_unref(struct sandbox *s);
 
 const char *sandbox_id(const struct sandbox *s);
+
+/* The network namespace path the sandbox joined (`netns` at create), or NULL when it has a
+ * network of its own. Fixed for the sandbox's life: no lock needed. */
+const char *sandbox_joined_netns(const struct sandbox *s);
 
 /* The sandbox as its API object (new reference): id, state, tier, template, limits,
  * labels, created_at, expires_at, persistence, error. */

@@ -572,7 +572,8 @@ int net_sandbox_attach(const struct tier_ops *t, struct tier_sandbox *ts,
 	uint64_t t0 = util_now_ns(), t_link = 0, t_lock = 0, t_pick = 0, t_gw = 0, t_inside = 0;
 	int lock, r;
 
-	if (!n || !t->netns_fd)
+	/* A joined namespace (docs/oci.md) is the engine's network: no veth, no policy. */
+	if (!n || !t->netns_fd || spec->netns_path[0])
 		return 0;
 	/* The same id again (a resume after hibernation) while its last teardown is still
 	 * behind a destroy's answer: that teardown deletes the veth and record by name, so it
@@ -744,7 +745,7 @@ void net_sandbox_detach(const struct sandbox_spec *spec)
 	char ifname[NET_IFNAME_MAX];
 	bool queued = false;
 
-	if (!n)
+	if (!n || spec->netns_path[0]) /* joined: nothing of ours to remove */
 		return;
 	ifname_for(n, spec->id, ifname);
 	j = calloc(1, sizeof(*j));
