@@ -2,8 +2,9 @@
 # SPDX-License-Identifier: Apache-2.0
 # bench/network: the egress proxy's cost — a 100 MB download and small-request latency from a
 # local server (in a network namespace of its own, tests/integration/netlab.py), once from a
-# sandbox through the proxy and once straight from the host; prints both and the ratios.
-# Usage: bench/network.sh [MB] [REQUESTS]     (defaults 100 and 50; run as root)
+# sandbox through the proxy and once straight from the host, ROUNDS times interleaved (direct,
+# proxied, direct, ...: a noisy host moves both alike); prints the medians and the ratios.
+# Usage: bench/network.sh [MB] [REQUESTS] [ROUNDS]     (defaults 100, 50 and 5; run as root)
 # ISOLA_BUILD (default build/) and ISOLA_AGENT name the binaries, as for the tests.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -12,15 +13,18 @@ export ISOLA_BUILD=${ISOLA_BUILD:-$PWD/build}
 export ISOLA_AGENT=${ISOLA_AGENT:-$ISOLA_BUILD/src/agent/isola-agent}
 MB=${1:-100}
 REQS=${2:-50}
+ROUNDS=${3:-5}
+[[ "$MB$REQS$ROUNDS" =~ ^[0-9]+$ && $MB -gt 0 && $REQS -gt 0 && $ROUNDS -gt 0 ]] ||
+	{ echo "usage: bench/network.sh [MB] [REQUESTS] [ROUNDS] (positive integers)" >&2; exit 2; }
 
 echo "# $(date -u +%Y-%m-%dT%H:%MZ) $(nproc) cores, kernel $(uname -r)," \
 	"load $(cut -d' ' -f1-3 /proc/loadavg)" >&2
-exec /usr/bin/python3 - "$MB" "$REQS" <<'EOF'
-import json, statistics, subprocess, sys
+exec /usr/bin/python3 - "$MB" "$REQS" "$ROUNDS" <<'EOF'
+import json, os, statistics, subprocess, sys
 sys.path.insert(0, "tests/integration")
 import netlab
 
-MB, REQS = int(sys.argv[1]), int(sys.argv[2])
+MB, REQS, ROUNDS = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
 CLIENT = r'''
 import socket, sys, time, json
 ip, host, size, reqs = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
@@ -51,23 +55,38 @@ try:
     sid = c.create_sandbox(network={"allow": ["allowed.test"]})["id"]
     size = MB * 1000 * 1000
     args = [netlab.WEB, "allowed.test", str(size), str(REQS)]
-    direct = json.loads(subprocess.run([sys.executable, "-c", CLIENT, *args],
-                                       capture_output=True, text=True, check=True).stdout)
-    res = c.exec(sid, cmd=["python3", "-c", CLIENT, *args], timeout=600, http_timeout=700)
-    proxied = json.loads(res["stdout"])
-    for name, r in (("direct (host)", direct), ("proxy (sandbox)", proxied)):
-        assert r["bytes"] > size, (name, r)
-    def mbps(r):
-        return r["bytes"] / r["seconds"] / 1e6
-    def med(r):
-        return statistics.median(r["latency_ms"])
-    print(f"| measure | direct (host) | through the proxy (sandbox) | ratio |")
+    runs = {"direct": [], "proxied": []}
+    cpu_s = 0.0  # isolad's CPU (the proxy's relaying) over the proxied rounds
+    def isolad_cpu():
+        f = open(f"/proc/{d.pid}/stat").read().rsplit(")", 1)[1].split()
+        return (int(f[11]) + int(f[12])) / os.sysconf("SC_CLK_TCK")
+    for _ in range(ROUNDS):
+        runs["direct"].append(json.loads(subprocess.run(
+            [sys.executable, "-c", CLIENT, *args],
+            capture_output=True, text=True, check=True).stdout))
+        t0 = isolad_cpu()
+        res = c.exec(sid, cmd=["python3", "-c", CLIENT, *args], timeout=600, http_timeout=700)
+        cpu_s += isolad_cpu() - t0
+        runs["proxied"].append(json.loads(res["stdout"]))
+    for name, rs in runs.items():
+        for r in rs:
+            assert r["bytes"] > size, (name, r)
+    secs = {k: statistics.median(r["seconds"] for r in rs) for k, rs in runs.items()}
+    lat = {k: statistics.median(x for r in rs for x in r["latency_ms"]) for k, rs in runs.items()}
+    pairs = sorted(p["seconds"] / d["seconds"] for d, p in zip(runs["direct"], runs["proxied"]))
+    mbps = {k: size / v / 1e6 for k, v in secs.items()}
+    print(f"| measure (median of {ROUNDS} interleaved rounds) | direct (host) | "
+          f"through the proxy (sandbox) | ratio |")
     print(f"|---|---|---|---|")
-    print(f"| {MB} MB download | {direct['seconds']:.2f} s ({mbps(direct):.0f} MB/s) | "
-          f"{proxied['seconds']:.2f} s ({mbps(proxied):.0f} MB/s) | "
-          f"{proxied['seconds'] / direct['seconds']:.2f}x time |")
-    print(f"| small GET, time to first byte (median of {REQS}) | {med(direct):.2f} ms | "
-          f"{med(proxied):.2f} ms | +{med(proxied) - med(direct):.2f} ms |")
+    print(f"| {MB} MB download | {secs['direct']:.2f} s ({mbps['direct']:.0f} MB/s) | "
+          f"{secs['proxied']:.2f} s ({mbps['proxied']:.0f} MB/s) | "
+          f"{mbps['proxied'] / mbps['direct']:.2f}x throughput "
+          f"(per round {1 / pairs[-1]:.2f}-{1 / pairs[0]:.2f}) |")
+    print(f"| small GET, time to first byte (median of {REQS * ROUNDS}) | "
+          f"{lat['direct']:.2f} ms | {lat['proxied']:.2f} ms | "
+          f"+{lat['proxied'] - lat['direct']:.2f} ms |")
+    print(f"| isolad's CPU per GB proxied (the relay, all rounds) | - | "
+          f"{cpu_s / (size * ROUNDS / 1e9):.2f} s | |")
 finally:
     if d is not None:
         netlab.stop_isolad(d)

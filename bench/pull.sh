@@ -3,9 +3,10 @@
 # bench/pull: `isola template pull` throughput against `skopeo copy` of the same image from the
 # same registry (Debian's docker-registry on a free loopback port, plain HTTP, a private isolad).
 # The image has one incompressible (random) uncompressed layer of N MiB. Rounds interleave skopeo
-# and isola so load that comes and goes hits both alike; isola is timed for the download alone
-# (the CLI's --json progress line that completes the big layer) and for the whole pull (with
-# isola's unpack into a template; skopeo only stores the blob).
+# and isola so load that comes and goes hits both alike. The headline is the whole pull (until
+# the CLI's `done`: download, digest, unpack into a template and its commit; skopeo only stores
+# the blob), reported beside the download alone (until the CLI's --json progress line that
+# completes the big layer).
 # Usage: bench/pull.sh [-n ROUNDS] [-s MIB] [--json]    (defaults 3 rounds, 64 MiB; run as root)
 # Environment: ISOLA_BUILD (default build), ISOLA_AGENT (default $ISOLA_BUILD/src/agent/isola-agent)
 set -euo pipefail
@@ -68,7 +69,9 @@ trap cleanup EXIT
 trap 'exit 130' INT TERM
 
 mkdir -m 700 "$state"
-"$BUILD/src/isolad/isolad" --state-dir "$state" --socket "$sock" --agent "$AGENT" \
+# No microvm image of the host template at start: that mkfs.ext4 runs for many seconds on a
+# machine with a guest kernel, taking a core from whichever rounds it overlaps.
+ISOLA_MICROVM_PREBUILD=0 "$BUILD/src/isolad/isolad" --state-dir "$state" --socket "$sock" --agent "$AGENT" \
 	--log-level warn 2>"$tmp/isolad.log" &
 ipid=$!
 
@@ -217,25 +220,27 @@ def span(key):
 
 report = {"layer_mib": round(mib, 1), "layer_bytes": int(env["LAYER_BYTES"]),
           "blob_bytes": size, "blob_media_type": media, "rounds": rounds,
-          "download_ratio": span("download_ratio"), "pull_ratio": span("pull_ratio"),
+          "pull_ratio": span("pull_ratio"), "download_ratio": span("download_ratio"),
           "load_start": env["LOAD0"],
           "load_end": " ".join(open("/proc/loadavg").read().split()[:3]),
           "target_ratio": 0.8}
 if env["JSON"] == "1":
     print(json.dumps(report, indent=1))
     sys.exit(0)
-print(f"| round | skopeo copy MiB/s | isola download MiB/s | isola whole pull MiB/s | "
-      f"download / skopeo | whole pull / skopeo | load (1 min) |")
+print(f"| round | skopeo copy MiB/s | isola whole pull MiB/s | whole pull / skopeo | "
+      f"isola download MiB/s | download / skopeo | load (1 min) |")
 print("|---|---|---|---|---|---|---|")
 for r in rounds:
     print(f"| {r['round']} | {r['skopeo_mibps']} ({r['skopeo_s']:.2f} s) | "
+          f"{r['isola_pull_mibps']} ({r['isola_pull_s']:.2f} s) | {r['pull_ratio']:.2f}x | "
           f"{r['isola_download_mibps']} ({r['isola_download_s']:.2f} s) | "
-          f"{r['isola_pull_mibps']} ({r['isola_pull_s']:.2f} s) | {r['download_ratio']:.2f}x | "
-          f"{r['pull_ratio']:.2f}x | {r['load']} |")
+          f"{r['download_ratio']:.2f}x | {r['load']} |")
 d, p = report["download_ratio"], report["pull_ratio"]
-print(f"\nisola / skopeo throughput, {mib:.0f} MiB layer, {len(rounds)} rounds: download "
-      f"{d['min']:.2f}-{d['max']:.2f}x, whole pull {p['min']:.2f}-{p['max']:.2f}x "
-      f"(target >= 0.8x); load {report['load_start']} -> {report['load_end']}")
+# The headline is the whole pull (what a user waits for), the download alone beside it.
+print(f"\nisola template pull / skopeo copy throughput, {mib:.0f} MiB layer, {len(rounds)} "
+      f"rounds: whole pull {p['min']:.2f}-{p['max']:.2f}x (target >= 0.8x: "
+      f"{'met' if p['min'] >= 0.8 else 'not met'}); download only {d['min']:.2f}-{d['max']:.2f}x; "
+      f"load {report['load_start']} -> {report['load_end']}")
 EOF
 bpid=$!
 wait "$bpid"

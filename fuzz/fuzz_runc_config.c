@@ -7,8 +7,30 @@
 
 #include "runc/config.h"
 
+/* A success's binds: each an absolute destination and a source of at most 255 bytes. */
+static int binds_ok(const json_t *binds)
+{
+	const json_t *b;
+	size_t i;
+
+	if (!binds)
+		return 1;
+	if (!json_is_array(binds))
+		return 0;
+	json_array_foreach(binds, i, b)
+	{
+		const char *src = json_string_value(json_object_get(b, "source"));
+		const char *dst = json_string_value(json_object_get(b, "destination"));
+
+		if (!src || !dst || dst[0] != '/' || strlen(src) > 255 || strlen(dst) > 255)
+			return 0;
+	}
+	return 1;
+}
+
 /* Any input maps or fails with an error; a success always carries a create body with a
- * rootfs string and labels, and a process body with a non-empty cmd. */
+ * rootfs string and labels, and a process body with a non-empty cmd; its binds and netns
+ * are well-formed and what it skipped is listed. */
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	struct isola_err *err = NULL;
@@ -18,7 +40,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		if (!json_is_string(json_object_get(m.create, "rootfs")) ||
 		    !json_is_object(json_object_get(m.create, "labels")) ||
 		    json_array_size(json_object_get(m.process, "cmd")) == 0 ||
-		    !json_is_object(m.annotations))
+		    !json_is_object(m.annotations) || !json_is_array(m.skipped) ||
+		    !binds_ok(json_object_get(m.create, "binds")) ||
+		    (json_object_get(m.create, "netns") &&
+		     json_string_value(json_object_get(m.create, "netns"))[0] != '/'))
 			abort();
 		oci_mapped_fini(&m);
 	} else if (!err || !err->message || m.create || m.process) {

@@ -127,6 +127,8 @@ int op_rename(struct chan *ch, json_t *req);   /* files.c */
 int op_remove(struct chan *ch, json_t *req);   /* files.c */
 int op_tar_get(struct chan *ch, json_t *req);  /* tarops.c */
 int op_tar_put(struct chan *ch, json_t *req);  /* tarops.c */
+int op_fs_mark(struct chan *ch, json_t *req);  /* tarops.c (manifest: fsdiff.c) */
+int op_fs_diff(struct chan *ch, json_t *req);  /* tarops.c (walk: fsdiff.c) */
 int op_watch(struct chan *ch, json_t *req);    /* watch.c */
 int op_tunnel(struct chan *ch, json_t *req);   /* tunnel.c */
 int op_identity(struct chan *ch, json_t *req); /* identity.c */

@@ -323,19 +323,6 @@ static int sysctl_set(const char *path, const char *val)
 	return r < 0 ? -1 : 0;
 }
 
-/* Valid hostnames only ([a-z0-9-], as sandbox ids are); anything else keeps "isola". */
-static bool hostname_ok(const char *h)
-{
-	size_t n = strlen(h);
-
-	if (n == 0 || n > 63)
-		return false;
-	for (size_t i = 0; i < n; i++)
-		if (!((h[i] >= 'a' && h[i] <= 'z') || (h[i] >= '0' && h[i] <= '9') || h[i] == '-'))
-			return false;
-	return true;
-}
-
 /* Puts the agent (and so every process it spawns) into the guest cgroup, with
  * `isola.pids=` as its pids.max. Dies when the limit cannot be set: a sandbox must not run
  * without a limit it was promised. */
@@ -462,6 +449,11 @@ int guest_init(char *port, char *cport, size_t len)
 	mount_or_die("devpts", "/dev/pts", "devpts", MS_NOSUID | MS_NOEXEC,
 		     "newinstance,ptmxmode=0666,mode=0620,gid=5");
 	mount_or_die("tmpfs", "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777");
+	/* /dev/mqueue, as in the process tier (src/agent/setup.c) and runc's default spec; a
+	 * kernel without POSIX message queues still boots. */
+	mkdir("/dev/mqueue", 0755);
+	if (mount("mqueue", "/dev/mqueue", "mqueue", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) < 0)
+		fprintf(stderr, "isola-agent: guest init: mount mqueue: %s\n", strerror(errno));
 	mount_or_die("tmpfs", "/run", "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755");
 	limits_apply();
 	caps_apply();
@@ -477,7 +469,7 @@ int guest_init(char *port, char *cport, size_t len)
 		fprintf(stderr, "isola-agent: guest init: vm.overcommit_memory: %s\n",
 			strerror(errno));
 	cmdline_get("isola.hostname", host, sizeof(host));
-	if (!hostname_ok(host))
+	if (!util_hostname_valid(host))
 		snprintf(host, sizeof(host), "isola");
 	sethostname(host, strlen(host));
 	lo_up();

@@ -11,6 +11,7 @@
 #include <sys/ioctl.h>
 #include <unistd.h>
 
+#include "common/util.h"
 #include "proto/proto.h"
 
 #define IDENTITY_SEED_BYTES 32
@@ -47,19 +48,6 @@ static long b64_decode(const char *in, unsigned char *out, size_t cap)
 		}
 	}
 	return (long)n;
-}
-
-/* Hostnames we set: 1-63 of [a-z0-9-] (a sandbox id). */
-static bool hostname_ok(const char *s)
-{
-	size_t n = strlen(s);
-
-	if (n == 0 || n > 63)
-		return false;
-	for (size_t i = 0; i < n; i++)
-		if (!((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= '0' && s[i] <= '9') || s[i] == '-'))
-			return false;
-	return true;
 }
 
 /* Writes /etc/machine-id (creating it when the image has none, so every clone has an id of
@@ -129,8 +117,8 @@ int op_identity(struct chan *ch, json_t *req)
 	    req_str(ch, req, "machine_id", 32, &mid) < 0 ||
 	    req_str(ch, req, "seed", 64, &seed_b64) < 0)
 		return 0;
-	if (!host || !hostname_ok(host)) {
-		chan_fail(ch, EINVAL, "field `hostname` must be 1-63 of [a-z0-9-]");
+	if (!host || !util_hostname_valid(host)) {
+		chan_fail(ch, EINVAL, "field `hostname` must be 1-63 of [A-Za-z0-9.-]");
 		return 0;
 	}
 	if (mid && (strlen(mid) != 32 || strspn(mid, "0123456789abcdef") != 32)) {

@@ -319,6 +319,7 @@ static const struct {
 	{"tar_get", op_tar_get}, {"tar_put", op_tar_put},
 	{"info", NULL},		 {"watch", op_watch},
 	{"tunnel", op_tunnel},	 {"identity", op_identity},
+	{"fs_mark", op_fs_mark}, {"fs_diff", op_fs_diff},
 };
 
 static const struct chan_ops noop_ops = {0};

@@ -39,7 +39,7 @@
  * (fd indices in range, sizes capped) so a bug there fails loudly here.
  */
 #define PLAN_MAX_BYTES (64 * 1024)
-#define PLAN_MAX_FDS   21
+#define PLAN_MAX_FDS   40 /* >= 5 + TIER_MAX_BINDS (src/isolad/tiers/tier.h): a slot's sysfs too */
 #define BPF_MAX_INSNS  4096
 #define STAGE	       "/tmp" /* where the writable tmpfs is attached while assembling */
 
@@ -185,6 +185,49 @@ static int open_target_dir(int rootfd, const char *path, bool no_openat2)
 		cur = next;
 	}
 	return cur;
+}
+
+/*
+ * Opens (creating it empty, 0644, when missing) the regular file `path` inside the tree at
+ * rootfd as the target of a file bind (an engine's /etc/resolv.conf, /etc/hosts). Its
+ * directory is found like open_target_dir's; the file itself must be no symlink (openat2
+ * RESOLVE_NO_SYMLINKS, or O_NOFOLLOW plus fstat without openat2) and no directory. Returns
+ * an O_PATH fd or dies.
+ */
+static int open_target_file(int rootfd, const char *path, bool no_openat2)
+{
+	char dir[256];
+	const char *name = strrchr(path, '/');
+	struct stat st;
+	int d, f = -1;
+
+	if (!name || !name[1] || (size_t)(name - path) >= sizeof(dir) || !strcmp(name + 1, "..") ||
+	    !strcmp(name + 1, "."))
+		fail("mount target `%s`: bad file path", path);
+	snprintf(dir, sizeof(dir), "%.*s", (int)(name - path), path);
+	name++;
+	d = open_target_dir(rootfd, dir[0] ? dir : "/", no_openat2);
+	/* O_EXCL and O_NOFOLLOW: an existing name (a symlink included) is left as it is and
+	 * judged below. */
+	f = openat(d, name, O_CREAT | O_EXCL | O_WRONLY | O_NOFOLLOW | O_CLOEXEC, 0644);
+	if (f < 0 && errno != EEXIST)
+		refuse("mount target `%s`: create: %s", path, strerror(errno));
+	if (f >= 0)
+		close(f);
+	f = -1;
+	if (!no_openat2) {
+		f = open_how(d, name, O_PATH,
+			     RESOLVE_IN_ROOT | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS);
+		if (f < 0 && errno == ENOSYS)
+			no_openat2 = true;
+	}
+	if (no_openat2)
+		f = openat(d, name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+	if (f < 0 || fstat(f, &st) < 0 || !S_ISREG(st.st_mode))
+		refuse("mount target `%s` is a symlink or not a regular file in the template (%s)",
+		       path, strerror(f < 0 ? errno : EISDIR));
+	close(d);
+	return f;
 }
 
 /* Attaches the detached mount mfd onto the O_PATH target (consumes both). */
@@ -405,9 +448,10 @@ static void mask_sys(struct masker *mk, int sysfd)
 
 /*
  * Minimal /dev, exactly: null zero full random urandom tty (the host's nodes, bound),
- * pts (a private devpts), shm (bounded tmpfs), and the symlinks ptmx -> pts/ptmx,
- * fd stdin stdout stderr -> /proc/self/fd/... that programs expect. Nothing else: no
- * console, kmsg, mem, block or loop devices, no mqueue mount (mq_open works without it).
+ * pts (a private devpts), shm (bounded tmpfs), mqueue (the POSIX message queues of the
+ * sandbox's own ipc namespace, as runc's default spec mounts it), and the symlinks ptmx ->
+ * pts/ptmx, fd stdin stdout stderr -> /proc/self/fd/... that programs expect. Nothing else:
+ * no console, kmsg, mem, block or loop devices.
  */
 static void make_dev(int rootfd, uint64_t shm_bytes, bool no_openat2)
 {
@@ -446,7 +490,8 @@ static void make_dev(int rootfd, uint64_t shm_bytes, bool no_openat2)
 			fail_errno("bind %s", host);
 		attach(m, t, host);
 	}
-	if (mkdirat(devfd, "pts", 0755) < 0 || mkdirat(devfd, "shm", 01777) < 0)
+	if (mkdirat(devfd, "pts", 0755) < 0 || mkdirat(devfd, "shm", 01777) < 0 ||
+	    mkdirat(devfd, "mqueue", 01777) < 0)
 		fail_errno("mkdir in /dev");
 	m = new_fs("devpts", "devpts", pts_opts, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NOEXEC);
 	t = openat(devfd, "pts", O_PATH | O_NOFOLLOW | O_DIRECTORY | O_CLOEXEC);
@@ -460,6 +505,15 @@ static void make_dev(int rootfd, uint64_t shm_bytes, bool no_openat2)
 	if (m < 0 || t < 0)
 		fail_errno("/dev/shm");
 	attach(m, t, "/dev/shm");
+	/* The mqueue filesystem shows the queues of the ipc namespace it is mounted from: ours
+	 * (a new one at clone), never the host's. Its size is bounded by the ipc namespace's
+	 * own limits (fs.mqueue.*, per namespace). */
+	m = new_fs("mqueue", "mqueue", NULL,
+		   MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC);
+	t = openat(devfd, "mqueue", O_PATH | O_NOFOLLOW | O_DIRECTORY | O_CLOEXEC);
+	if (m < 0 || t < 0)
+		fail_errno("/dev/mqueue");
+	attach(m, t, "/dev/mqueue");
 	for (size_t i = 0; i < sizeof(links) / sizeof(links[0]); i++)
 		if (symlinkat(links[i][1], devfd, links[i][0]) < 0)
 			fail_errno("symlink /dev/%s", links[i][0]);
@@ -658,7 +712,8 @@ int agent_setup_run(int setup_fd, uint64_t *root_caps)
 	if (rootfd < 0)
 		fail_errno("open new root");
 
-	/* Host template binds (e.g. /usr), read-only, on targets checked for symlinks. */
+	/* Host template binds (e.g. /usr), read-only, and the operator's (isola-runc's spec
+	 * mounts: directories or files), on targets checked for symlinks. */
 	json_array_foreach(binds, i, b)
 	{
 		const char *dst = json_string_value(json_object_get(b, "dst"));
@@ -666,7 +721,11 @@ int agent_setup_run(int setup_fd, uint64_t *root_caps)
 		if (!dst || dst[0] != '/')
 			fail("plan: bind %zu has no absolute dst", i);
 		m = plan_take_fd(&p, json_object_get(b, "fd"), "bind");
-		attach(m, open_target_dir(rootfd, dst, p.no_openat2), dst);
+		attach(m,
+		       json_is_true(json_object_get(b, "file"))
+			       ? open_target_file(rootfd, dst, p.no_openat2)
+			       : open_target_dir(rootfd, dst, p.no_openat2),
+		       dst);
 	}
 
 	/* /proc of our pid namespace, with the host-revealing parts covered. */
@@ -693,7 +752,10 @@ int agent_setup_run(int setup_fd, uint64_t *root_caps)
 	seed_default_user();
 	if (sethostname(hostname, strlen(hostname)) < 0)
 		fail_errno("sethostname");
-	loopback_up();
+	/* A joined network namespace (docs/oci.md) belongs to the engine that made it; we hold
+	 * no CAP_NET_ADMIN over it anyway. */
+	if (!json_is_true(json_object_get(p.json, "net_joined")))
+		loopback_up();
 	rl.rlim_cur = rl.rlim_max = nofile > 0 && nofile < (1 << 20) ? (rlim_t)nofile : 1024;
 	if (setrlimit(RLIMIT_NOFILE, &rl) < 0)
 		fail_errno("RLIMIT_NOFILE");

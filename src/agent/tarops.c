@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "common/util.h"
+#include "fsdiff.h"
 #include "proto/proto.h"
 
 #define TAR_MAX_DEPTH 128
@@ -24,7 +25,15 @@ struct get_frame {
 	size_t prefix; /* length of its archive name in getter.name */
 };
 
+struct getter;
+/* Produces the next entry (sets pending, maybe fd); false when the walk is over (*err set
+ * on failure). */
+typedef bool (*getter_next_fn)(struct getter *g, int *err);
+
 struct getter {
+	getter_next_fn next;		       /* get_next (tar_get) or diff_next (fs_diff) */
+	const char *op;			       /* "tar_get" or "fs_diff", for messages */
+	struct fsdiff_walk *diff;	       /* fs_diff: the walk, owned */
 	struct get_frame stack[TAR_MAX_DEPTH]; /* directories being walked */
 	int depth;			       /* frames in use */
 	int fd;				       /* file whose data is being sent, or -1 */
@@ -169,9 +178,9 @@ static void get_pump(struct chan *ch)
 				close(g->fd);
 				g->fd = -1;
 			}
-		} else if (!get_next(g, &err)) {
+		} else if (!g->next(g, &err)) {
 			if (err)
-				chan_fail(ch, err, "tar_get `%s`: %s", g->path, strerror(err));
+				chan_fail(ch, err, "%s `%s`: %s", g->op, g->path, strerror(err));
 			else
 				chan_finish(ch, PROTO_EOF, NULL);
 		}
@@ -189,6 +198,7 @@ static void get_release(struct chan *ch)
 		closedir(g->stack[--g->depth].d);
 	if (g->fd >= 0)
 		close(g->fd);
+	fsdiff_walk_free(g->diff);
 	free(g->pending);
 	free(g);
 	ch->state = NULL;
@@ -196,19 +206,120 @@ static void get_release(struct chan *ch)
 
 static const struct chan_ops get_ops = {.pump = get_pump, .release = get_release};
 
-int op_tar_get(struct chan *ch, json_t *req)
+/* A getter on ch (its state); NULL after failing the channel. */
+static struct getter *getter_new(struct chan *ch, const char *op, getter_next_fn next)
 {
 	struct getter *g = calloc(1, sizeof(*g));
 
 	if (!g) {
 		chan_fail(ch, ENOMEM, "out of memory");
-		return 0;
+		return NULL;
 	}
 	g->fd = -1;
+	g->op = op;
+	g->next = next;
 	ch->state = g;
 	ch->ops = &get_ops;
+	return g;
+}
+
+int op_tar_get(struct chan *ch, json_t *req)
+{
+	struct getter *g = getter_new(ch, "tar_get", get_next);
+
+	if (!g)
+		return 0;
 	if (ident_from_req(ch, req) < 0 || req_path(ch, req, "path", g->path) < 0)
 		return 0;
+	get_pump(ch);
+	return 0;
+}
+
+/* ---- fs_mark / fs_diff: the root filesystem's changes as an OCI layer ---- */
+
+/* The manifest of the last fs_mark (one per agent; fs_mark replaces it). */
+static struct fsdiff *mark;
+
+/* fs_diff's producer: the next change from the walk, as tar_get's entries. */
+static bool diff_next(struct getter *g, int *err)
+{
+	char target[AGENT_MAX_PATH + 1];
+	struct fsdiff_item it;
+	ssize_t n;
+	int r;
+
+	*err = 0;
+	for (;;) {
+		r = fsdiff_walk_next(g->diff, &it);
+		if (r <= 0) {
+			*err = -r;
+			return false;
+		}
+		n = -1;
+		if (S_ISLNK(it.st.st_mode)) {
+			n = readlinkat(it.dfd, it.base, target, sizeof(target) - 1);
+			if (n < 0)
+				continue; /* gone since the walk saw it */
+			target[n] = '\0';
+		} else if (S_ISREG(it.st.st_mode) && !it.whiteout) {
+			g->fd = openat(it.dfd, it.base,
+				       O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
+			if (g->fd < 0)
+				continue; /* gone since the walk saw it */
+			g->remaining = (uint64_t)it.st.st_size;
+		}
+		break;
+	}
+	g->pending = entry_str(it.name, &it.st, n >= 0 ? target : NULL);
+	if (!g->pending)
+		*err = ENOMEM;
+	return g->pending != NULL;
+}
+
+int op_fs_mark(struct chan *ch, json_t *req)
+{
+	struct fsdiff *m = NULL;
+	int r;
+
+	if (ident_from_req(ch, req) < 0)
+		return 0;
+	/* Blocks the loop for the walk: a build's RUN sandbox runs nothing else meanwhile. */
+	ident_enter(&ch->user);
+	r = fsdiff_mark("/", 0, 0, &m);
+	ident_leave();
+	if (r < 0) {
+		chan_fail(ch, -r, "fs_mark `/`: %s%s", strerror(-r),
+			  r == -E2BIG ? " (more than the manifest's bound of entries or memory)"
+				      : "");
+		return 0;
+	}
+	fsdiff_free(mark);
+	mark = m;
+	chan_finish(ch, PROTO_RESULT, json_pack("{s:I}", "entries", (json_int_t)fsdiff_count(m)));
+	return 0;
+}
+
+int op_fs_diff(struct chan *ch, json_t *req)
+{
+	struct getter *g = getter_new(ch, "fs_diff", diff_next);
+	int r;
+
+	if (!g)
+		return 0;
+	snprintf(g->path, sizeof(g->path), "/");
+	if (ident_from_req(ch, req) < 0)
+		return 0;
+	if (!mark) {
+		chan_fail(ch, EINVAL, "fs_diff: no fs_mark before it");
+		return 0;
+	}
+	ident_enter(&ch->user);
+	r = fsdiff_walk_new(mark, &g->diff);
+	ident_leave();
+	if (r < 0) {
+		chan_fail(ch, -r, "fs_diff `/`: %s", strerror(-r));
+		return 0;
+	}
 	get_pump(ch);
 	return 0;
 }

@@ -453,13 +453,15 @@ static int tmpl_pull(struct cli *cli, int argc, char **argv)
 	return status;
 }
 
-enum { OPT_BUILD_ARG = 300, OPT_ALLOW, OPT_TIER };
+enum { OPT_BUILD_ARG = 300, OPT_ALLOW, OPT_TIER, OPT_BUILD_CPU, OPT_BUILD_MEMORY };
 
 const struct cli_opt cli_template_build_opts[] = {
 	{"file", 'f', "FILE", "the Dockerfile (default CONTEXT/Dockerfile)", 0},
 	{"build-arg", OPT_BUILD_ARG, "K=V", "value of an ARG (repeatable)", 0},
 	{"allow", OPT_ALLOW, "DOMAIN", "egress RUN steps may reach (repeatable; default none)", 0},
-	{"tier", OPT_TIER, "TIER", "tier the RUN steps run in (process)", 0},
+	{"tier", OPT_TIER, "TIER", "tier the RUN steps run in: process (default) or microvm", 0},
+	{"cpu", OPT_BUILD_CPU, "N", "CPU limit of its sandboxes when their create sets none", 0},
+	{"memory", OPT_BUILD_MEMORY, "SIZE", "memory limit of its sandboxes likewise, e.g. 1G", 0},
 	{NULL, 0, NULL, NULL, 0},
 };
 
@@ -499,15 +501,16 @@ static int tmpl_build(struct cli *cli, int argc, char **argv)
 					    json_string(eq + 1));
 		} else if (opt == OPT_ALLOW) {
 			json_array_append_new(json_object_get(opts, "allow"), json_string(optarg));
-		} else if (opt == OPT_TIER) {
-			if (strcmp(optarg, "process")) {
+		} else if (opt == OPT_BUILD_CPU || opt == OPT_BUILD_MEMORY) {
+			if ((opt == OPT_BUILD_CPU
+				     ? cli_set_cpu(opts, optarg, &err)
+				     : cli_set_size(opts, "memory", optarg, &err)) < 0) {
 				json_decref(opts);
-				return cli_usage_err(cli,
-						     "--tier `%s`: RUN steps run in the process "
-						     "tier only; the built template runs in both "
-						     "(docs/templates.md \"Tiers\")",
-						     optarg);
+				return cli_usage_err(cli, "%s", err->message);
 			}
+		} else if (opt == OPT_TIER) {
+			/* isolad checks it (one place says which tiers exist) */
+			json_object_set_new(opts, "tier", json_string(optarg));
 		} else {
 			json_decref(opts);
 			return cli_bad_opt(cli, argc, argv, opt);

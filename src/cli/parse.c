@@ -405,8 +405,7 @@ int cli_parse_url(const char *url, char *host, size_t hostlen, int *port, char *
 	return 0;
 }
 
-/* Sets a size field ("512M", "2G" or bytes) of the create request. */
-static int set_size(json_t *req, const char *key, const char *arg, struct isola_err **err)
+int cli_set_size(json_t *req, const char *key, const char *arg, struct isola_err **err)
 {
 	uint64_t v;
 
@@ -430,7 +429,7 @@ static int set_seconds(json_t *req, const char *key, const char *flag, const cha
 	return 0;
 }
 
-static int set_cpu(json_t *req, const char *arg, struct isola_err **err)
+int cli_set_cpu(json_t *req, const char *arg, struct isola_err **err)
 {
 	char *end;
 	double v;
@@ -605,11 +604,11 @@ static int sandbox_opt(char *const argv[], int c, enum cli_sandbox_mode mode,
 	case OPT_EGRESS:
 		return add_net(req, NULL, optarg, err);
 	case OPT_CPU:
-		return set_cpu(req, optarg, err);
+		return cli_set_cpu(req, optarg, err);
 	case OPT_MEMORY:
-		return set_size(req, "memory", optarg, err);
+		return cli_set_size(req, "memory", optarg, err);
 	case OPT_DISK:
-		return set_size(req, "disk", optarg, err);
+		return cli_set_size(req, "disk", optarg, err);
 	case 'e':
 		return add_kv(req, "env", optarg, "--env", err);
 	case OPT_ENV_FILE:

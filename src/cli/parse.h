@@ -101,6 +101,12 @@ int cli_opt_error(char *const argv[], int c, struct isola_err **err);
 /* Parses a non-negative integer number of seconds (at most a year). 0 or -EINVAL. */
 int cli_parse_seconds(const char *s, long *out);
 
+/* Sets req[key] from a size option ("512M", "2G" or bytes); the error names `--key`. */
+int cli_set_size(json_t *req, const char *key, const char *arg, struct isola_err **err);
+
+/* Sets req.cpu from a --cpu option (a positive number of CPUs, at most 1024). */
+int cli_set_cpu(json_t *req, const char *arg, struct isola_err **err);
+
 /* Parses "TERM", "SIGTERM", "term" or "15" into a signal number; -EINVAL if unknown. */
 int cli_parse_signal(const char *s);
 

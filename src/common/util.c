@@ -280,6 +280,19 @@ double util_wall_time(void)
 	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
+bool util_hostname_valid(const char *h)
+{
+	size_t n = h ? strlen(h) : 0;
+
+	if (n == 0 || n > 63 || h[0] == '-' || h[0] == '.')
+		return false;
+	for (size_t i = 0; i < n; i++)
+		if (!((h[i] >= 'a' && h[i] <= 'z') || (h[i] >= 'A' && h[i] <= 'Z') ||
+		      (h[i] >= '0' && h[i] <= '9') || h[i] == '-' || h[i] == '.'))
+			return false;
+	return true;
+}
+
 int util_random(void *buf, size_t n)
 {
 	char *p = buf;

@@ -86,6 +86,10 @@ uint64_t util_now_ms(void);
 /* Wall clock, seconds since the epoch, with fractional part. */
 double util_wall_time(void);
 
+/* True for a hostname isola sets in a sandbox: 1-63 of [A-Za-z0-9.-] starting with a letter
+ * or digit (a sandbox id, or an OCI spec's `hostname`, e.g. a Kubernetes pod's name). */
+bool util_hostname_valid(const char *h);
+
 /* Fills buf with n random bytes from getrandom(). 0 or -errno. */
 int util_random(void *buf, size_t n);
 

@@ -37,7 +37,7 @@ static void usage(FILE *f)
 		   "              [--memory-overcommit X] [--accel auto|kvm|tcg]\n"
 		   "              [--microvm-image small|full]\n"
 		   "              [--snapshot-dir DIR] [--tombstone-ttl DURATION] [--uid-base N]\n"
-		   "              [--socket-group GROUP] [--console on|off]\n"
+		   "              [--socket-group GROUP] [--console on|off] [--allow-host-netns]\n"
 		   "              [--expose-listen HOST:PORT] [--expose-domain DOMAIN]\n"
 		   "              [--expose-max-conns N] [--pool TEMPLATE:TIER:N]...\n" NET_USAGE);
 }
@@ -107,6 +107,7 @@ int main(int argc, char **argv)
 		{"tombstone-ttl", required_argument, NULL, 1008},
 		{"socket-group", required_argument, NULL, 1009},
 		{"uid-base", required_argument, NULL, 1011},
+		{"allow-host-netns", no_argument, NULL, 1012},
 		{"expose-listen", required_argument, NULL, 1101},
 		{"expose-domain", required_argument, NULL, 1102},
 		{"expose-max-conns", required_argument, NULL, 1103},
@@ -291,6 +292,9 @@ int main(int argc, char **argv)
 			cfg.uid_base = (uint32_t)v;
 			break;
 		}
+		case 1012: /* the operator's `netns` may name the host's own (docs/oci.md) */
+			tier_process_set_allow_host_netns(true);
+			break;
 		case 1101: /* port exposure (docs/network.md "Port exposure") */
 			xcfg.listen_addr = optarg;
 			break;

@@ -32,6 +32,7 @@ void oci_mapped_fini(struct oci_mapped *m)
 	json_decref(m->create);
 	json_decref(m->process);
 	json_decref(m->annotations);
+	json_decref(m->skipped);
 	memset(m, 0, sizeof(*m));
 }
 
@@ -193,7 +194,10 @@ static int map_resources(const json_t *linux_, json_t *create, struct isola_err 
 	return 0;
 }
 
-static int check_namespaces(const json_t *linux_, struct isola_err **err)
+/* linux.namespaces: isola makes every namespace itself, except that the network one may be
+ * joined by path (a CNI-made pod netns, Docker's and Podman's networks): `netns` of the
+ * create request, which isolad opens and checks (docs/oci.md). */
+static int map_namespaces(const json_t *linux_, json_t *create, struct isola_err **err)
 {
 	const json_t *nss = json_object_get(linux_, "namespaces"), *ns;
 	size_t i;
@@ -216,13 +220,164 @@ static int check_namespaces(const json_t *linux_, struct isola_err **err)
 					     "config.json: `linux.namespaces[%zu].type` is not a "
 					     "known namespace",
 					     i);
-		/* Joining a namespace by path would put the container into another's. */
+		if (path && *path && !strcmp(type, "network")) {
+			if (path[0] != '/' || strlen(path) > 255)
+				return isola_err_set(
+					err, EINVAL, "invalid",
+					"config.json: `linux.namespaces[%zu].path` "
+					"must be an absolute path of at most 255 bytes",
+					i);
+			json_object_set_new(create, "netns", json_string(path));
+			continue;
+		}
+		/* Joining any other namespace by path would put the container into another's. */
 		if (path && *path)
 			return isola_err_set(err, ENOTSUP, "not_supported",
 					     "config.json: `linux.namespaces[%zu]`: joining the %s "
 					     "namespace at a path is refused (isola makes its own)",
 					     i, type);
 	}
+	return 0;
+}
+
+#define OCI_MAX_MOUNTS 64
+
+/* The kernel filesystems isola's setup mounts itself, where runc's default spec puts them. */
+static const char *const own_mounts[][2] = {
+	{"/proc", "proc"},
+	{"/dev", "tmpfs"},
+	{"/dev/pts", "devpts"},
+	{"/dev/shm", "tmpfs"},
+	{"/dev/mqueue", "mqueue"},
+	{"/sys", "sysfs"},
+	{"/sys/fs/cgroup", "cgroup"},
+	{"/sys/fs/cgroup", "cgroup2"},
+};
+
+/* True if path is top or below it. */
+static bool under(const char *path, const char *top)
+{
+	size_t n = strlen(top);
+
+	return !strncmp(path, top, n) && (path[n] == '\0' || path[n] == '/');
+}
+
+/* One bind's options: ro/rw, bind/rbind; the rest (nosuid, nodev, propagation...) is
+ * isola's own choice (always nosuid, nodev, private). */
+static void bind_options(const json_t *opts, bool *bind, bool *ro, bool *rec)
+{
+	const json_t *o;
+	size_t i;
+
+	json_array_foreach(opts, i, o)
+	{
+		const char *s = json_string_value(o);
+
+		if (!s)
+			continue;
+		if (!strcmp(s, "bind") || !strcmp(s, "rbind")) {
+			*bind = true;
+			*rec = !strcmp(s, "rbind");
+		} else if (!strcmp(s, "ro")) {
+			*ro = true;
+		} else if (!strcmp(s, "rw")) {
+			*ro = false;
+		}
+	}
+}
+
+/*
+ * mounts: binds (type `bind`, or options bind/rbind: docker -v, podman -v, Kubernetes
+ * volumes, an engine's /etc/hosts) become the create request's `binds`, read-only with `ro`,
+ * recursive unless `bind`; a relative source is the bundle's, as runc has it. isola's own
+ * kernel filesystems (/proc, /dev, /sys and below) stay isola's: a bind there is not applied
+ * (named in out->skipped), nor is any other filesystem (a tmpfs elsewhere, say).
+ */
+static int map_mounts(const json_t *spec, const char *bundle, struct oci_mapped *out,
+		      struct isola_err **err)
+{
+	const json_t *mounts = json_object_get(spec, "mounts"), *mt;
+	json_t *binds = json_array();
+	size_t i;
+
+	out->skipped = json_array();
+	if (!mounts || json_is_null(mounts)) {
+		json_decref(binds);
+		return 0;
+	}
+	if (!json_is_array(mounts) || json_array_size(mounts) > OCI_MAX_MOUNTS) {
+		json_decref(binds);
+		return isola_err_set(err, EINVAL, "invalid",
+				     "config.json: `mounts` must be an array of at most %d objects",
+				     OCI_MAX_MOUNTS);
+	}
+	json_array_foreach(mounts, i, mt)
+	{
+		const char *dst = str_of(json_object_get(mt, "destination"));
+		const char *type = str_of(json_object_get(mt, "type"));
+		const char *src = str_of(json_object_get(mt, "source"));
+		const json_t *opts = json_object_get(mt, "options");
+		bool bind = type && !strcmp(type, "bind"), ro = false, rec = true, own = false;
+		char full[1024], why[400];
+
+		if (!dst || dst[0] != '/' || strlen(dst) > 255 || (opts && !json_is_array(opts))) {
+			json_decref(binds);
+			return isola_err_set(
+				err, EINVAL, "invalid",
+				"config.json: `mounts[%zu]` needs an absolute "
+				"`destination` of at most 255 bytes and `options` as an "
+				"array",
+				i);
+		}
+		bind_options(opts, &bind, &ro, &rec);
+		for (size_t k = 0; !bind && type && k < sizeof(own_mounts) / sizeof(own_mounts[0]);
+		     k++)
+			own = own ||
+			      (!strcmp(dst, own_mounts[k][0]) && !strcmp(type, own_mounts[k][1]));
+		if (own)
+			continue;
+		if (bind && !(under(dst, "/proc") || under(dst, "/sys") || under(dst, "/dev"))) {
+			int n;
+
+			if (!src || !*src) {
+				json_decref(binds);
+				return isola_err_set(err, EINVAL, "invalid",
+						     "config.json: `mounts[%zu]`: a bind needs a "
+						     "`source`",
+						     i);
+			}
+			n = src[0] == '/' ? snprintf(full, sizeof(full), "%s", src)
+					  : snprintf(full, sizeof(full), "%s/%s", bundle, src);
+			if (n < 0 || n > 255) {
+				json_decref(binds);
+				return isola_err_set(err, ENAMETOOLONG, "invalid",
+						     "config.json: `mounts[%zu].source` is longer "
+						     "than 255 bytes",
+						     i);
+			}
+			json_array_append_new(binds, json_pack("{s:s, s:s, s:b, s:b}", "source",
+							       full, "destination", dst, "readonly",
+							       ro, "recursive", rec));
+			continue;
+		}
+		if (bind)
+			snprintf(why, sizeof(why),
+				 "mount `%.255s` (bind) not applied: isola keeps its own /proc, "
+				 "/sys "
+				 "and /dev",
+				 dst);
+		else
+			snprintf(why, sizeof(why),
+				 "mount `%.255s` (type %.32s) not applied: isola mounts only its "
+				 "own "
+				 "kernel filesystems and binds",
+				 dst, type ? type : "none");
+		json_array_append_new(out->skipped, json_string(why));
+	}
+	if (json_array_size(binds))
+		json_object_set_new(out->create, "binds", binds);
+	else
+		json_decref(binds);
 	return 0;
 }
 
@@ -246,6 +401,22 @@ static int check_hooks(const json_t *spec, struct isola_err **err)
 				     "the host as root)",
 				     name);
 	}
+	return 0;
+}
+
+/* hostname: the sandbox's (isolad checks the characters: [A-Za-z0-9.-], 1-63). */
+static int map_hostname(const json_t *spec, json_t *create, struct isola_err **err)
+{
+	const json_t *v = json_object_get(spec, "hostname");
+	const char *h = str_of(v);
+
+	if (!v || json_is_null(v) || (h && !*h))
+		return 0;
+	if (!h || strlen(h) > 63)
+		return isola_err_set(
+			err, EINVAL, "invalid",
+			"config.json: `hostname` must be a string of at most 63 bytes");
+	json_object_set_new(create, "hostname", json_string(h));
 	return 0;
 }
 
@@ -346,9 +517,13 @@ static int map_spec(const json_t *spec, const char *bundle, const char *id, stru
 	if (r == 0)
 		r = map_resources(linux_, out->create, err);
 	if (r == 0)
-		r = check_namespaces(linux_, err);
+		r = map_namespaces(linux_, out->create, err);
 	if (r == 0)
 		r = check_hooks(spec, err);
+	if (r == 0)
+		r = map_hostname(spec, out->create, err);
+	if (r == 0)
+		r = map_mounts(spec, bundle, out, err);
 	if (r == 0)
 		r = map_annotations(spec, out, err);
 	return r;
@@ -428,12 +603,19 @@ json_t *oci_spec_default(void)
 
 json_t *oci_features(void)
 {
-	/* Hooks and mount options: none honoured in this slice (docs/oci.md). */
-	return json_pack("{s:s, s:s, s:[], s:[], s:{s:[s, s, s, s, s, s, s], s:{s:b, s:b, s:b}},"
-			 " s:{s:s}}",
+	/* No hooks; of mount options, what a bind's mapping reads (others are isola's own:
+	 * nosuid, nodev, private). The annotations say what else this slice does (docs/oci.md):
+	 * a network namespace path is joined, other namespace paths refused, binds under /proc,
+	 * /sys and /dev and other filesystems not applied. */
+	return json_pack("{s:s, s:s, s:[], s:[s, s, s, s], s:{s:[s, s, s, s, s, s, s],"
+			 " s:{s:b, s:b, s:b}}, s:{s:s, s:s, s:s}}",
 			 "ociVersionMin", "1.0.0", "ociVersionMax", "1.2.0", "hooks",
-			 "mountOptions", "linux", "namespaces", "cgroup", "ipc", "mount", "network",
-			 "pid", "user", "uts", "cgroup", "v1", 1, "v2", 1, "systemd", 0,
-			 "annotations", "io.isola.runtime",
-			 "isola-runc: process-tier sandboxes of isolad");
+			 "mountOptions", "bind", "rbind", "ro", "rw", "linux", "namespaces",
+			 "cgroup", "ipc", "mount", "network", "pid", "user", "uts", "cgroup", "v1",
+			 1, "v2", 1, "systemd", 0, "annotations", "io.isola.runtime",
+			 "isola-runc: process-tier sandboxes of isolad", "io.isola.namespaces.path",
+			 "network only (joined; the operator's isolad checks it)",
+			 "io.isola.mounts",
+			 "binds honoured except under /proc, /sys, /dev; "
+			 "other filesystems are isola's own or not applied");
 }

@@ -18,6 +18,7 @@ struct oci_mapped {
 			      * written (joined to the bundle when relative), not yet resolved */
 	json_t *process;     /* body of POST /v1/sandboxes/{id}/processes, owned */
 	json_t *annotations; /* the spec's annotations object, owned (may be empty) */
+	json_t *skipped;     /* strings: spec mounts not applied and why (for warnings), owned */
 };
 
 /*
@@ -25,7 +26,8 @@ struct oci_mapped {
  * image author's) and maps it for container `id` of bundle `bundle` (an absolute path).
  * Returns 0 with *out filled (release with oci_mapped_fini), or -errno with *err naming the
  * field and the reason (`invalid` for malformed input, `not_supported` for what this slice
- * refuses: terminal, hooks, joining namespaces, sysctl). Pure: no I/O.
+ * refuses: terminal, hooks, joining a namespace other than the network one, sysctl). A network
+ * namespace path becomes the create request's `netns`. Pure: no I/O.
  */
 int oci_config_map(const char *text, size_t len, const char *bundle, const char *id,
 		   struct oci_mapped *out, struct isola_err **err);

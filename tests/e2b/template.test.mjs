@@ -84,6 +84,26 @@ describe('Template.build against isolad', () => {
     }
   })
 
+  test('cpuCount and memoryMB size the sandboxes made from the template', async () => {
+    const name = alias('sized')
+    await Template.build(Template().fromTemplate('base').setEnvs({ SIZED: '1' }),
+      { alias: name, cpuCount: 2, memoryMB: 300 })
+    const native = await (await fetch(`${api}/v1/templates/${name}`, { headers: op })).json()
+    assert.deepEqual(native.config.resources, { cpu: 2, memory: 300 * 1024 * 1024 })
+    const sbx = await Sandbox.create(name)
+    try {
+      const info = await sbx.getInfo()
+      assert.equal(info.cpuCount, 2)
+      assert.equal(info.memoryMB, 300)
+    } finally {
+      await sbx.kill()
+    }
+    await assert.rejects(Template.build(Template().fromTemplate('base'),
+      { alias: alias('tiny'), memoryMB: 8 }), /memoryMB 8: a sandbox needs at least 16 MiB/)
+    await assert.rejects(Template.build(Template().fromTemplate('base'),
+      { alias: alias('many'), cpuCount: 5000 }), /cpuCount/)
+  })
+
   test('a failing runCmd rejects Template.build with its output and makes no template', async () => {
     const name = alias('fail')
     const t = Template().fromTemplate('base').runCmd('echo fail-output-7f3a; exit 3')
@@ -139,12 +159,13 @@ describe('Template.build against isolad', () => {
       const own = alias('tenant')
       const ctx = context()
       const mine = Template({ fileContextPath: ctx }).fromTemplate('base').copy('top.txt', '/opt/t.txt')
+        .runCmd('cat /opt/t.txt > /opt/ran.txt') // a tenant's RUN sandbox uses the build's hidden template
       await Template.build(mine, { alias: own, apiKey: user })
       assert.equal(await Template.exists(own, { apiKey: user }), true)
       assert.equal(await Template.exists(own), false)
       const sbx = await Sandbox.create(own, { apiKey: user })
       try {
-        assert.equal((await sbx.commands.run('cat /opt/t.txt')).stdout, 'top-level file\n')
+        assert.equal((await sbx.commands.run('cat /opt/t.txt /opt/ran.txt')).stdout, 'top-level file\ntop-level file\n')
       } finally {
         await sbx.kill()
       }

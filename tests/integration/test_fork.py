@@ -213,3 +213,25 @@ def test_kill9_during_hibernate_then_consistent(isolad, api, tier):
     assert not [n for n in os.listdir(hib) if n.startswith(".tmp-") or n.endswith(".new")]
     c.delete_sandbox(sid)
     assert not [n for n in os.listdir(hib) if n.startswith(sid)]
+
+
+@pytest.mark.tiers("process")
+def test_own_hostname_kept_by_hibernate_not_by_fork(api, make_sandbox):
+    """A sandbox's own `hostname` (process tier) is what its processes see, and a hibernate
+    and resume keeps it; a fork child is a new sandbox and gets its own id as hostname."""
+    src = make_sandbox(hostname="Build-Box.1")
+    assert src["hostname"] == "Build-Box.1", src
+    sid = src["id"]
+    assert api.sh(sid, "hostname") == "Build-Box.1\n"
+    require_op(api, sid, "hibernate")
+    for op in ("hibernate", "resume"):
+        r = api.request("POST", f"/v1/sandboxes/{sid}/{op}")
+        assert r.status == 200, r
+    assert api.sh(sid, "hostname") == "Build-Box.1\n"
+    out = fork(api, sid, 1)
+    kid = out["children"][0]["id"]
+    try:
+        assert out["children"][0]["hostname"] == kid
+        assert api.sh(kid, "hostname") == f"{kid}\n"
+    finally:
+        api.delete_sandbox(kid)

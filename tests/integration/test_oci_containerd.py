@@ -20,7 +20,10 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import test_oci_runtime  # noqa: E402
 from test_oci_runtime import RUNC, make_rootfs, remove_engine_dir, sandboxes  # noqa: E402
+
+netns = test_oci_runtime.netns  # the fixture: a network namespace with a server in it
 
 IMAGE = "localhost/isola-oci-test:1"
 
@@ -153,3 +156,24 @@ def test_ctr_run_exec_pause_kill(ctr, isolad):
     while sandboxes(isolad, **{"oci.id": d1}):
         assert time.monotonic() < end, "sandbox left after ctr container rm"
         time.sleep(0.1)
+
+
+def test_ctr_run_with_ns_and_bind_mount(ctr, isolad, netns, tmp_path):
+    """What Kubernetes' CRI does for a pod: the network namespace CNI made (`--with-ns
+    network:PATH`, a `linux.namespaces` path) and volumes (`--mount`, spec binds)."""
+    vol = tmp_path / "vol"
+    vol.mkdir()
+    (vol / "v.txt").write_text("volume-data\n")
+    cid = f"n1-{os.getpid()}"
+    script = ("cat /vol/v.txt; grep -c isolat0 /proc/net/dev; "
+              f"exec 3<>/dev/tcp/127.0.0.1/{netns['port']} && read -r line <&3 && echo $line")
+    try:
+        cp = ctr(*ctr.run_args("--rm", "--with-ns", f"network:{netns['path']}", "--mount",
+                               f"type=bind,src={vol},dst=/vol,options=rbind:ro", IMAGE, cid,
+                               "bash", "-c", script), check=False)
+        assert cp.returncode == 0, cp.stderr
+        assert cp.stdout == f"volume-data\n1\n{netns['token']}\n", cp.stdout
+    finally:
+        ctr("task", "rm", "-f", cid, check=False)
+        ctr("container", "rm", cid, check=False)
+        shutil.rmtree(f"/run/containerd/runc/default/{cid}", ignore_errors=True)

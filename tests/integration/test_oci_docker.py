@@ -24,7 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from test_oci_runtime import RUNC, make_rootfs, remove_engine_dir, sandboxes  # noqa: E402
 
 IMAGE = "isola-oci-test:1"
-EXTRA_BINARIES = ("true", "echo", "test")
+EXTRA_BINARIES = ("true", "echo", "test", "readlink")
 
 
 class Dockerd:
@@ -194,3 +194,40 @@ def test_docker_kill_reports_the_signal(docker):
         assert code == 137
     finally:
         docker("rm", "-f", "kill1", check=False)
+
+
+def test_docker_volumes_and_hostname(docker, isolad, tmp_path):
+    """`docker run -v` (read-only and read-write binds) and `--hostname`; Docker's own
+    /etc/hosts and /etc/hostname binds are files it made for the container."""
+    vol, out = tmp_path / "vol", tmp_path / "out"
+    vol.mkdir()
+    out.mkdir()
+    out.chmod(0o777)
+    (vol / "f").write_text("vol-data\n")
+    cp = docker("run", "--rm", "--runtime", "isola", "--hostname", "dk-host", "-v",
+                f"{vol}:/data:ro", "-v", f"{out}:/out", IMAGE, "sh", "-c",
+                "cat /data/f; cat /proc/sys/kernel/hostname /etc/hostname; "
+                "grep -q localhost /etc/hosts && echo hosts; "
+                "(echo no > /data/g) 2>/dev/null || echo ro; echo w > /out/x")
+    assert cp.returncode == 0, cp.stderr
+    assert cp.stdout == "vol-data\ndk-host\ndk-host\nhosts\nro\n", cp.stdout
+    assert (out / "x").read_text() == "w\n" and (out / "x").stat().st_uid != 0
+    assert not (vol / "g").exists()
+
+
+def test_docker_network_container_mode(docker, isolad):
+    """`--network container:X` joins X's network namespace: Docker names it by X's
+    `.State.Pid`, the relay, which lives in X's sandbox's network namespace (docs/oci.md)."""
+    name = f"netx-{os.getpid()}"
+    docker("run", "-d", "--runtime", "isola", "--name", name, IMAGE, "sleep", "1000")
+    try:
+        want = docker("exec", name, "readlink", "/proc/self/ns/net").stdout
+        assert want.startswith("net:["), want
+        cp = docker("run", "--rm", "--runtime", "isola", "--network", f"container:{name}",
+                    IMAGE, "readlink", "/proc/self/ns/net")
+        assert cp.stdout == want, (cp.stdout, want, cp.stderr)
+        # A container of its own network is elsewhere.
+        assert docker("run", "--rm", "--runtime", "isola", IMAGE, "readlink",
+                      "/proc/self/ns/net").stdout != want
+    finally:
+        docker("rm", "-f", name, check=False)

@@ -16,7 +16,10 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import test_oci_runtime  # noqa: E402
 from test_oci_runtime import RUNC, make_rootfs, remove_engine_dir, sandboxes  # noqa: E402
+
+netns = test_oci_runtime.netns  # the fixture: a network namespace with a server in it
 
 IMAGE = "localhost/isola-oci-test:1"
 
@@ -91,3 +94,16 @@ def test_podman_run_exec_logs_stop(podman, isolad):
     while sandboxes(isolad, **{"oci.id": cid}):
         assert time.monotonic() < end, "sandbox left after podman rm"
         time.sleep(0.1)
+
+
+def test_podman_network_ns_path_and_volume(podman, netns, tmp_path):
+    """`--network ns:PATH` (the runtime gets that namespace path, as with Podman's own
+    networks) and `-v`: the container runs in that network with the volume."""
+    vol = tmp_path / "vol"
+    vol.mkdir()
+    (vol / "v").write_text("pm-vol\n")
+    script = ("cat /vol/v; grep -c isolat0 /proc/net/dev; "
+              f"exec 3<>/dev/tcp/127.0.0.1/{netns['port']} && read -r line <&3 && echo $line")
+    cp = podman("run", "--rm", "--network", f"ns:{netns['path']}", "-v", f"{vol}:/vol:ro",
+                IMAGE, "bash", "-c", script)
+    assert cp.stdout == f"pm-vol\n1\n{netns['token']}\n", (cp.stdout, cp.stderr)

@@ -5,6 +5,7 @@ real isolad; the container is a process-tier sandbox with isola's hardening."""
 
 import json
 import os
+import secrets
 import shutil
 import signal
 import subprocess
@@ -21,8 +22,9 @@ from tenancy_util import ROOT_CONFTEST as conftest  # noqa: E402
 from tenancy_util import Tenant  # noqa: E402
 
 RUNC = Path(os.environ.get("ISOLA_RUNC") or conftest.BUILD / "src" / "runc" / "isola-runc")
-BINARIES = ("sh", "cat", "sleep", "id", "grep", "stty")
+BINARIES = ("sh", "cat", "sleep", "id", "grep", "stty", "bash")
 CAP_SYS_ADMIN = 21
+HOST_NETNS = f"/proc/{os.getpid()}/ns/net"  # this test's network namespace: the host's
 
 
 def make_rootfs(root):
@@ -275,8 +277,21 @@ def test_user_and_cwd_and_resources_are_mapped(runc, rootfs, tmp_path, isolad):
 @pytest.mark.parametrize("edit,msg", [
     (lambda c: c.update(hooks={"prestart": [{"path": "/bin/true"}]}),
      "`hooks.prestart` is refused"),
-    (lambda c: c["linux"]["namespaces"].append({"type": "network", "path": "/proc/1/ns/net"}),
-     "joining the network namespace at a path is refused"),
+    (lambda c: c["linux"]["namespaces"].append({"type": "ipc", "path": "/proc/1/ns/ipc"}),
+     "joining the ipc namespace at a path is refused"),
+    # The host's own network (this test's, isolad's) needs isolad --allow-host-netns.
+    (lambda c: c["linux"]["namespaces"].append({"type": "network", "path": HOST_NETNS}),
+     f"network namespace `{HOST_NETNS}` is the host's: joining it needs isolad "
+     "--allow-host-netns"),
+    (lambda c: c["linux"]["namespaces"].append({"type": "network", "path": "/etc/passwd"}),
+     "network namespace `/etc/passwd` is not a namespace file (nsfs)"),
+    # A namespace file of another type, whatever its name says.
+    (lambda c: c["linux"]["namespaces"].append({"type": "network",
+                                                "path": f"/proc/{os.getpid()}/ns/ipc"}),
+     f"`/proc/{os.getpid()}/ns/ipc` is a namespace but not a network namespace"),
+    (lambda c: c["linux"]["namespaces"].append({"type": "network",
+                                                "path": "/nonexistent/netns"}),
+     "network namespace `/nonexistent/netns`: No such file or directory"),
     (lambda c: c["process"].update(terminal=True), "`process.terminal` needs --console-socket"),
     (lambda c: c["process"].update(args=[]), "`process.args` must be an array"),
     (lambda c: c.update(ociVersion="2.0.0"), "`ociVersion` must be a 1.x version"),
@@ -597,3 +612,293 @@ def test_isola_socket_flag_wins_over_the_environment(runc, rootfs, tmp_path):
                        env=dict(os.environ, ISOLA_SOCKET=runc.isolad.socket), timeout=120,
                        stdin=subprocess.DEVNULL)
     assert p.returncode == 1 and "/nonexistent/x.sock" in p.stderr, p.stderr
+
+
+@pytest.fixture
+def netns(tmp_path):
+    """A network namespace made the way CNI and `ip netns` make them (a bind mount under
+    /var/run/netns), holding a veth pair (both ends inside) with an address with an address and a TCP server on its own
+    loopback that answers each connection with a token: only a process in this namespace can
+    reach 127.0.0.1:PORT there and see that interface."""
+    name = f"isola-t{os.getpid()}-{secrets.token_hex(3)}"
+    token = secrets.token_hex(8)
+    subprocess.run(["ip", "netns", "add", name], check=True)
+    server = None
+    try:
+        ns = ["ip", "netns", "exec", name]
+        for cmd in (["ip", "link", "set", "lo", "up"],
+                    ["ip", "link", "add", "isolat0", "type", "veth", "peer", "name", "isolat1"],
+                    ["ip", "addr", "add", "198.18.251.7/32", "dev", "isolat0"],
+                    ["ip", "link", "set", "isolat0", "up"]):
+            subprocess.run(ns + cmd, check=True)
+        portfile = tmp_path / "netns-port"
+        server = subprocess.Popen(ns + [sys.executable, "-c", (
+            "import socket,sys\n"
+            "s=socket.socket(); s.bind(('127.0.0.1',0)); s.listen(8)\n"
+            f"open({str(portfile)!r},'w').write(str(s.getsockname()[1]))\n"
+            "while True:\n"
+            "    c,_=s.accept(); c.sendall(sys.argv[1].encode()+b'\\n'); c.close()\n"),
+            token])
+        end = time.monotonic() + 30
+        while not portfile.exists() or not portfile.read_text():
+            assert time.monotonic() < end and server.poll() is None, "netns server did not start"
+            time.sleep(0.05)
+        yield {"path": f"/var/run/netns/{name}", "port": int(portfile.read_text()),
+               "token": token}
+    finally:
+        if server:
+            server.kill()
+            server.wait()
+        subprocess.run(["ip", "netns", "delete", name], check=False)
+
+
+def test_joins_the_network_namespace_at_a_path(runc, rootfs, tmp_path, isolad, netns):
+    """Kubernetes' CNI netns, Docker's and Podman's networks: the spec names a network
+    namespace path and the container's processes run in it (docs/oci.md)."""
+    script = ("grep -c isolat0 /proc/net/dev; "
+              f"exec 3<>/dev/tcp/127.0.0.1/{netns['port']} && read -r line <&3 && echo $line")
+    b = make_bundle(runc, rootfs, tmp_path, ["bash", "-c", script],
+                    lambda c: c["linux"]["namespaces"].append(
+                        {"type": "network", "path": netns["path"]}))
+    runc("create", "--bundle", b, "n1", check=True)
+    sb = sandboxes(isolad, **{"oci.id": "n1"})[0]
+    # Whose network it is, said by the sandbox itself (isola inspect shows the same JSON).
+    assert sb["network"] == {"mode": "joined", "path": netns["path"]}, sb
+    runc("delete", "--force", "n1", check=True)
+    cp = runc("run", "--bundle", b, "n2")
+    assert cp.returncode == 0, cp.stderr
+    assert cp.stdout == f"1\n{netns['token']}\n", cp.stdout
+    # Without the path the container is on isola's own network: no such interface, and
+    # nothing listens on its loopback.
+    (tmp_path / "own").mkdir()
+    b2 = make_bundle(runc, rootfs, tmp_path / "own", ["bash", "-c", script])
+    cp = runc("run", "--bundle", b2, "n3")
+    assert cp.returncode != 0 and cp.stdout == "0\n", (cp.stdout, cp.stderr)
+
+
+def test_joining_a_network_namespace_is_the_operators_alone(isolad, netns):
+    """A tenant (even its admin) naming a network namespace gets 403 and nothing; the
+    operator gets its sandbox, and the combination with an egress policy is refused."""
+    t = Tenant(isolad, role="admin")
+    try:
+        r = t.client.request("POST", "/v1/sandboxes", json={"netns": netns["path"]})
+        assert r.status == 403 and r.json()["code"] == "forbidden", r
+        assert "field `netns` names host paths" in r.json()["message"], r
+        assert t.client.request("GET", "/v1/sandboxes").json()["sandboxes"] == []
+    finally:
+        t.cleanup()
+    op = isolad.client(timeout=60)
+    r = op.request("POST", "/v1/sandboxes", json={"netns": netns["path"],
+                                                  "network": {"default": "deny"}})
+    assert r.status == 400 and "cannot be combined" in r.json()["message"], r
+    # A restore is a clone: its own name, network and mounts.
+    for field, value in (("netns", netns["path"]), ("hostname", "h"),
+                         ("binds", [{"source": "/usr", "destination": "/u"}])):
+        r = op.request("POST", "/v1/sandboxes", json={"snapshot": "snap1", field: value})
+        assert r.status == 400 and \
+            f"field `{field}` cannot be combined with `snapshot`" in r.json()["message"], r
+    r = op.request("POST", "/v1/sandboxes", json={"netns": "relative"})
+    assert r.status == 400 and "must be an absolute path" in r.json()["message"], r
+    # The process tier's alone: a microvm has its own kernel, network and mounts.
+    for field, value in (("netns", netns["path"]), ("hostname", "vm-name"),
+                         ("binds", [{"source": "/usr", "destination": "/u"}])):
+        r = op.request("POST", "/v1/sandboxes", json={"tier": "microvm", field: value})
+        assert r.status == 501 and "process tier" in r.json()["message"], (field, r)
+    r = op.request("POST", "/v1/sandboxes", json={"netns": netns["path"]})
+    assert r.status == 201, r
+    sb = r.json()
+    try:
+        assert sb["network"] == {"mode": "joined", "path": netns["path"]}, sb
+        # The engine's network: no isola policy to read or set, said as such.
+        for method, body in (("GET", None), ("PUT", {"default": "deny"})):
+            r = op.request(method, f"/v1/sandboxes/{sb['id']}/network", json=body)
+            assert r.status == 501 and "egress policy does not apply" in r.json()["message"], r
+    finally:
+        op.request("DELETE", f"/v1/sandboxes/{sb['id']}")
+
+
+def test_hostname_and_dev_mqueue(runc, rootfs, tmp_path, isolad):
+    """The spec's hostname is the sandbox's (UTS namespace), and /dev/mqueue is an mqueue
+    filesystem of the sandbox's own ipc namespace, as runc's default spec mounts it."""
+    b = make_bundle(runc, rootfs, tmp_path,
+                    ["sh", "-c", "cat /proc/sys/kernel/hostname; "
+                                 "grep -c '^mqueue /dev/mqueue mqueue ' /proc/self/mounts"],
+                    lambda c: c.update(hostname="Web-1.example"))
+    runc("create", "--bundle", b, "h1", check=True)
+    assert sandboxes(isolad, **{"oci.id": "h1"})[0]["hostname"] == "Web-1.example"
+    runc("delete", "--force", "h1", check=True)
+    cp = runc("run", "--bundle", b, "h2")
+    assert cp.returncode == 0, cp.stderr
+    assert cp.stdout == "Web-1.example\n1\n", cp.stdout
+    # Without one, the hostname stays the sandbox's id.
+    (tmp_path / "plain").mkdir()
+    b2 = make_bundle(runc, rootfs, tmp_path / "plain", ["sleep", "1000"],
+                     lambda c: c.pop("hostname", None))
+    runc("create", "--bundle", b2, "h3", check=True)
+    sb = sandboxes(isolad, **{"oci.id": "h3"})[0]
+    assert sb["hostname"] == sb["id"], sb
+    runc("delete", "--force", "h3", check=True)
+    # A hostname the kernel would take but isola refuses names the field and the rule.
+    op = isolad.client(timeout=60)
+    for bad in ("-lead", "a b", "x" * 64, "under_score"):
+        r = op.request("POST", "/v1/sandboxes", json={"hostname": bad})
+        assert r.status == 400 and "hostname" in r.json()["message"], (bad, r)
+
+
+def test_spec_binds_are_mounted(runc, rootfs, tmp_path, isolad):
+    """docker -v, podman -v, Kubernetes volumes: the spec's bind mounts, read-only with `ro`;
+    a writable one is written as the sandbox's own host uids, never host root; a file bind
+    (an engine's /etc/hosts) on a target made in the writable layer; a bind on isola's own
+    /dev is not applied and says so."""
+    ro, rw = tmp_path / "ro-src", tmp_path / "rw-src"
+    ro.mkdir()
+    rw.mkdir()
+    rw.chmod(0o777)
+    (ro / "hello").write_text("from the host\n")
+    hosts = tmp_path / "hosts"
+    hosts.write_text("198.18.0.9 bound-host\n")
+    script = ("cat /data/hello; (echo x > /data/new) 2>/dev/null && echo ro-written || "
+              "echo ro-refused; echo written > /rw/out && id -u; cat /etc/hosts")
+
+    def edit(c):
+        c["mounts"] = c.get("mounts", []) + [
+            {"destination": "/data", "type": "bind", "source": str(ro),
+             "options": ["rbind", "ro"]},
+            {"destination": "/rw", "type": "bind", "source": str(rw), "options": ["rbind", "rw"]},
+            {"destination": "/etc/hosts", "type": "bind", "source": str(hosts),
+             "options": ["bind"]},
+            {"destination": "/dev/termination-log", "type": "bind", "source": str(hosts),
+             "options": ["bind"]},
+        ]
+    b = make_bundle(runc, rootfs, tmp_path, ["sh", "-c", script], edit)
+    cp = runc("run", "--bundle", b, "v1")
+    assert cp.returncode == 0, cp.stderr
+    assert cp.stdout == "from the host\nro-refused\n0\n198.18.0.9 bound-host\n", cp.stdout
+    assert ("warning: mount `/dev/termination-log` (bind) not applied: isola keeps its own "
+            "/proc, /sys and /dev") in cp.stderr, cp.stderr
+    assert not (ro / "new").exists()
+    out = rw / "out"
+    assert out.read_text() == "written\n"
+    # The container's root is the sandbox's first host uid, not host root (no idmap on a
+    # writable bind: it cannot leave root-owned, setuid files in a host directory).
+    assert out.stat().st_uid >= int(os.environ.get("ISOLA_TEST_UID_BASE") or 1), out.stat()
+    # The file target was made in the sandbox's writable layer, not in the bundle's rootfs.
+    assert not (rootfs / "etc" / "hosts").exists()
+    # With --log the warning goes to the log, not to create's stderr (the container's).
+    log = tmp_path / "runc.log"
+    cp = runc("--log", log, "run", "--bundle", b, "v2")
+    assert cp.returncode == 0 and "warning" not in cp.stderr, cp.stderr
+    assert "/dev/termination-log" in log.read_text()
+
+
+def test_binds_are_the_operators_alone(isolad, tmp_path):
+    """A tenant (even its admin) naming a host path to bind gets 403; the operator's binds
+    are checked (no destination on isola's /proc, /sys, /dev; no symlinked source)."""
+    src = tmp_path / "src"
+    src.mkdir()
+    t = Tenant(isolad, role="admin")
+    try:
+        r = t.client.request("POST", "/v1/sandboxes", json={
+            "binds": [{"source": str(src), "destination": "/data"}]})
+        assert r.status == 403 and r.json()["code"] == "forbidden", r
+        assert "field `binds` names host paths" in r.json()["message"], r
+        assert t.client.request("GET", "/v1/sandboxes").json()["sandboxes"] == []
+    finally:
+        t.cleanup()
+    (tmp_path / "link").symlink_to(src)
+    op = isolad.client(timeout=60)
+    for bind, msg in (
+            ({"source": str(src), "destination": "/proc/sys"},
+             "destination `/proc/sys` is on isola's own /proc"),
+            ({"source": str(src), "destination": "/dev"}, "is on isola's own /dev"),
+            ({"source": str(src), "destination": "/"}, "must be an absolute path other than /"),
+            ({"source": str(src), "destination": "/a/../etc"}, "without `.` or `..`"),
+            ({"source": str(tmp_path / "link"), "destination": "/d"}, "a symlink is refused"),
+            ({"source": str(tmp_path / "none"), "destination": "/d"},
+             "No such file or directory"),
+            ({"source": "relative", "destination": "/d"}, "must be an absolute path"),
+            ({"destination": "/d"}, "must be an object with `source` and `destination`"),
+            ({"source": str(src), "destination": "/d", "mode": "x"}, "unknown field `mode`")):
+        r = op.request("POST", "/v1/sandboxes", json={"binds": [bind]})
+        assert r.status == 400 and msg in r.json()["message"], (bind, r.json())
+
+
+def test_joined_and_bound_container_survives_isolad_restart(runc, rootfs, tmp_path, isolad,
+                                                            netns):
+    """A restart re-attaches a container on a joined network with binds like any other: its
+    JSON still says whose network it is, and what it runs after the restart is in that
+    namespace, with the bind, and without any network of isola's."""
+    vol = tmp_path / "vol"
+    vol.mkdir()
+    (vol / "v").write_text("kept\n")
+    script = ("cat /vol/v; grep -c isolat0 /proc/net/dev; "
+              f"exec 3<>/dev/tcp/127.0.0.1/{netns['port']} && read -r line <&3 && echo $line")
+
+    def edit(c):
+        c["linux"]["namespaces"].append({"type": "network", "path": netns["path"]})
+        c["mounts"] = c.get("mounts", []) + [
+            {"destination": "/vol", "type": "bind", "source": str(vol), "options": ["ro"]}]
+    b = make_bundle(runc, rootfs, tmp_path, ["bash", "-c", script], edit)
+    out, err = tmp_path / "out", tmp_path / "err"
+    env = dict(os.environ, ISOLA_SOCKET=runc.isolad.socket)
+    with open(out, "wb") as o, open(err, "wb") as e:  # files: the relay keeps them
+        p = subprocess.run([str(RUNC), "--root", str(runc.root), "create", "--bundle", str(b),
+                            "j1"], stdout=o, stderr=e, stdin=subprocess.DEVNULL, env=env,
+                           timeout=120)
+    assert p.returncode == 0, err.read_text()
+    isolad.restart()
+    sb = sandboxes(isolad, **{"oci.id": "j1"})[0]
+    assert sb["network"] == {"mode": "joined", "path": netns["path"]}, sb
+    runc("start", "j1", check=True)
+    runc.wait_status("j1", "stopped")
+    end = time.monotonic() + 60
+    while out.read_text() != f"kept\n1\n{netns['token']}\n":
+        assert time.monotonic() < end, (out.read_text(), err.read_text())
+        time.sleep(0.1)
+    runc("delete", "j1", check=True)
+
+
+def test_allow_host_netns_lets_the_operator_join_the_hosts_network(isolad):
+    """`isolad --allow-host-netns` (Docker's `--network host`, an explicit ask): the operator's
+    sandbox may then join the host's own network namespace: its processes are in it."""
+    isolad.extra_args.append("--allow-host-netns")
+    isolad.restart()
+    op = isolad.client(timeout=60)
+    try:
+        r = op.request("POST", "/v1/sandboxes", json={"netns": HOST_NETNS})
+        assert r.status == 201, r
+        sid = r.json()["id"]
+        try:
+            seen = op.sh(sid, "readlink /proc/self/ns/net").strip()
+            assert seen == os.readlink(HOST_NETNS), seen
+        finally:
+            op.delete_sandbox(sid)
+    finally:
+        isolad.extra_args.remove("--allow-host-netns")
+        isolad.restart()
+    r = isolad.client(timeout=60).request("POST", "/v1/sandboxes", json={"netns": HOST_NETNS})
+    assert r.status == 403 and "--allow-host-netns" in r.json()["message"], r
+
+
+def test_joined_network_cannot_be_reconfigured_from_inside(isolad, netns):
+    """The joined namespace stays owned by the host's user namespace: the sandbox's root holds
+    no CAP_NET_ADMIN over it, so the engine's network is not the container's to change.
+    Judged from the host."""
+    name = netns["path"].rsplit("/", 1)[1]
+    op = isolad.client(timeout=60)
+    r = op.request("POST", "/v1/sandboxes", json={"netns": netns["path"]})
+    assert r.status == 201, r
+    sid = r.json()["id"]
+    try:
+        out = op.sh(sid, "ip link set isolat0 down 2>&1; ip addr add 198.18.251.9/32 dev lo "
+                         "2>&1; echo done")
+        # The kernel's answer (RTNETLINK), not the filter's: no capability over the namespace.
+        assert out == "RTNETLINK answers: Operation not permitted\n" * 2 + "done\n", out
+    finally:
+        op.delete_sandbox(sid)
+    show = subprocess.run(["ip", "netns", "exec", name, "ip", "-o", "addr", "show"],
+                          capture_output=True, text=True, check=True).stdout
+    assert "198.18.251.7/32" in show and "198.18.251.9" not in show, show
+    link = subprocess.run(["ip", "netns", "exec", name, "ip", "-o", "link", "show", "isolat0"],
+                          capture_output=True, text=True, check=True).stdout
+    assert "UP" in link.split(">")[0], link

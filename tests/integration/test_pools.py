@@ -328,3 +328,23 @@ def test_microvm_pool_hands_over_a_booted_vm():
         d.destroy_all_sandboxes()
         d.stop()
         shutil.rmtree(d.state_dir, ignore_errors=True)
+
+
+def test_own_hostname_and_binds_are_never_served_from_the_pool(own, tmp_path):
+    """A warm sandbox already has its name (its id), network and mounts: a create asking for
+    a hostname or binds of its own is a cold one, with what it asked for."""
+    c = own.client()
+    wait_ready(own, SIZE)
+    src = tmp_path / "b"
+    src.mkdir()
+    (src / "f").write_text("bound\n")
+    for fields, check in (
+            ({"hostname": "named-1"}, ("hostname", "named-1\n")),
+            ({"binds": [{"source": str(src), "destination": "/mnt/b", "readonly": True}]},
+             ("cat /mnt/b/f", "bound\n"))):
+        sb, _ = create(c, **fields)
+        try:
+            assert sb["pooled"] is False, sb
+            assert c.sh(sb["id"], check[0]) == check[1]
+        finally:
+            c.delete_sandbox(sb["id"])

@@ -184,6 +184,93 @@ def test_failing_run_leaves_no_template(cli, api, isolad, tmp_path):
     assert cp.returncode != 0 and "exit code 7" in cp.stderr, cp.stderr
 
 
+def test_cpu_and_memory_recorded_as_its_sandboxes_defaults(cli, api, make_sandbox, tmp_path):
+    """--cpu/--memory are the template's config.resources: a create that names no limit
+    gets them, one that names a limit keeps its own; bad values are refused by name."""
+    ctx = tmp_path / "ctx"
+    ctx.mkdir()
+    (ctx / "Dockerfile").write_text("FROM host\nENV SIZED=1\n")
+    name = f"sized-{uuid.uuid4().hex[:6]}"
+    build(cli, name, ctx, "--cpu", "1.5", "--memory", "300M")
+    t = json.loads(cli("template", "inspect", name).stdout)
+    assert t["config"]["resources"] == {"cpu": 1.5, "memory": 300 << 20}, t
+    sb = make_sandbox(template=name)
+    assert (sb["cpu"], sb["memory"]) == (1.5, 300 << 20), sb
+    sb = make_sandbox(template=name, memory="64M")
+    assert (sb["cpu"], sb["memory"]) == (1.5, 64 << 20), sb
+    # a template built without them leaves the daemon's defaults
+    plain = f"plain-{uuid.uuid4().hex[:6]}"
+    build(cli, plain, ctx)
+    assert "resources" not in json.loads(cli("template", "inspect", plain).stdout)["config"]
+    assert make_sandbox(template=plain)["memory"] == make_sandbox()["memory"]
+    for args, word in ((("--memory", "1M"), "memory must be at least 16M"),
+                       (("--cpu", "0"), "--cpu `0`"), (("--memory", "lots"), "--memory `lots`")):
+        cp = cli("template", "build", *args, f"bad-{uuid.uuid4().hex[:6]}", ctx)
+        assert cp.returncode != 0 and word in cp.stderr, (args, cp.stderr)
+    for n in (name, plain):
+        cli("template", "rm", n)
+
+
+def test_removed_tenants_cache_and_uploads_go_with_it(api, isolad, tmp_path):
+    """A tenant's build cache entries and E2B uploads are removed with the tenant: a tenant
+    created later under the same name is someone else and gets none of them (no cache hit on
+    the old one's RUN layers, no `present` upload)."""
+    import io
+    import tarfile
+    from tenancy_util import Tenant
+
+    tag = uuid.uuid4().hex[:8]
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tf:
+        df = f"FROM host\nRUN echo secret-{tag} > /opt/s.txt\n".encode()
+        ti = tarfile.TarInfo("Dockerfile")
+        ti.size = len(df)
+        tf.addfile(ti, io.BytesIO(df))
+
+    built = []
+
+    def tenant_build(t):
+        built.append(f"tb-{uuid.uuid4().hex[:6]}")
+        r = t.client.request("POST", "/v1/templates/build",
+                             query={"name": built[-1], "options": "{}"},
+                             body=buf.getvalue(), timeout=300)
+        ev = [json.loads(line) for line in r.body.decode().splitlines() if line.strip()]
+        assert ev and ev[-1]["type"] == "done", ev
+        return [e["cached"] for e in ev if e["type"] == "layer"]
+
+    def entries(name):
+        r = api.request("GET", "/v1/templates/build/cache")
+        return [e for e in r.json()["entries"] if e.get("tenant") == name]
+
+    t = Tenant(isolad)
+    store = None
+    try:
+        assert tenant_build(t) == [False]
+        assert entries(t.name), "the tenant's RUN left no cache entry"
+        # An E2B upload in the tenant's file store (as the SDK's copy() leaves one).
+        spool = pathlib.Path(isolad.state_dir) / "tmp" / "e2b-files"
+        store = spool / hashlib.sha256(t.name.encode()).hexdigest()[:32]
+        store.mkdir(parents=True, exist_ok=True)
+        (store / ("ab" * 32)).write_bytes(b"uploaded by the old tenant")
+    finally:
+        t.cleanup()
+    assert not entries(t.name), entries(t.name)
+    assert store is not None and not store.exists(), list(store.iterdir())
+    # The same name again: a new tenant, a cold build.
+    r = api.request("POST", "/v1/tenants", json={"name": t.name})
+    assert r.status == 201, r
+    t2 = Tenant.__new__(Tenant)
+    t2.isolad, t2.admin, t2.name, t2.tokens = isolad, isolad.client(timeout=60), t.name, []
+    t2.token = t2.new_token()
+    t2.client = isolad.tcp_client(token=t2.token, timeout=60)
+    try:
+        assert tenant_build(t2) == [False]
+    finally:
+        t2.cleanup()
+        for n in built:  # the removed tenants' templates are the operator's now
+            api.request("DELETE", f"/v1/templates/{n}")
+
+
 @pytest.mark.parametrize("line,word", [
     ("HEALTHCHECK CMD true", "HEALTHCHECK"), ("ONBUILD RUN true", "ONBUILD"),
     ("STOPSIGNAL SIGTERM", "STOPSIGNAL"), ("SHELL [\"/bin/bash\", \"-c\"]", "SHELL"),
@@ -436,3 +523,136 @@ def test_built_template_runs_in_the_microvm_tier(cli, tmp_path):
     lines = cp.stdout.splitlines()
     assert lines[0].endswith("-cloud-amd64"), lines  # the guest's kernel, not the host's
     assert lines[1:] == ["/opt/app", f"copied-{tag}", f"ran-{tag}", "2"], lines
+
+
+def test_build_tier_unknown_is_refused(cli, isolad, tmp_path):
+    """`--tier` names a tier isolad knows; anything else is a 400 naming it, before any work."""
+    ctx = tmp_path / "ctx"
+    ctx.mkdir()
+    (ctx / "Dockerfile").write_text("FROM host\nRUN touch /should-not-run\n")
+    cp, ev, _ = build(cli, f"tier-{uuid.uuid4().hex[:6]}", ctx, "--tier", "bogus", ok=False)
+    assert cp.returncode != 0 and "tier `bogus` is unknown" in cp.stderr + cp.stdout, cp
+    assert not [e for e in ev if e.get("type") == "step"], ev
+    r = isolad.client().request(
+        "POST", "/v1/templates/build",
+        query={"name": "tier-x", "options": json.dumps({"tier": "kvm"})}, body=b"x")
+    assert r.status == 400 and "tier `kvm` is unknown" in r.json()["message"], r
+
+
+def _shell_layer():
+    """A layer with dash, rm and cat and the libraries they load (from the host), so RUN
+    steps have a shell in a template a few MiB small (its ext4 image builds in a second)."""
+    import os
+    import tarfile
+    from imagebuild import tar_bytes
+    D, F = tarfile.DIRTYPE, tarfile.REGTYPE
+    entries = [("bin", None, 0o755, D), ("lib", None, 0o755, D),
+               ("lib/x86_64-linux-gnu", None, 0o755, D), ("lib64", None, 0o755, D),
+               ("etc", None, 0o755, D), ("etc/base.txt", b"from the base\n", 0o644, F)]
+    for src, dst in [("/bin/dash", "bin/sh"), ("/bin/rm", "bin/rm"), ("/bin/cat", "bin/cat"),
+                     ("/lib/x86_64-linux-gnu/libc.so.6", "lib/x86_64-linux-gnu/libc.so.6"),
+                     ("/lib64/ld-linux-x86-64.so.2", "lib64/ld-linux-x86-64.so.2")]:
+        entries.append((dst, pathlib.Path(os.path.realpath(src)).read_bytes(), 0o755, F))
+    return tar_bytes(entries)
+
+
+@pytest.mark.needs_microvm
+def test_run_steps_in_the_microvm_tier(cli, api, isolad, tmp_path):
+    """`template build --tier microvm`: each RUN boots a microvm from the template-so-far (a
+    new ext4 image per step: the second RUN reads what the first wrote), the agent's
+    fs_mark/fs_diff turns the guest's changes into a layer (a file written, a base file
+    deleted), and the result runs in both tiers. The cache keys the tier. Slow by nature:
+    every RUN and the microvm run each build an image and boot a guest (seconds each under
+    TCG, more under load), so the steps are few and the failing RUN reuses the cached ones."""
+    import imagebuild
+    tag = uuid.uuid4().hex[:8]
+    base = f"vmbase-{tag}"
+    img = tmp_path / "base.tar"
+    img.write_bytes(imagebuild.docker_archive(imagebuild.build_hello(tmp_path),
+                                              extra_layers=[_shell_layer()]))
+    cp = cli("template", "import", base, img, timeout=300)
+    assert cp.returncode == 0, cp.stderr
+    ctx = tmp_path / "ctx"
+    ctx.mkdir()
+    (ctx / "copied.txt").write_text(f"copied-{tag}\n")
+    steps = (f"FROM {base}\n"
+             "COPY copied.txt /work/copied.txt\n"
+             f"RUN echo ran-{tag} > /work/ran.txt && rm /etc/base.txt\n"
+             "RUN cat /work/ran.txt /work/copied.txt > /work/read.txt\n")
+    (ctx / "Dockerfile").write_text(steps)
+    name = f"vmbuilt-{tag}"
+    _, ev, t_vm = build(cli, name, ctx, "--tier", "microvm", timeout=1800)
+    assert [e["cached"] for e in ev if e["type"] == "layer"] == [False, False, False], ev
+    info = json.loads(cli("template", "inspect", name, json=True).stdout)
+    assert info["config"]["build_tier"] == "microvm", info  # the tier it was built in
+    # the guest's layers are OCI-style .tar entries, still listed as RUN entries
+    mine = [e for e in json.loads(cli("template", "cache", "ls", json=True).stdout)
+            if e.get("template") == name]
+    assert sorted(e["kind"] for e in mine) == ["copy", "run", "run"], mine
+    check = ("cat /work/read.txt; test ! -e /etc/base.txt && echo base-gone; "
+             "cat /etc/new")
+    want = [f"ran-{tag}", f"copied-{tag}", "base-gone", "added by layer 2"]
+    cp = cli("run", "--template", name, "--", "sh", "-c", check)
+    assert cp.returncode == 0 and cp.stdout.splitlines() == want, (cp.stdout, cp.stderr)
+    cp = cli("run", "--tier", "microvm", "--template", name, "--memory", "256M", "--",
+             "sh", "-c", check, timeout=900)
+    assert cp.returncode == 0 and cp.stdout.splitlines() == want, (cp.stdout, cp.stderr)
+
+    # a rebuild hits the microvm entries; a process-tier build of the same file does not
+    _, ev, _ = build(cli, f"{name}-again", ctx, "--tier", "microvm", timeout=600)
+    assert [e["cached"] for e in ev if e["type"] == "layer"] == [True, True, True], ev
+    _, ev, t_proc = build(cli, f"{name}-proc", ctx, "--tier", "process", timeout=600)
+    assert [e["cached"] for e in ev if e["type"] == "layer"] == [True, False, False], ev
+    # measured, not asserted (docs/templates.md "Tiers" quotes it): the two RUN steps cold
+    print(f"\nbuild with 2 cold RUN steps: --tier microvm {t_vm:.1f} s, "
+          f"--tier process {t_proc:.1f} s")
+    cp = cli("run", "--template", f"{name}-proc", "--", "sh", "-c", check)
+    assert cp.returncode == 0 and cp.stdout.splitlines() == want, (cp.stdout, cp.stderr)
+
+    # a failing RUN in the microvm (after the cached prefix): step, exit code, no template
+    (ctx / "Dockerfile").write_text(steps + "RUN echo about to fail && exit 7\n")
+    bad = f"{name}-bad"
+    cp, ev, _ = build(cli, bad, ctx, "--tier", "microvm", ok=False, timeout=900)
+    assert cp.returncode != 0 and ev[-1]["type"] == "error", ev
+    msg = ev[-1]["message"]
+    assert "exit code 7" in msg and "about to fail" in msg and "step 4/4" in msg, msg
+    assert [e for e in ev if e["type"] == "run_failed"][0]["exit_code"] == 7, ev
+    assert cli("template", "inspect", bad).returncode != 0
+    assert not list((pathlib.Path(isolad.state_dir) / "templates").glob(".tmp-*"))
+    assert not [s for s in sandboxes(api) if s.get("labels", {}).get("isola.build")]
+
+
+def test_build_tier_microvm_without_a_kernel_is_refused_before_any_step(tmp_path):
+    """An isolad that cannot boot a microvm (here: no guest kernel in its view, by a tmpfs over
+    /var/lib/isola/kernels in its own mount namespace) refuses `tier: microvm` up front:
+    `unavailable` naming the tier, no step started, no template, no sandbox."""
+    import io
+    import os
+    import tarfile
+    from faults_util import Isolad, need_root_tool
+    need_root_tool("unshare")
+    wrap = []
+    if os.path.isdir("/var/lib/isola/kernels"):
+        wrap = ["unshare", "-m", "sh", "-c",
+                'mount -t tmpfs none /var/lib/isola/kernels && exec "$@"', "isolad"]
+    ctx = io.BytesIO()
+    with tarfile.open(fileobj=ctx, mode="w") as t:
+        data = b"FROM host\nRUN touch /should-not-run\n"
+        ti = tarfile.TarInfo("Dockerfile")
+        ti.size = len(data)
+        t.addfile(ti, io.BytesIO(data))
+    d = Isolad(extra_env={"ISOLA_KERNEL_DIR": str(tmp_path / "no-kernels")}, wrap=wrap)
+    try:
+        r = d.client().request(
+            "POST", "/v1/templates/build", body=ctx.getvalue(),
+            headers={"Content-Type": "application/x-tar"},
+            query={"name": "vm-none", "options": json.dumps({"tier": "microvm"})},
+            timeout=120)
+        ev = [json.loads(x) for x in r.text.splitlines() if x.strip()]
+        assert ev and ev[-1]["type"] == "error" and ev[-1]["code"] == "unavailable", (r, ev)
+        assert "tier `microvm`" in ev[-1]["message"], ev[-1]
+        assert not [e for e in ev if e["type"] == "step"], ev
+        assert d.client().request("GET", "/v1/templates/vm-none").status == 404
+        assert not d.client().request("GET", "/v1/sandboxes").json().get("sandboxes")
+    finally:
+        d.stop()

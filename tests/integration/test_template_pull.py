@@ -193,6 +193,22 @@ def test_pull_plain_http_gzip_runs(cli, api, make_sandbox, registry):
     assert cli("template", "rm", name).returncode == 0
 
 
+@pytest.mark.needs_microvm
+def test_pulled_template_runs_in_the_microvm_tier(cli, registry):
+    """A pulled image boots in the microvm tier too: its first microvm create builds the
+    template's ext4 image from the pulled files, and the guest runs the image's program with
+    the image's environment. One boot: TCG is slow."""
+    name = f"pv-{uuid.uuid4().hex[:6]}"
+    pull(cli, "--plain-http", f"{registry.host}/tools/hello:1", name)
+    cp = cli("run", "--tier", "microvm", "--template", name, "--memory", "256M", "--",
+             "/hello", timeout=900)  # conftest's MICROVM_CREATE_TIMEOUT: the image is built first
+    assert cp.returncode == 0 and cp.stdout == "hello from template\n", (cp.stdout, cp.stderr)
+    cp = cli("run", "--tier", "microvm", "--template", name, "--memory", "256M", "--",
+             "/hello", "env", "GREETING", timeout=900)
+    assert cp.returncode == 0 and cp.stdout == "from-image\n", (cp.stdout, cp.stderr)
+    assert cli("template", "rm", name).returncode == 0
+
+
 def test_pull_zstd_layers(cli, api, make_sandbox, registry):
     name = f"pz-{uuid.uuid4().hex[:6]}"
     # the registry holds zstd layers for this tag (skopeo --dest-compress-format zstd)
@@ -275,9 +291,10 @@ def test_pull_no_linux_amd64_in_index(cli, registry, layout, tmp_path):
     assert err and "no linux/amd64 manifest" in err[0]["message"], events
 
 
-def test_pull_corrupted_blob_names_layer(cli, tmp_path, layout):
+def test_pull_corrupted_blob_names_layer(cli, isolad, tmp_path, layout):
     """A layer whose bytes in the registry's storage no longer hash to its digest is refused,
-    naming it; nothing is left behind."""
+    naming it; nothing is left behind: no template, no import staging dir, no blob under the
+    bad digest in the spool (the other blobs stay there for a retry)."""
     reg = Registry(tmp_path / "reg")
     try:
         reg.push(layout, "tools/bad:1")
@@ -294,6 +311,11 @@ def test_pull_corrupted_blob_names_layer(cli, tmp_path, layout):
         assert err and err[0]["code"] == "invalid", events
         assert f"layer sha256:{digest[:12]}" in err[0]["message"], err
         assert "digest mismatch" in err[0]["message"], err
+        assert cli("template", "inspect", "bad").returncode != 0
+        tdir = pathlib.Path(isolad.state_dir) / "templates"
+        assert not list(tdir.glob(".tmp-*")), list(tdir.iterdir())
+        assert not list(tdir.glob(f".pull-*/blobs/sha256/{digest}*")), \
+            list(tdir.glob(".pull-*/blobs/sha256/*"))
     finally:
         reg.stop()
 
@@ -614,10 +636,11 @@ def test_pull_throughput_vs_skopeo(cli, isolad, registry, tmp_path, capsys):
     assert cli("template", "rm", "big").returncode == 0
 
 
-def test_pull_resumes_partial_layer(cli, isolad, registry):
+def test_pull_resumes_partial_layer(cli, api, make_sandbox, isolad, registry):
     """A partial blob kept by an earlier attempt is continued with a Range request: a good
     first half completes; a garbled first half (kept, not re-downloaded) fails the digest and
-    is discarded, so the next attempt succeeds."""
+    is discarded, so the next attempt succeeds. A whole blob kept under its digest is used when
+    its bytes match, downloaded again when they do not."""
     import hashlib
     ref_text = f"{registry.host}/tools/hello:1"
     man = json.loads(subprocess.run(
@@ -652,3 +675,18 @@ def test_pull_resumes_partial_layer(cli, isolad, registry):
     assert not (d / f"{hexd}.partial").exists(), "a blob that failed its digest is discarded"
     pull(cli, "--plain-http", ref_text, "garbled")
     assert cli("template", "rm", "garbled").returncode == 0
+
+    # A whole blob kept under its digest is hashed again before the import takes its name
+    # for its digest: one of the right size whose bytes differ is discarded and downloaded.
+    d = partial("kept", b"")
+    (d / f"{hexd}.partial").unlink()
+    (d / hexd).write_bytes(bytes(b ^ 0xFF for b in blob))
+    pull(cli, "--plain-http", ref_text, "kept")
+    assert not d.parent.parent.exists(), "the spool is removed after a successful pull"
+    check_runs(api, make_sandbox, "kept")
+    assert cli("template", "rm", "kept").returncode == 0
+    d = partial("kept2", b"")
+    (d / f"{hexd}.partial").unlink()
+    (d / hexd).write_bytes(blob)
+    pull(cli, "--plain-http", ref_text, "kept2")
+    assert cli("template", "rm", "kept2").returncode == 0

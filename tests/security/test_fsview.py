@@ -16,7 +16,7 @@ from seclib import run_probe
 # expect: fd, stdin, stdout, stderr -> /proc/self/fd..., ptmx -> pts/ptmx).
 DEV_NODES = {"null": (1, 3), "zero": (1, 5), "full": (1, 7), "random": (1, 8),
              "urandom": (1, 9), "tty": (5, 0)}
-DEV_DIRS = {"pts", "shm"}
+DEV_DIRS = {"pts", "shm", "mqueue"}
 DEV_LINKS = {"ptmx": "pts/ptmx", "fd": "/proc/self/fd", "stdin": "/proc/self/fd/0",
              "stdout": "/proc/self/fd/1", "stderr": "/proc/self/fd/2"}
 
@@ -73,6 +73,9 @@ def test_dev_holds_exactly_the_allowed_entries(api, sandbox):
     # test_limits.py::test_memory_three_ways).
     assert mi["/dev/shm"][1] == "tmpfs" and "size=" in mi["/dev/shm"][2], mi["/dev/shm"]
     assert "nodev" in mi["/dev"][0] and "nosuid" in mi["/dev"][0], mi["/dev"]
+    # /dev/mqueue: the message queues of the sandbox's own ipc namespace (runc's default).
+    assert mi["/dev/mqueue"][1] == "mqueue" and "nosuid" in mi["/dev/mqueue"][0], \
+        mi["/dev/mqueue"]
 
 
 def test_masked_paths_are_empty_and_stay_masked(api, sandbox):
@@ -218,6 +221,7 @@ def test_kernel_filesystems_carry_the_conventional_sources(api, sandbox):
         fstype, source = (post.split() + ["", ""])[:2]
         src[pre.split()[4]] = (fstype, source)
     want = {"/proc": ("proc", "proc"), "/sys": ("sysfs", "sysfs"), "/dev": ("tmpfs", "tmpfs"),
-            "/dev/pts": ("devpts", "devpts"), "/dev/shm": ("tmpfs", "shm")}
+            "/dev/pts": ("devpts", "devpts"), "/dev/shm": ("tmpfs", "shm"),
+            "/dev/mqueue": ("mqueue", "mqueue")}
     for mp, w in want.items():
         assert src.get(mp) == w, f"{mp}: {src.get(mp)} (want {w})"

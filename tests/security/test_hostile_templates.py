@@ -39,7 +39,7 @@ CASES = {
                         {"name": "proc/1", "type": "symlink", "target": "{dir}"}], None),
 }
 
-DEV = {"null", "zero", "full", "random", "urandom", "tty", "ptmx", "pts", "shm", "fd",
+DEV = {"null", "zero", "full", "random", "urandom", "tty", "ptmx", "pts", "shm", "mqueue", "fd",
        "stdin", "stdout", "stderr"}
 
 

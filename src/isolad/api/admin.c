@@ -11,6 +11,7 @@
 #include "../../common/util.h"
 #include "../audit/audit.h"
 #include "../core/core.h"
+#include "../e2b/e2b.h"
 #include "../net/net.h"
 #include "../tenancy/tenancy.h"
 
@@ -300,6 +301,7 @@ enum MHD_Result api_tenant_delete(struct api_req *r)
 		return ret;
 	if (core_tenant_remove(r->srv->core, api_match_get(&r->match, "tenant"), &err) < 0)
 		return api_respond_err(r, err);
+	e2b_tenant_removed(r->srv, api_match_get(&r->match, "tenant"));
 	return api_respond_empty(r, 204);
 }
 

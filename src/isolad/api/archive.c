@@ -14,6 +14,7 @@
 #include "../../common/util.h"
 #include "../../proto/proto.h"
 #include "../core/agentconn.h"
+#include "../core/agenttar.h"
 #include "../core/core.h"
 
 #define TAR_CALL_TIMEOUT_MS 120000
@@ -42,6 +43,11 @@ static int query_path(struct api_req *r, const char **out, struct isola_err **er
 
 /* --- GET /archive ------------------------------------------------------------------------ */
 
+static bool name_ok(const char *n, size_t l)
+{
+	return api_tar_name_ok(n, l);
+}
+
 struct tar_out {
 	struct api_server *srv; /* for the stopping flag */
 	struct sandbox *s;	/* reference */
@@ -50,10 +56,8 @@ struct tar_out {
 	struct api_stream *st;	/* the stream being filled (set in produce) */
 	struct agent_msg first; /* first frame, read before the headers went out */
 	bool have_first;	/* `first` not yet consumed */
-	bool skipping;		/* current entry refused: drop its data */
 	bool finished;		/* trailer written */
-	uint64_t remaining;	/* data bytes the current entry still needs */
-	char entry[256];	/* name of the current entry (for the abort message) */
+	struct agent_tar w;	/* the stream's state (its writer is `a`) */
 	char what[320];		/* "sandbox ID path P" (for the abort message) */
 };
 
@@ -81,108 +85,21 @@ static void tar_out_free(void *p)
 	free(t);
 }
 
-/* Writes one tar header from an agent ENTRY. UNTRUSTED: the agent's JSON. */
-static int tar_out_entry(struct tar_out *t, const json_t *j)
-{
-	json_t *nv = json_object_get(j, "name");
-	const char *type = json_string_value(json_object_get(j, "type"));
-	const char *target = json_string_value(json_object_get(j, "target"));
-	struct archive_entry *e;
-	int r;
-
-	if (!json_is_string(nv))
-		nv = json_object_get(j, "path");
-	/* The data frames that follow are counted against this size even if the entry is
-	 * skipped. */
-	t->remaining = type && !strcmp(type, "file") && jint(j, "size") > 0
-			       ? (uint64_t)jint(j, "size")
-			       : 0;
-	snprintf(t->entry, sizeof(t->entry), "%s",
-		 json_is_string(nv) ? json_string_value(nv) : "?");
-	t->skipping = true;
-	if (!json_is_string(nv) || !type ||
-	    !api_tar_name_ok(json_string_value(nv), json_string_length(nv))) {
-		/* The client would extract this name: a hostile sandbox must not steer it
-		 * outside the destination. */
-		log_warn("api: archive: skipping unsafe entry name from the sandbox");
-		return 0;
-	}
-	e = archive_entry_new();
-	if (!e)
-		return -ENOMEM;
-	archive_entry_set_pathname(e, json_string_value(nv));
-	archive_entry_set_perm(e, (mode_t)(jint(j, "mode") & 0777));
-	archive_entry_set_mtime(e, jint(j, "mtime"), 0);
-	archive_entry_set_uid(e, jint(j, "uid") > 0 ? jint(j, "uid") : 0);
-	archive_entry_set_gid(e, jint(j, "gid") > 0 ? jint(j, "gid") : 0);
-	if (!strcmp(type, "file")) {
-		archive_entry_set_filetype(e, AE_IFREG);
-		archive_entry_set_size(e, (la_int64_t)t->remaining);
-	} else if (!strcmp(type, "dir")) {
-		archive_entry_set_filetype(e, AE_IFDIR);
-	} else if (!strcmp(type, "symlink") && target) {
-		archive_entry_set_filetype(e, AE_IFLNK);
-		archive_entry_set_symlink(e, target);
-	} else {
-		archive_entry_free(e);
-		return 0;
-	}
-	r = archive_write_header(t->a, e);
-	archive_entry_free(e);
-	if (r != ARCHIVE_OK)
-		return -EIO;
-	t->skipping = false;
-	return 0;
-}
-
 /* Breaks the download off (see api_stream_abort): the cause goes to the log and /metrics,
  * and the client sees a truncated body. */
 #define tar_out_abort(t, code, fmt, ...)                                                           \
 	api_stream_abort((t)->st, "archive", (code), "%s: " fmt, (t)->what, __VA_ARGS__)
 
-/* Handles one frame from the agent; -1 (after tar_out_abort) ends the stream. UNTRUSTED: the
- * agent's frames; sizes are held to what its ENTRY announced. */
+/* Handles one frame from the agent (agent_tar_frame); -1 (after tar_out_abort) ends the
+ * stream. */
 static int tar_out_frame(struct tar_out *t, struct agent_msg *m)
 {
 	cleanup_err struct isola_err *err = NULL;
 
-	switch (m->type) {
-	case PROTO_ENTRY:
-		if (t->remaining)
-			return tar_out_abort(t, "internal",
-					     "agent sent the next entry %llu bytes before the end "
-					     "of `%s`",
-					     (unsigned long long)t->remaining, t->entry);
-		if (tar_out_entry(t, m->json) < 0)
-			return tar_out_abort(t, "internal", "tar writer: %s",
-					     archive_error_string(t->a));
-		return 0;
-	case PROTO_STDOUT:
-		if (m->len > t->remaining)
-			return tar_out_abort(t, "internal",
-					     "agent sent %zu bytes past the size of `%s`", m->len,
-					     t->entry);
-		t->remaining -= m->len;
-		if (!t->skipping && archive_write_data(t->a, m->data, m->len) < 0)
-			return tar_out_abort(t, "internal", "tar writer: %s",
-					     archive_error_string(t->a));
-		return 0;
-	case PROTO_EOF:
-		if (t->remaining)
-			return tar_out_abort(t, "internal", "agent ended %llu bytes short of `%s`",
-					     (unsigned long long)t->remaining, t->entry);
-		t->finished = true;
-		if (archive_write_close(t->a) != ARCHIVE_OK)
-			return tar_out_abort(t, "internal", "tar writer: %s",
-					     archive_error_string(t->a));
-		return 0;
-	case PROTO_ERROR:
-		agent_error_to_err(m->json, &err);
-		return tar_out_abort(t, err->code, "after `%s`: %s", t->entry, err->message);
-	default:
-		return tar_out_abort(t, "internal", "unexpected frame type %u from the agent",
-				     m->type);
-	}
+	if (agent_tar_frame(&t->w, m, &err) < 0)
+		return tar_out_abort(t, err->code, "%s", err->message);
+	t->finished = t->w.finished;
+	return 0;
 }
 
 static int tar_out_produce(struct api_stream *st, void *ud)
@@ -236,7 +153,7 @@ enum MHD_Result api_archive_get(struct api_req *r)
 		return api_respond_err(r, err);
 	}
 	snprintf(t->what, sizeof(t->what), "sandbox %s `%.256s`", sandbox_id(t->s), path);
-	snprintf(t->entry, sizeof(t->entry), "(start)");
+	snprintf(t->w.entry, sizeof(t->w.entry), "(start)");
 	req = json_pack("{s:s, s:s}", "op", "tar_get", "path", path);
 	if (req)
 		sandbox_apply_file_defaults(t->s, req);
@@ -268,6 +185,9 @@ enum MHD_Result api_archive_get(struct api_req *r)
 		isola_err_set(&err, ENOMEM, "internal", "cannot set up the tar writer");
 		goto fail;
 	}
+	t->w.a = t->a;
+	t->w.perm_mask = 0777; /* a download never carries setuid/setgid bits */
+	t->w.name_ok = name_ok;
 	resp = api_stream_response(r, API_FMT_RAW, MHD_SIZE_UNKNOWN, tar_out_produce, t,
 				   tar_out_free);
 	if (!resp)

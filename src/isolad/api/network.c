@@ -60,8 +60,19 @@ json_t *api_network_counters(const char *id)
 /* The sandbox of {id} as the caller's tenant sees it (another tenant's is `not_found`). */
 static int network_sandbox(struct api_req *r, struct sandbox **s, struct isola_err **err)
 {
-	return core_sandbox_get_for(r->srv->core, api_tenant(r), api_match_get(&r->match, "id"), s,
-				    err);
+	int ret = core_sandbox_get_for(r->srv->core, api_tenant(r), api_match_get(&r->match, "id"),
+				       s, err);
+
+	/* A joined namespace (docs/oci.md) is the engine's network: no policy of isola's. */
+	if (ret == 0 && sandbox_joined_netns(*s)) {
+		ret = isola_err_set(err, ENOTSUP, "not_supported",
+				    "sandbox `%s` runs in the network namespace `%s` (joined at "
+				    "create): isola's egress policy does not apply to it",
+				    sandbox_id(*s), sandbox_joined_netns(*s));
+		sandbox_unref(*s);
+		*s = NULL;
+	}
+	return ret;
 }
 
 enum MHD_Result api_network_get(struct api_req *r)

@@ -13,9 +13,10 @@
 #include "../core/core.h"
 
 static const char *const create_fields[] = {
-	"template", "tier",    "cpu",	  "memory",   "disk",	    "pids",	    "env",
-	"workdir",  "user",    "ttl",	  "labels",   "on_timeout", "idle_timeout", "auto_resume",
-	"snapshot", "network", "cap_add", "cap_drop", "name",	    "rootfs",	    NULL,
+	"template",	"tier",	       "cpu",	   "memory",   "disk",	  "pids",
+	"env",		"workdir",     "user",	   "ttl",      "labels",  "on_timeout",
+	"idle_timeout", "auto_resume", "snapshot", "network",  "cap_add", "cap_drop",
+	"name",		"rootfs",      "netns",	   "hostname", "binds",	  NULL,
 };
 
 /* Applies one of cap_add/cap_drop to *mask. UNTRUSTED: the client's list, each entry a
@@ -78,6 +79,49 @@ static int parse_caps(const json_t *b, struct sandbox_request *req, struct isola
 	return 0;
 }
 
+/* `binds` (operator only, docs/oci.md): [{source, destination, readonly?, recursive?}] into
+ * out (at most TIER_MAX_BINDS); core checks the paths. UNTRUSTED: the client's JSON. */
+static int parse_binds(const json_t *b, struct tier_bind *out, unsigned *n, struct isola_err **err)
+{
+	static const char *const fields[] = {"source", "destination", "readonly", "recursive",
+					     NULL};
+	const json_t *list = json_object_get(b, "binds"), *v;
+	size_t i;
+
+	*n = 0;
+	if (!list || json_is_null(list))
+		return 0;
+	if (!json_is_array(list) || json_array_size(list) > TIER_MAX_BINDS)
+		return isola_err_set(err, EINVAL, "invalid",
+				     "field `binds` must be an array of at most %d objects",
+				     TIER_MAX_BINDS);
+	json_array_foreach(list, i, v)
+	{
+		const char *src = NULL, *dst = NULL;
+		bool ro = false, rec = true;
+
+		if (!json_is_object(v) || !json_object_get(v, "source") ||
+		    !json_object_get(v, "destination"))
+			return isola_err_set(err, EINVAL, "invalid",
+					     "field `binds`: entry %zu must be an object with "
+					     "`source` and `destination`",
+					     i);
+		if (api_json_only(v, fields, err) < 0 ||
+		    api_json_str(v, "source", 255, &src, err) < 0 ||
+		    api_json_str(v, "destination", 255, &dst, err) < 0 ||
+		    api_json_bool(v, "readonly", &ro, err) < 0 ||
+		    api_json_bool(v, "recursive", &rec, err) < 0)
+			return isola_err_wrap(err, "field `binds`: entry %zu", i);
+		memset(&out[*n], 0, sizeof(out[*n]));
+		snprintf(out[*n].src, sizeof(out[*n].src), "%s", src);
+		snprintf(out[*n].dst, sizeof(out[*n].dst), "%s", dst);
+		out[*n].writable = !ro;
+		out[*n].single = !rec;
+		(*n)++;
+	}
+	return 0;
+}
+
 /* Fills req from the body. UNTRUSTED: the client's JSON, validated field by field. */
 static int parse_create(const json_t *b, struct sandbox_request *req, struct isola_err **err)
 {
@@ -100,6 +144,8 @@ static int parse_create(const json_t *b, struct sandbox_request *req, struct iso
 	    api_json_str(b, "snapshot", 63, &snap, err) < 0 ||
 	    api_json_str(b, "name", 63, &name, err) < 0 ||
 	    api_json_str(b, "rootfs", 500, &req->rootfs, err) < 0 ||
+	    api_json_str(b, "netns", 255, &req->netns, err) < 0 ||
+	    api_json_str(b, "hostname", 63, &req->hostname, err) < 0 ||
 	    api_lifecycle_parse(b, req, err) < 0 || /* on_timeout, idle_timeout, auto_resume */
 	    parse_caps(b, req, err) < 0)
 		return -EINVAL;
@@ -143,6 +189,7 @@ enum MHD_Result api_sandbox_create(struct api_req *r)
 {
 	cleanup_err struct isola_err *err = NULL;
 	struct sandbox_request req = {0};
+	struct tier_bind binds[TIER_MAX_BINDS];
 	struct sandbox *s = NULL;
 	enum MHD_Result ret;
 
@@ -150,8 +197,10 @@ enum MHD_Result api_sandbox_create(struct api_req *r)
 
 	if (!r->json)
 		r->json = json_object();
-	if (parse_create(r->json, &req, &err) < 0 || api_network_check(r->json, &err) < 0)
+	if (parse_create(r->json, &req, &err) < 0 || api_network_check(r->json, &err) < 0 ||
+	    parse_binds(r->json, binds, &req.n_binds, &err) < 0)
 		return api_respond_err(r, err);
+	req.binds = binds;
 	/* `rootfs` shows any host directory to the sandbox (isola-runc's bundle, docs/oci.md): a
 	 * tenant could name /etc or another tenant's files, so only the operator may. */
 	if (req.rootfs && (req.snapshot || req.template_name[0]))
@@ -160,6 +209,28 @@ enum MHD_Result api_sandbox_create(struct api_req *r)
 					 "`snapshot`");
 	if (req.rootfs && api_deny_unless_operator(r, &ret))
 		return ret;
+	/* `netns` joins any network namespace on the host, the host's own included (its
+	 * interfaces, its loopback services), and `binds` shows (read-write: lets the sandbox
+	 * change) any host file: host-level powers, the operator's only. */
+	if ((req.netns || req.n_binds) && !api_is_operator(r))
+		return api_respond_error(r, "forbidden",
+					 "field `%s` names host paths: only an admin of the "
+					 "`default` tenant (the operator) may set it",
+					 req.netns ? "netns" : "binds");
+	/* A restore is a clone of the snapshot's sandbox: its own id as hostname, its own
+	 * network, the snapshot's mounts (core/snapshots.c). */
+	if (req.snapshot && (req.netns || req.n_binds || req.hostname))
+		return api_respond_error(r, "invalid",
+					 "field `%s` cannot be combined with `snapshot`",
+					 req.netns     ? "netns"
+					 : req.n_binds ? "binds"
+						       : "hostname");
+	if (req.netns && json_object_get(r->json, "network"))
+		return api_respond_error(
+			r, "invalid",
+			"field `netns` cannot be combined with `network` (a joined "
+			"network is the engine's: isola's egress policy does not "
+			"apply)");
 	req.tenant = api_tenant(r);
 	req.retry_after_s = &r->retry_after_s;
 	if (core_sandbox_create(r->srv->core, &req, &s, &err) < 0) {

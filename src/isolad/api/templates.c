@@ -100,7 +100,7 @@ struct import {
 	json_t *req;		      /* pull: the request body (owned; opts point into it) */
 	bool build;		      /* a build: path is the context, bopts what to build */
 	struct core_build_opts bopts; /* build: options (strings point into breq) */
-	json_t *breq;		      /* build: {dockerfile, build_args, allow} (owned) */
+	json_t *breq;		      /* build: {dockerfile, build_args, allow, tier} (owned) */
 	json_t *queue;		      /* build: events in order, none coalesced (owned) */
 	struct images_pull_opts opts; /* pull: what to pull */
 	pthread_mutex_t lock;	      /* protects what follows */
@@ -351,6 +351,9 @@ int api_template_build_begin(struct api_req *r)
 		isola_err_set(&err, ENOMEM, "internal", "out of memory");
 		return api_req_fail(r, err);
 	}
+	double cpu = 0;
+	uint64_t memory = 0;
+
 	/* UNTRUSTED: the client's options, checked field by field (rules by the net code). */
 	if (opts) {
 		o = json_loads(opts, JSON_REJECT_DUPLICATES, NULL);
@@ -358,10 +361,28 @@ int api_template_build_begin(struct api_req *r)
 		if (!json_is_object(o) ||
 		    ((v = json_object_get(o, "dockerfile")) && !json_is_string(v)) ||
 		    ((v = json_object_get(o, "build_args")) && !json_is_object(v)) ||
-		    ((v = json_object_get(o, "allow")) && !json_is_array(v))) {
+		    ((v = json_object_get(o, "allow")) && !json_is_array(v)) ||
+		    ((v = json_object_get(o, "tier")) && !json_is_string(v))) {
 			isola_err_set(&err, EINVAL, "invalid",
 				      "query `options` must be a JSON object {dockerfile: string, "
-				      "build_args: {K: string}, allow: [rule]}");
+				      "build_args: {K: string}, allow: [rule], tier: string, cpu: "
+				      "number, "
+				      "memory: size}");
+			return api_req_fail(r, err);
+		}
+		v = json_object_get(o, "tier");
+		if (v && strcmp(json_string_value(v), "process") &&
+		    strcmp(json_string_value(v), "microvm")) {
+			isola_err_set(&err, EINVAL, "invalid",
+				      "options.tier `%.32s` is unknown (known: process, microvm)",
+				      json_string_value(v));
+			return api_req_fail(r, err);
+		}
+		/* cpu and memory: the defaults recorded for the template's sandboxes */
+		if (api_json_num(o, "cpu", 0.001, 1024, &cpu, &err) < 0 ||
+		    api_json_size(o, "memory", &memory, &err) < 0 ||
+		    core_resources_check(0, memory, &err) < 0) {
+			isola_err_wrap(&err, "options");
 			return api_req_fail(r, err);
 		}
 		json_object_foreach(json_object_get(o, "build_args"), k, v)
@@ -379,6 +400,9 @@ int api_template_build_begin(struct api_req *r)
 		.build_args = json_object_get(o, "build_args"),
 		.allow = json_object_get(o, "allow"),
 		.pull = api_is_operator(r),
+		.cpu_millis = (uint32_t)(cpu * 1000 + 0.5),
+		.memory_bytes = memory,
+		.tier = json_string_value(json_object_get(o, "tier")),
 	};
 	return 0;
 }

@@ -129,6 +129,10 @@ static json_t *entry_json(int dfd, const char *name)
 			m = json_loadb(buf, (size_t)got, 0, NULL);
 		close(fd);
 	}
+	/* A microvm RUN's layer is an OCI-style .tar like COPY's: its record says what it is. */
+	if (json_is_string(json_object_get(m, "instruction")) &&
+	    !strncmp(json_string_value(json_object_get(m, "instruction")), "RUN ", 4))
+		kind = "run";
 	out = json_pack(
 		"{s:s, s:s, s:O?, s:O?, s:O?, s:I, s:O?, s:f}", "key", key, "kind", kind, "tenant",
 		json_object_get(m, "tenant"), "instruction", json_object_get(m, "instruction"),

@@ -80,6 +80,8 @@ int build_read_dockerfile(const char *ctx, const char *name, char **out, size_t 
 int build_step_copy(struct build *bd, size_t i, bool *cached, struct isola_err **err);
 
 /* build-run.c: RUN step i in a sandbox from the template-so-far (or its cached layer). */
+/* The build runs its RUN steps in the microvm tier (the request's tier). */
+bool build_in_microvm(const struct build *bd);
 int build_step_run(struct build *bd, size_t i, bool *cached, struct isola_err **err);
 
 #endif

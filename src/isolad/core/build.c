@@ -18,6 +18,7 @@
 #include "../../common/log.h"
 #include "../../common/util.h"
 #include "../net/net.h"
+#include "../tiers/microvm/microvm.h"
 
 void build_emit(struct build *bd, json_t *ev)
 {
@@ -422,7 +423,9 @@ int core_template_build(struct core *c, const char *tenant, const char *name,
 	if (r < 0)
 		goto out;
 	/* Everything refusable is refused here, before any sandbox or layer is made. */
-	r = dockerfile_parse(text, len, &bd.df, err);
+	r = core_resources_check(o->cpu_millis, o->memory_bytes, err);
+	if (r == 0)
+		r = dockerfile_parse(text, len, &bd.df, err);
 	if (r == 0)
 		r = plan(&bd, err);
 	if (r == 0 && o->allow) {
@@ -437,6 +440,17 @@ int core_template_build(struct core *c, const char *tenant, const char *name,
 				: isola_err_set(err, ENOMEM, "internal", "out of memory");
 		json_decref(pol);
 	}
+	if (r == 0 && o->tier && strcmp(o->tier, "process")) {
+		if (strcmp(o->tier, "microvm"))
+			r = isola_err_set(err, EINVAL, "invalid",
+					  "tier `%.32s` is unknown (known: process, microvm)",
+					  o->tier);
+		else if (!tier_microvm_usable(c->cfg.state_dir))
+			r = isola_err_set(
+				err, ENOTSUP, "unavailable",
+				"tier `microvm`: this host has no QEMU or no guest kernel "
+				"(isola doctor says which); RUN steps cannot run in a microvm");
+	}
 	if (r < 0)
 		goto out;
 	r = execute(&bd, name, err);
@@ -445,8 +459,13 @@ int core_template_build(struct core *c, const char *tenant, const char *name,
 	{
 		struct template_info t;
 		json_t *config =
-			json_pack("{s:O?, s:O?, s:O, s:O}", "entrypoint", bd.entrypoint, "cmd",
-				  bd.cmd, "labels", bd.labels, "exposed_ports", bd.ports);
+			json_pack("{s:O?, s:O?, s:O, s:O, s:s}", "entrypoint", bd.entrypoint, "cmd",
+				  bd.cmd, "labels", bd.labels, "exposed_ports", bd.ports,
+				  "build_tier", build_in_microvm(&bd) ? "microvm" : "process");
+
+		if (config && (o->cpu_millis || o->memory_bytes))
+			json_object_set_new(config, "resources",
+					    core_resources_json(o->cpu_millis, o->memory_bytes));
 
 		memset(&t, 0, sizeof(t));
 		crypto_hash_sha256(h, (const unsigned char *)text, len);

@@ -445,12 +445,47 @@ static int core_rootfs_info(const char *path, struct template_info *t, struct is
 	return 0;
 }
 
+int core_resources_check(uint32_t cpu_millis, uint64_t memory_bytes, struct isola_err **err)
+{
+	if (memory_bytes && memory_bytes < (16ull << 20))
+		return isola_err_set(err, EINVAL, "invalid", "memory must be at least 16M");
+	if (cpu_millis > 1000u * 1024u)
+		return isola_err_set(err, EINVAL, "invalid", "cpu must be at most 1024");
+	return 0;
+}
+
+json_t *core_resources_json(uint32_t cpu_millis, uint64_t memory_bytes)
+{
+	json_t *o = json_object();
+
+	if (o && cpu_millis)
+		json_object_set_new(o, "cpu", json_real(cpu_millis / 1000.0));
+	if (o && memory_bytes)
+		json_object_set_new(o, "memory", json_integer((json_int_t)memory_bytes));
+	return o;
+}
+
+/* The template's config.resources (a build's --cpu/--memory, an E2B template's cpuCount and
+ * memoryMB): defaults for what the request leaves unset. Written by isolad's own builder, but
+ * read defensively: a value out of range is ignored. */
+static void template_resources(const json_t *config, uint32_t *cpu_millis, uint64_t *memory_bytes)
+{
+	const json_t *res = json_object_get(config, "resources");
+	double cpu = json_number_value(json_object_get(res, "cpu"));
+	json_int_t mem = json_integer_value(json_object_get(res, "memory"));
+
+	*cpu_millis = cpu > 0 && cpu <= 1024 ? (uint32_t)(cpu * 1000 + 0.5) : 0;
+	*memory_bytes = mem >= (16 << 20) ? (uint64_t)mem : 0;
+}
+
 /* Fills the sandbox's spec, env and defaults from the request and the template. */
 static int core_prepare(struct core *c, struct sandbox *s, const struct sandbox_request *req,
 			struct isola_err **err)
 {
 	const char *tname = req->template_name[0] ? req->template_name : "host";
 	struct template_info t;
+	uint32_t tcpu;
+	uint64_t tmem;
 	int r;
 
 	memset(&t, 0, sizeof(t));
@@ -465,6 +500,15 @@ static int core_prepare(struct core *c, struct sandbox *s, const struct sandbox_
 	snprintf(s->spec.rootfs, sizeof(s->spec.rootfs), "%s", t.rootfs);
 	memcpy(s->spec.binds, t.binds, sizeof(t.binds));
 	s->spec.n_binds = t.n_binds;
+	/* The operator's binds go on top of the template's (core_validate checked them). */
+	if (t.n_binds + req->n_binds > TIER_MAX_BINDS) {
+		template_info_fini(&t);
+		return isola_err_set(err, E2BIG, "invalid",
+				     "binds: template `%s` has %u binds, %u more exceed isola's %d",
+				     t.name, t.n_binds, req->n_binds, TIER_MAX_BINDS);
+	}
+	for (unsigned i = 0; i < req->n_binds; i++)
+		s->spec.binds[s->spec.n_binds++] = req->binds[i];
 	if (json_is_object(t.env))
 		json_object_update(s->env, t.env);
 	if (req->env)
@@ -474,21 +518,107 @@ static int core_prepare(struct core *c, struct sandbox *s, const struct sandbox_
 	snprintf(s->workdir, sizeof(s->workdir), "%s", req->workdir ? req->workdir : t.workdir);
 	snprintf(s->user, sizeof(s->user), "%s",
 		 req->user ? req->user : (t.default_user[0] ? t.default_user : "root"));
+	template_resources(t.config, &tcpu, &tmem);
 	template_info_fini(&t);
 
-	s->spec.cpu_millis = req->cpu_millis ? req->cpu_millis : c->cfg.default_cpu_millis;
-	s->spec.memory_bytes = req->memory_bytes ? req->memory_bytes : c->cfg.default_memory_bytes;
+	s->spec.cpu_millis = req->cpu_millis ? req->cpu_millis
+			     : tcpu	     ? tcpu
+					     : c->cfg.default_cpu_millis;
+	s->spec.memory_bytes = req->memory_bytes ? req->memory_bytes
+			       : tmem		 ? tmem
+						 : c->cfg.default_memory_bytes;
 	s->spec.disk_bytes = req->disk_bytes ? req->disk_bytes : c->cfg.default_disk_bytes;
 	s->spec.inodes = c->cfg.default_inodes;
 	s->spec.pids = req->pids ? req->pids : c->cfg.default_pids;
 	s->spec.nofile = 1024;
 	s->spec.caps = req->caps_set ? req->caps : CAPS_DEFAULT_MASK;
+	snprintf(s->spec.hostname, sizeof(s->spec.hostname), "%s",
+		 req->hostname ? req->hostname : "");
+	/* Opened and checked (nsfs, type network, not the host's) by the tier at the clone. */
+	snprintf(s->spec.netns_path, sizeof(s->spec.netns_path), "%s",
+		 req->netns ? req->netns : "");
+	return 0;
+}
+
+/* True if req is for the process tier (its default): the one that honours netns, binds and
+ * hostname. */
+static bool req_process_tier(const struct sandbox_request *req)
+{
+	return !req->tier[0] || !strcmp(req->tier, "process");
+}
+
+/* True if path is absolute, at most 255 bytes, and has no `.` or `..` component. */
+static bool clean_abs_path(const char *p)
+{
+	size_t n = strlen(p);
+
+	if (p[0] != '/' || n > 255)
+		return false;
+	for (const char *c = p; (c = strchr(c, '/')); c++)
+		if (!strncmp(c, "/../", 4) || !strcmp(c, "/..") || !strncmp(c, "/./", 3) ||
+		    !strcmp(c, "/."))
+			return false;
+	return true;
+}
+
+/* True if path is `top` or below it (`/dev`, `/dev/shm`; not `/devices`). */
+static bool path_under(const char *path, const char *top)
+{
+	size_t n = strlen(top);
+
+	return !strncmp(path, top, n) && (path[n] == '\0' || path[n] == '/');
+}
+
+/*
+ * An operator's bind (docs/oci.md): the source an existing host directory or regular file
+ * (no symlink as its last component, as for `rootfs`), the destination an absolute path
+ * inside that is not the root and not on isola's own /proc, /sys or /dev (masked paths and
+ * device nodes a bind could uncover or replace).
+ */
+static int check_bind(const struct tier_bind *b, unsigned i, struct isola_err **err)
+{
+	static const char *const specials[] = {"/proc", "/sys", "/dev"};
+	struct stat st;
+
+	if (!clean_abs_path(b->src))
+		return isola_err_set(
+			err, EINVAL, "invalid",
+			"binds[%u]: source `%.64s` must be an absolute path of at most "
+			"255 bytes without `.` or `..`",
+			i, b->src);
+	if (!clean_abs_path(b->dst) || !strcmp(b->dst, "/"))
+		return isola_err_set(
+			err, EINVAL, "invalid",
+			"binds[%u]: destination `%.64s` must be an absolute path other "
+			"than / of at most 255 bytes without `.` or `..`",
+			i, b->dst);
+	for (size_t k = 0; k < sizeof(specials) / sizeof(specials[0]); k++)
+		if (path_under(b->dst, specials[k]))
+			return isola_err_set(err, EINVAL, "invalid",
+					     "binds[%u]: destination `%s` is on isola's own %s", i,
+					     b->dst, specials[k]);
+	if (lstat(b->src, &st) < 0)
+		return isola_err_sys(err, errno, "invalid", "binds[%u]: source `%s`", i, b->src);
+	if (!S_ISDIR(st.st_mode) && !S_ISREG(st.st_mode))
+		return isola_err_set(err, EINVAL, "invalid",
+				     "binds[%u]: source `%s` is not a directory or a regular file "
+				     "(a symlink is refused)",
+				     i, b->src);
 	return 0;
 }
 
 static int core_validate(struct core *c, const struct sandbox_request *req, struct isola_err **err)
 {
 	int r;
+
+	if (req->n_binds && !req_process_tier(req))
+		return isola_err_set(err, ENOTSUP, "not_supported",
+				     "binds: host binds need the process tier");
+	for (unsigned i = 0; i < req->n_binds; i++) {
+		r = check_bind(&req->binds[i], i, err);
+		if (r < 0)
+			return r;
+	}
 
 	if (!core_tier_by_name(req->tier)) {
 		if (!strcmp(req->tier, "microvm"))
@@ -497,12 +627,10 @@ static int core_validate(struct core *c, const struct sandbox_request *req, stru
 		return isola_err_set(err, EINVAL, "invalid",
 				     "tier `%s` is unknown (known: process, microvm)", req->tier);
 	}
-	if (req->memory_bytes && req->memory_bytes < (16ull << 20))
-		return isola_err_set(err, EINVAL, "invalid", "memory must be at least 16M");
+	if (core_resources_check(req->cpu_millis, req->memory_bytes, err) < 0)
+		return -EINVAL;
 	if (req->disk_bytes && req->disk_bytes < (1ull << 20))
 		return isola_err_set(err, EINVAL, "invalid", "disk must be at least 1M");
-	if (req->cpu_millis > 1000u * 1024u)
-		return isola_err_set(err, EINVAL, "invalid", "cpu must be at most 1024");
 	if (req->ttl_s > c->cfg.max_ttl_s)
 		return isola_err_set(err, EINVAL, "invalid", "ttl must be at most %u seconds",
 				     c->cfg.max_ttl_s);
@@ -511,6 +639,24 @@ static int core_validate(struct core *c, const struct sandbox_request *req, stru
 			err, EINVAL, "invalid",
 			"workdir `%.64s` must be an absolute path of at most 255 chars",
 			req->workdir);
+	if (req->hostname && !util_hostname_valid(req->hostname))
+		return isola_err_set(
+			err, EINVAL, "invalid",
+			"hostname `%.64s` must be 1-63 of [A-Za-z0-9.-] starting with a "
+			"letter or digit",
+			req->hostname);
+	if (req->hostname && !req_process_tier(req))
+		return isola_err_set(
+			err, ENOTSUP, "not_supported",
+			"hostname: a microvm's hostname is its id (process tier only)");
+	if (req->netns && (req->netns[0] != '/' || strlen(req->netns) > 255))
+		return isola_err_set(err, EINVAL, "invalid",
+				     "netns `%.64s` must be an absolute path of at most 255 bytes",
+				     req->netns);
+	if (req->netns && !req_process_tier(req))
+		return isola_err_set(err, ENOTSUP, "not_supported",
+				     "netns: joining a network namespace needs the process tier "
+				     "(a microvm has its own kernel's network)");
 	if (req->user && (!*req->user || strlen(req->user) > 63))
 		return isola_err_set(err, EINVAL, "invalid", "user must be 1-63 characters");
 	if (req->name && !core_sandbox_name_valid(req->name))
@@ -742,7 +888,8 @@ int core_tier_build(struct sandbox *s, const char *snapdir, const char *policy_f
 {
 	struct net_slot *slot = NULL;
 	struct tier_netns tn;
-	int r = s->tier->netns_join ? net_slot_take(&slot, err) : 0;
+	/* A sandbox that joins an operator's namespace (docs/oci.md) takes no slot. */
+	int r = s->tier->netns_join && !s->spec.netns_path[0] ? net_slot_take(&slot, err) : 0;
 
 	if (r < 0)
 		return r;
@@ -870,7 +1017,8 @@ int core_sandbox_create(struct core *c, const struct sandbox_request *req, struc
 		return r;
 	if (req->snapshot)
 		return core_sandbox_restore_named(c, req, out, err);
-	if (!core_template_visible(c, tenant, req->template_name[0] ? req->template_name : "host"))
+	if (!(req->build_step && !strncmp(req->template_name, ".build-", 7)) &&
+	    !core_template_visible(c, tenant, req->template_name[0] ? req->template_name : "host"))
 		return isola_err_set(err, ENOENT, "not_found",
 				     "create sandbox: template `%s` not found", req->template_name);
 	r = core_new_id(id, sizeof(id));
@@ -1262,7 +1410,22 @@ int core_tenant_remove(struct core *c, const char *name, struct isola_err **err)
 				"tenant `%s` still owns %u snapshot%s: delete them first", name,
 				count, count == 1 ? "" : "s");
 	}
-	return tenancy_tenant_remove(c->tenancy, name, err);
+	if (tenancy_tenant_remove(c->tenancy, name, err) < 0)
+		return -EIO;
+	/* Its build cache goes with it: the entries are keyed by the tenant's name, and a
+	 * tenant created later under that name is someone else, who must not get this one's
+	 * RUN layers (what it fetched, what it was given) as cache hits. */
+	{
+		struct isola_err *perr = NULL;
+		json_t *gone = NULL;
+
+		if (core_build_cache_prune_for(c, name, true, 0, &gone, &perr) < 0)
+			log_warn("tenant %s removed, but its build cache entries were not: %s",
+				 name, perr ? perr->message : "?");
+		json_decref(gone);
+		isola_err_free(perr);
+	}
+	return 0;
 }
 
 json_t *core_capacity(struct core *c)

@@ -66,11 +66,19 @@ struct sandbox_request {
 	const char *on_timeout;	 /* kill|pause|hibernate on TTL expiry or idle, NULL = kill */
 	uint32_t idle_timeout_s; /* idle this long -> on_timeout, 0 = never (lifecycle.h) */
 	int auto_resume;	 /* 0 = resume what policy paused, 1 = always, -1 = never */
-	bool pooled;		 /* pool.c only: a warm-pool sandbox, no tenant until claimed */
-	const char *name;	 /* unique per tenant among live sandboxes, or NULL */
-	bool caps_set;		 /* cap_add/cap_drop given: caps replaces the default set */
-	uint64_t caps;		 /* root's capabilities when caps_set (common/caps.h mask) */
+	bool build_step;    /* build-run.c: template_name is the build's hidden template (owned by
+			  * no tenant, used by the building one's RUN sandboxes) */
+	bool pooled;	    /* pool.c only: a warm-pool sandbox, no tenant until claimed */
+	const char *name;   /* unique per tenant among live sandboxes, or NULL */
+	bool caps_set;	    /* cap_add/cap_drop given: caps replaces the default set */
+	uint64_t caps;	    /* root's capabilities when caps_set (common/caps.h mask) */
 	const char *rootfs; /* operator only (api checks): host dir as the lower layer, or NULL */
+	const struct tier_bind *binds; /* operator only (api checks): host files/dirs to bind
+					* after the template's (docs/oci.md), borrowed */
+	unsigned n_binds;	       /* entries of binds */
+	const char *hostname;	       /* the sandbox's hostname (process tier), NULL = its id */
+	const char *netns; /* operator only (api checks): network namespace file to join, or
+			     * NULL for the sandbox's own (docs/oci.md) */
 };
 
 /* Opens the store, initialises templates, reconciles sandboxes left by an earlier isolad
@@ -246,6 +254,10 @@ void sandbox_unref(struct sandbox *s);
 
 const char *sandbox_id(const struct sandbox *s);
 
+/* The network namespace path the sandbox joined (`netns` at create), or NULL when it has a
+ * network of its own. Fixed for the sandbox's life: no lock needed. */
+const char *sandbox_joined_netns(const struct sandbox *s);
+
 /* The sandbox as its API object (new reference): id, state, tier, template, limits,
  * labels, created_at, expires_at, persistence, error. */
 json_t *sandbox_to_json(struct sandbox *s);
@@ -336,7 +348,17 @@ struct core_build_opts {
 	const json_t *build_args; /* {K:V} for ARG, or NULL */
 	const json_t *allow;	  /* egress allow rules of RUN sandboxes, or NULL (deny all) */
 	bool pull; /* FROM of an image reference that names no template pulls it (the operator) */
+	const char *tier; /* tier RUN steps run in: NULL or "process", "microvm" */
+	/* Recorded on the template as config.resources: the cpu and memory its sandboxes get
+	 * when their create names none (0 = the daemon's default). */
+	uint32_t cpu_millis;
+	uint64_t memory_bytes;
 };
+/* The sandbox limits a create (or a template's config.resources) may ask for: memory 0 or
+ * ≥ 16 MiB, cpu ≤ 1024 CPUs. 0 or -EINVAL with *err naming the limit. */
+int core_resources_check(uint32_t cpu_millis, uint64_t memory_bytes, struct isola_err **err);
+/* config.resources of a template: {cpu (CPUs), memory (bytes)}, the unset ones left out. */
+json_t *core_resources_json(uint32_t cpu_millis, uint64_t memory_bytes);
 /* A build's progress event (stolen): step, output, layer; see docs/templates.md "Build". */
 typedef void (*core_build_event_fn)(void *ud, json_t *ev);
 /* Builds template `name` from a Dockerfile (core/build.c) as tenant (its sandboxes run the RUN

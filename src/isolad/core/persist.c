@@ -97,8 +97,8 @@ int core_sandbox_identity(struct sandbox *s, struct isola_err **err)
 			  sodium_base64_VARIANT_ORIGINAL);
 	sodium_bin2hex(mid_hex, sizeof(mid_hex), mid, sizeof(mid));
 	sodium_memzero(seed, sizeof(seed));
-	req = json_pack("{s:s, s:s, s:s, s:s}", "op", "identity", "hostname", s->id, "machine_id",
-			mid_hex, "seed", seed_b64);
+	req = json_pack("{s:s, s:s, s:s, s:s}", "op", "identity", "hostname",
+			tier_hostname(&s->spec), "machine_id", mid_hex, "seed", seed_b64);
 	sodium_memzero(seed_b64, sizeof(seed_b64));
 	if (!req)
 		return isola_err_set(err, ENOMEM, NULL, "sandbox `%s`: out of memory", s->id);

@@ -63,6 +63,11 @@ const char *sandbox_id(const struct sandbox *s)
 	return s->id;
 }
 
+const char *sandbox_joined_netns(const struct sandbox *s)
+{
+	return s->spec.netns_path[0] ? s->spec.netns_path : NULL;
+}
+
 const char *sandbox_state_name(enum sandbox_state st)
 {
 	switch (st) {
@@ -174,6 +179,7 @@ json_t *sandbox_to_json(struct sandbox *s)
 		/* The other limits the tier enforces, so a client can tell EMFILE and ENOSPC
 		 * (inodes) apart from faults (tests/security/test_limits.py). */
 		json_object_set_new(j, "nofile", json_integer((json_int_t)s->spec.nofile));
+		json_object_set_new(j, "hostname", json_string(tier_hostname(&s->spec)));
 		json_object_set_new(j, "inodes", json_integer((json_int_t)s->spec.inodes));
 		/* What the sandbox's root holds (every process's bounding set). */
 		json_object_set_new(j, "capabilities", caps_json(s->spec.caps));
@@ -184,6 +190,13 @@ json_t *sandbox_to_json(struct sandbox *s)
 				    s->forked_from[0] ? json_string(s->forked_from) : json_null());
 		json_object_set_new(j, "snapshot",
 				    s->origin_name[0] ? json_string(s->origin_name) : json_null());
+		/* Whose network the sandbox is on: its own (isola's, docs/network.md) or a
+		 * namespace the operator's engine made (docs/oci.md: no isola egress policy). */
+		json_object_set_new(j, "network",
+				    s->spec.netns_path[0]
+					    ? json_pack("{s:s, s:s}", "mode", "joined", "path",
+							s->spec.netns_path)
+					    : json_pack("{s:s}", "mode", "own"));
 		lifecycle_to_json(s, j); /* on_timeout, idle, auto_resume, pooled (lifecycle.c) */
 	}
 	pthread_mutex_unlock(&s->lock);
@@ -203,14 +216,19 @@ char *sandbox_spec_dump(struct sandbox *s)
 	char *out;
 
 	for (unsigned i = 0; i < s->spec.n_binds; i++)
-		json_array_append_new(binds, json_pack("{s:s,s:s}", "src", s->spec.binds[i].src,
-						       "dst", s->spec.binds[i].dst));
+		json_array_append_new(binds,
+				      json_pack("{s:s, s:s, s:b, s:b}", "src", s->spec.binds[i].src,
+						"dst", s->spec.binds[i].dst, "writable",
+						s->spec.binds[i].writable, "single",
+						s->spec.binds[i].single));
 	json_object_set_new(j, "binds", binds);
 	json_object_set_new(j, "origin", json_string(s->origin));
 	json_object_set_new(j, "caps", json_integer((json_int_t)s->spec.caps));
 	json_object_set_new(j, "origin_name", json_string(s->origin_name));
 	json_object_set_new(j, "forked_from", json_string(s->forked_from));
 	json_object_set_new(j, "name", json_string(s->name));
+	json_object_set_new(j, "netns_path", json_string(s->spec.netns_path));
+	json_object_set_new(j, "hostname", json_string(s->spec.hostname));
 	lifecycle_dump(s, j);
 	out = json_dumps(j, JSON_COMPACT);
 	json_decref(j);
@@ -222,7 +240,7 @@ int sandbox_spec_load(struct sandbox *s, const char *text, struct isola_err **er
 	json_t *j = json_loads(text ? text : "", 0, NULL), *binds = NULL, *env = NULL,
 	       *labels = NULL;
 	const char *tname = "", *workdir = "", *user = "root", *rootfs = "", *origin = "",
-		   *origin_name = "", *forked_from = "", *name = "";
+		   *origin_name = "", *forked_from = "", *name = "", *netns = "", *hostname = "";
 	json_int_t mem = 0, disk = 0, inodes = 0, caps = (json_int_t)CAPS_DEFAULT_MASK;
 	int cpu = 0, pids = 0, nofile = 0;
 	size_t i;
@@ -239,8 +257,11 @@ int sandbox_spec_load(struct sandbox *s, const char *text, struct isola_err **er
 				     s->id);
 	}
 	/* Persistence links (absent in rows from before snapshots). */
-	json_unpack(j, "{s?s, s?s, s?s, s?s}", "origin", &origin, "origin_name", &origin_name,
-		    "forked_from", &forked_from, "name", &name);
+	json_unpack(j, "{s?s, s?s, s?s, s?s, s?s, s?s}", "origin", &origin, "origin_name",
+		    &origin_name, "forked_from", &forked_from, "name", &name, "netns_path", &netns,
+		    "hostname", &hostname);
+	snprintf(s->spec.hostname, sizeof(s->spec.hostname), "%s", hostname);
+	snprintf(s->spec.netns_path, sizeof(s->spec.netns_path), "%s", netns);
 	snprintf(s->name, sizeof(s->name), "%s", name);
 	snprintf(s->origin, sizeof(s->origin), "%s", origin);
 	snprintf(s->origin_name, sizeof(s->origin_name), "%s", origin_name);
@@ -283,6 +304,9 @@ int sandbox_spec_load(struct sandbox *s, const char *text, struct isola_err **er
 			 src);
 		snprintf(s->spec.binds[s->spec.n_binds].dst, sizeof(s->spec.binds[0].dst), "%s",
 			 dst);
+		s->spec.binds[s->spec.n_binds].writable =
+			json_is_true(json_object_get(b, "writable"));
+		s->spec.binds[s->spec.n_binds].single = json_is_true(json_object_get(b, "single"));
 		s->spec.n_binds++;
 	}
 	json_decref(j);

@@ -360,6 +360,12 @@ static int restore_one(struct core *c, const struct store_snapshot *row, const c
 				    row->name[0] ? row->name : row->id, row->tier);
 	if (r < 0)
 		goto out;
+	/* A clone is a new sandbox: its own hostname (its id, DESIGN.md's fresh identity) and
+	 * its own network. A joined namespace was the operator's choice for the original, and
+	 * a fork or restore (which a non-operator of the tenant may ask for) must not carry
+	 * it along. */
+	s->spec.hostname[0] = '\0';
+	s->spec.netns_path[0] = '\0';
 	if (!s->tier->restore) {
 		r = core_not_supported(s, "restore", err);
 		goto out;

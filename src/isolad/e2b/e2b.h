@@ -21,4 +21,10 @@ struct api_req;
  */
 int e2b_request_begin(struct api_req *r, const char *url, const char *method, bool need_auth);
 
+struct api_server;
+
+/* A tenant was removed: deletes its E2B template file store (the uploads of its builds), so
+ * a tenant created later under the same name finds none of them. Any thread. */
+void e2b_tenant_removed(struct api_server *srv, const char *tenant);
+
 #endif

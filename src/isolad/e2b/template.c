@@ -64,9 +64,11 @@ struct tpl_build {
 	struct api_server *srv; /* for the core and the spool dir */
 	char *dockerfile;	/* translated steps */
 	json_t *copies;		/* [hash] of the uploads the COPY steps use */
-	json_t *stepmap;    /* per Dockerfile step after FROM: E2B step name ("1", "finalize") */
-	char cur[16];	    /* E2B step of the Dockerfile step running now */
-	char pull_ref[600]; /* operator's fromImage to pull before the build, or "" */
+	json_t *stepmap;       /* per Dockerfile step after FROM: E2B step name ("1", "finalize") */
+	char cur[16];	       /* E2B step of the Dockerfile step running now */
+	char pull_ref[600];    /* operator's fromImage to pull before the build, or "" */
+	uint32_t cpu_millis;   /* cpuCount, recorded on the template (0 = not given) */
+	uint64_t memory_bytes; /* memoryMB, likewise */
 };
 
 static pthread_mutex_t tpl_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -221,6 +223,7 @@ enum MHD_Result e2b_tpl_request(struct api_req *r)
 {
 	cleanup_err struct isola_err *err = NULL;
 	const char *name = NULL;
+	uint64_t cpus = 0, mem_mb = 0;
 	struct template_info t;
 	struct tpl_build *b;
 	unsigned char rnd[16];
@@ -230,9 +233,12 @@ enum MHD_Result e2b_tpl_request(struct api_req *r)
 
 	if (e2b_ctl_body(r, &body) < 0)
 		return MHD_YES;
-	/* UNTRUSTED: the client's body. cpuCount, memoryMB and minFreeDiskMb are accepted and
-	 * not applied (the template records no limits: a sandbox's come from its create). */
-	if (e2b_jstr(body, "name", "alias", 255, &name, &err) < 0) {
+	/* UNTRUSTED: the client's body. cpuCount and memoryMB are recorded on the template (its
+	 * sandboxes' limits when their create names none, as E2B sizes sandboxes by template);
+	 * minFreeDiskMb is accepted and not applied (a sandbox's disk comes from its create). */
+	if (e2b_jstr(body, "name", "alias", 255, &name, &err) < 0 ||
+	    e2b_juint(body, "cpuCount", "cpu_count", 1024, &cpus, &err) < 0 ||
+	    e2b_juint(body, "memoryMB", "memory_mb", 1u << 30, &mem_mb, &err) < 0) {
 		ret = e2b_ctl_error(r, 400, "%s", err->message);
 		goto out;
 	}
@@ -253,6 +259,11 @@ enum MHD_Result e2b_tpl_request(struct api_req *r)
 				    "invalid template name `%.64s`: 1-63 of [A-Za-z0-9._-], not "
 				    "starting with '.' or '-', and not `base`",
 				    name);
+		goto out;
+	}
+	if (mem_mb && mem_mb < 16) {
+		ret = e2b_ctl_error(r, 400, "memoryMB %llu: a sandbox needs at least 16 MiB",
+				    (unsigned long long)mem_mb);
 		goto out;
 	}
 	memset(&t, 0, sizeof(t));
@@ -277,6 +288,8 @@ enum MHD_Result e2b_tpl_request(struct api_req *r)
 	snprintf(b->tenant, sizeof(b->tenant), "%s", api_tenant(r));
 	b->created = time(NULL);
 	b->srv = r->srv;
+	b->cpu_millis = (uint32_t)cpus * 1000;
+	b->memory_bytes = mem_mb << 20;
 	pthread_mutex_lock(&tpl_lock);
 	for (size_t i = 0; i < TPL_BUILDS_MAX; i++) {
 		struct tpl_build *o = tpl_builds[i];
@@ -630,6 +643,8 @@ static void *build_thread(void *arg)
 	}
 	if (r == 0) {
 		o.context = ctx;
+		o.cpu_millis = b->cpu_millis;
+		o.memory_bytes = b->memory_bytes;
 		r = core_template_build_for(srv->core, b->tenant, b->name, &o, build_event, b, &out,
 					    &err);
 		if (r < 0)

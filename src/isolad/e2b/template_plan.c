@@ -20,6 +20,7 @@
 
 #include "../../common/extract.h"
 #include "../../common/imageref.h"
+#include "../../common/log.h"
 #include "../../common/util.h"
 #include "../core/core.h"
 #include "../images/images.h"
@@ -44,6 +45,19 @@ int e2b_tpl_store_dir(struct api_server *srv, const char *tenant, bool create, c
 		return 0;
 	r = util_mkdir_p(out, 0700);
 	return r < 0 ? r : 0;
+}
+
+void e2b_tenant_removed(struct api_server *srv, const char *tenant)
+{
+	char dir[PATH_MAX];
+	int r;
+
+	if (e2b_tpl_store_dir(srv, tenant, false, dir, sizeof(dir)) < 0)
+		return;
+	r = util_rm_rf(dir);
+	if (r < 0 && r != -ENOENT)
+		log_warn("tenant %s removed, but its E2B uploads in `%s` were not: %s", tenant, dir,
+			 strerror(-r));
 }
 
 bool e2b_tpl_file_present(struct api_server *srv, const char *tenant, const char *hash)

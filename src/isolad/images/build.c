@@ -4,6 +4,7 @@
 
 #include <archive.h>
 #include <archive_entry.h>
+#include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <sodium.h>
@@ -15,6 +16,7 @@
 #include "../../common/extract.h"
 #include "../../common/log.h"
 #include "../../common/util.h"
+#include "ext4.h"
 
 struct images_build {
 	char name[64];		  /* the template being built (reserved) */
@@ -201,6 +203,11 @@ fail:
 	return r;
 }
 
+uint64_t images_build_room(const struct images_build *b)
+{
+	return b->bud.max_bytes > b->bud.bytes ? b->bud.max_bytes - b->bud.bytes : 0;
+}
+
 int images_build_apply(struct images_build *b, const char *path, bool upper, const char *what,
 		       struct isola_err **err)
 {
@@ -208,6 +215,16 @@ int images_build_apply(struct images_build *b, const char *path, bool upper, con
 
 	if (fd < 0)
 		return isola_err_sys(err, errno, "internal", "open `%s`", path);
+	/* The microvm tier's image of the template-so-far (images/ext4.c, made at a microvm
+	 * RUN's create) no longer shows these files: drop it, so the next RUN gets a new one
+	 * rather than a stale cached image. */
+	for (unsigned binds = 0; binds < 2; binds++) {
+		char img[PATH_MAX + 32];
+
+		snprintf(img, sizeof(img), "%s/%s", b->tmpdir, images_ext4_file(binds));
+		if (unlink(img) < 0 && errno != ENOENT)
+			return isola_err_sys(err, errno, "internal", "remove the stale `%s`", img);
+	}
 	b->t.layers++;
 	return upper ? images_layer_apply_upper(b->rootfd, fd, what, &b->bud, err)
 		     : images_layer_apply(b->rootfd, fd, 0, what, "layer", &b->bud, NULL, NULL,

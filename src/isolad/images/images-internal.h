@@ -8,6 +8,8 @@
 #include <stdio.h>
 #include <stdint.h>
 
+#include <nettle/sha2.h>
+
 #include "images.h"
 
 #define IMAGES_MANIFEST	  "manifest.json"
@@ -57,6 +59,15 @@ uint64_t images_du(int dirfd);
 /* Hex-encodes n bytes into out (2n+1 bytes). */
 void images_hex(const unsigned char *in, size_t n, char *out);
 
+/*
+ * Blob digests are nettle's SHA-256 (SHA-NI where the CPU has it, several times libsodium's
+ * portable code: a pull hashes every byte of an image once). images_sha256_fd feeds len bytes
+ * of fd from its current offset into h (UINT64_MAX: to end of file) and returns the count, or
+ * -errno (-EIO when the file ends first). images_sha256_hex finishes h into 64 hex digits.
+ */
+int64_t images_sha256_fd(struct sha256_ctx *h, int fd, uint64_t len);
+void images_sha256_hex(struct sha256_ctx *h, char hex[65]);
+
 /* Names of the hidden entries a build registers for its RUN sandboxes (never listed). */
 #define IMAGES_BUILD_PREFIX ".build-"
 
@@ -78,8 +89,10 @@ void images_entry_drop(const char *id);
 /*
  * Imports the OCI image layout directory `dir` (oci-layout, index.json, blobs/sha256/<hex>;
  * other files are ignored) as template `name`, already reserved with images_reserve() (the
- * reservation is dropped whatever happens). Blobs are hard-linked, re-hashed and verified as a
- * tarball's are. source/origin are recorded on the template. dir is not changed.
+ * reservation is dropped whatever happens). The caller has verified that every
+ * blobs/sha256/<hex> holds bytes whose sha256 is <hex> (a pull hashes each blob as it lands):
+ * they are moved into the import (dir loses them) and not hashed again; sizes and the manifest
+ * chain are checked as a tarball's are. source/origin are recorded on the template.
  */
 int images_import_dir(const char *name, const char *dir, const char *source, const char *origin,
 		      images_progress_fn cb, void *ud, struct template_info *out,

@@ -72,6 +72,37 @@ void images_hex(const unsigned char *in, size_t n, char *out)
 	out[2 * n] = '\0';
 }
 
+int64_t images_sha256_fd(struct sha256_ctx *h, int fd, uint64_t len)
+{
+	uint64_t done = 0;
+
+	while (done < len) {
+		unsigned char buf[64 * 1024];
+		ssize_t n = read(fd, buf, len - done < sizeof(buf) ? len - done : sizeof(buf));
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return -errno;
+		if (n == 0) {
+			if (len != UINT64_MAX)
+				return -EIO;
+			break;
+		}
+		sha256_update(h, (size_t)n, buf);
+		done += (uint64_t)n;
+	}
+	return (int64_t)done;
+}
+
+void images_sha256_hex(struct sha256_ctx *h, char hex[65])
+{
+	unsigned char md[SHA256_DIGEST_SIZE];
+
+	sha256_digest(h, sizeof(md), md);
+	images_hex(md, sizeof(md), hex);
+}
+
 void images_set_limits(uint64_t max_bytes, uint64_t max_entries)
 {
 	pthread_mutex_lock(&g.lock);

@@ -135,6 +135,8 @@ const struct template_info *images_build_info(const struct images_build *b);
 /* The build cache dir templates/.build-cache (PATH_MAX bytes), created 0700. 0 or -errno. */
 int images_build_cache_dir(char *out, struct isola_err **err);
 
+/* Bytes the build's remaining layers may still unpack (its size cap less what is applied). */
+uint64_t images_build_room(const struct images_build *b);
 /* Applies a layer archive (a file) onto the template-so-far: an OCI-style layer, or with
  * upper, a process-tier snapshot of a sandbox's writable layer. Blocks. 0 or -errno. */
 int images_build_apply(struct images_build *b, const char *path, bool upper, const char *what,

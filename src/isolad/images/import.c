@@ -119,8 +119,7 @@ static int add_blob(struct import *im, const char *name, const char *link)
 /* Copies the current entry's data to blobs/<index>, hashing it. */
 static int save_data(struct import *im, struct archive *a, struct blob *b, int64_t size)
 {
-	crypto_hash_sha256_state h;
-	unsigned char md[crypto_hash_sha256_BYTES];
+	struct sha256_ctx h;
 	char file[32];
 	cleanup_fd int fd = -1;
 
@@ -128,7 +127,7 @@ static int save_data(struct import *im, struct archive *a, struct blob *b, int64
 	fd = openat(im->blobsfd, file, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
 	if (fd < 0)
 		return isola_err_sys(im->err, errno, NULL, "create blob file");
-	crypto_hash_sha256_init(&h);
+	sha256_init(&h);
 	for (;;) {
 		char buf[64 * 1024];
 		la_ssize_t n = archive_read_data(a, buf, sizeof(buf));
@@ -143,14 +142,13 @@ static int save_data(struct import *im, struct archive *a, struct blob *b, int64
 			return isola_err_set(im->err, EBADMSG, "invalid",
 					     "tarball entry `%s`: more data than declared",
 					     b->name);
-		crypto_hash_sha256_update(&h, (const unsigned char *)buf, (size_t)n);
+		sha256_update(&h, (size_t)n, (const uint8_t *)buf);
 		r = util_write_all(fd, buf, (size_t)n);
 		if (r < 0)
 			return isola_err_sys(im->err, -r, NULL, "write blob `%s`", b->name);
 		b->size += (uint64_t)n;
 	}
-	crypto_hash_sha256_final(&h, md);
-	images_hex(md, sizeof(md), b->sha);
+	images_sha256_hex(&h, b->sha);
 	return 0;
 }
 
@@ -310,15 +308,19 @@ out:
 	return r;
 }
 
-/* Adds the regular file dir/rel as blob `rel` (hard link into blobs/, hashed). Missing: 0. */
-static int link_file(struct import *im, int dirfd, const char *rel)
+/*
+ * Adds the regular file dir/rel as blob `rel`. Missing: 0. With digest (the file's sha256,
+ * verified by the caller) the file is moved into blobs/ and not read; otherwise it is
+ * hard-linked there and hashed.
+ */
+static int link_file(struct import *im, int dirfd, const char *rel, const char *digest)
 {
-	crypto_hash_sha256_state h;
-	unsigned char md[crypto_hash_sha256_BYTES];
+	struct sha256_ctx h;
 	cleanup_fd int fd = openat(dirfd, rel, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
 	struct blob *b;
 	char file[32];
 	struct stat st;
+	int64_t n;
 
 	if (fd < 0 && errno == ENOENT)
 		return 0;
@@ -330,62 +332,75 @@ static int link_file(struct import *im, int dirfd, const char *rel)
 		return -ENOMEM;
 	b = &im->v[im->n - 1];
 	snprintf(file, sizeof(file), "%zu", im->n - 1);
+	if (digest) {
+		/* Moved, not linked: when the import removes blobs/ before its syncfs, the bytes
+		 * of a blob still only in the page cache are never written to disk. */
+		if (renameat(dirfd, rel, im->blobsfd, file) < 0)
+			return isola_err_sys(im->err, errno, NULL, "move `%s` into the import",
+					     rel);
+		snprintf(b->sha, sizeof(b->sha), "%s", digest);
+		b->size = (uint64_t)st.st_size;
+		return 0;
+	}
 	if (linkat(dirfd, rel, im->blobsfd, file, 0) < 0)
 		return isola_err_sys(im->err, errno, NULL, "link `%s` into the import", rel);
-	crypto_hash_sha256_init(&h);
-	for (;;) {
-		char buf[64 * 1024];
-		ssize_t n = read(fd, buf, sizeof(buf));
-
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0)
-			return isola_err_sys(im->err, errno, NULL, "read `%s`", rel);
-		if (n == 0)
-			break;
-		crypto_hash_sha256_update(&h, (const unsigned char *)buf, (size_t)n);
-		b->size += (uint64_t)n;
-	}
-	crypto_hash_sha256_final(&h, md);
-	images_hex(md, sizeof(md), b->sha);
+	sha256_init(&h);
+	n = images_sha256_fd(&h, fd, UINT64_MAX);
+	if (n < 0)
+		return isola_err_sys(im->err, (int)-n, NULL, "read `%s`", rel);
+	b->size = (uint64_t)n;
+	images_sha256_hex(&h, b->sha);
 	return 0;
 }
 
-/* The directory form of unpack_outer: an OCI layout on disk (a pull's spool). */
+/* The directory form of unpack_outer: an OCI layout on disk (a pull's spool), whose
+ * blobs/sha256/<hex> hold what their names say and are moved (see images_import_dir). */
 static int load_dir(struct import *im, const char *dir)
 {
 	cleanup_fd int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	cleanup_free char(*names)[65] = NULL;
+	size_t n = 0, cap = 0;
 	struct dirent *de;
-	DIR *d;
+	char sub[PATH_MAX];
+	DIR *bd;
 	int r;
 
 	if (dfd < 0)
 		return isola_err_sys(im->err, errno, NULL, "open `%s`", dir);
-	if ((r = link_file(im, dfd, "oci-layout")) < 0 ||
-	    (r = link_file(im, dfd, "index.json")) < 0)
+	if ((r = link_file(im, dfd, "oci-layout", NULL)) < 0 ||
+	    (r = link_file(im, dfd, "index.json", NULL)) < 0)
 		return r;
-	d = opendir(dir);
-	if (!d)
-		return isola_err_sys(im->err, errno, NULL, "open `%s`", dir);
-	r = 0;
-	{
-		char sub[PATH_MAX];
-		DIR *bd;
+	snprintf(sub, sizeof(sub), "%s/blobs/sha256", dir);
+	bd = opendir(sub);
+	if (!bd)
+		return isola_err_sys(im->err, errno, NULL, "open `%s`", sub);
+	/* The names first, the moves after: no rename while the directory is being read. */
+	while ((de = readdir(bd))) {
+		if (strlen(de->d_name) != 64 || !is_hex64(de->d_name))
+			continue; /* ".", "..", partial downloads */
+		if (n == cap) {
+			size_t ncap = cap ? cap * 2 : 16;
+			char(*nv)[65] = ncap > IMAGES_MAX_OUTER ? NULL : realloc(names, ncap * 65);
 
-		snprintf(sub, sizeof(sub), "%s/blobs/sha256", dir);
-		closedir(d);
-		bd = opendir(sub);
-		if (!bd)
-			return isola_err_sys(im->err, errno, NULL, "open `%s`", sub);
-		while (r == 0 && (de = readdir(bd))) {
-			char rel[128];
-
-			if (strlen(de->d_name) != 64 || !is_hex64(de->d_name))
-				continue; /* ".", "..", partial downloads */
-			snprintf(rel, sizeof(rel), "blobs/sha256/%s", de->d_name);
-			r = link_file(im, dfd, rel);
+			if (!nv) {
+				closedir(bd);
+				return ncap > IMAGES_MAX_OUTER
+					       ? isola_err_set(im->err, EFBIG, "too_large",
+							       "`%s`: too many blobs", sub)
+					       : isola_err_set(im->err, ENOMEM, "internal",
+							       "out of memory");
+			}
+			names = nv;
+			cap = ncap;
 		}
-		closedir(bd);
+		memcpy(names[n++], de->d_name, 65);
+	}
+	closedir(bd);
+	for (size_t i = 0; r == 0 && i < n; i++) {
+		char rel[128];
+
+		snprintf(rel, sizeof(rel), "blobs/sha256/%s", names[i]);
+		r = link_file(im, dfd, rel, names[i]);
 	}
 	return r;
 }
@@ -675,8 +690,7 @@ static int diff_id(struct import *im, ssize_t i, char hex[65], const char *what)
 	cleanup_fd int fd = open_blob(im, i);
 	struct archive *a = archive_read_new();
 	struct archive_entry *e;
-	crypto_hash_sha256_state h;
-	unsigned char md[crypto_hash_sha256_BYTES];
+	struct sha256_ctx h;
 	uint64_t total = 0;
 	int r = 0;
 
@@ -687,7 +701,7 @@ static int diff_id(struct import *im, ssize_t i, char hex[65], const char *what)
 	}
 	archive_read_support_filter_all(a);
 	archive_read_support_format_raw(a);
-	crypto_hash_sha256_init(&h);
+	sha256_init(&h);
 	if (archive_read_open_fd(a, fd, 64 * 1024) != ARCHIVE_OK ||
 	    archive_read_next_header(a, &e) != ARCHIVE_OK) {
 		r = -EBADMSG;
@@ -705,7 +719,7 @@ static int diff_id(struct import *im, ssize_t i, char hex[65], const char *what)
 				r = -EFBIG;
 				break;
 			}
-			crypto_hash_sha256_update(&h, (const unsigned char *)buf, (size_t)n);
+			sha256_update(&h, (size_t)n, (const uint8_t *)buf);
 		}
 	}
 	if (r < 0)
@@ -713,8 +727,7 @@ static int diff_id(struct import *im, ssize_t i, char hex[65], const char *what)
 			      what,
 			      r == -EFBIG ? "bigger than the size cap" : archive_error_string(a));
 	archive_read_free(a);
-	crypto_hash_sha256_final(&h, md);
-	images_hex(md, sizeof(md), hex);
+	images_sha256_hex(&h, hex);
 	return r;
 }
 

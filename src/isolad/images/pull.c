@@ -61,7 +61,7 @@ struct resp {
 	char *body;			/* in-memory body (manifests, tokens), NUL-terminated */
 	size_t len, max;		/* bytes in body, cap (0: body goes to fd) */
 	int fd;				/* file the body is appended to (blobs), else -1 */
-	crypto_hash_sha256_state *hash; /* hashed as written to fd */
+	struct sha256_ctx *hash;	/* hashed as written to fd */
 	uint64_t got, limit;		/* bytes written to fd, cap */
 	const char *phase;		/* progress phase */
 	uint64_t last;			/* got at the last progress call */
@@ -139,7 +139,7 @@ static size_t on_data(char *buf, size_t size, size_t n, void *ud)
 			rs->werr = -errno;
 			return 0;
 		}
-		crypto_hash_sha256_init(rs->hash);
+		sha256_init(rs->hash);
 		rs->got = rs->last = 0;
 	}
 	/* UNTRUSTED: blob bytes; never more than the manifest's size, hashed as they land. */
@@ -152,7 +152,7 @@ static size_t on_data(char *buf, size_t size, size_t n, void *ud)
 		rs->werr = r;
 		return 0;
 	}
-	crypto_hash_sha256_update(rs->hash, (const unsigned char *)buf, len);
+	sha256_update(rs->hash, len, (const uint8_t *)buf);
 	rs->got += len;
 	if (rs->p->cb && rs->got - rs->last >= (1u << 20)) {
 		rs->last = rs->got;
@@ -456,16 +456,44 @@ static int fetch_manifest(struct pull *p, const char *what, const char *want, ch
 	return 0;
 }
 
-/* Downloads one blob into the spool, resuming a partial file, verifying its digest. */
+/* Whether the spool holds blob b complete from an earlier attempt: its size and its digest
+ * match (hashed again here, as the import takes a spool blob's name for its digest). A file
+ * that does not match is removed, and the blob is downloaded afresh. */
+static bool kept_whole(const struct pblob *b, const char *final)
+{
+	cleanup_fd int fd = open(final, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+	struct sha256_ctx hs;
+	struct stat st;
+	char hex[65];
+
+	if (fd < 0)
+		return false;
+	sha256_init(&hs);
+	if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && (uint64_t)st.st_size == b->size &&
+	    images_sha256_fd(&hs, fd, b->size) == (int64_t)b->size) {
+		images_sha256_hex(&hs, hex);
+		if (!strcmp(hex, b->hex))
+			return true;
+	}
+	unlink(final);
+	return false;
+}
+
+/*
+ * Downloads one blob into the spool, resuming a partial file, verifying its digest as the bytes
+ * land (the only pass over them: the import trusts the names of the spool's blobs). A blob that
+ * matches is renamed to its digest without an fsync: the spool is a cache that the import
+ * consumes, and a blob a crash tore fails kept_whole() on the next attempt.
+ */
 static int download(struct pull *p, const struct pblob *b, struct isola_err **err)
 {
 	char final[PATH_MAX], part[PATH_MAX], phase[64], range[64], dg[80], hex[65];
-	unsigned char md[crypto_hash_sha256_BYTES];
-	crypto_hash_sha256_state hs;
+	struct sha256_ctx hs;
 	struct resp rs = {.p = p, .fd = -1};
 	cleanup_fd int fd = -1;
 	struct stat st;
 	long status = 0;
+	int64_t n;
 	int r;
 
 	snprintf(phase, sizeof(phase), "download sha256:%.12s", b->hex);
@@ -473,8 +501,7 @@ static int download(struct pull *p, const struct pblob *b, struct isola_err **er
 	if (images_path(final, "%s/blobs/sha256/%s", p->spool, b->hex) < 0 ||
 	    images_path(part, "%s.partial", final) < 0)
 		return isola_err_set(err, ENAMETOOLONG, "internal", "spool path too long");
-	if (stat(final, &st) == 0 && (uint64_t)st.st_size == b->size) {
-		/* complete from an earlier attempt; the import hashes it again */
+	if (kept_whole(b, final)) {
 		if (p->cb)
 			p->cb(p->ud, phase, b->size, b->size);
 		return 0;
@@ -482,7 +509,7 @@ static int download(struct pull *p, const struct pblob *b, struct isola_err **er
 	fd = open(part, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
 	if (fd < 0 || fstat(fd, &st) < 0)
 		return isola_err_sys(err, errno, NULL, "open `%s`", part);
-	crypto_hash_sha256_init(&hs);
+	sha256_init(&hs);
 	rs.got = (uint64_t)st.st_size;
 	if (rs.got > b->size) {
 		if (ftruncate(fd, 0) < 0)
@@ -490,15 +517,9 @@ static int download(struct pull *p, const struct pblob *b, struct isola_err **er
 		rs.got = 0;
 	}
 	/* Resume: hash what an earlier attempt kept, then ask for the rest. */
-	for (uint64_t off = 0; off < rs.got;) {
-		char buf[64 * 1024];
-		ssize_t n = read(fd, buf, rs.got - off < sizeof(buf) ? rs.got - off : sizeof(buf));
-
-		if (n <= 0)
-			return isola_err_sys(err, n < 0 ? errno : EIO, NULL, "read `%s`", part);
-		crypto_hash_sha256_update(&hs, (const unsigned char *)buf, (size_t)n);
-		off += (uint64_t)n;
-	}
+	n = images_sha256_fd(&hs, fd, rs.got);
+	if (n < 0)
+		return isola_err_sys(err, (int)-n, NULL, "read `%s`", part);
 	rs.fd = fd;
 	rs.hash = &hs;
 	rs.limit = b->size;
@@ -527,8 +548,7 @@ static int download(struct pull *p, const struct pblob *b, struct isola_err **er
 				     "resume)",
 				     b->what, b->hex, (unsigned long long)rs.got,
 				     (unsigned long long)b->size);
-	crypto_hash_sha256_final(&hs, md);
-	images_hex(md, sizeof(md), hex);
+	images_sha256_hex(&hs, hex);
 	if (strcmp(hex, b->hex)) {
 		/* Bad bytes are not kept: the next attempt starts this blob over. */
 		unlink(part);
@@ -537,7 +557,7 @@ static int download(struct pull *p, const struct pblob *b, struct isola_err **er
 				     "sha256:%.12s…)",
 				     b->what, b->hex, hex);
 	}
-	if (fsync(fd) < 0 || rename(part, final) < 0)
+	if (rename(part, final) < 0)
 		return isola_err_sys(err, errno, NULL, "keep `%s`", final);
 	return 0;
 }

@@ -873,7 +873,9 @@ int net_sandbox_attach(const struct tier_ops *t, struct tier_sandbox *ts,
 	uint64_t t0 = util_now_ns();
 	int r;
 
-	if (!n || (!slot && !t->netns_fd)) {
+	/* A joined namespace (docs/oci.md) is the engine's network: no veth, no slot, no
+	 * policy. */
+	if (!n || (!slot && !t->netns_fd) || spec->netns_path[0]) {
 		net_slot_drop(slot);
 		return 0;
 	}
@@ -1034,7 +1036,7 @@ void net_sandbox_detach(const struct sandbox_spec *spec)
 	char ifname[NET_IFNAME_MAX];
 	bool queued = false;
 
-	if (!n)
+	if (!n || spec->netns_path[0]) /* joined: nothing of ours to remove */
 		return;
 	/* Its interface: a slot's name is in its record (and its entry); an older
 	 * sandbox's, or a microvm's, is made of its id. */

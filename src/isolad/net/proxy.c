@@ -4,6 +4,7 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <pthread.h>
@@ -26,9 +27,9 @@
 #endif
 #define IP6T_SO_ORIGINAL_DST_ 80 /* linux/netfilter_ipv6/ip6_tables.h */
 
-#define RELAY_BUF	 65536 /* per direction and connection */
-#define MAX_CANDIDATES	 16    /* resolved addresses kept per name */
-#define ACCEPT_BATCH	 64    /* accepts per wake-up, so a connect flood cannot starve relays */
+#define RELAY_PIPE	 262144 /* pipe capacity asked for, per direction and connection */
+#define MAX_CANDIDATES	 16	/* resolved addresses kept per name */
+#define ACCEPT_BATCH	 64	/* accepts per wake-up, so a connect flood cannot starve relays */
 #define MAX_EVENTS	 128
 #define TIMER_PERIOD_NS	 1000000000ull /* timers are swept at least this often */
 #define BUCKET_MIN_CHUNK 4096	       /* a throttled direction waits for this many tokens */
@@ -52,9 +53,9 @@ struct tag {
 
 /* One direction of a relay: bytes read from one side, not yet written to the other. */
 struct dir {
-	uint8_t *buf;	/* RELAY_BUF bytes */
-	size_t head;	/* first unwritten byte */
-	size_t tail;	/* end of data */
+	int pipe[2];	/* read end, write end: bytes read from the source, not yet written */
+	size_t held;	/* bytes in the pipe */
+	size_t cap;	/* the pipe's capacity */
 	bool eof;	/* the source side sent FIN */
 	bool shut;	/* FIN passed on (shutdown SHUT_WR) */
 	bool throttled; /* waiting for the sandbox's bucket */
@@ -337,8 +338,11 @@ static void conn_free(struct conn *c)
 	if (c->counters)
 		c->p->cfg.put_counters(c->counters);
 	free(c->headbuf);
-	free(c->d[0].buf);
-	free(c->d[1].buf);
+	for (int k = 0; k < 2; k++)
+		if (c->d[k].cap) {
+			close(c->d[k].pipe[0]);
+			close(c->d[k].pipe[1]);
+		}
 	free(c);
 }
 
@@ -653,18 +657,32 @@ static void conn_connected(struct conn *c)
 {
 	int one = 1;
 
-	c->d[0].buf = malloc(RELAY_BUF);
-	c->d[1].buf = malloc(RELAY_BUF);
-	if (!c->d[0].buf || !c->d[1].buf) {
-		log_error("net proxy: out of memory for relay buffers");
-		conn_close(c, true);
-		return;
+	/* The bytes move socket → pipe → socket with splice(2): the kernel hands pages on, no
+	 * copy through isolad's memory (the policy was decided on the head, nothing after it is
+	 * inspected). */
+	for (int k = 0; k < 2; k++) {
+		struct dir *d = &c->d[k];
+		int sz;
+
+		if (pipe2(d->pipe, O_NONBLOCK | O_CLOEXEC) < 0) {
+			log_error("net proxy: relay pipe: %s", strerror(errno));
+			conn_close(c, true);
+			return;
+		}
+		(void)fcntl(d->pipe[1], F_SETPIPE_SZ, RELAY_PIPE); /* the default 64 KiB else */
+		sz = fcntl(d->pipe[1], F_GETPIPE_SZ);
+		d->cap = sz > 0 ? (size_t)sz : 65536;
 	}
 	setsockopt(c->ufd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 	setsockopt(c->cfd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-	/* Replay what the decision read: the upstream sees the connection from its first byte. */
-	memcpy(c->d[0].buf, c->headbuf, c->headlen);
-	c->d[0].tail = c->headlen;
+	/* Replay what the decision read: the upstream sees the connection from its first byte.
+	 * The head (≤ NET_SNI_MAX) fits an empty pipe whole. */
+	if (c->headlen && write(c->d[0].pipe[1], c->headbuf, c->headlen) != (ssize_t)c->headlen) {
+		log_error("net proxy: relay pipe: %s", strerror(errno));
+		conn_close(c, true);
+		return;
+	}
+	c->d[0].held = c->headlen;
 	free(c->headbuf);
 	c->headbuf = NULL;
 	c->st = ST_RELAY;
@@ -728,7 +746,7 @@ static void conn_connect_event(struct conn *c)
 
 static bool dir_pending(const struct dir *d)
 {
-	return d->head < d->tail;
+	return d->held > 0;
 }
 
 /* Writes d[k] to its destination; passes a FIN on once drained. false = connection closed. */
@@ -737,16 +755,17 @@ static bool dir_flush(struct conn *c, int k)
 	struct dir *d = &c->d[k];
 	int fd = k == 0 ? c->ufd : c->cfd;
 
-	while (d->head < d->tail) {
-		ssize_t n = send(fd, d->buf + d->head, d->tail - d->head, MSG_NOSIGNAL);
+	while (d->held > 0) {
+		ssize_t n = splice(d->pipe[0], NULL, fd, NULL, d->held,
+				   SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
 
-		if (n < 0) {
-			if (errno == EAGAIN || errno == EINTR)
+		if (n <= 0) {
+			if (n < 0 && (errno == EAGAIN || errno == EINTR))
 				break;
 			conn_close(c, true); /* EPIPE, ECONNRESET: pass the reset on */
 			return false;
 		}
-		d->head += (size_t)n;
+		d->held -= (size_t)n;
 		c->last_ns = util_now_ns();
 		if (k == 0) {
 			atomic_fetch_add(&c->p->bytes_out, (uint64_t)n);
@@ -758,8 +777,7 @@ static bool dir_flush(struct conn *c, int k)
 				atomic_fetch_add(&c->counters->bytes_in, (uint64_t)n);
 		}
 	}
-	if (d->head == d->tail) {
-		d->head = d->tail = 0;
+	if (d->held == 0) {
 		if (d->eof && !d->shut) {
 			shutdown(fd, SHUT_WR);
 			d->shut = true;
@@ -790,8 +808,8 @@ static size_t dir_allowance(struct conn *c, int k, size_t space)
 	return s->tokens[k] < space ? (size_t)s->tokens[k] : space;
 }
 
-/* Reads direction k's source once (at most a buffer: a busy connection cannot starve others),
- * then flushes. false = connection closed. */
+/* Reads direction k's source once (at most a pipe's worth: a busy connection cannot starve
+ * others), then flushes. false = connection closed. */
 static bool dir_pump(struct conn *c, int k)
 {
 	struct dir *d = &c->d[k];
@@ -799,14 +817,14 @@ static bool dir_pump(struct conn *c, int k)
 	size_t want;
 	ssize_t n;
 
-	if (d->eof || d->tail == RELAY_BUF)
+	if (d->eof || d->held >= d->cap)
 		return dir_flush(c, k);
-	want = dir_allowance(c, k, RELAY_BUF - d->tail);
+	want = dir_allowance(c, k, d->cap - d->held);
 	if (want == 0)
 		return dir_flush(c, k);
-	n = recv(fd, d->buf + d->tail, want, 0);
+	n = splice(fd, NULL, d->pipe[1], NULL, want, SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
 	if (n > 0) {
-		d->tail += (size_t)n;
+		d->held += (size_t)n;
 		c->last_ns = util_now_ns();
 		if (c->p->cfg.rate_bytes && c->sbx)
 			c->sbx->tokens[k] -= (double)n;
@@ -840,11 +858,11 @@ static void conn_update(struct conn *c)
 			conn_close(c, false);
 			return;
 		}
-		if (!c->d[0].eof && c->d[0].tail < RELAY_BUF && !c->d[0].throttled)
+		if (!c->d[0].eof && c->d[0].held < c->d[0].cap && !c->d[0].throttled)
 			cw |= EPOLLIN;
 		if (dir_pending(&c->d[1]))
 			cw |= EPOLLOUT;
-		if (!c->d[1].eof && c->d[1].tail < RELAY_BUF && !c->d[1].throttled)
+		if (!c->d[1].eof && c->d[1].held < c->d[1].cap && !c->d[1].throttled)
 			uw |= EPOLLIN;
 		if (dir_pending(&c->d[0]))
 			uw |= EPOLLOUT;
@@ -1186,7 +1204,7 @@ static int open_listener(struct net_proxy *p, struct isola_err **err)
 }
 
 /*
- * Each proxied connection holds two fds. Raises the process's soft RLIMIT_NOFILE to the hard
+ * Each proxied connection holds six fds (two sockets, two relay pipes). Raises the process's soft RLIMIT_NOFILE to the hard
  * limit (isolad is the process; its sandboxes set their own), and keeps max_conns_total within
  * what is left, so accept() does not run out of fds first.
  */
@@ -1207,7 +1225,7 @@ static void fit_fd_limit(struct net_proxy *p)
 				rl.rlim_cur = want;
 		}
 	}
-	room = rl.rlim_cur > 1024 ? (rl.rlim_cur - 512) / 2 : 256;
+	room = rl.rlim_cur > 1024 ? (rl.rlim_cur - 512) / 6 : 128;
 	if (p->cfg.max_conns_total > room) {
 		log_warn("egress proxy: %u connections need more fds than RLIMIT_NOFILE %llu "
 			 "allows; limited to %llu",

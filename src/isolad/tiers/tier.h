@@ -10,12 +10,16 @@
 
 #include "../../common/err.h"
 
-#define TIER_MAX_BINDS 16
+#define TIER_MAX_BINDS 32
 
-/* A host directory shown read-only inside the sandbox at the same path (host template). */
+/* A host directory shown inside the sandbox: a template's (read-only, at the same path) or an
+ * operator's (`binds` at create: isola-runc's spec mounts, docs/oci.md; a file or a dir). */
 struct tier_bind {
 	char src[256]; /* absolute host path */
 	char dst[256]; /* absolute path inside the sandbox */
+	bool writable; /* read-write (operator binds only): never idmapped, so the sandbox writes
+			* as its own host uids and cannot make host-root-owned files */
+	bool single;   /* this mount only (OCI `bind`), not its submounts (`rbind`, default) */
 };
 
 /*
@@ -32,7 +36,7 @@ struct sandbox_spec {
 	char id[40];				/* sandbox id, [a-z0-9-], also the hostname */
 	char dir[512];				/* per-sandbox state dir, created by core, 0700 */
 	char rootfs[512];			/* template rootfs dir (lower layer), read-only */
-	struct tier_bind binds[TIER_MAX_BINDS]; /* extra read-only binds (host template) */
+	struct tier_bind binds[TIER_MAX_BINDS]; /* the template's binds, then the operator's */
 	unsigned n_binds;			/* used entries of binds */
 	uint32_t uid_base;     /* first host uid/gid of this sandbox's 65536 range */
 	uint32_t cpu_millis;   /* CPU quota in millicores, 0 = unlimited */
@@ -45,6 +49,9 @@ struct sandbox_spec {
 	/* During create and restore only (NULL otherwise): the namespace the sandbox's
 	 * processes join instead of a new one of their own (tiers with netns_join). */
 	const struct tier_netns *netns;
+	char hostname[64];    /* the sandbox's hostname (process tier), "" = its id */
+	char netns_path[256]; /* join this network namespace instead of making one (operator
+				* only, process tier; docs/oci.md), "" = the sandbox's own */
 };
 
 /* Resource counters of a running sandbox. */
@@ -56,6 +63,12 @@ struct tier_stats {
 	uint64_t oom_kills;	    /* OOM kills since creation */
 	uint64_t disk_bytes;	    /* writable-layer bytes used */
 };
+
+/* The hostname a sandbox of spec gets: its own (`hostname` at create) or its id. */
+static inline const char *tier_hostname(const struct sandbox_spec *spec)
+{
+	return spec->hostname[0] ? spec->hostname : spec->id;
+}
 
 struct tier_sandbox; /* a tier's handle on one live sandbox */
 

@@ -129,6 +129,22 @@ static void test_unix_connect(void)
 	util_rm_rf(dir);
 }
 
+static void test_hostname(void)
+{
+	ok(util_hostname_valid("abc123def") && util_hostname_valid("Web-1.example") &&
+		   util_hostname_valid("a"),
+	   "hostnames: ids, mixed case, dots");
+	ok(!util_hostname_valid("") && !util_hostname_valid(NULL) &&
+		   !util_hostname_valid("-lead") && !util_hostname_valid(".lead") &&
+		   !util_hostname_valid("a b") && !util_hostname_valid("under_score") &&
+		   !util_hostname_valid("x/y"),
+	   "hostnames: empty, leading - or ., space, _, / refused");
+	ok(util_hostname_valid("123456789012345678901234567890123456789012345678901234567890123") &&
+		   !util_hostname_valid(
+			   "1234567890123456789012345678901234567890123456789012345678901234"),
+	   "hostnames: 63 bytes at most");
+}
+
 int main(void)
 {
 	test_err();
@@ -136,5 +152,6 @@ int main(void)
 	test_parse_duration();
 	test_files();
 	test_unix_connect();
+	test_hostname();
 	return tap_done();
 }

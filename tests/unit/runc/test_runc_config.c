@@ -78,6 +78,49 @@ static void test_mapping(void)
 	   "uid 1000 becomes user `1000`");
 	ok(!strcmp(json_string_value(json_object_get(m.annotations, "a")), "b"),
 	   "annotations kept");
+	ok(!json_object_get(m.create, "netns"), "no namespace path: no `netns`");
+	ok(!json_object_get(m.create, "binds") && json_array_size(m.skipped) == 0,
+	   "no mounts: no binds, nothing skipped");
+	oci_mapped_fini(&m);
+
+	code = map(BASE ",\"linux\":{\"namespaces\":[{\"type\":\"pid\"},"
+			"{\"type\":\"network\",\"path\":\"/var/run/netns/cni-1\"}]}}",
+		   &m, msg, sizeof(msg));
+	ok(!*code && !strcmp(json_string_value(json_object_get(m.create, "netns")),
+			     "/var/run/netns/cni-1"),
+	   "a network namespace path becomes `netns` (%s)", msg);
+	oci_mapped_fini(&m);
+
+	code = map(BASE ",\"mounts\":["
+			"{\"destination\":\"/proc\",\"type\":\"proc\",\"source\":\"proc\"},"
+			"{\"destination\":\"/dev/shm\",\"type\":\"bind\",\"source\":\"/x/shm\","
+			"\"options\":[\"rbind\"]},"
+			"{\"destination\":\"/data\",\"type\":\"bind\",\"source\":\"/srv/d\","
+			"\"options\":[\"rbind\",\"ro\"]},"
+			"{\"destination\":\"/etc/hosts\",\"source\":\"hosts\","
+			"\"options\":[\"bind\",\"rw\"]},"
+			"{\"destination\":\"/scratch\",\"type\":\"tmpfs\",\"source\":\"tmpfs\"}]}",
+		   &m, msg, sizeof(msg));
+	{
+		const json_t *b = json_object_get(m.create, "binds");
+		const json_t *b0 = json_array_get(b, 0), *b1 = json_array_get(b, 1);
+
+		ok(!*code && json_array_size(b) == 2 &&
+			   !strcmp(json_string_value(json_object_get(b0, "source")), "/srv/d") &&
+			   !strcmp(json_string_value(json_object_get(b0, "destination")),
+				   "/data") &&
+			   json_is_true(json_object_get(b0, "readonly")) &&
+			   json_is_true(json_object_get(b0, "recursive")),
+		   "an rbind,ro mount becomes a read-only recursive bind (%s)", msg);
+		ok(b1 && !strcmp(json_string_value(json_object_get(b1, "source")), "/b/hosts") &&
+			   json_is_false(json_object_get(b1, "readonly")) &&
+			   json_is_false(json_object_get(b1, "recursive")),
+		   "a bind option with no type is a bind; a relative source is the bundle's");
+		ok(json_array_size(m.skipped) == 2 &&
+			   strstr(json_string_value(json_array_get(m.skipped, 0)), "/dev/shm") &&
+			   strstr(json_string_value(json_array_get(m.skipped, 1)), "type tmpfs"),
+		   "a bind on isola's /dev and a tmpfs are named as not applied; /proc is isola's");
+	}
 	oci_mapped_fini(&m);
 
 	code = map("{\"ociVersion\":\"1.2.0\",\"root\":{\"path\":\"/abs\"},\"process\":"
@@ -98,9 +141,18 @@ static void test_refusals(void)
 	ok(refused(BASE ",\"hooks\":{\"prestart\":[{\"path\":\"/x\"}]}}", "not_supported",
 		   "`hooks.prestart` is refused"),
 	   "hooks refused");
-	ok(refused(BASE ",\"linux\":{\"namespaces\":[{\"type\":\"network\",\"path\":\"/p\"}]}}",
-		   "not_supported", "joining the network namespace"),
-	   "joining a namespace refused");
+	ok(refused(BASE ",\"linux\":{\"namespaces\":[{\"type\":\"ipc\",\"path\":\"/p\"}]}}",
+		   "not_supported", "joining the ipc namespace"),
+	   "joining a namespace other than the network one refused");
+	ok(refused(BASE ",\"linux\":{\"namespaces\":[{\"type\":\"network\",\"path\":\"rel\"}]}}",
+		   "invalid", "`linux.namespaces[0].path` must be an absolute path"),
+	   "a relative network namespace path refused");
+	ok(refused(BASE ",\"mounts\":[{\"destination\":\"/d\",\"type\":\"bind\"}]}", "invalid",
+		   "a bind needs a `source`"),
+	   "a bind without a source refused");
+	ok(refused(BASE ",\"mounts\":[{\"destination\":\"rel\",\"type\":\"bind\"}]}", "invalid",
+		   "needs an absolute `destination`"),
+	   "a relative mount destination refused");
 	ok(refused(BASE ",\"linux\":{\"namespaces\":[{\"type\":\"bogus\"}]}}", "invalid",
 		   "not a known namespace"),
 	   "unknown namespace refused");
@@ -146,6 +198,13 @@ static void test_ids_and_documents(void)
 	ok(json_is_array(json_object_get(json_object_get(feat, "linux"), "namespaces")) &&
 		   json_array_size(json_object_get(feat, "hooks")) == 0,
 	   "features: namespaces listed, no hooks");
+	ok(json_array_size(json_object_get(feat, "mountOptions")) == 4 &&
+		   !strcmp(json_string_value(
+				   json_array_get(json_object_get(feat, "mountOptions"), 1)),
+			   "rbind") &&
+		   json_object_get(json_object_get(feat, "annotations"),
+				   "io.isola.namespaces.path"),
+	   "features: the bind options read, namespace paths and mounts described");
 	free(text);
 	json_decref(spec);
 	json_decref(feat);

@@ -17,17 +17,20 @@
 #include "../../../common/spawnguard.h"
 #include "../../../common/util.h"
 
-int proc_mount_clone_ro(const char *src, int userns_fd, bool *idmapped)
+int proc_mount_clone(const char *src, int userns_fd, bool readonly, bool recursive, bool *idmapped)
 {
 	struct mount_attr attr = {
-		.attr_set = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV,
+		.attr_set =
+			(readonly ? MOUNT_ATTR_RDONLY : 0) | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV,
 	};
+	unsigned tree = OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | (recursive ? AT_RECURSIVE : 0);
+	unsigned set = AT_EMPTY_PATH | (recursive ? AT_RECURSIVE : 0);
 	cleanup_fd int fd = -1;
 
 	*idmapped = false;
 	/* A private copy of the host tree, detached: nothing appears in isolad's mount
 	 * namespace, and the sandbox cannot affect the original. */
-	fd = open_tree(AT_FDCWD, src, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE);
+	fd = open_tree(AT_FDCWD, src, tree);
 	if (fd < 0)
 		return -errno;
 	if (userns_fd >= 0) {
@@ -37,18 +40,18 @@ int proc_mount_clone_ro(const char *src, int userns_fd, bool *idmapped)
 		 * (host uid_base) without chowning the template. */
 		ia.attr_set |= MOUNT_ATTR_IDMAP;
 		ia.userns_fd = (uint64_t)userns_fd;
-		if (mount_setattr(fd, "", AT_EMPTY_PATH | AT_RECURSIVE, &ia, sizeof(ia)) == 0) {
+		if (mount_setattr(fd, "", set, &ia, sizeof(ia)) == 0) {
 			*idmapped = true;
 			return steal_fd(&fd);
 		}
 		/* The idmap failed (filesystem without FS_ALLOW_IDMAP, old kernel): start
 		 * over from a fresh clone, since a partial setattr is not undoable. */
 		close(fd);
-		fd = open_tree(AT_FDCWD, src, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE);
+		fd = open_tree(AT_FDCWD, src, tree);
 		if (fd < 0)
 			return -errno;
 	}
-	if (mount_setattr(fd, "", AT_EMPTY_PATH | AT_RECURSIVE, &attr, sizeof(attr)) < 0)
+	if (mount_setattr(fd, "", set, &attr, sizeof(attr)) < 0)
 		return -errno;
 	return steal_fd(&fd);
 }

@@ -154,12 +154,12 @@ enum proc_idmap_mode {
 };
 
 /*
- * Clones the tree at host path `src` (recursive), read-only, nosuid, nodev and,
- * if userns_fd >= 0, idmapped through that user namespace. Returns the detached
- * mount fd (caller owns) or -errno; *idmapped tells whether the idmap took.
- * On idmap failure it falls back to a plain read-only clone.
+ * Clones the tree at host path `src` (a directory or a file; with its submounts when
+ * `recursive`), nosuid, nodev, read-only when `readonly` and, if userns_fd >= 0, idmapped
+ * through that user namespace. Returns the detached mount fd (caller owns) or -errno;
+ * *idmapped tells whether the idmap took. On idmap failure it falls back to a plain clone.
  */
-int proc_mount_clone_ro(const char *src, int userns_fd, bool *idmapped);
+int proc_mount_clone(const char *src, int userns_fd, bool readonly, bool recursive, bool *idmapped);
 
 /* Makes a detached tmpfs (size, nr_inodes, root dir owned by uid/gid). Returns the
  * mount fd or -errno. */
@@ -263,8 +263,11 @@ int proc_seccomp_memfd(struct isola_err **err);
 
 /*
  * Clones the sandbox's PID 1 in new user, pid, mount, net, ipc and uts
- * namespaces; with netns_fd >= 0 (a network slot), in that network namespace instead of a
- * new one (the cloning thread enters it for the clone and returns to the host's). The child's first act closes every fd but setup_fd, agent_fd, devnull_fd and
+ * namespaces; with netns_fd >= 0 (a network slot, or a namespace from proc_open_join_netns)
+ * it joins that network namespace instead of making one: the calling thread enters it for
+ * the clone and returns to its own right after (a thread that cannot return aborts isolad
+ * rather than serve requests from a foreign network). The child's first act closes every fd
+ * but setup_fd, agent_fd, devnull_fd and
  * record_fd (the spawnguard record, src/common/spawnguard.h) and asks for SIGKILL on its
  * parent thread's death; it then waits for 'm' on setup_fd (EOF: isolad died, it exits), is
  * handed over (PDEATHSIG off, record closed), moves setup_fd to fd 3, points 0-2 at
@@ -295,5 +298,15 @@ int proc_open_userns(pid_t pid, int pidfd);
 /* Opens the sandbox's network namespace (net.c; PIDFD_GET_NET_NAMESPACE, else /proc +
  * liveness check) for the tier's netns_fd op. */
 int proc_open_netns(pid_t pid, int pidfd, struct isola_err **err);
+
+/*
+ * Opens the network namespace file at `path` (an operator's, e.g. /var/run/netns/X or
+ * /proc/PID/ns/net) for a sandbox to join. Never opens anything but an nsfs file (checked on
+ * an O_PATH descriptor first, so no device or fifo is opened) and checks its type with
+ * NS_GET_NSTYPE on the opened fd, never by name. Returns the fd (caller owns) or -errno with
+ * *err naming the path: `invalid` when it is missing or not a network namespace,
+ * `forbidden` when it is the host's own and tier_process_set_allow_host_netns() is off.
+ */
+int proc_open_join_netns(const char *path, struct isola_err **err);
 
 #endif

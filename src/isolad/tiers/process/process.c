@@ -216,21 +216,26 @@ static int wait_setup(int sock, const char *id, struct isola_err **err)
 			     strncmp(buf, "error: ", 7) == 0 ? buf + 7 : buf);
 }
 
-/* sysfs_fd: the index of a network slot's sysfs mount among the fds, -1 for none (the agent
+/* fds[first_bind_fd + i] is the mount of spec->binds[i]: a file bind needs a file target.
+ * sysfs_fd: the index of a network slot's sysfs mount among the fds, -1 for none (the agent
  * mounts a sysfs of its own namespace). */
-static char *plan_json(const struct sandbox_spec *spec, bool idmapped, unsigned first_bind_fd,
-		       int sysfs_fd)
+static char *plan_json(const struct sandbox_spec *spec, bool idmapped, const int *fds,
+		       unsigned first_bind_fd, int sysfs_fd)
 {
 	json_t *binds = json_array(), *j;
 	uint64_t shm = spec->memory_bytes ? spec->memory_bytes / 2 : 64ull << 20;
 	char *out;
 
-	for (unsigned i = 0; i < spec->n_binds; i++)
-		json_array_append_new(binds, json_pack("{s:i, s:s}", "fd", first_bind_fd + i, "dst",
-						       spec->binds[i].dst));
+	for (unsigned i = 0; i < spec->n_binds; i++) {
+		struct stat st;
+		bool file = fstat(fds[first_bind_fd + i], &st) == 0 && !S_ISDIR(st.st_mode);
+
+		json_array_append_new(binds, json_pack("{s:i, s:s, s:b}", "fd", first_bind_fd + i,
+						       "dst", spec->binds[i].dst, "file", file));
+	}
 	j = json_pack("{s:i, s:s, s:b, s:b, s:I, s:I, s:b, s:{s:i, s:i, s:i, s:i}, s:o}", "version",
-		      1, "hostname", spec->id, "idmap", idmapped, "unshare_cgroupns", 1, "nofile",
-		      (json_int_t)(spec->nofile ? spec->nofile : 1024), "shm_bytes",
+		      1, "hostname", tier_hostname(spec), "idmap", idmapped, "unshare_cgroupns", 1,
+		      "nofile", (json_int_t)(spec->nofile ? spec->nofile : 1024), "shm_bytes",
 		      (json_int_t)shm, "no_openat2",
 		      force_no_openat2 || getenv("ISOLA_TEST_NO_OPENAT2"), "fds", "listen", 0,
 		      "rootfs", 1, "upper", 2, "seccomp", 3, "binds", binds);
@@ -238,6 +243,8 @@ static char *plan_json(const struct sandbox_spec *spec, bool idmapped, unsigned 
 		return NULL;
 	if (sysfs_fd >= 0)
 		json_object_set_new(json_object_get(j, "fds"), "sysfs", json_integer(sysfs_fd));
+	/* A joined network (docs/oci.md) is the engine's: setup leaves its interfaces alone. */
+	json_object_set_new(j, "net_joined", json_boolean(spec->netns_path[0] != '\0'));
 	/* What the sandbox's root holds (agent spawn.c); validated by core at create. */
 	json_object_set_new(j, "caps", json_integer((json_int_t)spec->caps));
 	out = json_dumps(j, JSON_COMPACT);
@@ -366,11 +373,12 @@ static int create_sandbox(const struct sandbox_spec *spec, int layer_fd, const c
 	cleanup_fd int devnull = -1;
 	cleanup_fd int userns = -1;
 	cleanup_fd int record = -1;
+	cleanup_fd int join_net = -1;
 	int sp[2] = {-1, -1};
 	struct tier_sandbox *s;
 	cleanup_free char *plan = NULL;
 	bool idm = true;
-	int r, sysfs_idx = -1;
+	int r, sysfs_idx = -1, slot_net;
 	uint64_t t0 = util_now_ns(), t_cg = 0, t_clone = 0, t_tmpl = 0, t_layer = 0, t_setup = 0;
 
 	for (unsigned i = 0; i < PLAN_MAX_FDS; i++)
@@ -427,8 +435,18 @@ static int create_sandbox(const struct sandbox_spec *spec, int layer_fd, const c
 				  spec->id, s->dir, SPAWNGUARD_RECORD);
 		goto err_teardown;
 	}
-	s->pid = proc_spawn(sp[1], agent_fd, devnull, record,
-			    spec->netns ? spec->netns->netns_fd : -1, &s->pidfd);
+	/* Opened and checked by isolad itself, right before the clone that joins it. A joined
+	 * sandbox never holds a network slot (core takes none for it). */
+	slot_net = spec->netns ? spec->netns->netns_fd : -1;
+	if (spec->netns_path[0]) {
+		join_net = proc_open_join_netns(spec->netns_path, err);
+		if (join_net < 0) {
+			r = join_net;
+			goto err_teardown;
+		}
+	}
+	s->pid = proc_spawn(sp[1], agent_fd, devnull, record, join_net >= 0 ? join_net : slot_net,
+			    &s->pidfd);
 	if (s->pid < 0) {
 		r = isola_err_sys(err, -s->pid, "internal", "sandbox `%s`: clone3", spec->id);
 		s->pid = 0;
@@ -463,7 +481,7 @@ static int create_sandbox(const struct sandbox_spec *spec, int layer_fd, const c
 				  spec->id);
 		goto err_teardown;
 	}
-	fds[1] = proc_mount_clone_ro(spec->rootfs, userns, &idm);
+	fds[1] = proc_mount_clone(spec->rootfs, userns, true, true, &idm);
 	if (fds[1] < 0) {
 		r = isola_err_sys(err, -fds[1], "internal", "clone template `%s`", spec->rootfs);
 		goto err_teardown;
@@ -471,10 +489,14 @@ static int create_sandbox(const struct sandbox_spec *spec, int layer_fd, const c
 	s->idmap = idm ? PROC_IDMAP_ON : PROC_IDMAP_NONE;
 	nfds = 4;
 	for (unsigned i = 0; i < spec->n_binds; i++) {
+		const struct tier_bind *b = &spec->binds[i];
 		bool bidm;
 
-		/* Binds follow the template's mode so ownership inside is consistent. */
-		fds[nfds] = proc_mount_clone_ro(spec->binds[i].src, idm ? userns : -1, &bidm);
+		/* Read-only binds follow the template's mode so ownership inside is consistent.
+		 * A writable one is never idmapped: through an idmap the sandbox's root would
+		 * create files owned by host uid 0 (setuid ones included) in a host directory. */
+		fds[nfds] = proc_mount_clone(b->src, idm && !b->writable ? userns : -1,
+					     !b->writable, !b->single, &bidm);
 		if (fds[nfds] < 0) {
 			r = isola_err_sys(err, -fds[nfds], "internal", "clone bind `%s`",
 					  spec->binds[i].src);
@@ -518,7 +540,7 @@ static int create_sandbox(const struct sandbox_spec *spec, int layer_fd, const c
 		}
 		sysfs_idx = (int)nfds++;
 	}
-	plan = plan_json(spec, idm, 4, sysfs_idx);
+	plan = plan_json(spec, idm, fds, 4, sysfs_idx);
 	if (!plan) {
 		r = isola_err_set(err, ENOMEM, "internal", "sandbox `%s`: plan", spec->id);
 		goto err_teardown;

@@ -20,4 +20,11 @@ void tier_process_set_agent_path(const char *path);
  */
 void tier_process_set_force_no_openat2(bool on);
 
+/*
+ * Whether a sandbox may join the host's own network namespace (the one of PID 1 or of isolad
+ * itself) through sandbox_spec.netns_path: off unless isolad runs with --allow-host-netns
+ * (Docker's `--network host`, docs/oci.md). Call before serving requests.
+ */
+void tier_process_set_allow_host_netns(bool on);
+
 #endif

@@ -21,6 +21,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "../../../common/log.h"
 #include "../../../common/spawnguard.h"
 #include "../../../common/util.h"
 
@@ -191,43 +192,67 @@ static __attribute__((noreturn)) void child_exec(int setup_fd, int agent_fd, int
 	_exit(127);
 }
 
+/* Enters (enter: netns_fd) or leaves (back to *own) a network namespace for the calling
+ * thread only; network namespaces are per thread, so isolad's other threads never move. */
+static int thread_netns_enter(int netns_fd, int *own)
+{
+	*own = open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC);
+	if (*own < 0)
+		return -errno;
+	if (setns(netns_fd, CLONE_NEWNET) < 0) {
+		int e = errno;
+
+		close(*own);
+		*own = -1;
+		return -e;
+	}
+	return 0;
+}
+
+static void thread_netns_leave(int *own)
+{
+	/* A thread left in a sandbox's network would open isolad's later sockets there (an
+	 * API thread's upstream connections, say): no way to carry on. */
+	if (setns(*own, CLONE_NEWNET) < 0) {
+		log_error("return to isolad's network namespace: %s; aborting", strerror(errno));
+		abort();
+	}
+	close(*own);
+	*own = -1;
+}
+
 pid_t proc_spawn(int setup_fd, int agent_fd, int devnull_fd, int record_fd, int netns_fd,
 		 int *pidfd)
 {
 	struct clone_args args;
-	cleanup_fd int home = -1;
-	int pfd = -1, e;
+	int pfd = -1, own = -1, r;
 	long pid;
 
 	memset(&args, 0, sizeof(args));
-	/* All namespaces in one step, all owned by the new user namespace but a slot's network
-	 * namespace. The cgroup namespace is unshared by setup after isolad moved it into its
-	 * cgroup, so the sandbox's cgroup root is its own cgroup (CLONE_INTO_CGROUP needs v2). */
+	/* All namespaces in one step, all owned by the new user namespace. The cgroup
+	 * namespace is unshared by setup after isolad moved it into its cgroup, so the
+	 * sandbox's cgroup root is its own cgroup (CLONE_INTO_CGROUP needs v2). A given
+	 * network namespace (a joined one or a network slot) stays owned by its creator's user
+	 * namespace, so nothing inside holds CAP_NET_ADMIN over it. The way back is opened per
+	 * clone: an fd of the host's namespace kept open would be one more isolad fd to keep
+	 * from every child (the spawn-guard leak check). */
 	args.flags = CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNS | CLONE_NEWIPC | CLONE_NEWUTS |
-		     CLONE_PIDFD;
-	if (netns_fd < 0) {
-		args.flags |= CLONE_NEWNET;
-	} else {
-		/* setns(CLONE_NEWNET) moves only this thread; the child inherits it. The way
-		 * back is opened per clone: an fd of the host's namespace kept open would be
-		 * one more isolad fd to keep from every child. */
-		home = open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC);
-		if (home < 0)
-			return -errno;
-		if (setns(netns_fd, CLONE_NEWNET) < 0)
-			return -errno;
-	}
+		     CLONE_PIDFD | (netns_fd >= 0 ? 0 : CLONE_NEWNET);
 	args.pidfd = (uint64_t)(uintptr_t)&pfd;
 	args.exit_signal = SIGCHLD;
+	if (netns_fd >= 0) {
+		r = thread_netns_enter(netns_fd, &own);
+		if (r < 0)
+			return r;
+	}
 	pid = syscall(SYS_clone3, &args, sizeof(args));
-	e = errno;
 	if (pid == 0)
 		child_exec(setup_fd, agent_fd, devnull_fd, record_fd);
-	/* An isolad thread left in a sandbox's namespace would open its sockets there. */
-	if (netns_fd >= 0 && setns(home, CLONE_NEWNET) < 0)
-		abort();
-	if (pid < 0)
-		return -e;
+	r = pid < 0 ? -errno : 0;
+	if (own >= 0)
+		thread_netns_leave(&own);
+	if (r < 0)
+		return r;
 	*pidfd = pfd;
 	return (pid_t)pid;
 }
