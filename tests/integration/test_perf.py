@@ -6,6 +6,7 @@ reports the exec and file round trips beside the host's own fork+exec."""
 import concurrent.futures
 import json
 import os
+import secrets
 import shutil
 import subprocess
 import tempfile
@@ -238,6 +239,34 @@ def test_net_slots_zero_makes_each_slot_at_create(slotd):
     r = c.exec(sid, cmd=["sh", "-c", bind])
     assert r["exit_code"] != 0 and "Permission denied" in r["stderr"], r
     c.delete_sandbox(sid)
+
+
+def test_a_sandbox_joining_a_network_namespace_takes_no_slot(slotd):
+    """A sandbox in an operator-given network namespace (docs/oci.md) runs there and leaves
+    the pool alone: the slot that was ready is still there, still ready, and no veth of isola's
+    is made for it; a sandbox after it takes that slot."""
+    d = slotd(1)
+    ic.wait_for(lambda: slots_ready(d) == 1 and len(slot_links(d.state_dir)) == 1, 10,
+                what=f"1 slot ready: {slots_ready(d)}, {slot_links(d.state_dir)}")
+    ready = slot_links(d.state_dir)
+    name = f"isola-t{os.getpid()}-{secrets.token_hex(3)}"
+    subprocess.run(["ip", "netns", "add", name], check=True)
+    try:
+        subprocess.run(["ip", "netns", "exec", name, "ip", "link", "add", "isolaj0", "type",
+                        "veth", "peer", "name", "isolaj1"], check=True)
+        c = d.client()
+        sb = c.create_sandbox(netns=f"/var/run/netns/{name}")
+        assert sb["network"] == {"mode": "joined", "path": f"/var/run/netns/{name}"}, sb
+        # Taken and dropped, the ready slot's veth would be gone before the create's answer.
+        assert slot_links(d.state_dir) == ready, (ready, slot_links(d.state_dir))
+        assert slots_ready(d) == 1
+        assert "isolaj0" in c.sh(sb["id"], "cat /proc/net/dev")
+        sid = c.create_sandbox()["id"]
+        assert c.get_json(f"/v1/sandboxes/{sid}/network")["interface"] == ready[0]
+        c.delete_sandbox(sid)
+        c.delete_sandbox(sb["id"])
+    finally:
+        subprocess.run(["ip", "netns", "delete", name], check=False)
 
 
 def test_restart_removes_the_slots_a_crash_left(slotd):
