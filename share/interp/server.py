@@ -263,7 +263,7 @@ class PythonContext(Context):
             self.km.interrupt_kernel()
 
     def _silent(self, code, timeout=60):
-        msg_id = self.kc.execute(code, silent=True, store_history=False)
+        msg_id = self.kc.execute(code, silent=True, store_history=False, stop_on_error=False)
         self._reply(msg_id, timeout)
 
     def _reply(self, msg_id, timeout):
@@ -281,7 +281,13 @@ class PythonContext(Context):
         if env:  # set for this execution; the kernel's own previous values are restored after
             self._silent("import os as __o\n__isola_env__ = {k: __o.environ.get(k) for k in %r}\n"
                          "__o.environ.update(%r)\ndel __o" % (list(env), env))
-        msg_id = self.kc.execute(code, store_history=True, allow_stdin=False)
+        # stop_on_error=False: an execution that fails (an interrupt included) must not make
+        # the kernel abort the next one. With the default, ipykernel sends the failed one's
+        # reply, then aborts whatever execute_request reaches it before its abort window
+        # closes: the next execution, sent as soon as that reply came, ended with no input and
+        # no result under load (test_code_service.py test_interrupt_keeps_the_context, CI).
+        msg_id = self.kc.execute(code, store_history=True, allow_stdin=False,
+                                 stop_on_error=False)
         emit = run.stream.emit
         while True:
             try:
