@@ -280,6 +280,20 @@ static int new_fs(const char *type, const char *source, const char *const *opts,
 	return m;
 }
 
+/* Mounts a new filesystem of type on the directory /dev/<dir> (devfd: the new /dev). */
+static void mount_in_dev(int devfd, const char *dir, const char *type, const char *source,
+			 const char *const *opts, unsigned attrs)
+{
+	int m = new_fs(type, source, opts, attrs);
+	int t = openat(devfd, dir, O_PATH | O_NOFOLLOW | O_DIRECTORY | O_CLOEXEC);
+	char what[32];
+
+	snprintf(what, sizeof(what), "/dev/%s", dir);
+	if (m < 0 || t < 0)
+		fail_errno("%s", what);
+	attach(m, t, what);
+}
+
 /* Clones the (already attached) mount at dfd/name, optionally making it read-only. */
 static int clone_at(int dfd, const char *name, bool ro)
 {
@@ -493,27 +507,16 @@ static void make_dev(int rootfd, uint64_t shm_bytes, bool no_openat2)
 	if (mkdirat(devfd, "pts", 0755) < 0 || mkdirat(devfd, "shm", 01777) < 0 ||
 	    mkdirat(devfd, "mqueue", 01777) < 0)
 		fail_errno("mkdir in /dev");
-	m = new_fs("devpts", "devpts", pts_opts, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NOEXEC);
-	t = openat(devfd, "pts", O_PATH | O_NOFOLLOW | O_DIRECTORY | O_CLOEXEC);
-	if (m < 0 || t < 0)
-		fail_errno("devpts");
-	attach(m, t, "/dev/pts");
+	mount_in_dev(devfd, "pts", "devpts", "devpts", pts_opts,
+		     MOUNT_ATTR_NOSUID | MOUNT_ATTR_NOEXEC);
 	/* /dev/shm: bounded, and its pages are charged to the sandbox's memory cgroup. */
-	m = new_fs("tmpfs", "shm", shm_opts,
-		   MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC);
-	t = openat(devfd, "shm", O_PATH | O_NOFOLLOW | O_DIRECTORY | O_CLOEXEC);
-	if (m < 0 || t < 0)
-		fail_errno("/dev/shm");
-	attach(m, t, "/dev/shm");
+	mount_in_dev(devfd, "shm", "tmpfs", "shm", shm_opts,
+		     MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC);
 	/* The mqueue filesystem shows the queues of the ipc namespace it is mounted from: ours
 	 * (a new one at clone), never the host's. Its size is bounded by the ipc namespace's
 	 * own limits (fs.mqueue.*, per namespace). */
-	m = new_fs("mqueue", "mqueue", NULL,
-		   MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC);
-	t = openat(devfd, "mqueue", O_PATH | O_NOFOLLOW | O_DIRECTORY | O_CLOEXEC);
-	if (m < 0 || t < 0)
-		fail_errno("/dev/mqueue");
-	attach(m, t, "/dev/mqueue");
+	mount_in_dev(devfd, "mqueue", "mqueue", "mqueue", NULL,
+		     MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC);
 	for (size_t i = 0; i < sizeof(links) / sizeof(links[0]); i++)
 		if (symlinkat(links[i][1], devfd, links[i][0]) < 0)
 			fail_errno("symlink /dev/%s", links[i][0]);

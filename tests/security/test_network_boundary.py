@@ -161,6 +161,15 @@ def test_gateway_scan_finds_only_resolver_and_proxy(c, mk, nd, host_sink):
     assert "egress proxy" in nd.log_text() or "proxy" in nd.log_text()
 
 
+def start_ready(c, sid, script):
+    """Starts `python3 -c script` in the background of sid and waits (up to 10 s) until it
+    made /tmp/ready, its sign that it set up what the test needs."""
+    c.request("POST", f"/v1/sandboxes/{sid}/processes", json={"cmd": ["python3", "-c", script]})
+    for _ in range(100):
+        if c.exec(sid, cmd=["test", "-e", "/tmp/ready"])["exit_code"] == 0:
+            break
+        time.sleep(0.1)
+
 def test_other_sandboxes_unreachable(c, mk):
     a = mk({"default": "allow"})
     b = mk({"default": "allow"})
@@ -181,11 +190,7 @@ def test_other_sandboxes_unreachable(c, mk):
         "threading.Thread(target=udp, daemon=True).start()\n"
         "open('/tmp/ready', 'w').close()\n"
         "time.sleep(60)\n")
-    c.request("POST", f"/v1/sandboxes/{b}/processes", json={"cmd": ["python3", "-c", server]})
-    for _ in range(100):
-        if c.exec(b, cmd=["test", "-e", "/tmp/ready"])["exit_code"] == 0:
-            break
-        time.sleep(0.1)
+    start_ready(c, b, server)
     # Control: B's own listener works.
     run_client(c, b, "tcp", "127.0.0.1", 9000)
     for dst in (bi["address"], bi["gateway"]):
@@ -346,11 +351,7 @@ def test_a_recycled_slot_keeps_nothing_of_its_last_sandbox(lab):
             "except OSError: pass\n"
             "open('/tmp/ready', 'w').close()\n"
             "time.sleep(600)\n")
-        c.request("POST", f"/v1/sandboxes/{a}/processes", json={"cmd": ["python3", "-c", leave]})
-        for _ in range(100):
-            if c.exec(a, cmd=["test", "-e", "/tmp/ready"])["exit_code"] == 0:
-                break
-            time.sleep(0.1)
+        start_ready(c, a, leave)
         first = c.sh(a, "cat /proc/net/tcp /proc/net/udp /proc/net/unix /proc/net/arp")
         assert "isola-slot-probe" in first and ":238C" in first, first  # 9100 = 0x238C
         c.delete_sandbox(a)
