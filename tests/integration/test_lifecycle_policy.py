@@ -38,10 +38,11 @@ def wait_state(api, sid, want, timeout=SETTLE):
 
 
 def start_counter(api, sid):
-    """A background process counting in memory, writing its count to /tmp/count."""
+    """A background process counting in memory, writing its count to /tmp/count (through a
+    rename, so a reader never sees the file truncated and not yet written)."""
     p = api.start_process(sid, cmd=["sh", "-c",
-                                    "i=0; while :; do i=$((i+1)); echo $i > /tmp/count; "
-                                    "sleep 0.2; done"])
+                                    "i=0; while :; do i=$((i+1)); echo $i > /tmp/count.new; "
+                                    "mv /tmp/count.new /tmp/count; sleep 0.2; done"])
     return p["pid"]
 
 
