@@ -53,7 +53,10 @@ static void hook_child(const char *path, char **argv, char **envp, int in, int o
 	sigemptyset(&none);
 	sigprocmask(SIG_SETMASK, &none, NULL);
 	signal(SIGPIPE, SIG_DFL);
-	if (dup2(in, 0) < 0 || dup2(out, 1) < 0 || dup2(out, 2) < 0)
+	/* Above 2 first (a pipe may have got fd 0-2 if ours were closed); dup2 clears CLOEXEC. */
+	in = fcntl(in, F_DUPFD, 3);
+	out = fcntl(out, F_DUPFD, 3);
+	if (in < 0 || out < 0 || dup2(in, 0) < 0 || dup2(out, 1) < 0 || dup2(out, 2) < 0)
 		_exit(127);
 	syscall(SYS_close_range, 3, ~0U, 0);
 	execve(path, argv, envp);
@@ -61,34 +64,46 @@ static void hook_child(const char *path, char **argv, char **envp, int in, int o
 	_exit(127);
 }
 
+/* Appends up to what kept still holds of buf[0..k). */
+static void keep(char *kept, size_t *klen, const char *buf, size_t k)
+{
+	size_t c = k < HOOK_OUTPUT_KEPT - *klen ? k : HOOK_OUTPUT_KEPT - *klen;
+
+	memcpy(kept + *klen, buf, c);
+	*klen += c;
+}
+
 /*
  * Feeds state to the hook, keeps the start of its output in kept, and waits for it until
  * deadline_ms (0: none). Returns its wait status, or -ETIMEDOUT once it was killed for it.
- * A hook that leaves a child holding its output does not hold us: its own exit ends the wait.
+ * A hook that leaves a child holding its output does not hold us: its own exit (its pidfd
+ * turning readable) ends the wait.
  */
 static int hook_wait(pid_t pid, int in, int out, const char *state, char *kept, size_t *klen,
 		     long long deadline_ms)
 {
 	size_t slen = strlen(state), sent = 0;
-	int st;
+	int pidfd = (int)syscall(SYS_pidfd_open, pid, 0), st;
 
 	fcntl(in, F_SETFL, O_NONBLOCK);
 	fcntl(out, F_SETFL, O_NONBLOCK);
 	for (;;) {
-		struct pollfd pf[2] = {{.fd = out, .events = POLLIN},
-				       {.fd = in, .events = POLLOUT}};
-		int wait_ms = 100;
+		struct pollfd pf[3] = {{.fd = out, .events = POLLIN},
+				       {.fd = in, .events = POLLOUT},
+				       {.fd = pidfd, .events = POLLIN}};
+		long long left = deadline_ms ? deadline_ms - now_ms() : -1;
 		char buf[4096];
-		ssize_t k;
-		pid_t w;
+		ssize_t k = -1;
 
 		if (in >= 0 && sent == slen) {
 			close(in);
 			in = -1;
 		}
-		pf[1].fd = in;
-		if (out >= 0)
-			poll(pf, 2, wait_ms);
+		pf[1].fd = in; /* poll skips a negative fd */
+		/* Without a pidfd (an old kernel), look at the hook every 20 ms. */
+		if (pidfd < 0 && (left < 0 || left > 20))
+			left = 20;
+		poll(pf, 3, left < 0 ? -1 : (int)(left > 0 ? left : 0));
 		if (in >= 0 && (pf[1].revents & (POLLOUT | POLLERR | POLLHUP))) {
 			k = write(in, state + sent, slen - sent);
 			if (k > 0)
@@ -96,29 +111,13 @@ static int hook_wait(pid_t pid, int in, int out, const char *state, char *kept, 
 			else if (k < 0 && errno != EAGAIN && errno != EINTR)
 				sent = slen; /* the hook closed its stdin: it does not want it */
 		}
-		while (out >= 0 && (k = read(out, buf, sizeof(buf))) != 0) {
-			if (k < 0) {
-				if (errno != EAGAIN && errno != EINTR) {
-					close(out);
-					out = -1;
-				}
-				break;
-			}
-			if (*klen < HOOK_OUTPUT_KEPT) {
-				size_t c = (size_t)k < HOOK_OUTPUT_KEPT - *klen
-						   ? (size_t)k
-						   : HOOK_OUTPUT_KEPT - *klen;
-
-				memcpy(kept + *klen, buf, c);
-				*klen += c;
-			}
-		}
-		if (out >= 0 && k == 0) {
+		while (out >= 0 && (k = read(out, buf, sizeof(buf))) > 0)
+			keep(kept, klen, buf, (size_t)k);
+		if (out >= 0 && (k == 0 || (k < 0 && errno != EAGAIN && errno != EINTR))) {
 			close(out);
 			out = -1;
 		}
-		w = waitpid(pid, &st, WNOHANG);
-		if (w == pid)
+		if (waitpid(pid, &st, WNOHANG) == pid)
 			break;
 		if (deadline_ms && now_ms() >= deadline_ms) {
 			kill(pid, SIGKILL);
@@ -126,16 +125,22 @@ static int hook_wait(pid_t pid, int in, int out, const char *state, char *kept, 
 			st = -ETIMEDOUT;
 			break;
 		}
-		if (out < 0) {
-			struct timespec ts = {0, 20000000};
+	}
+	/* What it wrote right before it exited. */
+	if (out >= 0) {
+		char buf[4096];
+		ssize_t k;
 
-			nanosleep(&ts, NULL);
-		}
+		while ((k = read(out, buf, sizeof(buf))) > 0)
+			keep(kept, klen, buf, (size_t)k);
+		close(out);
 	}
 	if (in >= 0)
 		close(in);
-	if (out >= 0)
-		close(out);
+	if (pidfd >= 0)
+		close(pidfd);
+	while (*klen && (kept[*klen - 1] == '\n' || kept[*klen - 1] == ' '))
+		(*klen)--;
 	kept[*klen] = '\0';
 	return st;
 }

@@ -170,3 +170,23 @@ def test_failing_poststart_and_poststop_are_warnings(runc, rootfs, tmp_path, iso
     assert "warning: hook `poststop[0]`" in cp.stderr, cp.stderr
     assert (out / "order").read_text() == "poststart\npoststop\n"
     assert sandboxes(isolad, **{"oci.id": "w1"}) == []
+
+
+def test_hook_child_holding_its_output_does_not_hold_create(runc, rootfs, tmp_path, isolad):
+    """A hook that exits leaving a child with its stdout open (a daemon it started) is done:
+    its own exit ends the wait, as its status is all that counts."""
+    pidf = tmp_path / "bg.pid"
+
+    def edit(c):
+        c["hooks"] = {"prestart": [{"path": "/bin/sh", "args": [
+            "sh", "-c", f"sleep 600 & echo $! > {pidf}; echo started"]}]}
+    b = make_bundle(runc, rootfs, tmp_path, ["true"], edit)
+    try:
+        runc("create", "--bundle", b, "bg1", check=True, timeout=300)
+        assert runc.state("bg1")["status"] == "created"
+    finally:
+        if pidf.exists():
+            try:
+                os.kill(int(pidf.read_text()), 9)
+            except ProcessLookupError:
+                pass
