@@ -57,6 +57,8 @@ cleanup() {
 	if [ -n "${netns:-}" ]; then
 		# dockerd's netns bind mounts under our dir, then our namespace.
 		grep -o " $dir/[^ ]*" /proc/self/mountinfo | sort -r | xargs -r -n1 umount -l || true
+		# What dockerd left in our namespace (docker-proxy), by pid.
+		for p in $(ip netns pids "$netns" 2>/dev/null); do kill -9 "$p" 2>/dev/null || true; done
 		ip netns delete "$netns" 2>/dev/null || true
 	fi
 	rm -rf "$dir"

@@ -85,6 +85,13 @@ def netdocker(isolad, tmp_path_factory):
         finally:
             d.stop()
     finally:
+        # Whatever dockerd left in our namespace (docker-proxy after a crash), by pid.
+        pids = subprocess.run(["ip", "netns", "pids", name], capture_output=True, text=True)
+        for pid in pids.stdout.split():
+            try:
+                os.kill(int(pid), 9)
+            except ProcessLookupError:
+                pass
         subprocess.run(["ip", "netns", "delete", name], check=False)
 
 
