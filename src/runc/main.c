@@ -26,6 +26,7 @@
 #include "../cli/parse.h"
 #include "../common/util.h"
 #include "config.h"
+#include "hooks.h"
 
 #define DEFAULT_ROOT   "/run/isola-runc"
 #define DEFAULT_SOCKET "/run/isola/isolad.sock"
@@ -364,6 +365,80 @@ static void take_terminal(int fd)
 	ioctl(0, TIOCSCTTY, 0);
 }
 
+/* The OCI state of c (runtime-spec runtime.md) with status st and host pid (0: none). */
+static json_t *oci_state(struct container *c, const char *st, long host_pid)
+{
+	json_t *ann = json_object_get(c->st, "annotations");
+
+	return json_pack("{s:s, s:s, s:s, s:I, s:O, s:O, s:o}", "ociVersion", "1.2.0", "id", c->id,
+			 "status", st, "pid", (json_int_t)host_pid, "bundle",
+			 json_object_get(c->st, "bundle"), "created",
+			 json_object_get(c->st, "created"), "annotations",
+			 ann ? json_incref(ann) : json_object());
+}
+
+/* Runs c's hooks of kind with its state (status, pid) on their stdin (hooks.h). */
+static int container_hooks(struct container *c, const char *kind, const char *status, long pid,
+			   struct isola_err **err)
+{
+	json_t *state;
+	int r;
+
+	if (!json_array_size(json_object_get(json_object_get(c->st, "hooks"), kind)))
+		return 0;
+	state = oci_state(c, status, pid);
+	if (!state)
+		return isola_err_set(err, ENOMEM, NULL, "out of memory");
+	r = hooks_run(json_object_get(c->st, "hooks"), kind, state, err);
+	json_decref(state);
+	return r;
+}
+
+/* poststart, poststop: a failure is a warning, as in runc. */
+static void warn_hooks(struct container *c, const char *kind, const char *status, long pid)
+{
+	struct isola_err *e = NULL;
+
+	if (container_hooks(c, kind, status, pid, &e) < 0)
+		warn(e && e->message ? e->message : kind);
+	isola_err_free(e);
+}
+
+/* prestart, then createRuntime, once the sandbox (the container's namespaces) exists and before
+ * create returns; a failure fails create (runc's order). */
+static int create_hooks(struct container *c, struct isola_err **err)
+{
+	long host_pid;
+	const char *st;
+	int r;
+
+	if (!json_object_size(json_object_get(c->st, "hooks")))
+		return 0;
+	st = container_status(c, &host_pid, err);
+	if (!st)
+		return -EIO;
+	r = container_hooks(c, "prestart", "created", host_pid, err);
+	if (r == 0)
+		r = container_hooks(c, "createRuntime", "created", host_pid, err);
+	return r < 0 ? isola_err_wrap(err, "create container `%s`", c->id) : 0;
+}
+
+/* A new network namespace that the engine's prestart/createRuntime hooks program (Docker's
+ * bridge and user-defined networks): an empty one of ours at ROOT/ID/netns, joined by the
+ * sandbox as its `netns`. */
+static int engine_netns(struct container *c, struct oci_mapped *m, struct isola_err **err)
+{
+	char path[PATH_MAX];
+	int r;
+
+	if (!m->engine_netns)
+		return 0;
+	r = hooks_netns_make(c->dir, m->net_sysctl, path, sizeof(path), err);
+	if (r == 0)
+		json_object_set_new(m->create, "netns", json_string(path));
+	return r;
+}
+
 static int do_create(const char *id, struct create_opts *o, struct container *c,
 		     struct isola_err **err)
 {
@@ -386,12 +461,17 @@ static int do_create(const char *id, struct create_opts *o, struct container *c,
 				       : isola_err_sys(err, errno, NULL, "create `%s`", c->dir);
 	r = load_bundle(o->bundle, id, bundle, &m, err);
 	if (r < 0 || !(h = cl(err))) {
+		if (r == 0)
+			oci_mapped_fini(&m);
 		rmdir(c->dir);
 		return r < 0 ? r : -EIO;
 	}
-	r = client_json(h, "POST", "/v1/sandboxes", m.create, &sb, err);
+	r = engine_netns(c, &m, err);
+	if (r == 0)
+		r = client_json(h, "POST", "/v1/sandboxes", m.create, &sb, err);
 	if (r < 0) {
 		oci_mapped_fini(&m);
+		hooks_netns_remove(c->dir);
 		rmdir(c->dir);
 		return isola_err_wrap(err, "create container `%s`", id);
 	}
@@ -405,6 +485,8 @@ static int do_create(const char *id, struct create_opts *o, struct container *c,
 			  "bundle", bundle, "created", created, "pid", 0, "process", m.process,
 			  "annotations", m.annotations);
 	json_decref(sb);
+	if (c->st && m.hooks)
+		json_object_set(c->st, "hooks", m.hooks);
 	oci_mapped_fini(&m);
 	r = c->st ? container_save(c, err) : isola_err_set(err, ENOMEM, NULL, "out of memory");
 	o->tty = -1;
@@ -415,8 +497,14 @@ static int do_create(const char *id, struct create_opts *o, struct container *c,
 		else if ((o->tty = console_setup(o->console, err)) < 0)
 			r = o->tty;
 	}
+	if (r == 0)
+		r = create_hooks(c, err);
 	if (r < 0) {
+		if (o->tty >= 0)
+			close(o->tty);
+		o->tty = -1;
 		destroy_sandbox(json_string_value(json_object_get(c->st, "sandbox")), NULL);
+		hooks_netns_remove(c->dir);
 		util_rm_rf(c->dir);
 	}
 	return r;
@@ -558,6 +646,8 @@ static int do_start(struct container *c, struct isola_err **err)
 	json_decref(proc);
 	r = container_save(c, err);
 	relay_release(c);
+	if (r == 0)
+		warn_hooks(c, "poststart", "running", host_pid);
 	return r;
 }
 
@@ -771,6 +861,8 @@ static int do_delete(struct container *c, bool force, struct isola_err **err)
 	json_object_set_new(c->st, "killed", json_true());
 	container_save(c, NULL);
 	relay_release(c);
+	warn_hooks(c, "poststop", "stopped", 0);
+	hooks_netns_remove(c->dir);
 	util_rm_rf(c->dir);
 	return 0;
 }
@@ -832,11 +924,7 @@ static int print_state(struct container *c, struct isola_err **err)
 
 	if (!st)
 		return -EIO;
-	j = json_pack("{s:s, s:s, s:s, s:I, s:O, s:O, s:O}", "ociVersion", "1.2.0", "id", c->id,
-		      "status", st, "pid", (json_int_t)host_pid, "bundle",
-		      json_object_get(c->st, "bundle"), "created",
-		      json_object_get(c->st, "created"), "annotations",
-		      json_object_get(c->st, "annotations") ?: json_object());
+	j = oci_state(c, st, host_pid);
 	if (j)
 		json_object_set(j, "sandbox", json_object_get(c->st, "sandbox"));
 	s = j ? json_dumps(j, JSON_INDENT(2) | JSON_PRESERVE_ORDER) : NULL;
@@ -1434,6 +1522,7 @@ static int run_command(int argc, char **argv)
 			container_save(&c, NULL);
 			relay_release(&c);
 			destroy_sandbox(sandbox_of(&c), NULL);
+			hooks_netns_remove(c.dir);
 			util_rm_rf(c.dir);
 		}
 		if (relay && o.tty >= 0)

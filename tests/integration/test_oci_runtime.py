@@ -275,8 +275,8 @@ def test_user_and_cwd_and_resources_are_mapped(runc, rootfs, tmp_path, isolad):
 
 
 @pytest.mark.parametrize("edit,msg", [
-    (lambda c: c.update(hooks={"prestart": [{"path": "/bin/true"}]}),
-     "`hooks.prestart` is refused"),
+    (lambda c: c.update(hooks={"createContainer": [{"path": "/bin/true"}]}),
+     "`hooks.createContainer` is refused: it would run inside the container's namespaces"),
     (lambda c: c["linux"]["namespaces"].append({"type": "ipc", "path": "/proc/1/ns/ipc"}),
      "joining the ipc namespace at a path is refused"),
     # The host's own network (this test's, isolad's) needs isolad --allow-host-netns.
