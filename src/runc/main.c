@@ -25,6 +25,7 @@
 #include "../cli/client.h"
 #include "../cli/parse.h"
 #include "../common/util.h"
+#include "cgjoin.h"
 #include "config.h"
 
 #define DEFAULT_ROOT   "/run/isola-runc"
@@ -483,6 +484,56 @@ static void relay_enter_netns(struct container *c)
 		     "container: on this container would be refused)");
 }
 
+/*
+ * Stats: an engine's shim learns the container's cgroups from the pid it was given (containerd's
+ * runc shim, so Docker's stats too, loads /proc/PID/cgroup once `create` returns; Podman reads
+ * it per `podman stats`), and that pid is the relay. So before `create` returns, the relay
+ * joins its sandbox's cgroups in every hierarchy the sandbox uses, as runc's init is in its
+ * container's. First it is made what a cgroup OOM never kills (oom_score_adj -1000: the
+ * container's own processes are the OOM killer's choice; where CAP_SYS_RESOURCE is withheld,
+ * the score it inherited from the shim); it stays a host process the
+ * sandbox's processes cannot see or signal (another pid namespace, another uid). Not with
+ * $ISOLA_URL (isolad may be on another host). A failure is a warning: the relay works on, and
+ * the engine's stats show the engine's cgroup.
+ */
+static void relay_join_cgroups(const struct container *c, pid_t relay)
+{
+	cleanup_err struct isola_err *e = NULL;
+	struct container self = *c;
+	long host_pid = 0;
+	char path[64], msg[1024];
+	int fd, r;
+
+	if (g.conf.url)
+		return;
+	if (!container_status(&self, &host_pid, &e) || host_pid <= 0) {
+		snprintf(msg, sizeof(msg),
+			 "the relay stays in the engine's cgroups (its stats are not the "
+			 "container's): container `%s` has no init: %s",
+			 c->id, e && e->message ? e->message : "not created");
+		warn(msg);
+		return;
+	}
+	snprintf(path, sizeof(path), "/proc/%d/oom_score_adj", (int)relay);
+	fd = open(path, O_WRONLY | O_CLOEXEC);
+	r = fd < 0 || util_write_all(fd, "-1000", 5) < 0 ? -errno : 0;
+	if (fd >= 0)
+		close(fd);
+	/* Without CAP_SYS_RESOURCE (a container host that withholds it) no score can be lowered:
+	 * the relay keeps the one it inherited from the engine's shim (docs/oci.md, "Stats"). */
+	if (r == -EACCES || r == -EPERM)
+		r = 0;
+	if (r == 0)
+		r = oci_cgroup_join((pid_t)host_pid, sandbox_of(&self), relay, &e);
+	if (r < 0) {
+		snprintf(msg, sizeof(msg),
+			 "the relay stays in the engine's cgroups (its stats are not the "
+			 "container's): %s",
+			 e && e->message ? e->message : strerror(-r));
+		warn(msg);
+	}
+}
+
 static pid_t relay_spawn(const struct container *c, int tty, struct isola_err **err)
 {
 	char path[PATH_MAX + 16];
@@ -497,8 +548,10 @@ static pid_t relay_spawn(const struct container *c, int tty, struct isola_err **
 	pid = fork();
 	if (pid < 0)
 		return isola_err_sys(err, errno, NULL, "fork the output relay");
-	if (pid > 0)
+	if (pid > 0) {
+		relay_join_cgroups(c, pid);
 		return pid;
+	}
 	/* The relay: a session of its own, no client shared with the parent. */
 	setsid();
 	take_terminal(tty);

@@ -24,6 +24,7 @@ from tenancy_util import Tenant  # noqa: E402
 RUNC = Path(os.environ.get("ISOLA_RUNC") or conftest.BUILD / "src" / "runc" / "isola-runc")
 BINARIES = ("sh", "cat", "sleep", "id", "grep", "stty", "bash")
 CAP_SYS_ADMIN = 21
+CAP_SYS_RESOURCE = 24
 HOST_NETNS = f"/proc/{os.getpid()}/ns/net"  # this test's network namespace: the host's
 
 
@@ -209,6 +210,52 @@ def test_lifecycle_create_start_state_kill_delete(runc, rootfs, tmp_path, isolad
     assert sandboxes(isolad, **{"oci.id": "c1"}) == []
     cp = runc("state", "c1")
     assert cp.returncode == 1 and "container `c1` does not exist" in cp.stderr
+
+
+def cgroups_of(pid):
+    """/proc/PID/cgroup as {controllers: path}."""
+    lines = Path(f"/proc/{pid}/cgroup").read_text().splitlines()
+    return {ln.split(":", 2)[1]: ln.split(":", 2)[2] for ln in lines}
+
+
+def test_relay_is_in_the_sandboxs_cgroups(runc, rootfs, tmp_path):
+    """The relay (the pid an engine's shim reads /proc/PID/cgroup of for its stats) is in its
+    sandbox's cgroups in every hierarchy the sandbox uses, with oom_score_adj -1000 (a cgroup
+    OOM kills the container's processes, never it), and nowhere else of the sandbox's; its
+    exit status stays the process's."""
+    b = make_bundle(runc, rootfs, tmp_path, ["sh", "-c",
+                    "while [ ! -e /tmp/go ]; do sleep 0.1; done; exit 7"])
+    pidfile = tmp_path / "relay.pid"
+    env = dict(os.environ, ISOLA_SOCKET=runc.isolad.socket)
+    shim = subprocess.Popen(
+        [sys.executable, "-c", SHIM, str(RUNC), "--root", str(runc.root), "create", "--bundle",
+         str(b), "--pid-file", str(pidfile), "cg1", str(pidfile), str(tmp_path / "out")],
+        stdout=subprocess.PIPE, text=True, env=env)
+    try:
+        assert shim.stdout.readline() == "created\n"
+        st = runc.state("cg1")
+        relay, init = int(pidfile.read_text()), st["pid"]
+        mine, theirs = cgroups_of(relay), cgroups_of(init)
+        own = {c: p for c, p in theirs.items() if p.endswith("/" + st["sandbox"])}
+        assert "memory" in own and "pids" in own, theirs  # v1 here; "" on a v2 host
+        assert all(mine[c] == p for c, p in own.items()), (mine, theirs)
+        others = {c: p for c, p in mine.items() if c not in own}
+        assert not any(st["sandbox"] in p for p in others.values()), mine
+        # -1000 needs CAP_SYS_RESOURCE (which some container hosts withhold, this one among
+        # them); without it the relay keeps the score of its parent, the shim (ours: the test's).
+        caps = int(next(ln for ln in Path("/proc/self/status").read_text().splitlines()
+                        if ln.startswith("CapEff:")).split()[1], 16)
+        want = -1000 if caps & (1 << CAP_SYS_RESOURCE) else int(
+            Path("/proc/self/oom_score_adj").read_text())
+        assert int(Path(f"/proc/{relay}/oom_score_adj").read_text()) == want
+        runc("start", "cg1", check=True)
+        runc("exec", "cg1", "sh", "-c", ": > /tmp/go", check=True)
+        status = shim.communicate(timeout=120)[0].strip()
+    finally:
+        if shim.poll() is None:
+            shim.kill()
+    assert status == "7", status
+    runc("delete", "cg1", check=True)
 
 
 def test_create_start_relays_output_to_creates_stdio(runc, rootfs, tmp_path):
