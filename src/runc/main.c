@@ -791,6 +791,24 @@ static void stdin_forward(const char *sandbox, long pid, bool tty)
 
 /* Our stdio <-> process pid: stdin forwarded by a child, output followed here. Returns the
  * process's exit status (shell style) or -errno. */
+/*
+ * No stdin forwarder (its fork failed: the relay is in the sandbox's cgroups, so a pids limit
+ * the container already reached counts it too): the process's stdin is closed, as a
+ * /dev/null stdin would be, rather than left open with nobody to write or close it.
+ */
+static void stdin_unforwarded(const char *sandbox, long pid)
+{
+	cleanup_free char *close_in =
+		cli_pathf("/v1/sandboxes/%s/processes/%ld/close-stdin", sandbox, pid);
+	char msg[128];
+
+	snprintf(msg, sizeof(msg),
+		 "stdin is not forwarded (fork: %s): the process's stdin is closed",
+		 strerror(errno));
+	warn(msg);
+	client_json(cl(NULL), "POST", close_in, NULL, NULL, NULL);
+}
+
 static int relay_io(const char *sandbox, long pid, bool tty, struct isola_err **err)
 {
 	pid_t fw;
@@ -800,6 +818,8 @@ static int relay_io(const char *sandbox, long pid, bool tty, struct isola_err **
 	fw = fork();
 	if (fw == 0)
 		stdin_forward(sandbox, pid, tty);
+	if (fw < 0)
+		stdin_unforwarded(sandbox, pid);
 	st = follow(sandbox, pid, err);
 	if (fw > 0) {
 		kill(fw, SIGKILL);

@@ -258,6 +258,34 @@ def test_relay_is_in_the_sandboxs_cgroups(runc, rootfs, tmp_path):
     runc("delete", "cg1", check=True)
 
 
+def test_relay_without_room_for_its_stdin_forwarder(runc, rootfs, tmp_path):
+    """The relay counts against the container's pids limit: when the container already filled
+    it, the relay cannot fork its stdin forwarder and closes the process's stdin instead (a
+    `cat` ends), rather than leave it open with nobody to write or close it."""
+    b = make_bundle(runc, rootfs, tmp_path, ["sh", "-c", "exec cat"])
+    pidfile, out = tmp_path / "relay.pid", tmp_path / "out"
+    env = dict(os.environ, ISOLA_SOCKET=runc.isolad.socket)
+    shim = subprocess.Popen(
+        [sys.executable, "-c", SHIM, str(RUNC), "--root", str(runc.root), "create", "--bundle",
+         str(b), "--pid-file", str(pidfile), "np1", str(pidfile), str(out)],
+        stdout=subprocess.PIPE, text=True, env=env)
+    try:
+        assert shim.stdout.readline() == "created\n"
+        sb = runc.state("np1")["sandbox"]
+        pids = next(p for p in (Path("/sys/fs/cgroup/pids/isola") / sb,  # v1, then v2
+                                Path("/sys/fs/cgroup/isola") / sb) if p.is_dir())
+        # Room for the container's process, none for the relay's forwarder.
+        (pids / "pids.max").write_text(str(int((pids / "pids.current").read_text()) + 1))
+        runc("start", "np1", check=True)
+        status = shim.communicate(timeout=120)[0].strip()
+    finally:
+        if shim.poll() is None:
+            shim.kill()
+    assert status == "0", (status, Path(str(out) + ".err").read_text())
+    assert "stdin is not forwarded" in Path(str(out) + ".err").read_text()
+    runc("delete", "np1", check=True)
+
+
 def test_create_start_relays_output_to_creates_stdio(runc, rootfs, tmp_path):
     """The process's output reaches the stdout/stderr `create` was given (an engine's fifos)."""
     b = make_bundle(runc, rootfs, tmp_path, ["sh", "-c", "echo out-line; echo err-line >&2"])
