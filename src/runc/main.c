@@ -883,11 +883,15 @@ static int do_kill(struct container *c, int sig, struct isola_err **err)
 		return isola_err_set(err, ESRCH, "conflict", "container `%s` is not running",
 				     c->id);
 	if (!strcmp(st, "created")) {
-		/* Nothing of the container's runs yet: it stops, and its sandbox goes. */
+		/* Nothing of the container's runs yet: it stops, and its sandbox goes. The sandbox
+		 * first: its end kills the relay in its cgroups (137 for the engine, always); only
+		 * a relay outside them (it could not join) is woken to exit by itself. */
 		json_object_set_new(c->st, "killed", json_true());
 		r = container_save(c, err);
+		if (r == 0)
+			r = destroy_sandbox(sandbox_of(c), err);
 		relay_release(c);
-		return r < 0 ? r : destroy_sandbox(sandbox_of(c), err);
+		return r;
 	}
 	path = cli_pathf("/v1/sandboxes/%s/processes/%ld/signal", sandbox_of(c), pid);
 	body = json_pack("{s:i}", "signal", sig);

@@ -286,6 +286,27 @@ def test_relay_without_room_for_its_stdin_forwarder(runc, rootfs, tmp_path):
     runc("delete", "np1", check=True)
 
 
+def test_kill_before_start_ends_the_relay_as_a_kill(runc, rootfs, tmp_path):
+    """A container killed before `start`: its sandbox is destroyed with the relay in its
+    cgroups, so the shim always reaps 137 (SIGKILL), as from a runc init killed unstarted."""
+    b = make_bundle(runc, rootfs, tmp_path, ["sleep", "1000"])
+    pidfile = tmp_path / "relay.pid"
+    env = dict(os.environ, ISOLA_SOCKET=runc.isolad.socket)
+    shim = subprocess.Popen(
+        [sys.executable, "-c", SHIM, str(RUNC), "--root", str(runc.root), "create", "--bundle",
+         str(b), "--pid-file", str(pidfile), "kb1", str(pidfile), str(tmp_path / "out")],
+        stdout=subprocess.PIPE, text=True, env=env)
+    try:
+        assert shim.stdout.readline() == "created\n"
+        runc("kill", "kb1", "TERM", check=True)
+        status = shim.communicate(timeout=120)[0].strip()
+    finally:
+        if shim.poll() is None:
+            shim.kill()
+    assert status == "-9", status  # waitstatus_to_exitcode: killed by signal 9
+    runc("delete", "kb1", check=True)
+
+
 def test_create_start_relays_output_to_creates_stdio(runc, rootfs, tmp_path):
     """The process's output reaches the stdout/stderr `create` was given (an engine's fifos)."""
     b = make_bundle(runc, rootfs, tmp_path, ["sh", "-c", "echo out-line; echo err-line >&2"])
