@@ -485,9 +485,9 @@ static void relay_enter_netns(struct container *c)
 }
 
 /*
- * Stats: an engine's shim learns the container's cgroups from the pid it was given (containerd's
- * runc shim, so Docker's stats too, loads /proc/PID/cgroup once `create` returns; Podman reads
- * it per `podman stats`), and that pid is the relay. So before `create` returns, the relay
+ * Stats: containerd's runc shim (so Docker's stats and the CRI's too) loads the cgroups of the pid
+ * it was given from /proc/PID/cgroup once `create` returns, and that pid is the relay (Podman
+ * reads `state`'s pid, the sandbox's init, instead). So before `create` returns, the relay
  * joins its sandbox's cgroups in every hierarchy the sandbox uses, as runc's init is in its
  * container's. First it is made what a cgroup OOM never kills (oom_score_adj -1000: the
  * container's own processes are the OOM killer's choice; where CAP_SYS_RESOURCE is withheld,
@@ -789,8 +789,6 @@ static void stdin_forward(const char *sandbox, long pid, bool tty)
 	_exit(0);
 }
 
-/* Our stdio <-> process pid: stdin forwarded by a child, output followed here. Returns the
- * process's exit status (shell style) or -errno. */
 /*
  * No stdin forwarder (its fork failed: the relay is in the sandbox's cgroups, so a pids limit
  * the container already reached counts it too): the process's stdin is closed, as a
@@ -809,6 +807,8 @@ static void stdin_unforwarded(const char *sandbox, long pid)
 	client_json(cl(NULL), "POST", close_in, NULL, NULL, NULL);
 }
 
+/* Our stdio <-> process pid: stdin forwarded by a child, output followed here. Returns the
+ * process's exit status (shell style) or -errno. */
 static int relay_io(const char *sandbox, long pid, bool tty, struct isola_err **err)
 {
 	pid_t fw;
