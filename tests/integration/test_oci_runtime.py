@@ -307,6 +307,34 @@ def test_kill_before_start_ends_the_relay_as_a_kill(runc, rootfs, tmp_path):
     runc("delete", "kb1", check=True)
 
 
+def test_hibernate_with_the_relay_in_the_sandboxs_cgroups(runc, rootfs, tmp_path, isolad):
+    """Hibernating a container's sandbox ends its processes, the relay among them (it is in the
+    sandbox's cgroups), and succeeds: the container is `stopped`, and delete removes it."""
+    b = make_bundle(runc, rootfs, tmp_path, ["sleep", "1000"])
+    pidfile = tmp_path / "relay.pid"
+    env = dict(os.environ, ISOLA_SOCKET=runc.isolad.socket)
+    shim = subprocess.Popen(
+        [sys.executable, "-c", SHIM, str(RUNC), "--root", str(runc.root), "create", "--bundle",
+         str(b), "--pid-file", str(pidfile), "hb1", str(pidfile), str(tmp_path / "out")],
+        stdout=subprocess.PIPE, text=True, env=env)
+    try:
+        assert shim.stdout.readline() == "created\n"
+        runc("start", "hb1", check=True)
+        sb = runc.state("hb1")["sandbox"]
+        c = isolad.client(timeout=120)
+        r = c.request("POST", f"/v1/sandboxes/{sb}/hibernate")
+        assert r.status == 200, r
+        assert c.request("GET", f"/v1/sandboxes/{sb}").json()["state"] == "hibernated"
+        status = shim.communicate(timeout=120)[0].strip()
+    finally:
+        if shim.poll() is None:
+            shim.kill()
+    assert status == "-9", status
+    assert runc.state("hb1")["status"] == "stopped"
+    runc("delete", "hb1", check=True)
+    assert sandboxes(isolad, **{"oci.id": "hb1"}) == []
+
+
 def test_create_start_relays_output_to_creates_stdio(runc, rootfs, tmp_path):
     """The process's output reaches the stdout/stderr `create` was given (an engine's fifos)."""
     b = make_bundle(runc, rootfs, tmp_path, ["sh", "-c", "echo out-line; echo err-line >&2"])
