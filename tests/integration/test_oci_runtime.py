@@ -335,6 +335,32 @@ def test_hibernate_with_the_relay_in_the_sandboxs_cgroups(runc, rootfs, tmp_path
     assert sandboxes(isolad, **{"oci.id": "hb1"}) == []
 
 
+def test_relay_outlives_the_containers_oom(runc, rootfs, tmp_path, isolad):
+    """A cgroup OOM in the container kills the container's process that filled it, never the
+    relay that shares its cgroups: the shim still reaps the process's own status."""
+    b = make_bundle(runc, rootfs, tmp_path, ["sh", "-c",
+                    "(a=x; while :; do a=$a$a; done); echo survived; exit 5"],
+                    lambda c: c["linux"].update(resources={"memory": {"limit": 32 << 20}}))
+    pidfile, out = tmp_path / "relay.pid", tmp_path / "out"
+    env = dict(os.environ, ISOLA_SOCKET=runc.isolad.socket)
+    shim = subprocess.Popen(
+        [sys.executable, "-c", SHIM, str(RUNC), "--root", str(runc.root), "create", "--bundle",
+         str(b), "--pid-file", str(pidfile), "oom1", str(pidfile), str(out)],
+        stdout=subprocess.PIPE, text=True, env=env)
+    try:
+        assert shim.stdout.readline() == "created\n"
+        runc("start", "oom1", check=True)
+        status = shim.communicate(timeout=120)[0].strip()
+    finally:
+        if shim.poll() is None:
+            shim.kill()
+    assert status == "5" and out.read_text() == "survived\n", (status, out.read_text())
+    sb = runc.state("oom1")["sandbox"]
+    st = isolad.client(timeout=30).request("GET", f"/v1/sandboxes/{sb}/stats").json()
+    assert st["oom_kills"] >= 1, st  # the subshell was what the OOM killer took
+    runc("delete", "oom1", check=True)
+
+
 def test_create_start_relays_output_to_creates_stdio(runc, rootfs, tmp_path):
     """The process's output reaches the stdout/stderr `create` was given (an engine's fifos)."""
     b = make_bundle(runc, rootfs, tmp_path, ["sh", "-c", "echo out-line; echo err-line >&2"])
