@@ -25,6 +25,7 @@
 #include "../cli/client.h"
 #include "../cli/parse.h"
 #include "../common/util.h"
+#include "cgjoin.h"
 #include "config.h"
 #include "hooks.h"
 
@@ -571,6 +572,56 @@ static void relay_enter_netns(struct container *c)
 		     "container: on this container would be refused)");
 }
 
+/*
+ * Stats: containerd's runc shim (so Docker's stats and the CRI's too) loads the cgroups of the pid
+ * it was given from /proc/PID/cgroup once `create` returns, and that pid is the relay (Podman
+ * reads `state`'s pid, the sandbox's init, instead). So before `create` returns, the relay
+ * joins its sandbox's cgroups in every hierarchy the sandbox uses, as runc's init is in its
+ * container's. First it is made what a cgroup OOM never kills (oom_score_adj -1000: the
+ * container's own processes are the OOM killer's choice; where CAP_SYS_RESOURCE is withheld,
+ * the score it inherited from the shim); it stays a host process the
+ * sandbox's processes cannot see or signal (another pid namespace, another uid). Not with
+ * $ISOLA_URL (isolad may be on another host). A failure is a warning: the relay works on, and
+ * the engine's stats show the engine's cgroup.
+ */
+static void relay_join_cgroups(const struct container *c, pid_t relay)
+{
+	cleanup_err struct isola_err *e = NULL;
+	struct container self = *c;
+	long host_pid = 0;
+	char path[64], msg[1024];
+	int fd, r;
+
+	if (g.conf.url)
+		return;
+	if (!container_status(&self, &host_pid, &e) || host_pid <= 0) {
+		snprintf(msg, sizeof(msg),
+			 "the relay stays in the engine's cgroups (its stats are not the "
+			 "container's): container `%s` has no init: %s",
+			 c->id, e && e->message ? e->message : "not created");
+		warn(msg);
+		return;
+	}
+	snprintf(path, sizeof(path), "/proc/%d/oom_score_adj", (int)relay);
+	fd = open(path, O_WRONLY | O_CLOEXEC);
+	r = fd < 0 || util_write_all(fd, "-1000", 5) < 0 ? -errno : 0;
+	if (fd >= 0)
+		close(fd);
+	/* Without CAP_SYS_RESOURCE (a container host that withholds it) no score can be lowered:
+	 * the relay keeps the one it inherited from the engine's shim (docs/oci.md, "Stats"). */
+	if (r == -EACCES || r == -EPERM)
+		r = 0;
+	if (r == 0)
+		r = oci_cgroup_join((pid_t)host_pid, sandbox_of(&self), relay, &e);
+	if (r < 0) {
+		snprintf(msg, sizeof(msg),
+			 "the relay stays in the engine's cgroups (its stats are not the "
+			 "container's): %s",
+			 e && e->message ? e->message : strerror(-r));
+		warn(msg);
+	}
+}
+
 static pid_t relay_spawn(const struct container *c, int tty, struct isola_err **err)
 {
 	char path[PATH_MAX + 16];
@@ -585,8 +636,10 @@ static pid_t relay_spawn(const struct container *c, int tty, struct isola_err **
 	pid = fork();
 	if (pid < 0)
 		return isola_err_sys(err, errno, NULL, "fork the output relay");
-	if (pid > 0)
+	if (pid > 0) {
+		relay_join_cgroups(c, pid);
 		return pid;
+	}
 	/* The relay: a session of its own, no client shared with the parent. */
 	setsid();
 	take_terminal(tty);
@@ -826,6 +879,24 @@ static void stdin_forward(const char *sandbox, long pid, bool tty)
 	_exit(0);
 }
 
+/*
+ * No stdin forwarder (its fork failed: the relay is in the sandbox's cgroups, so a pids limit
+ * the container already reached counts it too): the process's stdin is closed, as a
+ * /dev/null stdin would be, rather than left open with nobody to write or close it.
+ */
+static void stdin_unforwarded(const char *sandbox, long pid)
+{
+	cleanup_free char *close_in =
+		cli_pathf("/v1/sandboxes/%s/processes/%ld/close-stdin", sandbox, pid);
+	char msg[128];
+
+	snprintf(msg, sizeof(msg),
+		 "stdin is not forwarded (fork: %s): the process's stdin is closed",
+		 strerror(errno));
+	warn(msg);
+	client_json(cl(NULL), "POST", close_in, NULL, NULL, NULL);
+}
+
 /* Our stdio <-> process pid: stdin forwarded by a child, output followed here. Returns the
  * process's exit status (shell style) or -errno. */
 static int relay_io(const char *sandbox, long pid, bool tty, struct isola_err **err)
@@ -837,6 +908,8 @@ static int relay_io(const char *sandbox, long pid, bool tty, struct isola_err **
 	fw = fork();
 	if (fw == 0)
 		stdin_forward(sandbox, pid, tty);
+	if (fw < 0)
+		stdin_unforwarded(sandbox, pid);
 	st = follow(sandbox, pid, err);
 	if (fw > 0) {
 		kill(fw, SIGKILL);
@@ -902,11 +975,15 @@ static int do_kill(struct container *c, int sig, struct isola_err **err)
 		return isola_err_set(err, ESRCH, "conflict", "container `%s` is not running",
 				     c->id);
 	if (!strcmp(st, "created")) {
-		/* Nothing of the container's runs yet: it stops, and its sandbox goes. */
+		/* Nothing of the container's runs yet: it stops, and its sandbox goes. The sandbox
+		 * first: its end kills the relay in its cgroups (137 for the engine, always); only
+		 * a relay outside them (it could not join) is woken to exit by itself. */
 		json_object_set_new(c->st, "killed", json_true());
 		r = container_save(c, err);
+		if (r == 0)
+			r = destroy_sandbox(sandbox_of(c), err);
 		relay_release(c);
-		return r < 0 ? r : destroy_sandbox(sandbox_of(c), err);
+		return r;
 	}
 	path = cli_pathf("/v1/sandboxes/%s/processes/%ld/signal", sandbox_of(c), pid);
 	body = json_pack("{s:i}", "signal", sig);

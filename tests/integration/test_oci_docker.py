@@ -246,3 +246,35 @@ def test_docker_network_container_mode(docker, isolad):
                       "/proc/self/ns/net").stdout != want
     finally:
         docker("rm", "-f", name, check=False)
+
+
+def mib(text):
+    """Docker's human size (`1.5MiB`, `64MiB`, `700KiB`, `1.2GiB`, `0B`) in MiB."""
+    units = {"B": 1 / (1 << 20), "KiB": 1 / 1024, "MiB": 1, "GiB": 1024, "TiB": 1 << 20}
+    for u in sorted(units, key=len, reverse=True):
+        if text.endswith(u):
+            return float(text[:-len(u)]) * units[u]
+    raise AssertionError(f"not a size: {text!r}")
+
+
+def test_docker_stats_are_the_containers(docker, isolad):
+    """`docker stats` reads the cgroups of the pid isola-runc gave the shim (the relay), which
+    joined its sandbox's: the 64 MiB limit and the container's own small usage and pids, not
+    the engine's cgroup (no limit, hundreds of MiB, every process of the engine)."""
+    name = f"stats-{os.getpid()}"
+    cid = docker("run", "-d", "--name", name, "--runtime", "isola", "--memory", "64m", IMAGE,
+                 "sleep", "1000").stdout.strip()
+    try:
+        sb = sandbox_of(isolad, cid)
+        row = poll(lambda: json.loads(docker("stats", "--no-stream", "--format", "{{json .}}",
+                                             name).stdout or "null"), "no stats row")
+        used, limit = (mib(x.strip()) for x in row["MemUsage"].split("/"))
+        assert limit == 64, row
+        assert 0 < used < 64, row
+        # The sandbox's init, sleep, and the relay (with its stdin forwarder): a handful.
+        assert 2 <= int(row["PIDs"]) <= 8, row
+        st = isolad.client(timeout=30).request("GET", f"/v1/sandboxes/{sb['id']}/stats").json()
+        assert st["memory_limit_bytes"] == 64 << 20 and st["pids"] >= 2, st
+    finally:
+        docker("rm", "-f", name, check=False)
+    poll(lambda: sandboxes(isolad, **{"oci.id": cid}) == [], "sandbox left after docker rm")
