@@ -6,8 +6,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
-#include <pthread.h>
-#include <sched.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/random.h>
@@ -248,15 +246,6 @@ int util_rm_rf_at(int dfd, const char *name)
 	if (fstatat(dfd, "", &st, AT_EMPTY_PATH) < 0)
 		return -errno;
 	return rm_rf_at(dfd, name, st.st_dev);
-}
-
-int util_thread_background(const char *name)
-{
-	struct sched_param sp = {.sched_priority = 0};
-	int r = pthread_setname_np(pthread_self(), name);
-	int p = pthread_setschedparam(pthread_self(), SCHED_IDLE, &sp);
-
-	return r ? -r : -p;
 }
 
 uint64_t util_now_ns(void)

@@ -76,13 +76,6 @@ int util_rm_rf(const char *path);
  * Otherwise 0 or the first -errno; removal goes on past failures. */
 int util_rm_rf_at(int dfd, const char *name);
 
-/* Names the calling thread `name` (shown by top -H, perf, /proc/PID/task/TID/comm; at most
- * 15 characters) and moves it to SCHED_IDLE: it runs only on CPU time nothing else wants, so
- * the work it does behind an answer (teardown, refills) waits until a burst of creates is
- * over instead of sharing the CPUs with it. For threads whose work nobody waits on. 0 or
- * -errno (the name and the policy are both tried; the first failure is returned). */
-int util_thread_background(const char *name);
-
 /* Monotonic clock in nanoseconds / milliseconds. */
 uint64_t util_now_ns(void);
 

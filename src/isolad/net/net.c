@@ -8,7 +8,6 @@
 #include <linux/capability.h>
 #include <netinet/in.h>
 #include <pthread.h>
-#include <sched.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -32,7 +31,6 @@ struct net_sandbox {
 	char ifname[NET_IFNAME_MAX]; /* host side of the veth */
 	uint32_t block;		     /* /30 base, host order */
 	struct net_policy *policy;   /* current policy (one reference), under net.lock */
-	int netns_fd;		     /* its slot's namespace, kept until its teardown (-1: none) */
 	struct net_sandbox *next;    /* list under net.lock */
 };
 
@@ -50,7 +48,6 @@ struct net_slot {
 struct net_reap {
 	char id[40];		     /* sandbox id (names its record) */
 	char ifname[NET_IFNAME_MAX]; /* host side of its veth */
-	int netns_fd;		     /* the entry's netns_fd, closed after the veth (-1: none) */
 	struct net_reap *next;	     /* queue under net.lock */
 };
 
@@ -218,8 +215,6 @@ static void entry_put(struct net_sandbox *e)
 	if (e && atomic_fetch_sub(&e->refs, 1) == 1) {
 		net_policy_free(e->policy);
 		net_denials_fini(&e->c.denials);
-		if (e->netns_fd >= 0)
-			close(e->netns_fd);
 		free(e);
 	}
 }
@@ -332,12 +327,9 @@ static int file_path(const struct net *n, const char *id, char *out, size_t len)
 		       : 0;
 }
 
-/* Removes a detached sandbox's veth, then lets its namespace go (netns_fd, -1: none), then
- * removes its record: the record goes last, so a crash in between leaves it for
- * net_forget_unknown() at the next start, which removes both. The namespace is held until
- * here so that the kernel's own teardown of it (cleanup_net, on a kernel worker) starts only
- * when the reaper runs, on idle CPU time, not while a burst of creates needs the CPUs. */
-static void reap_one(struct net *n, const char *id, const char *ifname, int netns_fd)
+/* Removes a detached sandbox's veth, then its record: the record goes last, so a crash in
+ * between leaves it for net_forget_unknown() at the next start, which removes both. */
+static void reap_one(struct net *n, const char *id, const char *ifname)
 {
 	char path[600];
 	uint64_t t0 = util_now_ns();
@@ -345,23 +337,9 @@ static void reap_one(struct net *n, const char *id, const char *ifname, int netn
 
 	if (r < 0)
 		log_warn("sandbox %s: delete `%s`: %s", id, ifname, strerror(-r));
-	if (netns_fd >= 0)
-		close(netns_fd);
 	if (file_path(n, id, path, sizeof(path)) == 0 && unlink(path) < 0 && errno != ENOENT)
 		log_warn("sandbox %s: remove `%s`: %s", id, path, strerror(errno));
 	log_debug("sandbox %s: network teardown took %.2f ms", id, (util_now_ns() - t0) / 1e6);
-}
-
-/* The reaper and the filler run on CPU time nothing else wants (util_thread_background): a
- * burst's creates and answers go first; a teardown's veth and record, and the refill of the
- * slot pool, happen when it is over. Neither is waited on by a create: an empty pool makes the
- * create's slot inline, and only a create of an id whose teardown is still pending waits. */
-static void background_thread(const char *name)
-{
-	int r = util_thread_background(name);
-
-	if (r < 0)
-		log_debug("network: %s stays at the default priority: %s", name, strerror(-r));
 }
 
 /*
@@ -376,7 +354,6 @@ static void *reaper_main(void *arg)
 	struct net *n = arg;
 	struct net_reap *j;
 
-	background_thread("isolad-reaper");
 	pthread_mutex_lock(&n->lock);
 	for (;;) {
 		while (!n->reap_head && !n->reap_stop)
@@ -389,7 +366,7 @@ static void *reaper_main(void *arg)
 			n->reap_tail = &n->reap_head;
 		snprintf(n->reaping, sizeof(n->reaping), "%s", j->id);
 		pthread_mutex_unlock(&n->lock);
-		reap_one(n, j->id, j->ifname, j->netns_fd);
+		reap_one(n, j->id, j->ifname);
 		free(j);
 		pthread_mutex_lock(&n->lock);
 		n->reaping[0] = '\0';
@@ -512,7 +489,6 @@ static void *filler_main(void *arg)
 	struct net *n = arg;
 	cleanup_err struct isola_err *last = NULL;
 
-	background_thread("isolad-filler");
 	pthread_mutex_lock(&n->lock);
 	for (;;) {
 		struct isola_err *e = NULL;
@@ -729,11 +705,6 @@ void net_stop(struct net *n)
 	/* Every detach queued so far is finished before isolad goes: nothing is left behind
 	 * by a destroy that answered just before the stop. */
 	if (n->reaper_on) {
-		struct sched_param sp = {.sched_priority = 0};
-
-		/* Nothing comes after the stop: the queue goes at the default priority, not on
-		 * idle time that a busy host may not have. */
-		pthread_setschedparam(n->reaper, SCHED_OTHER, &sp);
 		pthread_mutex_lock(&n->lock);
 		n->reap_stop = true;
 		pthread_cond_signal(&n->reap_cond);
@@ -799,7 +770,6 @@ static struct net_sandbox *entry_new(const struct net *n, const struct sandbox_s
 	if (!e)
 		return NULL;
 	atomic_init(&e->refs, 1);
-	e->netns_fd = -1;
 	net_denials_init(&e->c.denials);
 	snprintf(e->id, sizeof(e->id), "%s", spec->id);
 	ifname_for(n, spec->id, e->ifname);
@@ -946,12 +916,8 @@ int net_sandbox_attach(const struct tier_ops *t, struct tier_sandbox *ts,
 		r = save_entry(n, e, e->policy, false, err);
 	if (r < 0)
 		goto fail;
-	if (slot) { /* the sandbox's processes hold the namespace now, and so does e */
-		e->netns_fd = slot->netns_fd;
-		slot->netns_fd = -1;
-	}
 	list_add(n, e);
-	slot_free(slot);
+	slot_free(slot); /* the sandbox's processes hold the namespace now */
 	log_debug("sandbox %s: network attach took %.2f ms (%s)", spec->id,
 		  (util_now_ns() - t0) / 1e6, slot ? "slot" : "own namespace");
 	log_info("sandbox %s: network %s block %u.%u.%u.%u/30", spec->id, e->ifname, e->block >> 24,
@@ -1090,9 +1056,6 @@ void net_sandbox_detach(const struct sandbox_spec *spec)
 	if (j) {
 		snprintf(j->id, sizeof(j->id), "%s", spec->id);
 		snprintf(j->ifname, sizeof(j->ifname), "%s", ifname);
-		j->netns_fd = e ? e->netns_fd : -1;
-		if (e)
-			e->netns_fd = -1;
 	}
 	if (j && n->reaper_on && !n->reap_stop) {
 		*n->reap_tail = j;
@@ -1102,7 +1065,7 @@ void net_sandbox_detach(const struct sandbox_spec *spec)
 	}
 	pthread_mutex_unlock(&n->lock);
 	if (!queued) { /* no reaper, stopping, or out of memory: finished here */
-		reap_one(n, spec->id, ifname, j ? j->netns_fd : -1);
+		reap_one(n, spec->id, ifname);
 		free(j);
 	}
 	entry_put(e);
