@@ -121,18 +121,19 @@ python3 - "$out" "$rounds" <<'PY'
 import json, statistics, sys
 out, rounds = sys.argv[1], int(sys.argv[2])
 cols = ("round", "rev", "loop p50", "burst p99", "bwrap p50", "runc p50", "loop/bwrap",
-        "loop/runc", "burst/loop")
-print("%-6s %-4s %9s %10s %10s %9s %11s %10s %11s" % cols)
+        "loop/runc", "burst/loop", "bwrap burst/bwrap")
+print("%-6s %-4s %9s %10s %10s %9s %11s %10s %11s %18s" % cols)
 loops = {"A": [], "B": []}
 for r in range(1, rounds + 1):
     for s in "AB":
         j = json.load(open(f"{out}/r{r}-{s}.json"))
         g = lambda k, f: (j.get(k) or {}).get(f, 0)
         loops[s].append(g("sequential", "p50_ms"))
-        print("%-6d %-4s %9.1f %10.0f %10.1f %9.1f %11.2f %10.2f %11.1f" % (
+        print("%-6d %-4s %9.1f %10.0f %10.1f %9.1f %11.2f %10.2f %11.1f %18.1f" % (
             r, s, g("sequential", "p50_ms"), g("burst_loops", "p99_ms"), g("bwrap_true", "p50_ms"),
             g("runc_true", "p50_ms"), j.get("ratio_loop_to_bwrap", 0),
-            j.get("ratio_loop_to_runc", 0), j.get("ratio_burst_p99_to_seq_p50", 0)))
+            j.get("ratio_loop_to_runc", 0), j.get("ratio_burst_p99_to_seq_p50", 0),
+            j.get("ratio_bwrap_burst_p99_to_bwrap_p50", 0)))
 for s in "AB":
     v = loops[s]
     print(f"{s} loop p50: min {min(v):.1f}, median {statistics.median(v):.1f}, max {max(v):.1f} ms")
