@@ -55,7 +55,7 @@ perf record -q -F 499 -a -g -o "$out/perf.data" -- bash -c "
 		sleep 2
 	done" 2>/dev/null
 perf script -i "$out/perf.data" -F comm,pid,tid,ip,sym 2>/dev/null >"$out/perf.txt"
-echo "# $(date -u +%Y-%m-%dT%H:%MZ) $(nproc) cores, kernel $(uname -r), load $load;" \
+echo "# $(date -u +%Y-%m-%dT%H:%MZ) $(nproc) cores, kernel $(uname -r), load $load, isolad pid $pid;" \
 	"$rounds bursts of $k loops (+ 1 sequential loop each)"
 python3 - "$out" "$pid" "$rounds" "$k" <<'PY'
 import collections, glob, json, re, sys
