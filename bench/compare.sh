@@ -86,7 +86,11 @@ run() {
 	isolad_pid=$!
 	for _ in $(seq 1 200); do [ -S "$sock" ] && break; sleep 0.05; done
 	[ -S "$sock" ] || { tail -n 20 "$state/isolad.log" >&2; die "isolad of \`$label\` did not start"; }
+	# A failed loop (exit status 1) still leaves a report with its failures counted: the
+	# round is kept and its failures shown; a run without a report ends the comparison.
 	"$dir/build/src/cli/isola" --socket "$sock" --json bench "${args[@]}" >"$out/$label.json" ||
+		python3 -c 'import json, sys; json.load(open(sys.argv[1]))["sequential"]' \
+			"$out/$label.json" 2>/dev/null ||
 		die "isola bench of \`$label\` failed (see $out/$label.json)"
 	kill "$isolad_pid"
 	wait "$isolad_pid" 2>/dev/null || true
@@ -121,18 +125,20 @@ python3 - "$out" "$rounds" <<'PY'
 import json, statistics, sys
 out, rounds = sys.argv[1], int(sys.argv[2])
 cols = ("round", "rev", "loop p50", "burst p99", "bwrap p50", "runc p50", "loop/bwrap",
-        "loop/runc", "burst/loop")
-print("%-6s %-4s %9s %10s %10s %9s %11s %10s %11s" % cols)
+        "loop/runc", "burst/loop", "bwrap burst/bwrap", "failures")
+print("%-6s %-4s %9s %10s %10s %9s %11s %10s %11s %18s %9s" % cols)
 loops = {"A": [], "B": []}
 for r in range(1, rounds + 1):
     for s in "AB":
         j = json.load(open(f"{out}/r{r}-{s}.json"))
         g = lambda k, f: (j.get(k) or {}).get(f, 0)
         loops[s].append(g("sequential", "p50_ms"))
-        print("%-6d %-4s %9.1f %10.0f %10.1f %9.1f %11.2f %10.2f %11.1f" % (
+        fails = sum((j.get(k) or {}).get("failures", 0) for k in ("sequential", "burst_loops"))
+        print("%-6d %-4s %9.1f %10.0f %10.1f %9.1f %11.2f %10.2f %11.1f %18.1f %9d" % (
             r, s, g("sequential", "p50_ms"), g("burst_loops", "p99_ms"), g("bwrap_true", "p50_ms"),
             g("runc_true", "p50_ms"), j.get("ratio_loop_to_bwrap", 0),
-            j.get("ratio_loop_to_runc", 0), j.get("ratio_burst_p99_to_seq_p50", 0)))
+            j.get("ratio_loop_to_runc", 0), j.get("ratio_burst_p99_to_seq_p50", 0),
+            j.get("ratio_bwrap_burst_p99_to_bwrap_p50", 0), fails))
 for s in "AB":
     v = loops[s]
     print(f"{s} loop p50: min {min(v):.1f}, median {statistics.median(v):.1f}, max {max(v):.1f} ms")

@@ -24,6 +24,9 @@ bool have_program(const char *name);
 
 /* n start-to-exit cycles of `bwrap --unshare-all ... /bin/true`. */
 void bench_bwrap(int n, struct bench_sample *s);
+/* The same cycle k times at once (k threads leave a barrier together): what a burst costs on
+ * this machine with the least a sandbox can be, the floor for isola's burst ratio. */
+void bench_bwrap_burst(int k, struct bench_sample *s);
 /* n cycles of `runc run` of a bundle with the host's /usr running /bin/true. */
 void bench_runc(int n, struct bench_sample *s);
 /* n `runc exec CONTAINER echo isola` into one container started once (`runc run -d`),

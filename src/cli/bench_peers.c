@@ -3,6 +3,7 @@
 #include "bench.h"
 
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -68,40 +69,106 @@ bool have_program(const char *name)
 	return system(cmd) == 0;
 }
 
+/* `bwrap --unshare-all` of /bin/true with the host's /usr: the closest thing bubblewrap has to
+ * isola's loop (it makes every namespace, a network one included). */
+static char *const bwrap_argv[] = {"bwrap",
+				   "--unshare-all",
+				   "--die-with-parent",
+				   "--ro-bind",
+				   "/usr",
+				   "/usr",
+				   "--symlink",
+				   "usr/bin",
+				   "/bin",
+				   "--symlink",
+				   "usr/lib",
+				   "/lib",
+				   "--symlink",
+				   "usr/lib64",
+				   "/lib64",
+				   "--proc",
+				   "/proc",
+				   "--dev",
+				   "/dev",
+				   "--tmpfs",
+				   "/tmp",
+				   "/bin/true",
+				   NULL};
+
+/* One bwrap cycle into s. */
+static void bwrap_once(struct bench_sample *s)
+{
+	double ms = run_peer(bwrap_argv);
+
+	if (ms < 0)
+		sample_fail(s, "bwrap exited non-zero");
+	else
+		sample_add(s, ms);
+}
+
 void bench_bwrap(int n, struct bench_sample *s)
 {
-	char *argv[] = {"bwrap",
-			"--unshare-all",
-			"--die-with-parent",
-			"--ro-bind",
-			"/usr",
-			"/usr",
-			"--symlink",
-			"usr/bin",
-			"/bin",
-			"--symlink",
-			"usr/lib",
-			"/lib",
-			"--symlink",
-			"usr/lib64",
-			"/lib64",
-			"--proc",
-			"/proc",
-			"--dev",
-			"/dev",
-			"--tmpfs",
-			"/tmp",
-			"/bin/true",
-			NULL};
+	for (int i = 0; i < n; i++)
+		bwrap_once(s);
+}
 
-	for (int i = 0; i < n; i++) {
-		double ms = run_peer(argv);
+/* The burst's start line: every thread waits for go, set once all were started. */
+struct bwrap_start {
+	pthread_mutex_t lock; /* go */
+	pthread_cond_t cond;  /* go was set */
+	bool go;	      /* the threads may run */
+};
 
-		if (ms < 0)
-			sample_fail(s, "bwrap exited non-zero");
-		else
-			sample_add(s, ms);
+struct bwrap_burst_arg {
+	struct bwrap_start *start; /* shared */
+	struct bench_sample one;   /* this thread's single cycle */
+};
+
+static void *bwrap_burst_main(void *p)
+{
+	struct bwrap_burst_arg *a = p;
+
+	pthread_mutex_lock(&a->start->lock);
+	while (!a->start->go)
+		pthread_cond_wait(&a->start->cond, &a->start->lock);
+	pthread_mutex_unlock(&a->start->lock);
+	bwrap_once(&a->one);
+	return NULL;
+}
+
+void bench_bwrap_burst(int k, struct bench_sample *s)
+{
+	struct bwrap_start start = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, false};
+	struct bwrap_burst_arg *args = k > 0 ? calloc((size_t)k, sizeof(*args)) : NULL;
+	pthread_t *threads = k > 0 ? calloc((size_t)k, sizeof(*threads)) : NULL;
+	int started = 0;
+
+	if (!args || !threads) {
+		sample_fail(s, "bwrap burst: out of memory");
+		goto out;
 	}
+	for (; started < k; started++) {
+		args[started].start = &start;
+		if (pthread_create(&threads[started], NULL, bwrap_burst_main, &args[started]) != 0)
+			break;
+	}
+	pthread_mutex_lock(&start.lock);
+	start.go = true;
+	pthread_cond_broadcast(&start.cond);
+	pthread_mutex_unlock(&start.lock);
+	for (int i = 0; i < started; i++) {
+		pthread_join(threads[i], NULL);
+		if (args[i].one.n)
+			sample_add(s, args[i].one.ms[0]);
+		else
+			sample_fail(s, args[i].one.first_error);
+		sample_fini(&args[i].one);
+	}
+	for (int i = started; i < k; i++)
+		sample_fail(s, "bwrap burst: cannot start a thread");
+out:
+	free(args);
+	free(threads);
 }
 
 /* Writes a runc bundle (config.json + rootfs with the host's /usr) running arg0 arg1 under dir. */

@@ -307,6 +307,15 @@ static void print_row(const char *name, const json_t *j)
 		       json_string_value(json_object_get(j, "first_error")));
 }
 
+/* a's p99 / b's p50 (a burst against its sequential runs); 0 when b has none. */
+static double p99_to_p50(const json_t *a, const json_t *b)
+{
+	double x = json_real_value(json_object_get(a, "p99_ms"));
+	double y = json_real_value(json_object_get(b, "p50_ms"));
+
+	return y > 0 ? x / y : 0;
+}
+
 static double ratio(const json_t *a, const json_t *b)
 {
 	double x = json_real_value(json_object_get(a, "p50_ms"));
@@ -329,7 +338,7 @@ const struct cli_opt cli_bench_opts[] = {
 
 int cmd_bench(struct cli *cli, int argc, char **argv)
 {
-	struct bench_sample seq = {0}, burst = {0}, bw = {0}, rc = {0}, rx = {0},
+	struct bench_sample seq = {0}, burst = {0}, bw = {0}, bwb = {0}, rc = {0}, rx = {0},
 			    steps[STEP_N] = {0};
 	struct ops_samples ops = {0};
 	struct burst_arg *args = NULL;
@@ -439,10 +448,14 @@ int cmd_bench(struct cli *cli, int argc, char **argv)
 		free(threads);
 	}
 	if (peers) {
-		if (have_program("bwrap"))
+		if (have_program("bwrap")) {
 			bench_bwrap(n, &bw);
-		else
+			if (k > 0)
+				bench_bwrap_burst(k, &bwb);
+		} else {
 			sample_fail(&bw, "bwrap not installed");
+			sample_fail(&bwb, "bwrap not installed");
+		}
 		if (have_program("runc")) {
 			bench_runc(n, &rc);
 			bench_runc_exec(n, &rx);
@@ -466,6 +479,13 @@ int cmd_bench(struct cli *cli, int argc, char **argv)
 		json_object_set_new(report, "ratio_loop_to_bwrap", json_real(ratio(jseq, jbw)));
 		json_object_set_new(report, "ratio_loop_to_runc", json_real(ratio(jseq, jrc)));
 		json_object_set_new(report, "runc_exec_echo", sample_json(&rx));
+		if (k > 0) {
+			json_t *jbwb = sample_json(&bwb);
+
+			json_object_set_new(report, "bwrap_burst", jbwb);
+			json_object_set_new(report, "ratio_bwrap_burst_p99_to_bwrap_p50",
+					    json_real(p99_to_p50(jbwb, jbw)));
+		}
 	}
 	{
 		json_t *jexec = sample_json(&ops.exec), *jhost = sample_json(&ops.host);
@@ -481,12 +501,8 @@ int cmd_bench(struct cli *cli, int argc, char **argv)
 				report, "ratio_exec_to_runc_exec",
 				json_real(ratio(jexec, json_object_get(report, "runc_exec_echo"))));
 	}
-	json_object_set_new(
-		report, "ratio_burst_p99_to_seq_p50",
-		json_real(json_real_value(json_object_get(jseq, "p50_ms")) > 0
-				  ? json_real_value(json_object_get(jburst, "p99_ms")) /
-					    json_real_value(json_object_get(jseq, "p50_ms"))
-				  : 0));
+	json_object_set_new(report, "ratio_burst_p99_to_seq_p50",
+			    json_real(p99_to_p50(jburst, jseq)));
 	if (cli->json) {
 		out_json(stdout, report);
 	} else {
@@ -503,6 +519,9 @@ int cmd_bench(struct cli *cli, int argc, char **argv)
 		print_row("file read 4 KiB", json_object_get(report, "file_read_4k"));
 		if (peers) {
 			print_row("bwrap /bin/true", json_object_get(report, "bwrap_true"));
+			if (k > 0)
+				print_row("bwrap /bin/true (burst)",
+					  json_object_get(report, "bwrap_burst"));
 			print_row("runc run /bin/true", json_object_get(report, "runc_true"));
 			print_row("runc exec `echo`", json_object_get(report, "runc_exec_echo"));
 			printf("loop p50 / bwrap p50: %.2f (target <= 1)\n",
@@ -519,6 +538,11 @@ int cmd_bench(struct cli *cli, int argc, char **argv)
 			printf("burst p99 / loop p50: %.2f (target <= 10)\n",
 			       json_real_value(
 				       json_object_get(report, "ratio_burst_p99_to_seq_p50")));
+		if (k > 0 && peers)
+			printf("bwrap burst p99 / bwrap p50: %.2f (the same ratio for bwrap "
+			       "alone)\n",
+			       json_real_value(json_object_get(
+				       report, "ratio_bwrap_burst_p99_to_bwrap_p50")));
 	}
 	if (seq.fails || burst.fails || ops.exec.fails || ops.write.fails || ops.read.fails)
 		status = CLI_EXIT_FAIL;
@@ -526,6 +550,7 @@ int cmd_bench(struct cli *cli, int argc, char **argv)
 	sample_fini(&seq);
 	sample_fini(&burst);
 	sample_fini(&bw);
+	sample_fini(&bwb);
 	sample_fini(&rc);
 	sample_fini(&rx);
 	sample_fini(&ops.exec);

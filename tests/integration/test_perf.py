@@ -166,6 +166,29 @@ def test_bench_times_runc_exec_into_a_running_container(pd):
     assert not [c for c in left if c.startswith("isola-bench-")], left
 
 
+def test_bench_times_a_bwrap_burst_beside_isolas(pd):
+    """With peers and a burst, `isola bench` also starts `-c` bwraps at once and reports their
+    p99 against bwrap's own sequential p50: the same ratio as isola's burst target, for the
+    least a sandbox can be on this machine. Without a burst there is no bwrap burst."""
+    if shutil.which("bwrap") is None:
+        pytest.fail("bwrap is not installed (scripts/deps.sh installs it)")
+    if not pd.alive():
+        pd.start()
+    p = subprocess.run([str(CLI), "--socket", pd.socket, "--json", "bench", "-n", "2", "-c",
+                        "3"], capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr + p.stdout
+    j = json.loads(p.stdout)
+    b = j["bwrap_burst"]
+    assert b["runs"] == 3 and b["failures"] == 0, b
+    assert 0 < b["p50_ms"] <= b["p99_ms"], b
+    assert j["ratio_bwrap_burst_p99_to_bwrap_p50"] == \
+        pytest.approx(b["p99_ms"] / j["bwrap_true"]["p50_ms"]), j
+    p = subprocess.run([str(CLI), "--socket", pd.socket, "bench", "-n", "1", "-c", "0"],
+                       capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr + p.stdout
+    assert "bwrap /bin/true" in p.stdout and "(burst)" not in p.stdout, p.stdout
+
+
 def slots_ready(d):
     """isola_network_slots_ready from /metrics."""
     text = d.client().request("GET", "/metrics").body.decode()
