@@ -321,8 +321,14 @@ static int loop_attach(int img, const char *id, int *nr)
 		return -errno;
 	for (int i = 0; i < DISK_LOOP_TRIES; i++) {
 		cleanup_fd int lfd = -1;
-		int n = ioctl(ctl, LOOP_CTL_GET_FREE);
+		/* GET_FREE hands the lowest unbound device to every caller at once, so in a
+		 * burst all but one lose it, and again for the next: after a lost race, a
+		 * device of our own making (LOOP_CTL_ADD -1: a new one at a free number) that
+		 * only a GET_FREE of the same instant can also hand out. */
+		int n = i ? ioctl(ctl, LOOP_CTL_ADD, -1) : -1;
 
+		if (n < 0)
+			n = ioctl(ctl, LOOP_CTL_GET_FREE);
 		if (n < 0)
 			return -errno;
 		snprintf(dev, sizeof(dev), "/dev/loop%d", n);
