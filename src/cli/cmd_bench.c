@@ -34,6 +34,24 @@ struct burst_arg {
 
 static const char task_file[] = "print(6*7)\n";
 
+/* Where one loop's time went, request by request (ms; a step not reached stays 0). */
+enum loop_step { STEP_CREATE, STEP_WRITE, STEP_EXEC, STEP_DESTROY, STEP_N };
+
+static const char *const step_key[STEP_N] = {"loop_create", "loop_write", "loop_exec",
+					     "loop_destroy"};
+static const char *const step_row[STEP_N] = {"  of which create", "  of which file write",
+					     "  of which exec", "  of which destroy"};
+
+/* Milliseconds since *t, which moves to now. */
+static double lap(uint64_t *t)
+{
+	uint64_t now = util_now_ns();
+	double ms = (double)(now - *t) / 1e6;
+
+	*t = now;
+	return ms;
+}
+
 /* Creates a sandbox with the defaults: *sb is the reply (caller frees), *id borrowed from it. */
 static int bench_create(struct client *cl, json_t **sb, const char **id, struct isola_err **err)
 {
@@ -52,10 +70,12 @@ static int bench_create(struct client *cl, json_t **sb, const char **id, struct 
 	return 0;
 }
 
-/* Runs one complete loop on client cl; returns 0 and its latency in *ms, or -errno. */
-static int bench_loop(struct client *cl, double *ms, struct isola_err **err)
+/* Runs one complete loop on client cl; returns 0 and its latency in *ms, or -errno.
+ * steps (or NULL) gets each request's share. */
+static int bench_loop(struct client *cl, double *ms, double *steps, struct isola_err **err)
 {
-	uint64_t t0 = util_now_ns();
+	uint64_t t0 = util_now_ns(), t = t0;
+	double step[STEP_N] = {0};
 	json_t *sb = NULL, *body = NULL, *res = NULL;
 	cleanup_free char *path = NULL;
 	const char *id, *out;
@@ -66,6 +86,7 @@ static int bench_loop(struct client *cl, double *ms, struct isola_err **err)
 	r = bench_create(cl, &sb, &id, err);
 	if (r < 0)
 		return r;
+	step[STEP_CREATE] = lap(&t);
 
 	fd = mkstemp(tmpl);
 	if (fd < 0 || util_write_all(fd, task_file, sizeof(task_file) - 1) < 0 ||
@@ -83,6 +104,7 @@ static int bench_loop(struct client *cl, double *ms, struct isola_err **err)
 	r = client_do(cl, &put, err);
 	if (r < 0)
 		goto destroy;
+	step[STEP_WRITE] = lap(&t);
 
 	free(path);
 	path = cli_pathf("/v1/sandboxes/%s/exec", id);
@@ -98,6 +120,7 @@ static int bench_loop(struct client *cl, double *ms, struct isola_err **err)
 				  out ? out : "(none)");
 		goto destroy;
 	}
+	step[STEP_EXEC] = lap(&t);
 destroy:
 	if (fd >= 0)
 		close(fd);
@@ -106,9 +129,13 @@ destroy:
 	path = cli_pathf("/v1/sandboxes/%s", id);
 	if (client_json(cl, "DELETE", path, NULL, NULL, r < 0 ? NULL : err) < 0 && r == 0)
 		r = -EIO;
+	step[STEP_DESTROY] = lap(&t);
 	json_decref(sb);
-	if (r == 0)
-		*ms = (double)(util_now_ns() - t0) / 1e6;
+	if (r == 0) {
+		*ms = (double)(t - t0) / 1e6;
+		if (steps)
+			memcpy(steps, step, sizeof(step));
+	}
 	return r;
 }
 
@@ -253,7 +280,7 @@ static void *burst_main(void *p)
 		return NULL;
 	}
 	pthread_barrier_wait(a->start);
-	if (bench_loop(cl, &a->ms, &err) < 0)
+	if (bench_loop(cl, &a->ms, NULL, &err) < 0)
 		a->error = strdup(err ? err->message : "failed");
 	client_free(cl);
 	return NULL;
@@ -302,7 +329,8 @@ const struct cli_opt cli_bench_opts[] = {
 
 int cmd_bench(struct cli *cli, int argc, char **argv)
 {
-	struct bench_sample seq = {0}, burst = {0}, bw = {0}, rc = {0}, rx = {0};
+	struct bench_sample seq = {0}, burst = {0}, bw = {0}, rc = {0}, rx = {0},
+			    steps[STEP_N] = {0};
 	struct ops_samples ops = {0};
 	struct burst_arg *args = NULL;
 	pthread_t *threads = NULL;
@@ -366,17 +394,20 @@ int cmd_bench(struct cli *cli, int argc, char **argv)
 		cleanup_err struct isola_err *err = NULL;
 		double ms;
 
-		if (bench_loop(cl, &ms, &err) < 0)
+		if (bench_loop(cl, &ms, NULL, &err) < 0)
 			return cli_fail(err, CLI_EXIT_FAIL);
 	}
 	for (int i = 0; i < n; i++) {
 		cleanup_err struct isola_err *err = NULL;
-		double ms;
+		double ms, step[STEP_N];
 
-		if (bench_loop(cl, &ms, &err) < 0)
+		if (bench_loop(cl, &ms, step, &err) < 0) {
 			sample_fail(&seq, err ? err->message : NULL);
-		else
+		} else {
 			sample_add(&seq, ms);
+			for (int j = 0; j < STEP_N; j++)
+				sample_add(&steps[j], step[j]);
+		}
 	}
 	{
 		cleanup_err struct isola_err *err = NULL;
@@ -425,6 +456,8 @@ int cmd_bench(struct cli *cli, int argc, char **argv)
 	jburst = sample_json(&burst);
 	report = json_pack("{s:i, s:i, s:o, s:o}", "iterations", n, "burst", k, "sequential", jseq,
 			   "burst_loops", jburst);
+	for (int i = 0; i < STEP_N; i++)
+		json_object_set_new(report, step_key[i], sample_json(&steps[i]));
 	if (peers) {
 		json_t *jbw = sample_json(&bw), *jrc = sample_json(&rc);
 
@@ -460,6 +493,8 @@ int cmd_bench(struct cli *cli, int argc, char **argv)
 		printf("%-26s %6s %6s %10s %10s %10s\n", "", "runs", "fails", "p50 ms", "p90 ms",
 		       "p99 ms");
 		print_row("isola loop (sequential)", jseq);
+		for (int i = 0; i < STEP_N; i++)
+			print_row(step_row[i], json_object_get(report, step_key[i]));
 		if (k > 0)
 			print_row("isola loop (burst)", jburst);
 		print_row("exec `echo` (running)", json_object_get(report, "exec_echo"));
@@ -497,5 +532,7 @@ int cmd_bench(struct cli *cli, int argc, char **argv)
 	sample_fini(&ops.write);
 	sample_fini(&ops.read);
 	sample_fini(&ops.host);
+	for (int i = 0; i < STEP_N; i++)
+		sample_fini(&steps[i]);
 	return status;
 }

@@ -93,7 +93,8 @@ def test_concurrent_creates_get_distinct_blocks(pd):
 
 def test_bench_reports_exec_and_file_round_trips(pd):
     """`isola --json bench` reports the exec round trip beside the host's fork+exec of the
-    same command, and 4 KiB file write and read round trips (docs/benchmarks.md's keys)."""
+    same command, 4 KiB file write and read round trips, and the sequential loop split into
+    its create, write, exec and destroy requests (docs/benchmarks.md's keys)."""
     if not pd.alive():
         pd.start()
     p = subprocess.run([str(CLI), "--socket", pd.socket, "--json", "bench", "-n", "2", "-c",
@@ -106,6 +107,13 @@ def test_bench_reports_exec_and_file_round_trips(pd):
         assert j[key]["runs"] == 2 and j[key]["failures"] == 0, (key, j[key])
         assert 0 < j[key]["p50_ms"] <= j[key]["p99_ms"], (key, j[key])
     assert j["ratio_exec_to_host_fork_exec"] > 0, j
+    # The loop's own steps: each was timed in every loop, and they add up to the loop.
+    steps = ("loop_create", "loop_write", "loop_exec", "loop_destroy")
+    for key in steps:
+        assert key in j, f"`{key}` missing from {sorted(j)}"
+        assert j[key]["runs"] == 2 and j[key]["failures"] == 0, (key, j[key])
+        assert 0 < j[key]["p50_ms"] <= j[key]["p99_ms"], (key, j[key])
+    assert sum(j[k]["p50_ms"] for k in steps) <= 2 * j["sequential"]["p99_ms"], j
 
 
 def test_bench_density_measures_idle_sandboxes_and_leaves_none(pd):

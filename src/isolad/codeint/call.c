@@ -17,13 +17,13 @@
 #define HEAD_MS 60000 /* the service's response head (a context create starts a kernel) */
 
 struct codeint_call {
-	struct sandbox *s;	  /* reference, owned */
-	struct agent_chan *ch;	  /* tunnel, owned */
-	struct codeint_resp resp; /* head and body decoder */
-	char *pend;		  /* body bytes received but not yet returned, owned */
-	size_t pend_off;	  /* first unreturned byte of pend */
-	size_t pend_len;	  /* bytes in pend */
-	bool eof;		  /* the tunnel ended */
+	struct sandbox *s;     /* reference, owned */
+	struct agent_chan *ch; /* tunnel, owned */
+	struct http_resp resp; /* head and body decoder */
+	char *pend;	       /* body bytes received but not yet returned, owned */
+	size_t pend_off;       /* first unreturned byte of pend */
+	size_t pend_len;       /* bytes in pend */
+	bool eof;	       /* the tunnel ended */
 };
 
 unsigned codeint_call_status(const struct codeint_call *c)
@@ -192,7 +192,7 @@ again:
 		uint64_t now = util_now_ms();
 
 		/* UNTRUSTED: the service's bytes (the sandbox's code may have replaced it) */
-		r = codeint_resp_head(c->pend ? c->pend : "", c->pend_len, &c->resp);
+		r = http_resp_head(c->pend ? c->pend : "", c->pend_len, &c->resp);
 		if (r == 1)
 			break;
 		if (r < 0) {
@@ -263,7 +263,7 @@ ssize_t codeint_call_read(struct codeint_call *c, void *buf, size_t cap, int tim
 			if (n > cap)
 				n = cap;
 			/* UNTRUSTED: body framing from the service; decoded output <= input */
-			d = codeint_resp_body(&c->resp, c->pend + c->pend_off, n, buf);
+			d = http_resp_body(&c->resp, c->pend + c->pend_off, n, buf);
 			if (d < 0)
 				return isola_err_set(err, EBADMSG, "unavailable",
 						     "the code interpreter sent a malformed body");
@@ -280,7 +280,7 @@ ssize_t codeint_call_read(struct codeint_call *c, void *buf, size_t cap, int tim
 			if (r == 1) {
 				if (c->pend_off < c->pend_len)
 					continue;
-				if (c->resp.framing == CODEINT_BY_CLOSE)
+				if (c->resp.framing == HTTP_BY_CLOSE)
 					return 0;
 				return isola_err_set(err, ECONNRESET, "unavailable",
 						     "the code interpreter's response was cut off");

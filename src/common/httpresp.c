@@ -1,12 +1,12 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* httpresp: reads the code interpreter service's HTTP/1.x responses (pure; fuzzed by fuzz/fuzz_codeint.c). */
-#include "codeint-internal.h"
+/* httpresp: reads HTTP/1.x responses (pure; fuzzed by fuzz/fuzz_httpresp.c). */
+#include "httpresp.h"
 
 #include <errno.h>
 #include <string.h>
 #include <strings.h>
 
-#include "../../common/util.h"
+#include "util.h"
 
 /* Finds the end of the head ("\r\n\r\n" or "\n\n"): its length, or 0. */
 static size_t head_end(const char *buf, size_t len)
@@ -53,17 +53,17 @@ static int parse_u64(const char *s, const char *e, uint64_t *out)
 	return 0;
 }
 
-int codeint_resp_head(const char *buf, size_t len, struct codeint_resp *r)
+int http_resp_head(const char *buf, size_t len, struct http_resp *r)
 {
-	size_t hl = head_end(buf, len < CODEINT_MAX_HEAD ? len : CODEINT_MAX_HEAD);
+	size_t hl = head_end(buf, len < HTTP_MAX_HEAD ? len : HTTP_MAX_HEAD);
 	const char *p = buf, *end, *eol;
 	bool has_len = false;
 
 	if (!hl)
-		return len >= CODEINT_MAX_HEAD ? -EMSGSIZE : 0;
+		return len >= HTTP_MAX_HEAD ? -EMSGSIZE : 0;
 	memset(r, 0, sizeof(*r));
 	r->head_len = hl;
-	r->framing = CODEINT_BY_CLOSE;
+	r->framing = HTTP_BY_CLOSE;
 	end = buf + hl;
 	/* status line: HTTP/1.x SP 3DIGIT [SP reason] */
 	eol = memchr(p, '\n', (size_t)(end - p));
@@ -103,14 +103,14 @@ int codeint_resp_head(const char *buf, size_t len, struct codeint_resp *r)
 				return -EBADMSG;
 			has_len = true;
 			r->left = v;
-			if (r->framing != CODEINT_BY_CHUNKS)
-				r->framing = CODEINT_BY_LENGTH;
+			if (r->framing != HTTP_BY_CHUNKS)
+				r->framing = HTTP_BY_LENGTH;
 		} else if (name_is(ns, ne, "Transfer-Encoding")) {
 			if (!name_is(vs, ve, "chunked"))
 				return -EBADMSG;
-			r->framing = CODEINT_BY_CHUNKS; /* chunked wins over a length (RFC 9112) */
+			r->framing = HTTP_BY_CHUNKS; /* chunked wins over a length (RFC 9112) */
 			r->left = 0;
-			r->chst = CH_SIZE;
+			r->chst = HTTP_CH_SIZE;
 		} else if (name_is(ns, ne, "Content-Type")) {
 			size_t n = (size_t)(ve - vs);
 
@@ -122,22 +122,22 @@ int codeint_resp_head(const char *buf, size_t len, struct codeint_resp *r)
 	}
 	/* No body for 1xx, 204 and 304 */
 	if (r->status < 200 || r->status == 204 || r->status == 304 ||
-	    (r->framing == CODEINT_BY_LENGTH && r->left == 0))
+	    (r->framing == HTTP_BY_LENGTH && r->left == 0))
 		r->done = true;
 	return 1;
 }
 
-long codeint_resp_body(struct codeint_resp *r, const char *in, size_t n, char *out)
+long http_resp_body(struct http_resp *r, const char *in, size_t n, char *out)
 {
 	size_t i = 0, o = 0;
 
 	if (r->done)
 		return 0;
-	if (r->framing == CODEINT_BY_CLOSE) {
+	if (r->framing == HTTP_BY_CLOSE) {
 		memmove(out, in, n);
 		return (long)n;
 	}
-	if (r->framing == CODEINT_BY_LENGTH) {
+	if (r->framing == HTTP_BY_LENGTH) {
 		size_t k = n < r->left ? n : (size_t)r->left;
 
 		memmove(out, in, k);
@@ -149,7 +149,7 @@ long codeint_resp_body(struct codeint_resp *r, const char *in, size_t n, char *o
 		char c = in[i];
 
 		switch (r->chst) {
-		case CH_SIZE: {
+		case HTTP_CH_SIZE: {
 			int h = util_hexval(c);
 
 			if (h >= 0) {
@@ -161,22 +161,22 @@ long codeint_resp_body(struct codeint_resp *r, const char *in, size_t n, char *o
 			}
 			if (!r->size_digits || (c != '\r' && c != '\n' && c != ';' && c != ' '))
 				return -EBADMSG;
-			r->chst = CH_EXT;
+			r->chst = HTTP_CH_EXT;
 			break;
 		}
-		case CH_EXT:
+		case HTTP_CH_EXT:
 			i++;
 			if (c != '\n')
 				break;
 			r->size_digits = 0;
 			if (r->left == 0) {
-				r->chst = CH_TRAILER;
+				r->chst = HTTP_CH_TRAILER;
 				r->line_empty = true;
 			} else {
-				r->chst = CH_DATA;
+				r->chst = HTTP_CH_DATA;
 			}
 			break;
-		case CH_DATA: {
+		case HTTP_CH_DATA: {
 			size_t k = n - i < r->left ? n - i : (size_t)r->left;
 
 			memmove(out + o, in + i, k);
@@ -184,30 +184,30 @@ long codeint_resp_body(struct codeint_resp *r, const char *in, size_t n, char *o
 			i += k;
 			r->left -= k;
 			if (!r->left)
-				r->chst = CH_DATA_CR;
+				r->chst = HTTP_CH_DATA_CR;
 			break;
 		}
-		case CH_DATA_CR:
+		case HTTP_CH_DATA_CR:
 			i++;
 			if (c == '\n') {
-				r->chst = CH_SIZE;
+				r->chst = HTTP_CH_SIZE;
 				break;
 			}
 			if (c != '\r')
 				return -EBADMSG;
-			r->chst = CH_DATA_LF;
+			r->chst = HTTP_CH_DATA_LF;
 			break;
-		case CH_DATA_LF:
+		case HTTP_CH_DATA_LF:
 			i++;
 			if (c != '\n')
 				return -EBADMSG;
-			r->chst = CH_SIZE;
+			r->chst = HTTP_CH_SIZE;
 			break;
-		case CH_TRAILER:
+		case HTTP_CH_TRAILER:
 			i++;
 			if (c == '\n') {
 				if (r->line_empty) {
-					r->chst = CH_DONE;
+					r->chst = HTTP_CH_DONE;
 					r->done = true;
 				}
 				r->line_empty = true;
@@ -215,7 +215,7 @@ long codeint_resp_body(struct codeint_resp *r, const char *in, size_t n, char *o
 				r->line_empty = false;
 			}
 			break;
-		case CH_DONE:
+		case HTTP_CH_DONE:
 			r->done = true;
 			break;
 		}

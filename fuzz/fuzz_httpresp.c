@@ -1,19 +1,17 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* fuzz_codeint: libFuzzer target for the code interpreter's response head parser and body decoder. */
+/* fuzz_httpresp: libFuzzer target for the HTTP/1.x response head parser and body decoder. */
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "isolad/codeint/codeint-internal.h"
-
-const struct codeint_file codeint_files[] = {{NULL, NULL, 0}};
+#include "common/httpresp.h"
 
 /* The service inside a sandbox writes these bytes: a head, then a body fed in pieces of a
  * size the first byte picks; decoded output must never outgrow its input. */
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-	struct codeint_resp r;
+	struct http_resp r;
 	size_t step, off;
 	char *buf;
 
@@ -26,10 +24,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (!buf)
 		return 0;
 	memcpy(buf, data, size);
-	if (codeint_resp_head(buf, size, &r) == 1) {
+	if (http_resp_head(buf, size, &r) == 1) {
 		for (off = r.head_len; off < size; off += step) {
 			size_t k = size - off < step ? size - off : step;
-			long d = codeint_resp_body(&r, buf + off, k, buf + off);
+			long d = http_resp_body(&r, buf + off, k, buf + off);
 
 			if (d < 0)
 				break;
