@@ -28,9 +28,36 @@ static int binds_ok(const json_t *binds)
 	return 1;
 }
 
+/* A success's hooks: only the kinds run on the host, each hook an absolute path, arrays of
+ * args and env, and a timeout number. */
+static int hooks_ok(const json_t *hooks)
+{
+	const json_t *list, *h;
+	const char *kind;
+	size_t i;
+
+	json_object_foreach((json_t *)hooks, kind, list)
+	{
+		if (strcmp(kind, "prestart") && strcmp(kind, "createRuntime") &&
+		    strcmp(kind, "poststart") && strcmp(kind, "poststop"))
+			return 0;
+		json_array_foreach(list, i, h)
+		{
+			const char *path = json_string_value(json_object_get(h, "path"));
+
+			if (!path || path[0] != '/' || !json_is_array(json_object_get(h, "args")) ||
+			    !json_is_array(json_object_get(h, "env")) ||
+			    !json_is_integer(json_object_get(h, "timeout")))
+				return 0;
+		}
+	}
+	return 1;
+}
+
 /* Any input maps or fails with an error; a success always carries a create body with a
- * rootfs string and labels, and a process body with a non-empty cmd; its binds and netns
- * are well-formed and what it skipped is listed. */
+ * rootfs string and labels, and a process body with a non-empty cmd; its binds, netns and
+ * hooks are well-formed (a namespace of our own only without a netns path), and what it
+ * skipped is listed. */
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	struct isola_err *err = NULL;
@@ -43,7 +70,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		    !json_is_object(m.annotations) || !json_is_array(m.skipped) ||
 		    !binds_ok(json_object_get(m.create, "binds")) ||
 		    (json_object_get(m.create, "netns") &&
-		     json_string_value(json_object_get(m.create, "netns"))[0] != '/'))
+		     json_string_value(json_object_get(m.create, "netns"))[0] != '/') ||
+		    !hooks_ok(m.hooks) || (m.engine_netns && json_object_get(m.create, "netns")))
 			abort();
 		oci_mapped_fini(&m);
 	} else if (!err || !err->message || m.create || m.process) {

@@ -3,18 +3,17 @@
 #include "wsclient.h"
 
 #include <errno.h>
-#include <netdb.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 #include <sys/socket.h>
-#include <sys/un.h>
 #include <unistd.h>
 
 #include <jansson.h>
 
 #include "../common/util.h"
+#include "dial.h"
 #include "parse.h"
 
 #define WSC_MAX_MESSAGE	  (1u << 20) /* largest message accepted from isolad */
@@ -27,55 +26,6 @@ struct wsc {
 	size_t in_off;	       /* first unfed byte */
 	size_t in_len;	       /* end of valid bytes */
 };
-
-static int dial_unix(const char *path, struct isola_err **err)
-{
-	struct sockaddr_un sa = {.sun_family = AF_UNIX};
-	int fd;
-
-	if (strlen(path) >= sizeof(sa.sun_path))
-		return isola_err_set(err, ENAMETOOLONG, "invalid", "socket path `%s` is too long",
-				     path);
-	memcpy(sa.sun_path, path, strlen(path) + 1);
-	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	if (fd < 0)
-		return isola_err_sys(err, errno, NULL, "socket");
-	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
-		int e = errno;
-
-		close(fd);
-		return isola_err_sys(err, e, "unavailable", "cannot reach isolad at %s", path);
-	}
-	return fd;
-}
-
-static int dial_tcp(const char *url, char *host, size_t hostlen, struct isola_err **err)
-{
-	struct addrinfo hints = {.ai_socktype = SOCK_STREAM}, *res, *ai;
-	char prefix[256], port_s[16];
-	int port, fd = -1, e = ECONNREFUSED;
-
-	if (cli_parse_url(url, host, hostlen, &port, prefix, sizeof(prefix)) < 0)
-		return isola_err_set(err, EINVAL, "usage",
-				     "--url `%s`: interactive sessions need http://HOST:PORT", url);
-	snprintf(port_s, sizeof(port_s), "%d", port);
-	if (getaddrinfo(host, port_s, &hints, &res) != 0)
-		return isola_err_set(err, ENOENT, "unavailable", "cannot resolve `%s`", host);
-	for (ai = res; ai; ai = ai->ai_next) {
-		fd = socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC, ai->ai_protocol);
-		if (fd < 0)
-			continue;
-		if (connect(fd, ai->ai_addr, ai->ai_addrlen) == 0)
-			break;
-		e = errno;
-		close(fd);
-		fd = -1;
-	}
-	freeaddrinfo(res);
-	if (fd < 0)
-		return isola_err_sys(err, e, "unavailable", "cannot reach isolad at %s", url);
-	return fd;
-}
 
 /* Finds header `name` in the reply head; copies its trimmed value. */
 static bool find_header(const char *head, const char *name, char *val, size_t len)

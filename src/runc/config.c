@@ -33,6 +33,8 @@ void oci_mapped_fini(struct oci_mapped *m)
 	json_decref(m->process);
 	json_decref(m->annotations);
 	json_decref(m->skipped);
+	json_decref(m->hooks);
+	json_decref(m->net_sysctl);
 	memset(m, 0, sizeof(*m));
 }
 
@@ -381,11 +383,79 @@ static int map_mounts(const json_t *spec, const char *bundle, struct oci_mapped 
 	return 0;
 }
 
-/* Hooks run on the host as the runtime's user (root): refused outright. */
-static int check_hooks(const json_t *spec, struct isola_err **err)
+#define OCI_MAX_HOOKS 32
+
+/* The hook kinds isola-runc runs on the host (runtime-spec config.md, POSIX-platform Hooks). */
+static const char *const host_hooks[] = {"prestart", "createRuntime", "poststart", "poststop",
+					 NULL};
+
+/* One hook {path, args, env, timeout}, checked and copied into list. */
+static int map_hook(const json_t *h, const char *kind, size_t i, json_t *list,
+		    struct isola_err **err)
 {
-	const json_t *hooks = json_object_get(spec, "hooks"), *list;
+	const json_t *args = json_object_get(h, "args"), *env = json_object_get(h, "env");
+	const json_t *timeout = json_object_get(h, "timeout"), *v;
+	const char *path = str_of(json_object_get(h, "path"));
+	json_t *out;
+	size_t k;
+
+	if (!json_is_object(h) || !path || path[0] != '/' || strlen(path) >= 4096)
+		return isola_err_set(err, EINVAL, "invalid",
+				     "config.json: `hooks.%s[%zu].path` must be an absolute path",
+				     kind, i);
+	if (args && !json_is_null(args) &&
+	    (!json_is_array(args) || json_array_size(args) > OCI_MAX_ARGS))
+		return isola_err_set(err, EINVAL, "invalid",
+				     "config.json: `hooks.%s[%zu].args` must be an array of at "
+				     "most %d strings",
+				     kind, i, OCI_MAX_ARGS);
+	json_array_foreach(args, k, v) if (!str_of(v)) return isola_err_set(
+		err, EINVAL, "invalid", "config.json: `hooks.%s[%zu].args[%zu]` is not a string",
+		kind, i, k);
+	if (env && !json_is_null(env) &&
+	    (!json_is_array(env) || json_array_size(env) > OCI_MAX_ENV))
+		return isola_err_set(err, EINVAL, "invalid",
+				     "config.json: `hooks.%s[%zu].env` must be an array of at most "
+				     "%d strings",
+				     kind, i, OCI_MAX_ENV);
+	json_array_foreach(env, k, v)
+	{
+		const char *s = str_of(v);
+
+		if (!s || !strchr(s, '=') || s[0] == '=')
+			return isola_err_set(err, EINVAL, "invalid",
+					     "config.json: `hooks.%s[%zu].env[%zu]` must be "
+					     "KEY=VALUE",
+					     kind, i, k);
+	}
+	if (timeout && !json_is_null(timeout) &&
+	    (!json_is_integer(timeout) || json_integer_value(timeout) <= 0 ||
+	     json_integer_value(timeout) > 86400))
+		return isola_err_set(err, EINVAL, "invalid",
+				     "config.json: `hooks.%s[%zu].timeout` must be 1-86400 seconds",
+				     kind, i);
+	out = json_pack("{s:s, s:o, s:o, s:I}", "path", path, "args",
+			json_is_array(args) ? json_deep_copy(args) : json_array(), "env",
+			json_is_array(env) ? json_deep_copy(env) : json_array(), "timeout",
+			(json_int_t)(json_is_integer(timeout) ? json_integer_value(timeout) : 0));
+	if (!out)
+		return isola_err_set(err, ENOMEM, "internal", "out of memory");
+	json_array_append_new(list, out);
+	return 0;
+}
+
+/*
+ * hooks: prestart, createRuntime, poststart and poststop run on the host by isola-runc (with
+ * the privileges of whoever runs it: the engine that wrote config.json). createContainer and
+ * startContainer would run inside the container's namespaces: refused. out->hooks gets the
+ * checked hooks by kind (NULL when there are none).
+ */
+static int map_hooks(const json_t *spec, struct oci_mapped *out, struct isola_err **err)
+{
+	const json_t *hooks = json_object_get(spec, "hooks"), *list, *h;
 	const char *name;
+	size_t i;
+	int r;
 
 	if (!hooks || json_is_null(hooks))
 		return 0;
@@ -394,14 +464,54 @@ static int check_hooks(const json_t *spec, struct isola_err **err)
 				     "config.json: `hooks` must be an object");
 	json_object_foreach((json_t *)hooks, name, list)
 	{
-		if (json_is_array(list) && json_array_size(list) == 0)
+		bool host = false;
+		json_t *mine;
+
+		for (size_t k = 0; host_hooks[k]; k++)
+			host = host || !strcmp(name, host_hooks[k]);
+		if (json_is_null(list) || (json_is_array(list) && json_array_size(list) == 0))
 			continue;
-		return isola_err_set(err, ENOTSUP, "not_supported",
-				     "config.json: `hooks.%.32s` is refused (hooks would run on "
-				     "the host as root)",
-				     name);
+		if (!strcmp(name, "createContainer") || !strcmp(name, "startContainer"))
+			return isola_err_set(err, ENOTSUP, "not_supported",
+					     "config.json: `hooks.%s` is refused: it would run "
+					     "inside the container's namespaces, which isola-runc "
+					     "does not enter (docs/oci.md)",
+					     name);
+		if (!host)
+			return isola_err_set(err, EINVAL, "invalid",
+					     "config.json: `hooks.%.32s` is not a hook kind", name);
+		if (!json_is_array(list) || json_array_size(list) > OCI_MAX_HOOKS)
+			return isola_err_set(err, EINVAL, "invalid",
+					     "config.json: `hooks.%s` must be an array of at most "
+					     "%d hooks",
+					     name, OCI_MAX_HOOKS);
+		if (!out->hooks)
+			out->hooks = json_object();
+		mine = json_array();
+		json_object_set_new(out->hooks, name, mine);
+		json_array_foreach(list, i,
+				   h) if ((r = map_hook(h, name, i, mine, err)) < 0) return r;
 	}
 	return 0;
+}
+
+/*
+ * True when the spec asks for a new network namespace (a `network` entry without a path) and
+ * has prestart or createRuntime hooks: the engine programs that namespace itself from a hook
+ * (Docker's libnetwork-setkey), so it gets an empty one of isola-runc's, not isola's network.
+ */
+static bool engine_programs_netns(const json_t *linux_, const json_t *create, const json_t *hooks)
+{
+	const json_t *ns;
+	bool want = false;
+	size_t i;
+
+	if (json_object_get(create, "netns"))
+		return false;
+	json_array_foreach(json_object_get(linux_, "namespaces"), i, ns) want =
+		want || !strcmp(str_of(json_object_get(ns, "type")) ?: "", "network");
+	return want && (json_array_size(json_object_get(hooks, "prestart")) ||
+			json_array_size(json_object_get(hooks, "createRuntime")));
 }
 
 /* hostname: the sandbox's (isolad checks the characters: [A-Za-z0-9.-], 1-63). */
@@ -491,7 +601,8 @@ static int map_spec(const json_t *spec, const char *bundle, const char *id, stru
 			return isola_err_set(err, EINVAL, "invalid",
 					     "config.json: `linux.sysctl` must be an object");
 		/* net.* is per network namespace (Docker asks for ip_unprivileged_port_start and
-		 * ping_group_range): accepted, not applied. Anything else reaches the host. */
+		 * ping_group_range): accepted; those two are applied to a network namespace
+		 * isola-runc makes (engine_netns), the rest not. Anything else reaches the host. */
 		json_object_foreach((json_t *)sysctl, k, v)
 		{
 			if (strncmp(k, "net.", 4) != 0)
@@ -499,6 +610,17 @@ static int map_spec(const json_t *spec, const char *bundle, const char *id, stru
 						     "config.json: `linux.sysctl.%.64s` is refused "
 						     "(only net.* is accepted)",
 						     k);
+			if (!str_of(v) || strlen(str_of(v)) > 64 || strchr(str_of(v), '\n'))
+				return isola_err_set(err, EINVAL, "invalid",
+						     "config.json: `linux.sysctl.%.64s` must be a "
+						     "string of at most 64 bytes on one line",
+						     k);
+			if (!strcmp(k, "net.ipv4.ip_unprivileged_port_start") ||
+			    !strcmp(k, "net.ipv4.ping_group_range")) {
+				if (!out->net_sysctl)
+					out->net_sysctl = json_object();
+				json_object_set(out->net_sysctl, k, v);
+			}
 		}
 	}
 	out->create = json_pack("{s:s, s:{s:s, s:s}}", "tier", "process", "labels", "oci.id", id,
@@ -519,7 +641,9 @@ static int map_spec(const json_t *spec, const char *bundle, const char *id, stru
 	if (r == 0)
 		r = map_namespaces(linux_, out->create, err);
 	if (r == 0)
-		r = check_hooks(spec, err);
+		r = map_hooks(spec, out, err);
+	if (r == 0)
+		out->engine_netns = engine_programs_netns(linux_, out->create, out->hooks);
 	if (r == 0)
 		r = map_hostname(spec, out->create, err);
 	if (r == 0)
@@ -603,19 +727,19 @@ json_t *oci_spec_default(void)
 
 json_t *oci_features(void)
 {
-	/* No hooks; of mount options, what a bind's mapping reads (others are isola's own:
+	/* Hooks run on the host (createContainer, startContainer refused); of mount options, what a bind's mapping reads (others are isola's own:
 	 * nosuid, nodev, private). The annotations say what else this slice does (docs/oci.md):
 	 * a network namespace path is joined, other namespace paths refused, binds under /proc,
 	 * /sys and /dev and other filesystems not applied. */
-	return json_pack("{s:s, s:s, s:[], s:[s, s, s, s], s:{s:[s, s, s, s, s, s, s],"
-			 " s:{s:b, s:b, s:b}}, s:{s:s, s:s, s:s}}",
-			 "ociVersionMin", "1.0.0", "ociVersionMax", "1.2.0", "hooks",
-			 "mountOptions", "bind", "rbind", "ro", "rw", "linux", "namespaces",
-			 "cgroup", "ipc", "mount", "network", "pid", "user", "uts", "cgroup", "v1",
-			 1, "v2", 1, "systemd", 0, "annotations", "io.isola.runtime",
-			 "isola-runc: process-tier sandboxes of isolad", "io.isola.namespaces.path",
-			 "network only (joined; the operator's isolad checks it)",
-			 "io.isola.mounts",
-			 "binds honoured except under /proc, /sys, /dev; "
-			 "other filesystems are isola's own or not applied");
+	return json_pack(
+		"{s:s, s:s, s:[s, s, s, s], s:[s, s, s, s], s:{s:[s, s, s, s, s, s, s],"
+		" s:{s:b, s:b, s:b}}, s:{s:s, s:s, s:s}}",
+		"ociVersionMin", "1.0.0", "ociVersionMax", "1.2.0", "hooks", "prestart",
+		"createRuntime", "poststart", "poststop", "mountOptions", "bind", "rbind", "ro",
+		"rw", "linux", "namespaces", "cgroup", "ipc", "mount", "network", "pid", "user",
+		"uts", "cgroup", "v1", 1, "v2", 1, "systemd", 0, "annotations", "io.isola.runtime",
+		"isola-runc: process-tier sandboxes of isolad", "io.isola.namespaces.path",
+		"network only (joined; the operator's isolad checks it)", "io.isola.mounts",
+		"binds honoured except under /proc, /sys, /dev; "
+		"other filesystems are isola's own or not applied");
 }

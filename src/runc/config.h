@@ -19,6 +19,12 @@ struct oci_mapped {
 	json_t *process;     /* body of POST /v1/sandboxes/{id}/processes, owned */
 	json_t *annotations; /* the spec's annotations object, owned (may be empty) */
 	json_t *skipped;     /* strings: spec mounts not applied and why (for warnings), owned */
+	json_t *hooks;	     /* {"prestart":[{path,args,env,timeout}],...} of the kinds run on
+			      * the host (timeout 0: none), owned; NULL when there are none */
+	json_t *net_sysctl;  /* the spec's net.* sysctls applied to a namespace of our own (the
+			      * two Docker sets), owned; NULL when none */
+	bool engine_netns;   /* a new network namespace with prestart/createRuntime hooks: the
+			      * engine programs it, so isola-runc makes an empty one (hooks.h) */
 };
 
 /*
@@ -26,7 +32,7 @@ struct oci_mapped {
  * image author's) and maps it for container `id` of bundle `bundle` (an absolute path).
  * Returns 0 with *out filled (release with oci_mapped_fini), or -errno with *err naming the
  * field and the reason (`invalid` for malformed input, `not_supported` for what this slice
- * refuses: terminal, hooks, joining a namespace other than the network one, sysctl). A network
+ * refuses: createContainer/startContainer hooks, joining a namespace other than the network one, sysctl). A network
  * namespace path becomes the create request's `netns`. Pure: no I/O.
  */
 int oci_config_map(const char *text, size_t len, const char *bundle, const char *id,

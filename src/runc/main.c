@@ -25,7 +25,9 @@
 #include "../cli/client.h"
 #include "../cli/parse.h"
 #include "../common/util.h"
+#include "cgjoin.h"
 #include "config.h"
+#include "hooks.h"
 
 #define DEFAULT_ROOT   "/run/isola-runc"
 #define DEFAULT_SOCKET "/run/isola/isolad.sock"
@@ -364,6 +366,80 @@ static void take_terminal(int fd)
 	ioctl(0, TIOCSCTTY, 0);
 }
 
+/* The OCI state of c (runtime-spec runtime.md) with status st and host pid (0: none). */
+static json_t *oci_state(struct container *c, const char *st, long host_pid)
+{
+	json_t *ann = json_object_get(c->st, "annotations");
+
+	return json_pack("{s:s, s:s, s:s, s:I, s:O, s:O, s:o}", "ociVersion", "1.2.0", "id", c->id,
+			 "status", st, "pid", (json_int_t)host_pid, "bundle",
+			 json_object_get(c->st, "bundle"), "created",
+			 json_object_get(c->st, "created"), "annotations",
+			 ann ? json_incref(ann) : json_object());
+}
+
+/* Runs c's hooks of kind with its state (status, pid) on their stdin (hooks.h). */
+static int container_hooks(struct container *c, const char *kind, const char *status, long pid,
+			   struct isola_err **err)
+{
+	json_t *state;
+	int r;
+
+	if (!json_array_size(json_object_get(json_object_get(c->st, "hooks"), kind)))
+		return 0;
+	state = oci_state(c, status, pid);
+	if (!state)
+		return isola_err_set(err, ENOMEM, NULL, "out of memory");
+	r = hooks_run(json_object_get(c->st, "hooks"), kind, state, err);
+	json_decref(state);
+	return r;
+}
+
+/* poststart, poststop: a failure is a warning, as in runc. */
+static void warn_hooks(struct container *c, const char *kind, const char *status, long pid)
+{
+	struct isola_err *e = NULL;
+
+	if (container_hooks(c, kind, status, pid, &e) < 0)
+		warn(e && e->message ? e->message : kind);
+	isola_err_free(e);
+}
+
+/* prestart, then createRuntime, once the sandbox (the container's namespaces) exists and before
+ * create returns; a failure fails create (runc's order). */
+static int create_hooks(struct container *c, struct isola_err **err)
+{
+	long host_pid;
+	const char *st;
+	int r;
+
+	if (!json_object_size(json_object_get(c->st, "hooks")))
+		return 0;
+	st = container_status(c, &host_pid, err);
+	if (!st)
+		return -EIO;
+	r = container_hooks(c, "prestart", "created", host_pid, err);
+	if (r == 0)
+		r = container_hooks(c, "createRuntime", "created", host_pid, err);
+	return r < 0 ? isola_err_wrap(err, "create container `%s`", c->id) : 0;
+}
+
+/* A new network namespace that the engine's prestart/createRuntime hooks program (Docker's
+ * bridge and user-defined networks): an empty one of ours at ROOT/ID/netns, joined by the
+ * sandbox as its `netns`. */
+static int engine_netns(struct container *c, struct oci_mapped *m, struct isola_err **err)
+{
+	char path[PATH_MAX];
+	int r;
+
+	if (!m->engine_netns)
+		return 0;
+	r = hooks_netns_make(c->dir, m->net_sysctl, path, sizeof(path), err);
+	if (r == 0)
+		json_object_set_new(m->create, "netns", json_string(path));
+	return r;
+}
+
 static int do_create(const char *id, struct create_opts *o, struct container *c,
 		     struct isola_err **err)
 {
@@ -386,12 +462,17 @@ static int do_create(const char *id, struct create_opts *o, struct container *c,
 				       : isola_err_sys(err, errno, NULL, "create `%s`", c->dir);
 	r = load_bundle(o->bundle, id, bundle, &m, err);
 	if (r < 0 || !(h = cl(err))) {
+		if (r == 0)
+			oci_mapped_fini(&m);
 		rmdir(c->dir);
 		return r < 0 ? r : -EIO;
 	}
-	r = client_json(h, "POST", "/v1/sandboxes", m.create, &sb, err);
+	r = engine_netns(c, &m, err);
+	if (r == 0)
+		r = client_json(h, "POST", "/v1/sandboxes", m.create, &sb, err);
 	if (r < 0) {
 		oci_mapped_fini(&m);
+		hooks_netns_remove(c->dir);
 		rmdir(c->dir);
 		return isola_err_wrap(err, "create container `%s`", id);
 	}
@@ -405,6 +486,8 @@ static int do_create(const char *id, struct create_opts *o, struct container *c,
 			  "bundle", bundle, "created", created, "pid", 0, "process", m.process,
 			  "annotations", m.annotations);
 	json_decref(sb);
+	if (c->st && m.hooks)
+		json_object_set(c->st, "hooks", m.hooks);
 	oci_mapped_fini(&m);
 	r = c->st ? container_save(c, err) : isola_err_set(err, ENOMEM, NULL, "out of memory");
 	o->tty = -1;
@@ -415,8 +498,14 @@ static int do_create(const char *id, struct create_opts *o, struct container *c,
 		else if ((o->tty = console_setup(o->console, err)) < 0)
 			r = o->tty;
 	}
+	if (r == 0)
+		r = create_hooks(c, err);
 	if (r < 0) {
+		if (o->tty >= 0)
+			close(o->tty);
+		o->tty = -1;
 		destroy_sandbox(json_string_value(json_object_get(c->st, "sandbox")), NULL);
+		hooks_netns_remove(c->dir);
 		util_rm_rf(c->dir);
 	}
 	return r;
@@ -483,6 +572,56 @@ static void relay_enter_netns(struct container *c)
 		     "container: on this container would be refused)");
 }
 
+/*
+ * Stats: containerd's runc shim (so Docker's stats and the CRI's too) loads the cgroups of the pid
+ * it was given from /proc/PID/cgroup once `create` returns, and that pid is the relay (Podman
+ * reads `state`'s pid, the sandbox's init, instead). So before `create` returns, the relay
+ * joins its sandbox's cgroups in every hierarchy the sandbox uses, as runc's init is in its
+ * container's. First it is made what a cgroup OOM never kills (oom_score_adj -1000: the
+ * container's own processes are the OOM killer's choice; where CAP_SYS_RESOURCE is withheld,
+ * the score it inherited from the shim); it stays a host process the
+ * sandbox's processes cannot see or signal (another pid namespace, another uid). Not with
+ * $ISOLA_URL (isolad may be on another host). A failure is a warning: the relay works on, and
+ * the engine's stats show the engine's cgroup.
+ */
+static void relay_join_cgroups(const struct container *c, pid_t relay)
+{
+	cleanup_err struct isola_err *e = NULL;
+	struct container self = *c;
+	long host_pid = 0;
+	char path[64], msg[1024];
+	int fd, r;
+
+	if (g.conf.url)
+		return;
+	if (!container_status(&self, &host_pid, &e) || host_pid <= 0) {
+		snprintf(msg, sizeof(msg),
+			 "the relay stays in the engine's cgroups (its stats are not the "
+			 "container's): container `%s` has no init: %s",
+			 c->id, e && e->message ? e->message : "not created");
+		warn(msg);
+		return;
+	}
+	snprintf(path, sizeof(path), "/proc/%d/oom_score_adj", (int)relay);
+	fd = open(path, O_WRONLY | O_CLOEXEC);
+	r = fd < 0 || util_write_all(fd, "-1000", 5) < 0 ? -errno : 0;
+	if (fd >= 0)
+		close(fd);
+	/* Without CAP_SYS_RESOURCE (a container host that withholds it) no score can be lowered:
+	 * the relay keeps the one it inherited from the engine's shim (docs/oci.md, "Stats"). */
+	if (r == -EACCES || r == -EPERM)
+		r = 0;
+	if (r == 0)
+		r = oci_cgroup_join((pid_t)host_pid, sandbox_of(&self), relay, &e);
+	if (r < 0) {
+		snprintf(msg, sizeof(msg),
+			 "the relay stays in the engine's cgroups (its stats are not the "
+			 "container's): %s",
+			 e && e->message ? e->message : strerror(-r));
+		warn(msg);
+	}
+}
+
 static pid_t relay_spawn(const struct container *c, int tty, struct isola_err **err)
 {
 	char path[PATH_MAX + 16];
@@ -497,8 +636,10 @@ static pid_t relay_spawn(const struct container *c, int tty, struct isola_err **
 	pid = fork();
 	if (pid < 0)
 		return isola_err_sys(err, errno, NULL, "fork the output relay");
-	if (pid > 0)
+	if (pid > 0) {
+		relay_join_cgroups(c, pid);
 		return pid;
+	}
 	/* The relay: a session of its own, no client shared with the parent. */
 	setsid();
 	take_terminal(tty);
@@ -558,6 +699,8 @@ static int do_start(struct container *c, struct isola_err **err)
 	json_decref(proc);
 	r = container_save(c, err);
 	relay_release(c);
+	if (r == 0)
+		warn_hooks(c, "poststart", "running", host_pid);
 	return r;
 }
 
@@ -736,6 +879,24 @@ static void stdin_forward(const char *sandbox, long pid, bool tty)
 	_exit(0);
 }
 
+/*
+ * No stdin forwarder (its fork failed: the relay is in the sandbox's cgroups, so a pids limit
+ * the container already reached counts it too): the process's stdin is closed, as a
+ * /dev/null stdin would be, rather than left open with nobody to write or close it.
+ */
+static void stdin_unforwarded(const char *sandbox, long pid)
+{
+	cleanup_free char *close_in =
+		cli_pathf("/v1/sandboxes/%s/processes/%ld/close-stdin", sandbox, pid);
+	char msg[128];
+
+	snprintf(msg, sizeof(msg),
+		 "stdin is not forwarded (fork: %s): the process's stdin is closed",
+		 strerror(errno));
+	warn(msg);
+	client_json(cl(NULL), "POST", close_in, NULL, NULL, NULL);
+}
+
 /* Our stdio <-> process pid: stdin forwarded by a child, output followed here. Returns the
  * process's exit status (shell style) or -errno. */
 static int relay_io(const char *sandbox, long pid, bool tty, struct isola_err **err)
@@ -747,6 +908,8 @@ static int relay_io(const char *sandbox, long pid, bool tty, struct isola_err **
 	fw = fork();
 	if (fw == 0)
 		stdin_forward(sandbox, pid, tty);
+	if (fw < 0)
+		stdin_unforwarded(sandbox, pid);
 	st = follow(sandbox, pid, err);
 	if (fw > 0) {
 		kill(fw, SIGKILL);
@@ -771,6 +934,8 @@ static int do_delete(struct container *c, bool force, struct isola_err **err)
 	json_object_set_new(c->st, "killed", json_true());
 	container_save(c, NULL);
 	relay_release(c);
+	warn_hooks(c, "poststop", "stopped", 0);
+	hooks_netns_remove(c->dir);
 	util_rm_rf(c->dir);
 	return 0;
 }
@@ -810,11 +975,15 @@ static int do_kill(struct container *c, int sig, struct isola_err **err)
 		return isola_err_set(err, ESRCH, "conflict", "container `%s` is not running",
 				     c->id);
 	if (!strcmp(st, "created")) {
-		/* Nothing of the container's runs yet: it stops, and its sandbox goes. */
+		/* Nothing of the container's runs yet: it stops, and its sandbox goes. The sandbox
+		 * first: its end kills the relay in its cgroups (137 for the engine, always); only
+		 * a relay outside them (it could not join) is woken to exit by itself. */
 		json_object_set_new(c->st, "killed", json_true());
 		r = container_save(c, err);
+		if (r == 0)
+			r = destroy_sandbox(sandbox_of(c), err);
 		relay_release(c);
-		return r < 0 ? r : destroy_sandbox(sandbox_of(c), err);
+		return r;
 	}
 	path = cli_pathf("/v1/sandboxes/%s/processes/%ld/signal", sandbox_of(c), pid);
 	body = json_pack("{s:i}", "signal", sig);
@@ -832,11 +1001,7 @@ static int print_state(struct container *c, struct isola_err **err)
 
 	if (!st)
 		return -EIO;
-	j = json_pack("{s:s, s:s, s:s, s:I, s:O, s:O, s:O}", "ociVersion", "1.2.0", "id", c->id,
-		      "status", st, "pid", (json_int_t)host_pid, "bundle",
-		      json_object_get(c->st, "bundle"), "created",
-		      json_object_get(c->st, "created"), "annotations",
-		      json_object_get(c->st, "annotations") ?: json_object());
+	j = oci_state(c, st, host_pid);
 	if (j)
 		json_object_set(j, "sandbox", json_object_get(c->st, "sandbox"));
 	s = j ? json_dumps(j, JSON_INDENT(2) | JSON_PRESERVE_ORDER) : NULL;
@@ -1434,6 +1599,7 @@ static int run_command(int argc, char **argv)
 			container_save(&c, NULL);
 			relay_release(&c);
 			destroy_sandbox(sandbox_of(&c), NULL);
+			hooks_netns_remove(c.dir);
 			util_rm_rf(c.dir);
 		}
 		if (relay && o.tty >= 0)

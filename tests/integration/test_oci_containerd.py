@@ -7,6 +7,7 @@ rootfs of host binaries (`ctr images import`: no registry), and runs it with `ct
 to a runc-compatible binary, which is also what a Kubernetes RuntimeClass handler configures
 (`BinaryName`)."""
 
+import json
 import os
 import shutil
 import signal
@@ -177,3 +178,27 @@ def test_ctr_run_with_ns_and_bind_mount(ctr, isolad, netns, tmp_path):
         ctr("task", "rm", "-f", cid, check=False)
         ctr("container", "rm", cid, check=False)
         shutil.rmtree(f"/run/containerd/runc/default/{cid}", ignore_errors=True)
+
+
+def test_ctr_task_metrics_are_the_containers(ctr, isolad):
+    """`ctr task metrics` reads the cgroups the shim loaded from the relay's pid once `create`
+    returned: the relay is in its sandbox's cgroups, so the numbers are the container's (its
+    64 MiB limit, its few pids), not containerd's."""
+    cid = f"m1-{os.getpid()}"
+    ctr(*ctr.run_args("-d", "--memory-limit", str(64 << 20), IMAGE, cid, "sleep", "1000"))
+    try:
+        m = json.loads(ctr("task", "metrics", "--format", "json", cid).stdout)
+        assert m["memory"]["usage"]["limit"] == 64 << 20, m["memory"]
+        assert 0 < m["memory"]["usage"]["usage"] < 64 << 20, m["memory"]
+        # The sandbox's init, sleep, and the relay (with its stdin forwarder): a handful.
+        assert 2 <= m["pids"]["current"] <= 8, m["pids"]
+        assert m["cpu"]["usage"]["total"] > 0, m["cpu"]
+    finally:
+        ctr("task", "kill", "-s", "KILL", cid, check=False)
+        ctr("task", "rm", "-f", cid, check=False)
+        ctr("container", "rm", cid, check=False)
+        shutil.rmtree(f"/run/containerd/runc/default/{cid}", ignore_errors=True)
+    end = time.monotonic() + 60
+    while sandboxes(isolad, **{"oci.id": cid}):
+        assert time.monotonic() < end, "sandbox left after ctr container rm"
+        time.sleep(0.1)

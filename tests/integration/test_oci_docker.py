@@ -28,9 +28,11 @@ EXTRA_BINARIES = ("true", "echo", "test", "readlink")
 
 
 class Dockerd:
-    """A private dockerd; stopped by its pid file, its dirs removed."""
+    """A private dockerd; stopped by its pid file, its dirs removed. With netns (the name of a
+    namespace the caller made with `ip netns add`), dockerd runs in that network namespace with
+    Docker's default networking (the bridge, iptables, docker-proxy): all of it stays there."""
 
-    def __init__(self, isolad, isola_runc):
+    def __init__(self, isolad, isola_runc, netns=None):
         dockerd = shutil.which("dockerd")
         if not dockerd:
             pytest.fail("dockerd is missing: scripts/deps.sh installs docker.io", pytrace=False)
@@ -44,13 +46,18 @@ class Dockerd:
         env = dict(os.environ, ISOLA_SOCKET=isolad.socket)
         env.pop("ISOLA_URL", None)
         env.pop("ISOLA_TOKEN", None)
+        # nsenter (not `ip netns exec`): only the network namespace changes, so the
+        # runtime's mounts (isola-runc's ROOT/ID/netns) are in the host's mount namespace,
+        # where isolad opens them.
+        net = ["nsenter", f"--net=/run/netns/{netns}"] if netns else []
+        nonet = [] if netns else ["--iptables=false", "--ip6tables=false", "--bridge=none",
+                                  "--userland-proxy=false"]
         with open(self.log, "wb") as log:
             self.proc = subprocess.Popen(
-                [dockerd, "--data-root", str(self.dir / "data"), "--exec-root",
-                 str(self.dir / "exec"), "--pidfile", str(self.pidfile), "-H",
-                 f"unix://{self.sock}", "--iptables=false", "--ip6tables=false",
-                 "--bridge=none", "--userland-proxy=false", "--storage-driver=vfs",
-                 "--add-runtime", f"isola={isola_runc}"],
+                net + [dockerd, "--data-root", str(self.dir / "data"), "--exec-root",
+                       str(self.dir / "exec"), "--pidfile", str(self.pidfile), "-H",
+                       f"unix://{self.sock}"] + nonet +
+                ["--storage-driver=vfs", "--add-runtime", f"isola={isola_runc}"],
                 stdout=log, stderr=log, stdin=subprocess.DEVNULL, env=env,
                 start_new_session=True)
         end = time.monotonic() + 90
@@ -87,20 +94,28 @@ class Dockerd:
         remove_engine_dir(self.dir)
 
 
+def import_image(d, tmp_path_factory, extra=()):
+    """IMAGE in dockerd d: test_oci_runtime's rootfs, EXTRA_BINARIES and the files `extra`
+    (host paths, into /bin), imported from a tar (no registry)."""
+    root = tmp_path_factory.mktemp("oci-docker-image") / "rootfs"
+    make_rootfs(root)
+    for name in EXTRA_BINARIES:
+        src = shutil.which(name)
+        if src:
+            shutil.copy2(os.path.realpath(src), root / "bin" / name)
+    for path in extra:
+        shutil.copy2(path, root / "bin" / Path(path).name)
+    tar = root.parent / "rootfs.tar"
+    with tarfile.open(tar, "w") as t:
+        t.add(root, arcname=".")
+    d("import", tar, IMAGE)
+
+
 @pytest.fixture(scope="module")
 def docker(isolad, tmp_path_factory):
     d = Dockerd(isolad, RUNC)
     try:
-        root = tmp_path_factory.mktemp("oci-docker-image") / "rootfs"
-        make_rootfs(root)
-        for name in EXTRA_BINARIES:
-            src = shutil.which(name)
-            if src:
-                shutil.copy2(os.path.realpath(src), root / "bin" / name)
-        tar = root.parent / "rootfs.tar"
-        with tarfile.open(tar, "w") as t:
-            t.add(root, arcname=".")
-        d("import", tar, IMAGE)
+        import_image(d, tmp_path_factory)
         yield d
     finally:
         d.stop()
@@ -231,3 +246,35 @@ def test_docker_network_container_mode(docker, isolad):
                       "/proc/self/ns/net").stdout != want
     finally:
         docker("rm", "-f", name, check=False)
+
+
+def mib(text):
+    """Docker's human size (`1.5MiB`, `64MiB`, `700KiB`, `1.2GiB`, `0B`) in MiB."""
+    units = {"B": 1 / (1 << 20), "KiB": 1 / 1024, "MiB": 1, "GiB": 1024, "TiB": 1 << 20}
+    for u in sorted(units, key=len, reverse=True):
+        if text.endswith(u):
+            return float(text[:-len(u)]) * units[u]
+    raise AssertionError(f"not a size: {text!r}")
+
+
+def test_docker_stats_are_the_containers(docker, isolad):
+    """`docker stats` reads the cgroups of the pid isola-runc gave the shim (the relay), which
+    joined its sandbox's: the 64 MiB limit and the container's own small usage and pids, not
+    the engine's cgroup (no limit, hundreds of MiB, every process of the engine)."""
+    name = f"stats-{os.getpid()}"
+    cid = docker("run", "-d", "--name", name, "--runtime", "isola", "--memory", "64m", IMAGE,
+                 "sleep", "1000").stdout.strip()
+    try:
+        sb = sandbox_of(isolad, cid)
+        row = poll(lambda: json.loads(docker("stats", "--no-stream", "--format", "{{json .}}",
+                                             name).stdout or "null"), "no stats row")
+        used, limit = (mib(x.strip()) for x in row["MemUsage"].split("/"))
+        assert limit == 64, row
+        assert 0 < used < 64, row
+        # The sandbox's init, sleep, and the relay (with its stdin forwarder): a handful.
+        assert 2 <= int(row["PIDs"]) <= 8, row
+        st = isolad.client(timeout=30).request("GET", f"/v1/sandboxes/{sb['id']}/stats").json()
+        assert st["memory_limit_bytes"] == 64 << 20 and st["pids"] >= 2, st
+    finally:
+        docker("rm", "-f", name, check=False)
+    poll(lambda: sandboxes(isolad, **{"oci.id": cid}) == [], "sandbox left after docker rm")

@@ -4,6 +4,7 @@
 <build>/isola-runc --runtime-flag isola-socket=<the session isolad's socket>` (conmon passes
 the runtime no environment), an image imported from a rootfs tar, `--network none`."""
 
+import json
 import shutil
 import subprocess
 import sys
@@ -107,3 +108,35 @@ def test_podman_network_ns_path_and_volume(podman, netns, tmp_path):
     cp = podman("run", "--rm", "--network", f"ns:{netns['path']}", "-v", f"{vol}:/vol:ro",
                 IMAGE, "bash", "-c", script)
     assert cp.stdout == f"pm-vol\n1\n{netns['token']}\n", (cp.stdout, cp.stderr)
+
+
+def size_bytes(text):
+    """Podman's human size (SI: `966.7kB`, `67.11MB`, `0B`) in bytes."""
+    units = {"B": 1, "kB": 1e3, "MB": 1e6, "GB": 1e9, "TB": 1e12}
+    for u in sorted(units, key=len, reverse=True):
+        if text.endswith(u):
+            return float(text[:-len(u)]) * units[u]
+    raise AssertionError(f"not a size: {text!r}")
+
+
+def test_podman_stats_are_the_containers(podman, isolad):
+    """`podman stats` reads the cgroups of the pid `isola-runc state` reports (Podman takes
+    its container's pid from the runtime's `state`: the sandbox's init, not the relay), the
+    longest path of /proc/PID/cgroup: the sandbox's `isola/<id>`, so the numbers are the
+    container's (its 64 MiB limit, its few pids)."""
+    cid = podman("run", "-d", "--name", "pmstats", "--network", "none", "--memory", "64m",
+                 IMAGE, "sleep", "1000").stdout.strip()
+    try:
+        row = json.loads(podman("stats", "--no-stream", "--no-reset", "--format", "json",
+                                "pmstats").stdout)[0]
+        used, limit = (size_bytes(x.strip()) for x in row["mem_usage"].split("/"))
+        assert abs(limit - (64 << 20)) < 10000, row  # "67.11MB": SI units, 2 decimals
+        assert 0 < used < 64 << 20, row
+        # The sandbox's init, sleep, and the relay (with its stdin forwarder): a handful.
+        assert 2 <= int(row["pids"]) <= 8, row
+    finally:
+        podman("rm", "-f", "pmstats", check=False)
+    end = time.monotonic() + 60
+    while sandboxes(isolad, **{"oci.id": cid}):
+        assert time.monotonic() < end, "sandbox left after podman rm"
+        time.sleep(0.1)

@@ -24,6 +24,7 @@ from tenancy_util import Tenant  # noqa: E402
 RUNC = Path(os.environ.get("ISOLA_RUNC") or conftest.BUILD / "src" / "runc" / "isola-runc")
 BINARIES = ("sh", "cat", "sleep", "id", "grep", "stty", "bash")
 CAP_SYS_ADMIN = 21
+CAP_SYS_RESOURCE = 24
 HOST_NETNS = f"/proc/{os.getpid()}/ns/net"  # this test's network namespace: the host's
 
 
@@ -211,6 +212,155 @@ def test_lifecycle_create_start_state_kill_delete(runc, rootfs, tmp_path, isolad
     assert cp.returncode == 1 and "container `c1` does not exist" in cp.stderr
 
 
+def cgroups_of(pid):
+    """/proc/PID/cgroup as {controllers: path}."""
+    lines = Path(f"/proc/{pid}/cgroup").read_text().splitlines()
+    return {ln.split(":", 2)[1]: ln.split(":", 2)[2] for ln in lines}
+
+
+def test_relay_is_in_the_sandboxs_cgroups(runc, rootfs, tmp_path):
+    """The relay (the pid an engine's shim reads /proc/PID/cgroup of for its stats) is in its
+    sandbox's cgroups in every hierarchy the sandbox uses, with oom_score_adj -1000 (a cgroup
+    OOM kills the container's processes, never it), and nowhere else of the sandbox's; its
+    exit status stays the process's."""
+    b = make_bundle(runc, rootfs, tmp_path, ["sh", "-c",
+                    "while [ ! -e /tmp/go ]; do sleep 0.1; done; exit 7"])
+    pidfile = tmp_path / "relay.pid"
+    env = dict(os.environ, ISOLA_SOCKET=runc.isolad.socket)
+    shim = subprocess.Popen(
+        [sys.executable, "-c", SHIM, str(RUNC), "--root", str(runc.root), "create", "--bundle",
+         str(b), "--pid-file", str(pidfile), "cg1", str(pidfile), str(tmp_path / "out")],
+        stdout=subprocess.PIPE, text=True, env=env)
+    try:
+        assert shim.stdout.readline() == "created\n"
+        st = runc.state("cg1")
+        relay, init = int(pidfile.read_text()), st["pid"]
+        mine, theirs = cgroups_of(relay), cgroups_of(init)
+        own = {c: p for c, p in theirs.items() if p.endswith("/" + st["sandbox"])}
+        assert "memory" in own and "pids" in own, theirs  # v1 here; "" on a v2 host
+        assert all(mine[c] == p for c, p in own.items()), (mine, theirs)
+        others = {c: p for c, p in mine.items() if c not in own}
+        assert not any(st["sandbox"] in p for p in others.values()), mine
+        # -1000 needs CAP_SYS_RESOURCE (which some container hosts withhold, this one among
+        # them); without it the relay keeps the score of its parent, the shim (ours: the test's).
+        caps = int(next(ln for ln in Path("/proc/self/status").read_text().splitlines()
+                        if ln.startswith("CapEff:")).split()[1], 16)
+        want = -1000 if caps & (1 << CAP_SYS_RESOURCE) else int(
+            Path("/proc/self/oom_score_adj").read_text())
+        assert int(Path(f"/proc/{relay}/oom_score_adj").read_text()) == want
+        runc("start", "cg1", check=True)
+        runc("exec", "cg1", "sh", "-c", ": > /tmp/go", check=True)
+        status = shim.communicate(timeout=120)[0].strip()
+    finally:
+        if shim.poll() is None:
+            shim.kill()
+    assert status == "7", status
+    runc("delete", "cg1", check=True)
+
+
+def test_relay_without_room_for_its_stdin_forwarder(runc, rootfs, tmp_path):
+    """The relay counts against the container's pids limit: when the container already filled
+    it, the relay cannot fork its stdin forwarder and closes the process's stdin instead (a
+    `cat` ends), rather than leave it open with nobody to write or close it."""
+    b = make_bundle(runc, rootfs, tmp_path, ["sh", "-c", "exec cat"])
+    pidfile, out = tmp_path / "relay.pid", tmp_path / "out"
+    env = dict(os.environ, ISOLA_SOCKET=runc.isolad.socket)
+    shim = subprocess.Popen(
+        [sys.executable, "-c", SHIM, str(RUNC), "--root", str(runc.root), "create", "--bundle",
+         str(b), "--pid-file", str(pidfile), "np1", str(pidfile), str(out)],
+        stdout=subprocess.PIPE, text=True, env=env)
+    try:
+        assert shim.stdout.readline() == "created\n"
+        sb = runc.state("np1")["sandbox"]
+        pids = next(p for p in (Path("/sys/fs/cgroup/pids/isola") / sb,  # v1, then v2
+                                Path("/sys/fs/cgroup/isola") / sb) if p.is_dir())
+        # Room for the container's process, none for the relay's forwarder.
+        (pids / "pids.max").write_text(str(int((pids / "pids.current").read_text()) + 1))
+        runc("start", "np1", check=True)
+        status = shim.communicate(timeout=120)[0].strip()
+    finally:
+        if shim.poll() is None:
+            shim.kill()
+    assert status == "0", (status, Path(str(out) + ".err").read_text())
+    assert "stdin is not forwarded" in Path(str(out) + ".err").read_text()
+    runc("delete", "np1", check=True)
+
+
+def test_kill_before_start_ends_the_relay_as_a_kill(runc, rootfs, tmp_path):
+    """A container killed before `start`: its sandbox is destroyed with the relay in its
+    cgroups, so the shim always reaps 137 (SIGKILL), as from a runc init killed unstarted."""
+    b = make_bundle(runc, rootfs, tmp_path, ["sleep", "1000"])
+    pidfile = tmp_path / "relay.pid"
+    env = dict(os.environ, ISOLA_SOCKET=runc.isolad.socket)
+    shim = subprocess.Popen(
+        [sys.executable, "-c", SHIM, str(RUNC), "--root", str(runc.root), "create", "--bundle",
+         str(b), "--pid-file", str(pidfile), "kb1", str(pidfile), str(tmp_path / "out")],
+        stdout=subprocess.PIPE, text=True, env=env)
+    try:
+        assert shim.stdout.readline() == "created\n"
+        runc("kill", "kb1", "TERM", check=True)
+        status = shim.communicate(timeout=120)[0].strip()
+    finally:
+        if shim.poll() is None:
+            shim.kill()
+    assert status == "-9", status  # waitstatus_to_exitcode: killed by signal 9
+    runc("delete", "kb1", check=True)
+
+
+def test_hibernate_with_the_relay_in_the_sandboxs_cgroups(runc, rootfs, tmp_path, isolad):
+    """Hibernating a container's sandbox ends its processes, the relay among them (it is in the
+    sandbox's cgroups), and succeeds: the container is `stopped`, and delete removes it."""
+    b = make_bundle(runc, rootfs, tmp_path, ["sleep", "1000"])
+    pidfile = tmp_path / "relay.pid"
+    env = dict(os.environ, ISOLA_SOCKET=runc.isolad.socket)
+    shim = subprocess.Popen(
+        [sys.executable, "-c", SHIM, str(RUNC), "--root", str(runc.root), "create", "--bundle",
+         str(b), "--pid-file", str(pidfile), "hb1", str(pidfile), str(tmp_path / "out")],
+        stdout=subprocess.PIPE, text=True, env=env)
+    try:
+        assert shim.stdout.readline() == "created\n"
+        runc("start", "hb1", check=True)
+        sb = runc.state("hb1")["sandbox"]
+        c = isolad.client(timeout=120)
+        r = c.request("POST", f"/v1/sandboxes/{sb}/hibernate")
+        assert r.status == 200, r
+        assert c.request("GET", f"/v1/sandboxes/{sb}").json()["state"] == "hibernated"
+        status = shim.communicate(timeout=120)[0].strip()
+    finally:
+        if shim.poll() is None:
+            shim.kill()
+    assert status == "-9", status
+    assert runc.state("hb1")["status"] == "stopped"
+    runc("delete", "hb1", check=True)
+    assert sandboxes(isolad, **{"oci.id": "hb1"}) == []
+
+
+def test_relay_outlives_the_containers_oom(runc, rootfs, tmp_path, isolad):
+    """A cgroup OOM in the container kills the container's process that filled it, never the
+    relay that shares its cgroups: the shim still reaps the process's own status."""
+    b = make_bundle(runc, rootfs, tmp_path, ["sh", "-c",
+                    "(a=x; while :; do a=$a$a; done); echo survived; exit 5"],
+                    lambda c: c["linux"].update(resources={"memory": {"limit": 32 << 20}}))
+    pidfile, out = tmp_path / "relay.pid", tmp_path / "out"
+    env = dict(os.environ, ISOLA_SOCKET=runc.isolad.socket)
+    shim = subprocess.Popen(
+        [sys.executable, "-c", SHIM, str(RUNC), "--root", str(runc.root), "create", "--bundle",
+         str(b), "--pid-file", str(pidfile), "oom1", str(pidfile), str(out)],
+        stdout=subprocess.PIPE, text=True, env=env)
+    try:
+        assert shim.stdout.readline() == "created\n"
+        runc("start", "oom1", check=True)
+        status = shim.communicate(timeout=120)[0].strip()
+    finally:
+        if shim.poll() is None:
+            shim.kill()
+    assert status == "5" and out.read_text() == "survived\n", (status, out.read_text())
+    sb = runc.state("oom1")["sandbox"]
+    st = isolad.client(timeout=30).request("GET", f"/v1/sandboxes/{sb}/stats").json()
+    assert st["oom_kills"] >= 1, st  # the subshell was what the OOM killer took
+    runc("delete", "oom1", check=True)
+
+
 def test_create_start_relays_output_to_creates_stdio(runc, rootfs, tmp_path):
     """The process's output reaches the stdout/stderr `create` was given (an engine's fifos)."""
     b = make_bundle(runc, rootfs, tmp_path, ["sh", "-c", "echo out-line; echo err-line >&2"])
@@ -275,8 +425,8 @@ def test_user_and_cwd_and_resources_are_mapped(runc, rootfs, tmp_path, isolad):
 
 
 @pytest.mark.parametrize("edit,msg", [
-    (lambda c: c.update(hooks={"prestart": [{"path": "/bin/true"}]}),
-     "`hooks.prestart` is refused"),
+    (lambda c: c.update(hooks={"createContainer": [{"path": "/bin/true"}]}),
+     "`hooks.createContainer` is refused: it would run inside the container's namespaces"),
     (lambda c: c["linux"]["namespaces"].append({"type": "ipc", "path": "/proc/1/ns/ipc"}),
      "joining the ipc namespace at a path is refused"),
     # The host's own network (this test's, isolad's) needs isolad --allow-host-netns.

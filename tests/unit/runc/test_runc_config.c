@@ -138,9 +138,27 @@ static void test_refusals(void)
 	ok(refused("{", "invalid", "config.json: line"), "malformed JSON");
 	ok(refused("[]", "invalid", "not a JSON object"), "not an object");
 	ok(refused("{\"ociVersion\":\"2.0\"}", "invalid", "`ociVersion`"), "version 2 refused");
-	ok(refused(BASE ",\"hooks\":{\"prestart\":[{\"path\":\"/x\"}]}}", "not_supported",
-		   "`hooks.prestart` is refused"),
-	   "hooks refused");
+	ok(refused(BASE ",\"hooks\":{\"createContainer\":[{\"path\":\"/x\"}]}}", "not_supported",
+		   "`hooks.createContainer` is refused: it would run inside"),
+	   "createContainer hooks refused");
+	ok(refused(BASE ",\"hooks\":{\"startContainer\":[{\"path\":\"/x\"}]}}", "not_supported",
+		   "`hooks.startContainer` is refused"),
+	   "startContainer hooks refused");
+	ok(refused(BASE ",\"hooks\":{\"prestart\":[{\"path\":\"x\"}]}}", "invalid",
+		   "`hooks.prestart[0].path` must be an absolute path"),
+	   "a relative hook path refused");
+	ok(refused(BASE ",\"hooks\":{\"poststop\":[{\"path\":\"/x\",\"env\":[\"NOEQ\"]}]}}",
+		   "invalid", "`hooks.poststop[0].env[0]` must be KEY=VALUE"),
+	   "a hook env entry without = refused");
+	ok(refused(BASE ",\"hooks\":{\"poststart\":[{\"path\":\"/x\",\"timeout\":0}]}}", "invalid",
+		   "`hooks.poststart[0].timeout` must be 1-86400 seconds"),
+	   "a zero hook timeout refused");
+	ok(refused(BASE ",\"hooks\":{\"prestart\":[{\"path\":\"/x\",\"args\":[1]}]}}", "invalid",
+		   "`hooks.prestart[0].args[0]` is not a string"),
+	   "a non-string hook arg refused");
+	ok(refused(BASE ",\"hooks\":{\"later\":[{\"path\":\"/x\"}]}}", "invalid",
+		   "`hooks.later` is not a hook kind"),
+	   "an unknown hook kind refused");
 	ok(refused(BASE ",\"linux\":{\"namespaces\":[{\"type\":\"ipc\",\"path\":\"/p\"}]}}",
 		   "not_supported", "joining the ipc namespace"),
 	   "joining a namespace other than the network one refused");
@@ -196,8 +214,10 @@ static void test_ids_and_documents(void)
 	ok(!*map(text, &m, msg, sizeof(msg)), "`spec`'s own config maps (%s)", msg);
 	oci_mapped_fini(&m);
 	ok(json_is_array(json_object_get(json_object_get(feat, "linux"), "namespaces")) &&
-		   json_array_size(json_object_get(feat, "hooks")) == 0,
-	   "features: namespaces listed, no hooks");
+		   json_array_size(json_object_get(feat, "hooks")) == 4 &&
+		   !strcmp(json_string_value(json_array_get(json_object_get(feat, "hooks"), 1)),
+			   "createRuntime"),
+	   "features: namespaces listed, the host hooks");
 	ok(json_array_size(json_object_get(feat, "mountOptions")) == 4 &&
 		   !strcmp(json_string_value(
 				   json_array_get(json_object_get(feat, "mountOptions"), 1)),
@@ -253,11 +273,67 @@ static void test_terminal_and_exec_process(void)
 	   "a non-net sysctl is refused");
 }
 
+/* Hooks are kept for isola-runc to run; a new network namespace with prestart/createRuntime
+ * hooks is the engine's to program (engine_netns), with the two Docker sysctls kept for it. */
+static void test_hooks(void)
+{
+	struct oci_mapped m;
+	char msg[512];
+	const json_t *h;
+	const char *code =
+		map(BASE ",\"linux\":{\"namespaces\":[{\"type\":\"network\"}],"
+			 "\"sysctl\":{\"net.ipv4.ip_unprivileged_port_start\":\"0\","
+			 "\"net.ipv4.tcp_syncookies\":\"1\"}},"
+			 "\"hooks\":{\"prestart\":[{\"path\":\"/h\",\"args\":[\"h\",\"x\"],"
+			 "\"env\":[\"K=V\"],\"timeout\":5}],\"poststop\":[{\"path\":\"/p\"}],"
+			 "\"createContainer\":[]}}",
+		    &m, msg, sizeof(msg));
+
+	ok(!*code, "a config with hooks maps (%s)", msg);
+	if (*code)
+		return;
+	h = json_array_get(json_object_get(m.hooks, "prestart"), 0);
+	ok(!strcmp(json_string_value(json_object_get(h, "path")), "/h") &&
+		   json_array_size(json_object_get(h, "args")) == 2 &&
+		   json_integer_value(json_object_get(h, "timeout")) == 5 &&
+		   !strcmp(json_string_value(json_array_get(json_object_get(h, "env"), 0)), "K=V"),
+	   "prestart hook kept with path, args, env and timeout");
+	h = json_array_get(json_object_get(m.hooks, "poststop"), 0);
+	ok(json_integer_value(json_object_get(h, "timeout")) == 0 &&
+		   json_array_size(json_object_get(h, "args")) == 0 &&
+		   !json_object_get(m.hooks, "createContainer"),
+	   "poststop without timeout or args; an empty createContainer list dropped");
+	ok(m.engine_netns && !json_object_get(m.create, "netns"),
+	   "a new network namespace with a prestart hook is the engine's to program");
+	ok(json_object_size(m.net_sysctl) == 1 &&
+		   json_object_get(m.net_sysctl, "net.ipv4.ip_unprivileged_port_start"),
+	   "of the net.* sysctls, Docker's kept for the namespace");
+	oci_mapped_fini(&m);
+
+	map(BASE ",\"linux\":{\"namespaces\":[{\"type\":\"network\",\"path\":\"/n\"}]},"
+		 "\"hooks\":{\"prestart\":[{\"path\":\"/h\"}]}}",
+	    &m, msg, sizeof(msg));
+	ok(m.create && !m.engine_netns, "a network namespace path is joined, not made");
+	oci_mapped_fini(&m);
+	map(BASE ",\"linux\":{\"namespaces\":[{\"type\":\"network\"}]},"
+		 "\"hooks\":{\"poststart\":[{\"path\":\"/h\"}]}}",
+	    &m, msg, sizeof(msg));
+	ok(m.create && !m.engine_netns, "without prestart/createRuntime, isola's own network");
+	oci_mapped_fini(&m);
+	map(BASE ",\"linux\":{\"namespaces\":[{\"type\":\"pid\"}]},"
+		 "\"hooks\":{\"createRuntime\":[{\"path\":\"/h\"}]}}",
+	    &m, msg, sizeof(msg));
+	ok(m.create && !m.engine_netns && json_object_get(m.hooks, "createRuntime"),
+	   "no network namespace asked for: isola's own network");
+	oci_mapped_fini(&m);
+}
+
 int main(void)
 {
 	test_terminal_and_exec_process();
 	test_mapping();
 	test_refusals();
+	test_hooks();
 	test_ids_and_documents();
 	return tap_done();
 }
