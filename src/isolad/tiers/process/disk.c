@@ -311,7 +311,7 @@ static int loop_mknod(int n, const char *dev)
  * backing filesystem allows it: the data is cached once (in the sandbox's own page cache),
  * not twice. Returns the loop fd (O_RDWR) and its number in *nr, or -errno.
  */
-static int loop_attach(int img, const char *id, int *nr)
+static int loop_attach_locked(int img, const char *id, int *nr)
 {
 	cleanup_fd int ctl = open("/dev/loop-control", O_RDWR | O_CLOEXEC);
 	struct loop_config cfg;
@@ -321,14 +321,8 @@ static int loop_attach(int img, const char *id, int *nr)
 		return -errno;
 	for (int i = 0; i < DISK_LOOP_TRIES; i++) {
 		cleanup_fd int lfd = -1;
-		/* GET_FREE hands the lowest unbound device to every caller at once, so in a
-		 * burst all but one lose it, and again for the next: after a lost race, a
-		 * device of our own making (LOOP_CTL_ADD -1: a new one at a free number) that
-		 * only a GET_FREE of the same instant can also hand out. */
-		int n = i ? ioctl(ctl, LOOP_CTL_ADD, -1) : -1;
+		int n = ioctl(ctl, LOOP_CTL_GET_FREE);
 
-		if (n < 0)
-			n = ioctl(ctl, LOOP_CTL_GET_FREE);
 		if (n < 0)
 			return -errno;
 		snprintf(dev, sizeof(dev), "/dev/loop%d", n);
@@ -364,6 +358,22 @@ static int loop_attach(int img, const char *id, int *nr)
 		return steal_fd(&lfd);
 	}
 	return -EBUSY;
+}
+
+/* LOOP_CTL_GET_FREE hands the lowest unbound device to every caller at once, so in a burst of
+ * creates all but one lose it, then all but one the next, and a loser runs out of tries (a
+ * burst of 50 failed 8 creates with EBUSY): isolad's own attaches take turns (LOOP_CONFIGURE
+ * takes well under a millisecond); the tries are left for other programs' loop users. */
+static pthread_mutex_t attach_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static int loop_attach(int img, const char *id, int *nr)
+{
+	int r;
+
+	pthread_mutex_lock(&attach_lock);
+	r = loop_attach_locked(img, id, nr);
+	pthread_mutex_unlock(&attach_lock);
+	return r;
 }
 
 /* Mounts the ext4 on /dev/loop<nr> detached: nosuid, nodev, and made by isolad (owned by
