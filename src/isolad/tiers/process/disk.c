@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* disk: the writable layer on the host's disk: a nameless sparse ext4 image on a loop device, mounted detached. */
+/* disk: the writable layer on the host's disk: a nameless sparse ext4 image on a loop device, mounted detached, per create or made ahead. */
 #include "process-internal.h"
 #include "process.h"
 
@@ -487,7 +487,7 @@ static int layer_make(const char *dir, const char *id, uint64_t size, uint64_t i
 }
 
 /*
- * Layers made ahead (docs/process-tier.md "Writable layers made ahead"): a filler keeps
+ * Layers made ahead (docs/process-tier.md, "Layers made ahead"): a filler keeps
  * --layer-slots layers of the default size and inodes ready, each a detached mount fd
  * (its image nameless in <state>/layers, its loop device bound). Only isolad ever wrote
  * them; each is taken once and given to one sandbox, and an isolad exit or kill frees the
