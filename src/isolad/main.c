@@ -39,7 +39,8 @@ static void usage(FILE *f)
 		   "              [--snapshot-dir DIR] [--tombstone-ttl DURATION] [--uid-base N]\n"
 		   "              [--socket-group GROUP] [--console on|off] [--allow-host-netns]\n"
 		   "              [--expose-listen HOST:PORT] [--expose-domain DOMAIN]\n"
-		   "              [--expose-max-conns N] [--pool TEMPLATE:TIER:N]...\n" NET_USAGE);
+		   "              [--expose-max-conns N] [--pool TEMPLATE:TIER:N]...\n"
+		   "              [--layer-slots N]\n" NET_USAGE);
 }
 
 /* Finds the static agent: flag, $ISOLA_AGENT, next to isolad, the build tree, libexec. */
@@ -113,6 +114,7 @@ int main(int argc, char **argv)
 		{"expose-max-conns", required_argument, NULL, 1103},
 		{"pool", required_argument, NULL, 1301},
 		{"console", required_argument, NULL, 1401},
+		{"layer-slots", required_argument, NULL, 1402},
 		NET_LONG_OPTIONS(1200),
 		{NULL, 0, NULL, 0},
 	};
@@ -130,6 +132,7 @@ int main(int argc, char **argv)
 	struct net *net = NULL;
 	const char *pool_flags[POOL_MAX_POOLS]; /* --pool, applied once the core runs */
 	int n_pools = 0;
+	unsigned layer_slots = 4; /* --layer-slots */
 	sigset_t set;
 	int c, sig;
 
@@ -225,6 +228,19 @@ int main(int argc, char **argv)
 			}
 			api.console_off = !strcmp(optarg, "off");
 			break;
+		case 1402: { /* writable layers made ahead (docs/process-tier.md) */
+			char *end;
+			unsigned long v = strtoul(optarg, &end, 10);
+
+			if (*optarg < '0' || *optarg > '9' || *end ||
+			    v > TIER_PROCESS_LAYER_SLOTS_MAX) {
+				fprintf(stderr, "isolad: --layer-slots `%s` is not 0-%d\n", optarg,
+					TIER_PROCESS_LAYER_SLOTS_MAX);
+				return 2;
+			}
+			layer_slots = (unsigned)v;
+			break;
+		}
 		case 1009: { /* the socket's group (scripts/install.sh: `isola`) */
 			struct group *g = getgrnam(optarg);
 
@@ -386,6 +402,16 @@ int main(int argc, char **argv)
 		net_stop(net);
 		return 1;
 	}
+	/* Writable layers made ahead: the filler starts before the first create (warm pools
+	 * included); a layer it cannot make is made by the create instead. */
+	if (tier_process_layer_slots_start(cfg.state_dir, layer_slots, &err) < 0) {
+		log_error("start: %s", err->message);
+		expose_stop(expose);
+		api_server_stop(srv);
+		core_free(core);
+		net_stop(net);
+		return 1;
+	}
 	for (int i = 0; i < n_pools; i++) {
 		if (core_pool_set_flag(core, pool_flags[i], &err) < 0) {
 			log_error("start: %s", err->message);
@@ -422,6 +448,7 @@ int main(int argc, char **argv)
 	api_server_stop(srv);
 	expose_stop(expose);
 	core_free(core);
+	tier_process_layer_slots_stop();
 	net_stop(net);
 	return 0;
 }

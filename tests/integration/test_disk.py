@@ -17,28 +17,74 @@ from tenancy_util import ROOT_CONFTEST
 pytestmark = pytest.mark.tiers("process")
 
 MiB = 1 << 20
+LAYER_SLOTS = 4  # isolad --layer-slots' default
 
 
-def loops_of(sid):
-    """Loop devices whose backing file is in the sandbox's state dir (the image has no name
-    there, so sysfs shows `<dir>/#<ino> (deleted)`)."""
+def layer_loop(sid):
+    """The loop device behind the sandbox's writable layer, judged from the host: the agent's
+    fd 3 is the layer's root, whose device number names /sys/dev/block/<maj>:<min>. Returns
+    loop_id() of it, or None when the layer is not on a loop device."""
+    init = ic.sandbox_init_pid(sid)
+    dev = os.stat(f"/proc/{init}/fd/3").st_dev
+    name = os.path.basename(os.readlink(f"/sys/dev/block/{os.major(dev)}:{os.minor(dev)}"))
+    return loop_id(name) if name.startswith("loop") else None
+
+
+def sysfs(path):
+    try:
+        with open(path) as f:
+            return f.read().strip()
+    except OSError:
+        return None
+
+
+def loop_id(dev):
+    """(device, disk sequence number, backing file) of a bound loop device, else None. The
+    kernel gives every binding a new diskseq, so the pair tells this binding from a later one
+    of the same device; sysfs shows the nameless image as `<dir>/#<ino> (deleted)`."""
+    seq, b = sysfs(f"/sys/block/{dev}/diskseq"), sysfs(f"/sys/block/{dev}/loop/backing_file")
+    return (dev, seq, b) if seq and b else None
+
+
+def held(loops):
+    """Those of the loop_id()s whose binding is still there."""
+    return [lp for lp in loops if lp and loop_id(lp[0]) == lp]
+
+
+def wait_released(loops, timeout=30):
+    """The kernel detaches an auto-clearing loop device shortly after the last unmount."""
+    deadline = time.monotonic() + timeout
+    while held(loops) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    return held(loops)
+
+
+def loops_in(d):
+    """loop_id() of every loop device whose image lies under directory d."""
     out = []
     for bf in glob.glob("/sys/block/loop*/loop/backing_file"):
+        lp = loop_id(bf.split("/")[3])
+        if lp and lp[2].startswith(d.rstrip("/") + "/"):
+            out.append(lp)
+    return out
+
+
+def live_loops(api):
+    """loop_id() of the layers of the running process sandboxes."""
+    out = set()
+    for s in api.request("GET", "/v1/sandboxes").json()["sandboxes"]:
         try:
-            with open(bf) as f:
-                if f"/sandboxes/{sid}/" in f.read():
-                    out.append(bf.split("/")[3])
-        except OSError:
+            out.add(layer_loop(s["id"]))
+        except (OSError, AssertionError, KeyError, ValueError):
             continue
     return out
 
 
-def wait_no_loops(sid, timeout=30):
-    """The kernel detaches an auto-clearing loop device shortly after the last unmount."""
-    deadline = time.monotonic() + timeout
-    while loops_of(sid) and time.monotonic() < deadline:
-        time.sleep(0.2)
-    return loops_of(sid)
+def metric(api, name):
+    for line in api.request("GET", "/metrics").body.decode().splitlines():
+        if line.startswith(name + " "):
+            return int(float(line.split()[1]))
+    raise AssertionError(f"{name} missing from /metrics")
 
 
 def upper_fs(sid):
@@ -57,7 +103,7 @@ def test_disk_is_disk_not_memory(api, isolad, make_sandbox):
     out = res["stdout"]
     assert "No space left on device" in out and "rc=0" not in out, res
     assert res["oom_killed"] is False and res["signal"] == 0, res
-    assert loops_of(sid), "no loop device backs the sandbox's writable layer"
+    assert layer_loop(sid), "no loop device backs the sandbox's writable layer"
     mb = int(out.split()[-2])
     assert 2040 <= mb <= 2048, out
     # Disk stats count it (the ext4's own fstatfs).
@@ -94,20 +140,21 @@ def test_layer_lives_on_an_image_not_tmpfs(api, make_sandbox):
     assert 512 * MiB <= size <= 532 * MiB, size
     # The loop device reads and writes the image with direct I/O: no second copy of the
     # sandbox's data in the host's page cache.
-    for dev in loops_of(sid):
-        with open(f"/sys/block/{dev}/loop/dio") as f:
-            assert f.read().strip() == "1", dev
+    dev = layer_loop(sid)[0]
+    with open(f"/sys/block/{dev}/loop/dio") as f:
+        assert f.read().strip() == "1", dev
     res = api.exec(sid, cmd=["sh", "-c", "dd if=/dev/urandom of=/tmp/f bs=1M count=300 2>&1; "
                                          "echo rc=$?"], timeout=300)
     assert "rc=0" in res["stdout"] and res["oom_killed"] is False, res
 
 
 def test_each_sandbox_its_own_loop_device(api, make_sandbox):
-    """Twelve sandboxes at once (more than the 8 loop devices a host starts with): each has
-    its own loop device and its own files."""
-    sids = [make_sandbox(disk="32M")["id"] for _ in range(12)]
-    devs = [loops_of(s) for s in sids]
-    assert all(len(d) == 1 for d in devs), devs
+    """Twelve sandboxes at once (more than the 8 loop devices a host starts with), half of
+    them with the default disk (layers made ahead, then made on the spot once none is ready):
+    each has its own loop device and its own files."""
+    sids = [make_sandbox(**({"disk": "32M"} if i % 2 else {}))["id"] for i in range(12)]
+    devs = [layer_loop(s) for s in sids]
+    assert all(devs), devs
     assert len({d[0] for d in devs}) == 12, devs
     for s in sids:
         api.sh(s, f"echo {s} > /tmp/me")
@@ -122,53 +169,159 @@ def test_doctor_says_where_the_layer_is(api):
 
 def test_nothing_left_after_destroy_failed_create_and_kill9(api, isolad, make_sandbox):
     """The loop device and its image go with the sandbox: after destroy, after isolad was
-    killed with SIGKILL and restarted (the sandbox runs on, then is destroyed), and when a
-    create fails."""
-    sid = make_sandbox(disk="64M")["id"]
-    api.sh(sid, "head -c 10000000 /dev/urandom > /tmp/x")
-    assert loops_of(sid)
-    assert api.delete_sandbox(sid).status == 204
-    left = wait_no_loops(sid)
-    assert not left, f"loop devices left after destroy: {left}"
+    killed with SIGKILL and restarted (the sandbox runs on, then is destroyed; the layers the
+    killed isolad had made ahead go with it), and when a create fails."""
+    for fields in ({"disk": "64M"}, {}):  # made on the spot; taken from those made ahead
+        sid = make_sandbox(**fields)["id"]
+        api.sh(sid, "head -c 10000000 /dev/urandom > /tmp/x")
+        lp = layer_loop(sid)
+        assert lp
+        assert api.delete_sandbox(sid).status == 204
+        left = wait_released([lp])
+        assert not left, f"loop devices left after destroy: {left}"
 
-    sid = make_sandbox(disk="64M")["id"]
+    sid = make_sandbox()["id"]
     api.sh(sid, "echo before > /tmp/f")
+    lp = layer_loop(sid)
+    ic.wait_for(lambda: metric(api, "isola_layer_slots_ready") == LAYER_SLOTS, 30,
+                what="the default layers ready")
+    live = live_loops(api)
+    assert lp in live
+    ready = [x for x in loops_in(os.path.join(isolad.state_dir, "layers")) if x not in live]
+    assert len(ready) == LAYER_SLOTS, ready
     isolad.restart(kill9=True)
     api = isolad.client()
+    left = wait_released(ready)
+    assert not left, f"the killed isolad's ready layers still hold loop devices: {left}"
     assert api.sh(sid, "cat /tmp/f") == "before\n"
+    assert held([lp]), "the running sandbox's layer went with the killed isolad"
     st = api.request("GET", f"/v1/sandboxes/{sid}/stats").json()
     assert st["disk_bytes"] > 0, st
     assert api.delete_sandbox(sid).status == 204
-    left = wait_no_loops(sid)
+    left = wait_released([lp])
     assert not left, f"loop devices left after kill -9, restart and destroy: {left}"
 
     # A create that fails after the image was made (a disk larger than ext4's 16 TiB files
-    # can hold on the host) says why and leaves no loop device and no file.
+    # can hold on the host) says why and leaves no loop device and no file: every loop
+    # device of this isolad's is a live sandbox's or a layer made ahead.
     r = api.request("POST", "/v1/sandboxes", json={"tier": "process", "disk": 64 << 40})
     assert r.status == 400 and "writable layer image" in r.error_message, r
-    live = {s["id"] for s in api.request("GET", "/v1/sandboxes").json()["sandboxes"]}
-    strays = [bf for bf in glob.glob("/sys/block/loop*/loop/backing_file")
-              if isolad.state_dir in open(bf).read()
-              and not any(f"/sandboxes/{x}/" in open(bf).read() for x in live)]
-    assert not strays, strays
+    ic.wait_for(lambda: metric(api, "isola_layer_slots_ready") == LAYER_SLOTS, 30,
+                what="the default layers ready")
+    live = live_loops(api)
+    strays = [x for x in loops_in(isolad.state_dir) if x not in live]
+    assert len(strays) == LAYER_SLOTS, strays
+    assert all(b.startswith(os.path.join(isolad.state_dir, "layers") + "/")
+               for _, _, b in strays), strays
     assert not glob.glob(os.path.join(isolad.state_dir, "sandboxes", "*", ".disk.img"))
+
+
+@pytest.fixture
+def layerd():
+    """layerd(n): an isolad of its own with --layer-slots n (stopped after the test)."""
+    made = []
+
+    def start(n):
+        d = ROOT_CONFTEST.Isolad(extra_args=["--layer-slots", str(n)])
+        made.append(d)
+        return d
+
+    yield start
+    for d in made:
+        if not d.alive():
+            d.start()
+        d.destroy_all_sandboxes()
+        d.stop()
+
+
+def test_layers_made_ahead_taken_once_and_gone_with_isolad(layerd):
+    """--layer-slots 3: three default layers wait ready (images nameless in <state>/layers);
+    a default create takes one (its device is one that was ready) and gets it fresh and its
+    own; another size is made on the spot in the sandbox's dir; the filler makes a new one
+    behind each take; when isolad is killed the ready ones leave no loop device, while the
+    running sandboxes keep theirs."""
+    d = layerd(3)
+    c = d.client()
+    layers = os.path.join(d.state_dir, "layers")
+    ic.wait_for(lambda: metric(c, "isola_layer_slots_ready") == 3 and len(loops_in(layers)) == 3,
+                30, what=f"3 layers ready: {loops_in(layers)}")
+    ready = set(loops_in(layers))
+    a = c.create_sandbox()["id"]
+    la = layer_loop(a)
+    assert la in ready, (la, ready)  # taken from the pool, not made on the spot
+    # Fresh and the sandbox's own: its root's owner is the sandbox's root, nothing in it but
+    # what setup made (no lost+found, nothing of another sandbox).
+    c.sh(a, "echo mine > /secret")
+    ic.wait_for(lambda: metric(c, "isola_layer_slots_ready") == 3, 30, what="refilled")
+    b = c.create_sandbox()["id"]
+    lb = layer_loop(b)
+    assert lb in set(loops_in(layers)) and lb != la, (lb, la)
+    assert c.exec(b, cmd=["cat", "/secret"])["exit_code"] != 0
+    init = ic.sandbox_init_pid(b)
+    root = os.stat(f"/proc/{init}/fd/3")
+    assert root.st_uid != 0 and root.st_uid == os.stat(f"/proc/{init}").st_uid, root
+    assert "lost+found" not in os.listdir(f"/proc/{init}/fd/3")
+    other = c.create_sandbox(disk="64M")["id"]
+    lo = layer_loop(other)
+    assert f"/sandboxes/{other}/" in lo[2], lo
+    text = c.request("GET", "/metrics").body.decode()
+    assert 'isola_layer_slots_creates_total{from="ready"} 2' in text, text
+    ic.wait_for(lambda: metric(c, "isola_layer_slots_ready") == 3, 30, what="refilled")
+    spare = [x for x in loops_in(layers) if x not in (la, lb)]
+    assert len(spare) == 3, spare
+    d.stop(kill9=True)
+    left = wait_released(spare)
+    assert not left, f"ready layers of a killed isolad still hold loop devices: {left}"
+    assert len(held([la, lb, lo])) == 3, "a running sandbox lost its layer with isolad"
+    d.start()
+    c = d.client()
+    assert c.sh(a, "cat /secret") == "mine\n"
+    for s in (a, b, other):
+        assert c.delete_sandbox(s).status == 204
+    assert not wait_released([la, lb, lo])
+    ic.wait_for(lambda: metric(c, "isola_layer_slots_ready") == 3, 30, what="refilled")
+    assert d.stop() == 0
+    left = wait_released(loops_in(d.state_dir))
+    assert not left, f"a stopped isolad left loop devices: {left}"
+
+
+def test_layer_slots_zero_makes_each_layer_at_create(layerd):
+    """--layer-slots 0: nothing is made ahead, a default create makes its layer on the spot
+    (its image in the sandbox's dir), which works the same and goes with its sandbox; a bad
+    value is refused by name."""
+    d = layerd(0)
+    c = d.client()
+    assert metric(c, "isola_layer_slots_ready") == 0
+    assert not loops_in(os.path.join(d.state_dir, "layers"))
+    sid = c.create_sandbox()["id"]
+    lp = layer_loop(sid)
+    assert f"/sandboxes/{sid}/" in lp[2], lp
+    assert c.sh(sid, "echo ok > /f && cat /f") == "ok\n"
+    text = c.request("GET", "/metrics").body.decode()
+    assert 'isola_layer_slots_creates_total{from="inline"} 1' in text, text
+    assert c.delete_sandbox(sid).status == 204
+    assert not wait_released([lp])
+    p = subprocess.run([str(ROOT_CONFTEST.ISOLAD), "--layer-slots", "65"], capture_output=True,
+                       text=True)
+    assert p.returncode == 2 and "--layer-slots `65` is not 0-64" in p.stderr, p.stderr
 
 
 def test_files_survive_pause_hibernate_and_snapshot(api, make_sandbox):
     """The writable layer on disk keeps its files through pause/resume, hibernate/resume and
     snapshot/restore (the layer is serialised, never the image re-mounted)."""
     sid = make_sandbox(memory="128M", disk="256M")["id"]
+    lp = layer_loop(sid)
     api.sh(sid, "head -c 150000000 /dev/zero > /tmp/big && echo kept > /tmp/small")
     assert api.request("POST", f"/v1/sandboxes/{sid}/pause").status in (200, 204)
     assert api.request("POST", f"/v1/sandboxes/{sid}/resume").status in (200, 204)
     assert api.sh(sid, "cat /tmp/small") == "kept\n"
     r = api.request("POST", f"/v1/sandboxes/{sid}/hibernate", timeout=300)
     assert r.status in (200, 202, 204), r
-    assert not wait_no_loops(sid), "a hibernated sandbox still holds a loop device"
+    assert not wait_released([lp]), "a hibernated sandbox still holds a loop device"
     r = api.request("POST", f"/v1/sandboxes/{sid}/resume", timeout=300)
     assert r.status in (200, 204), r
     assert api.sh(sid, "cat /tmp/small; stat -c %s /tmp/big") == "kept\n150000000\n"
-    assert loops_of(sid), "the resumed sandbox's layer is not on a loop device"
+    assert layer_loop(sid), "the resumed sandbox's layer is not on a loop device"
 
 
 def test_oom_killed_for_a_child_of_the_command(api, make_sandbox):

@@ -13,6 +13,7 @@
 #include "../../common/util.h"
 #include "../audit/audit.h"
 #include "../core/core.h"
+#include "../tiers/process/process.h"
 
 /* Upper bounds (seconds) of the create-latency histogram buckets; +Inf is implied. */
 static const double create_buckets[] = {0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30};
@@ -217,6 +218,23 @@ static void render_host(struct api_server *srv, struct api_buf *b)
 	json_decref(st);
 }
 
+/* The process tier's writable layers made ahead (isolad --layer-slots). */
+static void render_layer_slots(struct api_buf *b)
+{
+	uint64_t taken, made_inline;
+
+	tier_process_layer_slots_counts(&taken, &made_inline);
+	head(b, "isola_layer_slots_ready", "gauge",
+	     "Writable layers made ahead and not yet taken (isolad --layer-slots).");
+	put(b, "isola_layer_slots_ready %u\n", tier_process_layer_slots_ready());
+	head(b, "isola_layer_slots_creates_total", "counter",
+	     "Process-tier creates of a default-size writable layer: taken from the layers made "
+	     "ahead (ready) or made on the spot (none ready, or --layer-slots 0).");
+	put(b, "isola_layer_slots_creates_total{from=\"ready\"} %llu\n", (unsigned long long)taken);
+	put(b, "isola_layer_slots_creates_total{from=\"inline\"} %llu\n",
+	    (unsigned long long)made_inline);
+}
+
 enum MHD_Result api_metrics(struct api_req *r)
 {
 	struct api_buf b = {0};
@@ -267,6 +285,7 @@ enum MHD_Result api_metrics(struct api_req *r)
 	put(&b, "isola_pool_sandboxes 0\n");
 	render_host(r->srv, &b);
 	api_network_metrics(&b);
+	render_layer_slots(&b);
 	resp = MHD_create_response_from_buffer(b.len, b.data, MHD_RESPMEM_MUST_FREE);
 	if (!resp) {
 		api_buf_fini(&b);

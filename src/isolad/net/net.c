@@ -15,6 +15,7 @@
 #include <sys/random.h>
 #include <unistd.h>
 
+#include "../../common/ahead.h"
 #include "../../common/log.h"
 #include "../../common/util.h"
 #include "dns.h"
@@ -41,7 +42,6 @@ struct net_slot {
 	int sysfs_fd;		     /* a detached read-only sysfs of it, for the sandbox's /sys */
 	char ifname[NET_IFNAME_MAX]; /* host side of the veth: prefix, '_', 8 hex */
 	uint32_t block;		     /* /30 base, host order */
-	struct net_slot *next;	     /* the pool, under net.lock */
 };
 
 /* A destroyed sandbox's host-side network, removed behind the destroy's answer. */
@@ -74,12 +74,7 @@ struct net {
 	pthread_t reaper;	      /* the reaper thread */
 	char reaping[40];	      /* id whose teardown the reaper runs now, "" if none */
 	pthread_cond_t reaped_cond;   /* a teardown finished (net_sandbox_attach waits) */
-	pthread_cond_t fill_cond;     /* signals the filler: a slot taken, or stop */
-	struct net_slot *slots;	      /* ready slots (LIFO), under lock */
-	unsigned n_slots;	      /* entries of slots */
-	bool fill_stop;		      /* net_stop: the filler ends */
-	bool filler_on;		      /* filler thread started */
-	pthread_t filler;	      /* the filler thread */
+	struct ahead *slots;	      /* slots made ahead (NULL: each create makes its own) */
 	_Atomic uint32_t slot_seq;    /* names slots; random at start */
 };
 
@@ -480,47 +475,16 @@ static void slot_delete(struct net_slot *s)
 	slot_free(s);
 }
 
-/*
- * The filler: keeps cfg.slots slots ready. After a failure (pool of addresses full, netlink
- * refused) it waits a second before trying again, and a take makes its own slot meanwhile.
- */
-static void *filler_main(void *arg)
+/* The filler's make and drop (ahead.h): slot_make and slot_delete for the pool. */
+static int slot_make_ahead(void *ud, void **out, struct isola_err **err)
 {
-	struct net *n = arg;
-	cleanup_err struct isola_err *last = NULL;
+	return slot_make(ud, (struct net_slot **)out, err);
+}
 
-	pthread_mutex_lock(&n->lock);
-	for (;;) {
-		struct isola_err *e = NULL;
-		struct net_slot *s = NULL;
-		struct timespec ts;
-		int r;
-
-		while (!n->fill_stop && n->n_slots >= n->cfg.slots)
-			pthread_cond_wait(&n->fill_cond, &n->lock);
-		if (n->fill_stop)
-			break;
-		pthread_mutex_unlock(&n->lock);
-		r = slot_make(n, &s, &e);
-		pthread_mutex_lock(&n->lock);
-		if (r == 0) {
-			s->next = n->slots;
-			n->slots = s;
-			n->n_slots++;
-			continue;
-		}
-		/* Logged once per distinct failure, not once a second. */
-		if (!last || strcmp(last->message, e->message) != 0)
-			log_warn("network: cannot make a slot ahead: %s", e->message);
-		isola_err_free(last);
-		last = e;
-		clock_gettime(CLOCK_REALTIME, &ts);
-		ts.tv_sec += 1;
-		if (!n->fill_stop)
-			pthread_cond_timedwait(&n->fill_cond, &n->lock, &ts);
-	}
-	pthread_mutex_unlock(&n->lock);
-	return NULL;
+static void slot_drop_ahead(void *ud, void *s)
+{
+	(void)ud;
+	slot_delete(s);
 }
 
 int net_slot_take(struct net_slot **out, struct isola_err **err)
@@ -531,17 +495,9 @@ int net_slot_take(struct net_slot **out, struct isola_err **err)
 	*out = NULL;
 	if (!n)
 		return 0;
-	pthread_mutex_lock(&n->lock);
-	s = n->slots;
-	if (s) {
-		n->slots = s->next;
-		n->n_slots--;
-		pthread_cond_signal(&n->fill_cond);
-	}
-	pthread_mutex_unlock(&n->lock);
+	s = ahead_take(n->slots);
 	if (!s && slot_make(n, &s, err) < 0)
 		return isola_err_wrap(err, "sandbox network");
-	s->next = NULL;
 	*out = s;
 	return 0;
 }
@@ -564,14 +520,8 @@ void net_slot_drop(struct net_slot *s)
 unsigned net_slots_ready(void)
 {
 	struct net *n = net_cur;
-	unsigned v;
 
-	if (!n)
-		return 0;
-	pthread_mutex_lock(&n->lock);
-	v = n->n_slots;
-	pthread_mutex_unlock(&n->lock);
-	return v;
+	return n ? ahead_ready(n->slots) : 0;
 }
 
 static bool listed_ifname_locked(struct net *n, const char *ifname)
@@ -611,7 +561,6 @@ int net_start(const struct net_config *cfg, struct net **out, struct isola_err *
 	pthread_mutex_init(&n->lock, NULL);
 	pthread_cond_init(&n->reap_cond, NULL);
 	pthread_cond_init(&n->reaped_cond, NULL);
-	pthread_cond_init(&n->fill_cond, NULL);
 	n->reap_tail = &n->reap_head;
 	{
 		uint32_t seed = 0;
@@ -658,7 +607,9 @@ int net_start(const struct net_config *cfg, struct net **out, struct isola_err *
 	/* Without the thread, detaches finish inline (slower destroys, same result). */
 	n->reaper_on = pthread_create(&n->reaper, NULL, reaper_main, n) == 0;
 	/* Without it, every create makes its slot itself. */
-	n->filler_on = cfg->slots > 0 && pthread_create(&n->filler, NULL, filler_main, n) == 0;
+	if (cfg->slots > 0)
+		n->slots = ahead_start("network slot", cfg->slots, slot_make_ahead, slot_drop_ahead,
+				       n);
 	log_info("network: table inet %s, pool %s, resolver port %u, proxy port %u, egress default "
 		 "%s, %u slots ahead",
 		 n->table, cfg->pool, net_dns_port(n->dns), n->proxy_port,
@@ -674,7 +625,6 @@ fail:
 	net_opens_fini(&n->opens);
 	pthread_cond_destroy(&n->reap_cond);
 	pthread_cond_destroy(&n->reaped_cond);
-	pthread_cond_destroy(&n->fill_cond);
 	pthread_mutex_destroy(&n->lock);
 	free(n);
 	return isola_err_wrap(err, "start sandbox network");
@@ -687,21 +637,9 @@ void net_stop(struct net *n)
 	if (!n)
 		return;
 	net_cur = NULL;
-	if (n->filler_on) {
-		pthread_mutex_lock(&n->lock);
-		n->fill_stop = true;
-		pthread_cond_signal(&n->fill_cond);
-		pthread_mutex_unlock(&n->lock);
-		pthread_join(n->filler, NULL);
-	}
 	/* Ready slots serve no sandbox: deleted now, not left to the next start. */
-	while (n->slots) {
-		struct net_slot *s = n->slots;
-
-		n->slots = s->next;
-		slot_delete(s);
-	}
-	n->n_slots = 0;
+	ahead_stop(n->slots);
+	n->slots = NULL;
 	/* Every detach queued so far is finished before isolad goes: nothing is left behind
 	 * by a destroy that answered just before the stop. */
 	if (n->reaper_on) {
@@ -726,7 +664,6 @@ void net_stop(struct net *n)
 	net_opens_fini(&n->opens);
 	pthread_cond_destroy(&n->reap_cond);
 	pthread_cond_destroy(&n->reaped_cond);
-	pthread_cond_destroy(&n->fill_cond);
 	pthread_mutex_destroy(&n->lock);
 	free(n);
 }

@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <glob.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,6 +15,7 @@
 
 #include "common/util.h"
 #include "isolad/tiers/process/process-internal.h"
+#include "isolad/tiers/process/process.h"
 #include "../tap.h"
 
 #define MiB (1ull << 20)
@@ -143,6 +145,116 @@ static void measure(const char *dir)
 	}
 }
 
+#define BURST 48
+
+struct burst {
+	const char *dir;
+	pthread_barrier_t *go;
+	int fd;
+	char why[256];
+};
+
+static void *burst_one(void *arg)
+{
+	struct burst *b = arg;
+	struct isola_err *err = NULL;
+
+	pthread_barrier_wait(b->go);
+	b->fd = proc_disk_mount(b->dir, "test-burst", 16 * MiB, 4096, 1, 1, &err);
+	snprintf(b->why, sizeof(b->why), "%s", err ? err->message : "ok");
+	isola_err_free(err);
+	return NULL;
+}
+
+/* BURST layers attached at the same instant (a burst of creates): every one gets a loop
+ * device of its own, though LOOP_CTL_GET_FREE hands them all the same one first. */
+static void burst(const char *dir)
+{
+	static struct burst b[BURST];
+	pthread_t t[BURST];
+	pthread_barrier_t go;
+	int good = 0, started = 0;
+
+	pthread_barrier_init(&go, NULL, BURST);
+	for (int i = 0; i < BURST; i++) {
+		b[i] = (struct burst){.dir = dir, .go = &go, .fd = -1};
+		if (pthread_create(&t[i], NULL, burst_one, &b[i]) == 0)
+			started++;
+	}
+	if (!ok(started == BURST, "%d threads started", started))
+		abort(); /* the others wait at the barrier for ever */
+	for (int i = 0; i < BURST; i++) {
+		pthread_join(t[i], NULL);
+		if (b[i].fd >= 0)
+			good++;
+		else
+			printf("# layer %d: %s\n", i, b[i].why);
+	}
+	pthread_barrier_destroy(&go);
+	ok(good == BURST && loops_in(dir) == BURST,
+	   "a burst of %d: %d layers mounted, %d loop devices", BURST, good, loops_in(dir));
+	for (int i = 0; i < BURST; i++)
+		if (b[i].fd >= 0)
+			close(b[i].fd);
+	ok(loops_gone(dir), "the burst's loop devices are gone with their fds");
+}
+
+/* Waits up to 30 s for n layers ready. */
+static bool layers_ready(unsigned n)
+{
+	struct timespec ts = {0, 50 * 1000000};
+
+	for (int i = 0; i < 600; i++) {
+		if (tier_process_layer_slots_ready() == n)
+			return true;
+		nanosleep(&ts, NULL);
+	}
+	return false;
+}
+
+/* --layer-slots 2 on state dir `dir`: two default layers wait in <dir>/layers; a default
+ * mount takes one (chowned to its caller's ids, empty) and the filler makes another; another
+ * size is made on the spot in the caller's dir; the stop releases the ready ones. */
+static void ahead(const char *dir)
+{
+	char layers[600], own[600];
+	struct isola_err *err = NULL;
+	uint64_t taken, made;
+	struct stat st;
+	int fd, other;
+
+	snprintf(layers, sizeof(layers), "%s/layers", dir);
+	snprintf(own, sizeof(own), "%s/own", dir);
+	mkdir(own, 0700);
+	ok(tier_process_layer_slots_start(dir, 2, &err) == 0, "pool started (%s)",
+	   err ? err->message : "ok");
+	ok(layers_ready(2) && loops_in(layers) == 2, "2 layers ready in <state>/layers (%d)",
+	   loops_in(layers));
+	fd = proc_disk_mount(own, "test-ahead", 0, 0, 123456, 123457, &err);
+	ok(fd >= 0 && loops_in(own) == 0, "a default layer is taken, not made in the caller's dir");
+	ok(fd >= 0 && fstat(fd, &st) == 0 && st.st_uid == 123456 && st.st_gid == 123457 &&
+		   count_entries(fd) == 0,
+	   "it is chowned to the taker's ids and empty");
+	ok(layers_ready(2) && loops_in(layers) == 3, "the filler made one behind it (%d loops)",
+	   loops_in(layers));
+	other = proc_disk_mount(own, "test-ahead", 64 * MiB, 4096, 1, 1, &err);
+	ok(other >= 0 && loops_in(own) == 1 && tier_process_layer_slots_ready() == 2,
+	   "another size is made on the spot in the caller's dir");
+	tier_process_layer_slots_counts(&taken, &made);
+	ok(taken == 1 && made == 0, "counted: %llu taken, %llu made on the spot",
+	   (unsigned long long)taken, (unsigned long long)made);
+	tier_process_layer_slots_stop();
+	ok(tier_process_layer_slots_ready() == 0, "stopped: none ready");
+	if (fd >= 0)
+		close(fd);
+	if (other >= 0)
+		close(other);
+	ok(loops_gone(dir), "the ready layers' loop devices are gone after the stop");
+	isola_err_free(err);
+	rmdir(own);
+	rmdir(layers);
+}
+
 int main(void)
 {
 	char dir[] = "/var/tmp/isola-test-disk-XXXXXX";
@@ -196,6 +308,8 @@ int main(void)
 	if (fd >= 0)
 		close(fd);
 	ok(loops_gone(dir), "no loop device after the failed mount");
+	burst(dir);
+	ahead(dir);
 	/* Nothing has a name in the dir, ever. */
 	dp = opendir(dir);
 	while (dp && (e = readdir(dp)))

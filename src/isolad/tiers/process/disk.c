@@ -1,12 +1,15 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* disk: the writable layer on the host's disk: a nameless sparse ext4 image on a loop device, mounted detached. */
+/* disk: the writable layer on the host's disk: a nameless sparse ext4 image on a loop device, mounted detached, per create or made ahead. */
 #include "process-internal.h"
+#include "process.h"
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <linux/loop.h>
 #include <pthread.h>
 #include <spawn.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,6 +21,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "../../../common/ahead.h"
+#include "../../../common/log.h"
 #include "../../../common/util.h"
 
 #define DISK_BLOCK	4096u	    /* ext4 block size, and the loop device's logical block size */
@@ -306,7 +311,7 @@ static int loop_mknod(int n, const char *dev)
  * backing filesystem allows it: the data is cached once (in the sandbox's own page cache),
  * not twice. Returns the loop fd (O_RDWR) and its number in *nr, or -errno.
  */
-static int loop_attach(int img, const char *id, int *nr)
+static int loop_attach_locked(int img, const char *id, int *nr)
 {
 	cleanup_fd int ctl = open("/dev/loop-control", O_RDWR | O_CLOEXEC);
 	struct loop_config cfg;
@@ -353,6 +358,22 @@ static int loop_attach(int img, const char *id, int *nr)
 		return steal_fd(&lfd);
 	}
 	return -EBUSY;
+}
+
+/* LOOP_CTL_GET_FREE hands the lowest unbound device to every caller at once, so in a burst of
+ * creates all but one lose it, then all but one the next, and a loser runs out of tries (a
+ * burst of 50 failed 8 creates with EBUSY): isolad's own attaches take turns (LOOP_CONFIGURE
+ * takes well under a millisecond); the tries are left for other programs' loop users. */
+static pthread_mutex_t attach_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static int loop_attach(int img, const char *id, int *nr)
+{
+	int r;
+
+	pthread_mutex_lock(&attach_lock);
+	r = loop_attach_locked(img, id, nr);
+	pthread_mutex_unlock(&attach_lock);
+	return r;
 }
 
 /* Mounts the ext4 on /dev/loop<nr> detached: nosuid, nodev, and made by isolad (owned by
@@ -403,24 +424,35 @@ static int open_image(const char *dir, struct isola_err **err)
 	return fd;
 }
 
-int proc_disk_mount(const char *dir, const char *id, uint64_t disk, uint64_t inodes, uint32_t uid,
-		    uint32_t gid, struct isola_err **err)
+/* The image size for (disk, inodes), defaults applied; `invalid` when too large. */
+static int layer_size(const char *id, uint64_t *disk, uint64_t *inodes, uint64_t *size,
+		      struct isola_err **err)
 {
-	cleanup_fd int img = -1;
-	cleanup_fd int lfd = -1;
-	uint64_t size;
-	int nr = -1, fd;
-
-	if (!inodes)
-		inodes = PROC_DISK_DEFAULT_INODES;
-	if (!disk)
-		disk = PROC_DISK_DEFAULT_BYTES;
-	size = proc_disk_image_size(disk, inodes);
-	if (disk > (1ull << 62) || inodes > (1ull << 32) || size < disk)
+	if (!*inodes)
+		*inodes = PROC_DISK_DEFAULT_INODES;
+	if (!*disk)
+		*disk = PROC_DISK_DEFAULT_BYTES;
+	*size = proc_disk_image_size(*disk, *inodes);
+	if (*disk > (1ull << 62) || *inodes > (1ull << 32) || *size < *disk)
 		return isola_err_set(
 			err, EFBIG, "invalid",
 			"writable layer of `%s`: %llu bytes with %llu inodes is too large", id,
-			(unsigned long long)disk, (unsigned long long)inodes);
+			(unsigned long long)*disk, (unsigned long long)*inodes);
+	return 0;
+}
+
+/*
+ * Makes a layer up to its chown: a nameless sparse image of `size` bytes in dir, formatted,
+ * on a loop device named `isola:<id>`, its ext4 mounted detached, lost+found gone, root owned
+ * by host root. Returns the mount fd or -errno with *err.
+ */
+static int layer_make(const char *dir, const char *id, uint64_t size, uint64_t inodes,
+		      struct isola_err **err)
+{
+	cleanup_fd int img = -1;
+	cleanup_fd int lfd = -1;
+	int nr = -1, fd;
+
 	img = open_image(dir, err);
 	if (img < 0)
 		return img;
@@ -442,17 +474,126 @@ int proc_disk_mount(const char *dir, const char *id, uint64_t disk, uint64_t ino
 		return isola_err_sys(err, -fd, "internal",
 				     "mount the writable layer of `%s` (loop%d)", id, nr);
 	/* No fsck ever runs on this image (it dies with the sandbox): the sandbox's layer
-	 * root holds only what setup makes there (lower, upper, work, root). The root is the
-	 * sandbox's root's (the prototype's is host root's). */
-	if ((unlinkat(fd, "lost+found", AT_REMOVEDIR) < 0 && errno != ENOENT) ||
-	    fchownat(fd, "", uid, gid, AT_EMPTY_PATH) < 0) {
+	 * root holds only what setup makes there (lower, upper, work, root). */
+	if (unlinkat(fd, "lost+found", AT_REMOVEDIR) < 0 && errno != ENOENT) {
 		int e = errno;
 
 		close(fd);
-		return isola_err_sys(err, e, "internal", "writable layer of `%s`: prepare its root",
-				     id);
+		return isola_err_sys(err, e, "internal",
+				     "writable layer of `%s`: remove lost+found", id);
 	}
 	/* lfd and img close here: the mount holds the device, the device the image. */
+	return fd;
+}
+
+/*
+ * Layers made ahead (docs/process-tier.md, "Layers made ahead"): a filler keeps
+ * --layer-slots layers of the default size and inodes ready, each a detached mount fd
+ * (its image nameless in <state>/layers, its loop device bound). Only isolad ever wrote
+ * them; each is taken once and given to one sandbox, and an isolad exit or kill frees the
+ * ready ones with its fds (the mounts were never attached anywhere).
+ */
+static struct ahead *layers;	       /* set by tier_process_layer_slots_start, main thread */
+static char layers_dir[PATH_MAX];      /* <state>/layers */
+static _Atomic uint64_t layers_taken;  /* creates served from the pool */
+static _Atomic uint64_t layers_inline; /* default-size creates made on the spot */
+
+static int layer_make_ahead(void *ud, void **out, struct isola_err **err)
+{
+	uint64_t disk = 0, inodes = 0, size;
+	int *fdp = malloc(sizeof(*fdp));
+	int fd;
+
+	(void)ud;
+	if (!fdp)
+		return isola_err_set(err, ENOMEM, "internal", "writable layer: out of memory");
+	fd = layer_size("ahead", &disk, &inodes, &size, err);
+	if (fd == 0)
+		fd = layer_make(layers_dir, "ahead", size, inodes, err);
+	if (fd < 0) {
+		free(fdp);
+		return fd;
+	}
+	*fdp = fd;
+	*out = fdp;
+	return 0;
+}
+
+static void layer_drop_ahead(void *ud, void *thing)
+{
+	int *fdp = thing;
+
+	(void)ud;
+	close(*fdp);
+	free(fdp);
+}
+
+int tier_process_layer_slots_start(const char *state_dir, unsigned n, struct isola_err **err)
+{
+	int r;
+
+	if (n == 0)
+		return 0;
+	if ((size_t)snprintf(layers_dir, sizeof(layers_dir), "%s/layers", state_dir) >=
+	    sizeof(layers_dir))
+		return isola_err_set(err, ENAMETOOLONG, "invalid", "state dir `%s` is too long",
+				     state_dir);
+	r = util_mkdir_p(layers_dir, 0700);
+	if (r < 0)
+		return isola_err_sys(err, -r, "internal", "create `%s`", layers_dir);
+	layers = ahead_start("writable layer", n, layer_make_ahead, layer_drop_ahead, NULL);
+	if (!layers)
+		log_warn("writable layers: no filler thread; each create makes its own");
+	return 0;
+}
+
+void tier_process_layer_slots_stop(void)
+{
+	ahead_stop(layers);
+	layers = NULL;
+}
+
+unsigned tier_process_layer_slots_ready(void)
+{
+	return ahead_ready(layers);
+}
+
+void tier_process_layer_slots_counts(uint64_t *taken, uint64_t *made_inline)
+{
+	*taken = atomic_load(&layers_taken);
+	*made_inline = atomic_load(&layers_inline);
+}
+
+int proc_disk_mount(const char *dir, const char *id, uint64_t disk, uint64_t inodes, uint32_t uid,
+		    uint32_t gid, struct isola_err **err)
+{
+	uint64_t size;
+	int *ready = NULL, fd;
+
+	fd = layer_size(id, &disk, &inodes, &size, err);
+	if (fd < 0)
+		return fd;
+	if (disk == PROC_DISK_DEFAULT_BYTES && inodes == PROC_DISK_DEFAULT_INODES) {
+		ready = ahead_take(layers);
+		atomic_fetch_add(ready ? &layers_taken : &layers_inline, 1);
+	}
+	if (ready) {
+		fd = *ready;
+		free(ready);
+	} else {
+		fd = layer_make(dir, id, size, inodes, err);
+		if (fd < 0)
+			return fd;
+	}
+	/* The root is the sandbox's root's (the prototype's is host root's): the one step a
+	 * layer made ahead still needs. */
+	if (fchownat(fd, "", uid, gid, AT_EMPTY_PATH) < 0) {
+		int e = errno;
+
+		close(fd);
+		return isola_err_sys(err, e, "internal", "writable layer of `%s`: chown its root",
+				     id);
+	}
 	return fd;
 }
 

@@ -182,8 +182,10 @@ uint64_t proc_disk_image_size(uint64_t disk, uint64_t inodes);
  * LO_FLAGS_AUTOCLEAR, mounted detached with fsopen/fsmount (nosuid, nodev). Returns the
  * mount fd (caller owns): the filesystem, the loop device and the image's blocks go away
  * with the last reference to that mount, so nothing outlives the sandbox, a failed create
- * or a crash of isolad. `id` names the loop device (losetup shows `isola:<id>`). -errno
- * with *err: `unavailable` when the host has no loop devices or no mke2fs. Any thread.
+ * or a crash of isolad. `id` names the loop device (losetup shows `isola:<id>`). A layer of
+ * the default size and inodes is taken from those made ahead when one is ready
+ * (tier_process_layer_slots_start; only its root is chowned then). -errno with *err:
+ * `unavailable` when the host has no loop devices or no mke2fs. Any thread.
  */
 int proc_disk_mount(const char *dir, const char *id, uint64_t disk, uint64_t inodes, uint32_t uid,
 		    uint32_t gid, struct isola_err **err);

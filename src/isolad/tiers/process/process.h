@@ -4,6 +4,9 @@
 #define ISOLA_TIER_PROCESS_H
 
 #include <stdbool.h>
+#include <stdint.h>
+
+#include "../../../common/err.h"
 
 /*
  * Sets the host path of the static isola-agent binary the tier copies into a sealed
@@ -26,5 +29,21 @@ void tier_process_set_force_no_openat2(bool on);
  * (Docker's `--network host`, docs/oci.md). Call before serving requests.
  */
 void tier_process_set_allow_host_netns(bool on);
+
+/*
+ * Writable layers made ahead (isolad --layer-slots, docs/process-tier.md): a filler thread
+ * keeps n layers of the default size and inodes ready (images nameless in
+ * <state_dir>/layers), which a create of that size takes instead of making one (the rest make
+ * theirs on the spot, as does every create when none is ready). n == 0: none. Main thread,
+ * before serving requests; stop after the last create.
+ */
+int tier_process_layer_slots_start(const char *state_dir, unsigned n, struct isola_err **err);
+void tier_process_layer_slots_stop(void);
+/* Layers ready now; default-size layers taken from the pool and made on the spot since
+ * start (/metrics). Any thread. */
+unsigned tier_process_layer_slots_ready(void);
+void tier_process_layer_slots_counts(uint64_t *taken, uint64_t *made_inline);
+
+#define TIER_PROCESS_LAYER_SLOTS_MAX 64 /* --layer-slots' bound */
 
 #endif
