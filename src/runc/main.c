@@ -622,6 +622,21 @@ static void relay_join_cgroups(const struct container *c, pid_t relay)
 	}
 }
 
+/*
+ * The forked relay's start: a session of its own, the terminal (if any) as its stdio, no
+ * client shared with the parent, and nothing of its caller's but stdio: it lives as long as
+ * its process, and a runtime inherits what its caller left open (containerd's shim leaves its
+ * listening socket at fd 3; a pipe end kept open holds its reader's EOF). The log is opened
+ * per line, by name.
+ */
+static void relay_detach(int tty)
+{
+	setsid();
+	take_terminal(tty);
+	syscall(SYS_close_range, 3, ~0U, 0);
+	g.cl = NULL;
+}
+
 static pid_t relay_spawn(const struct container *c, int tty, struct isola_err **err)
 {
 	char path[PATH_MAX + 16];
@@ -640,10 +655,7 @@ static pid_t relay_spawn(const struct container *c, int tty, struct isola_err **
 		relay_join_cgroups(c, pid);
 		return pid;
 	}
-	/* The relay: a session of its own, no client shared with the parent. */
-	setsid();
-	take_terminal(tty);
-	g.cl = NULL;
+	relay_detach(tty);
 	{
 		struct container self = *c;
 
@@ -1176,9 +1188,7 @@ static int do_exec(struct container *c, const struct exec_opts *o, struct isola_
 	if (relay < 0)
 		return isola_err_sys(err, errno, NULL, "fork the exec relay");
 	if (relay == 0) {
-		setsid();
-		take_terminal(tty);
-		g.cl = NULL;
+		relay_detach(tty);
 		r = relay_io(sandbox_of(c), pid, tty >= 0, NULL);
 		_exit(r < 0 ? 255 : r);
 	}

@@ -64,7 +64,7 @@ class Runc:
         self.isolad = isolad
         self.root = state_root
 
-    def __call__(self, *args, cwd=None, timeout=120, check=False):
+    def __call__(self, *args, cwd=None, timeout=120, check=False, pass_fds=()):
         env = dict(os.environ, ISOLA_SOCKET=self.isolad.socket)
         env.pop("ISOLA_URL", None)
         env.pop("ISOLA_TOKEN", None)
@@ -73,7 +73,7 @@ class Runc:
         with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
             p = subprocess.run([str(RUNC), "--root", str(self.root)] + [str(a) for a in args],
                                stdout=out, stderr=err, stdin=subprocess.DEVNULL,
-                               timeout=timeout, env=env, cwd=cwd)
+                               timeout=timeout, env=env, cwd=cwd, pass_fds=pass_fds)
             out.seek(0)
             err.seek(0)
             cp = subprocess.CompletedProcess(p.args, p.returncode, out.read().decode(),
@@ -173,6 +173,26 @@ def test_run_prints_output_and_exits_with_status(runc, rootfs, tmp_path, isolad)
     # run deletes what it made: no state, no sandbox.
     assert not (runc.root / "r1").exists()
     assert sandboxes(isolad, **{"oci.id": "r1"}) == []
+
+
+def test_relay_keeps_nothing_of_its_caller_but_stdio(runc, rootfs, tmp_path):
+    """The relay lives as long as the container: it must not keep what its caller left open
+    (containerd's shim leaves its listening ttrpc socket at fd 3 of every runtime it runs; a
+    pipe kept open holds its reader's EOF). Only stdin, stdout and stderr stay."""
+    b = make_bundle(runc, rootfs, tmp_path, ["sleep", "1000"])
+    pidfile = tmp_path / "relay.pid"
+    r, w = os.pipe()
+    try:
+        runc("create", "--bundle", b, "--pid-file", pidfile, "fd1", check=True, pass_fds=(w,))
+        os.close(w)
+        relay = int(pidfile.read_text())
+        left = sorted(int(fd) for fd in os.listdir(f"/proc/{relay}/fd"))
+        assert left == [0, 1, 2], [(fd, os.readlink(f"/proc/{relay}/fd/{fd}")) for fd in left]
+        # Nobody else holds the pipe's write end: its reader sees EOF at once.
+        assert os.read(r, 1) == b""
+    finally:
+        os.close(r)
+        runc("delete", "--force", "fd1")
 
 
 def test_lifecycle_create_start_state_kill_delete(runc, rootfs, tmp_path, isolad, cli):
