@@ -482,37 +482,91 @@ static unsigned path_depth(const char *p)
 	return n;
 }
 
+/* A fresh copy of the detached mount m (consumed) made here, so that it gets its mount id
+ * (the order /proc/self/mountinfo lists mounts in) in setup's order rather than the one
+ * isolad made it in; flags, idmap and submounts are kept. Without the kernel's support
+ * (cloning a detached mount: Linux 6.15), m itself. */
+static int fresh_mount(int m)
+{
+	int c = open_tree(m, "",
+			  OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH | AT_RECURSIVE);
+
+	if (c < 0)
+		return m;
+	close(m);
+	return c;
+}
+
+/*
+ * A copy, made here, of isolad's detached bind m (consumed): attached on a scratch name in the
+ * stage, cloned from there (with its submounts; flags and idmap kept) and the original taken
+ * off again. The copy's mount id, which orders /proc/self/mountinfo, then follows setup's
+ * order (a spec's mounts after isola's own filesystems, as runtime-tools checks) rather than
+ * the one isolad made the binds in; a detached bind of another namespace cannot be cloned
+ * directly.
+ */
+static int staged_copy(int stage, int m, bool file)
+{
+	const char *name = file ? "bind-file" : "bind-dir";
+	char path[64];
+	int t, c;
+
+	if (file)
+		t = openat(stage, name, O_CREAT | O_WRONLY | O_NOFOLLOW | O_CLOEXEC, 0600);
+	else
+		t = mkdirat(stage, name, 0700) < 0 && errno != EEXIST ? -1 : 0;
+	if (t < 0)
+		fail_errno("stage a bind");
+	if (file)
+		close(t);
+	t = openat(stage, name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+	if (t < 0)
+		fail_errno("open the staged bind");
+	attach(m, t, "a bind on the stage");
+	c = open_tree(stage, name, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE);
+	snprintf(path, sizeof(path), STAGE "/%s", name);
+	if (c < 0 || umount2(path, MNT_DETACH) < 0)
+		fail_errno("copy a bind");
+	return c;
+}
+
 /*
  * Binds (the template's, then the operator's) and the spec's tmpfs mounts, parents first: by
- * the depth of their destination, binds before tmpfs mounts at the same depth, each list in
- * its own order (Docker sorts its mounts the same way), so a bind below a tmpfs (or a tmpfs
- * below a bind) is not hidden by the other. Targets are checked for symlinks.
+ * the depth of their destination, tmpfs mounts before binds at the same depth (neither can
+ * then be below the other; on one destination the bind shows), each list in its own order
+ * (Docker and containerd pass mounts sorted by depth the same way), so a bind below a tmpfs
+ * (or a tmpfs below a bind) is not hidden by the other. Targets are checked for symlinks.
  */
-static void mount_binds_tmpfs(struct plan *p, int rootfd, const json_t *binds, const json_t *mounts)
+static void mount_binds_tmpfs(struct plan *p, int rootfd, int stage, const json_t *binds,
+			      const json_t *mounts)
 {
 	const json_t *e;
 	size_t i;
 
 	for (unsigned d = 1; d <= 128; d++) {
-		json_array_foreach(binds, i, e)
-		{
-			const char *dst = json_string_value(json_object_get(e, "dst"));
-
-			if (path_depth(dst) != d)
-				continue;
-			attach(plan_take_fd(p, json_object_get(e, "fd"), "bind"),
-			       json_is_true(json_object_get(e, "file"))
-				       ? open_target_file(rootfd, dst, p->no_openat2)
-				       : open_target_dir(rootfd, dst, p->no_openat2),
-			       dst);
-		}
 		json_array_foreach(mounts, i, e)
 		{
 			if (!strcmp(json_string_value(json_object_get(e, "kind")), "tmpfs") &&
 			    path_depth(json_string_value(json_object_get(e, "path"))) == d)
 				mount_tmpfs(rootfd, e, p->no_openat2);
 		}
+		json_array_foreach(binds, i, e)
+		{
+			const char *dst = json_string_value(json_object_get(e, "dst"));
+			bool file = json_is_true(json_object_get(e, "file"));
+
+			if (path_depth(dst) != d)
+				continue;
+			attach(staged_copy(stage, plan_take_fd(p, json_object_get(e, "fd"), "bind"),
+					   file),
+			       file ? open_target_file(rootfd, dst, p->no_openat2)
+				    : open_target_dir(rootfd, dst, p->no_openat2),
+			       dst);
+		}
 	}
+	/* The scratch names go: the stage's root keeps only the layer. */
+	unlinkat(stage, "bind-file", 0);
+	unlinkat(stage, "bind-dir", AT_REMOVEDIR);
 }
 
 /* Checks plan.binds and plan.mounts before anything is mounted (isolad is trusted, but a bug
@@ -720,7 +774,7 @@ static void make_dev(int rootfd, uint64_t shm_bytes, bool no_openat2)
 static void mount_sys(struct masker *mk, int rootfd, bool no_openat2, int sysfs)
 {
 	unsigned ro = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC;
-	int m = sysfs >= 0 ? sysfs : new_fs("sysfs", "sysfs", NULL, ro);
+	int m = sysfs >= 0 ? fresh_mount(sysfs) : new_fs("sysfs", "sysfs", NULL, ro);
 
 	/* A fresh sysfs shows this netns's devices. If the kernel refuses it, fall back
 	 * to a recursive read-only clone of the host's. */
@@ -908,10 +962,6 @@ int agent_setup_run(int setup_fd, uint64_t *root_caps)
 	if (rootfd < 0)
 		fail_errno("open new root");
 
-	/* Host template binds (e.g. /usr), read-only, the operator's (isola-runc's spec mounts:
-	 * directories or files) and the spec's tmpfs mounts, on targets checked for symlinks. */
-	mount_binds_tmpfs(&p, rootfd, binds, mounts);
-
 	/* /proc of our pid namespace, with the host-revealing parts covered. */
 	m = new_fs("proc", "proc", NULL, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC);
 	if (m < 0)
@@ -923,6 +973,10 @@ int agent_setup_run(int setup_fd, uint64_t *root_caps)
 	close(m);
 	make_dev(rootfd, shm ? shm : 64ull << 20, p.no_openat2);
 	mount_sys(&mk, rootfd, p.no_openat2, sysfs);
+	/* Host template binds (e.g. /usr), read-only, the operator's (isola-runc's spec mounts:
+	 * directories or files) and the spec's tmpfs mounts, on targets checked for symlinks;
+	 * after isola's own filesystems, where a spec lists them (runtime-tools' mount order). */
+	mount_binds_tmpfs(&p, rootfd, stage, binds, mounts);
 	/* The spec's read-only, then masked paths (runc's order), over everything above: they
 	 * only narrow what the sandbox sees (docs/oci.md). */
 	apply_paths(&mk, rootfd, mounts, "readonly", p.no_openat2);

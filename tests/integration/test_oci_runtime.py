@@ -1001,6 +1001,11 @@ def test_spec_tmpfs_masked_and_readonly_paths(runc, tmp_path, isolad):
     cp = runc("run", "--bundle", b, "tm1")
     assert cp.returncode == 0, cp.stderr
     info, out = cp.stdout.split("---\n", 1)
+    # mountinfo lists mounts in the order they were made: the spec's after isola's own
+    # filesystems, in the spec's order (runtime-tools' "found in order").
+    points = [line.split()[4] for line in info.splitlines()]
+    order = [points.index(p) for p in ("/proc", "/dev", "/sys", "/scratch", "/scratch/vol")]
+    assert order == sorted(order), points
     opts, fstype, sopts = mountinfo_line(info, "/scratch")
     assert fstype == "tmpfs" and {"nosuid", "nodev", "rw"} <= opts and "noexec" not in opts
     assert "size=16384k" in sopts, sopts  # mode 1777 is tmpfs's default: not listed
