@@ -533,8 +533,9 @@ static int core_prepare(struct core *c, struct sandbox *s, const struct sandbox_
 	}
 	for (unsigned i = 0; i < req->n_binds; i++)
 		s->spec.binds[s->spec.n_binds++] = req->binds[i];
-	memcpy(s->spec.mounts, req->mounts, sizeof(req->mounts[0]) * req->n_mounts);
-	s->spec.n_mounts = req->n_mounts;
+	s->spec.n_mounts = 0;
+	for (unsigned i = 0; i < req->n_mounts && i < TIER_MAX_MOUNTS; i++)
+		s->spec.mounts[s->spec.n_mounts++] = req->mounts[i];
 	if (json_is_object(t.env))
 		json_object_update(s->env, t.env);
 	if (req->env)
