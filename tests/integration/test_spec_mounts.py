@@ -2,8 +2,8 @@
 """The create fields `tmpfs`, `masked_paths` and `readonly_paths` (docs/oci.md, "tmpfs, masked
 and read-only paths"; isola-runc maps a spec's tmpfs mounts and linux.maskedPaths/readonlyPaths
 to them): any principal may set them (they only narrow what the sandbox sees), isolad checks
-them naming the field, and an isolad restart and a hibernation (the process tier's setup runs
-again at the wake) keep them."""
+them naming the field, and an isolad restart, a hibernation (the process tier's setup runs
+again at the wake) and a fork keep them."""
 
 import sys
 from pathlib import Path
@@ -52,9 +52,19 @@ def test_tmpfs_masked_readonly_survive_restart_and_hibernation(isolad):
         r = c.request("POST", f"/v1/sandboxes/{sid}/resume")
         assert r.status == 200, r
         mounts_seen(c, sid)
-        out = c.sh(sid, "/work/run.sh; (echo x > /work/new) 2>/dev/null || echo work-ro; "
-                        "ls -A /secrets; (touch /secrets/y) 2>/dev/null || echo secrets-ro")
+        probe = ("/work/run.sh; (echo x > /work/new) 2>/dev/null || echo work-ro; "
+                 "ls -A /secrets; (touch /secrets/y) 2>/dev/null || echo secrets-ro")
+        out = c.sh(sid, probe)
         assert out == "ran\nwork-ro\nsecrets-ro\n", out
+        # A fork's child is set up from the same stored spec: the same mounts.
+        r = c.request("POST", f"/v1/sandboxes/{sid}/fork", json={"count": 1}, timeout=120)
+        assert r.status == 201, r
+        kid = r.json()["children"][0]["id"]
+        try:
+            mounts_seen(c, kid)
+            assert c.sh(kid, probe) == "ran\nwork-ro\nsecrets-ro\n"
+        finally:
+            c.delete_sandbox(kid)
     finally:
         c.delete_sandbox(sid)
 
