@@ -9,7 +9,9 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "sdk" / "python"))
 
+import isola  # noqa: E402  (the SDK users use)
 from tenancy_util import Tenant  # noqa: E402
 
 FIELDS = {
@@ -70,18 +72,16 @@ def test_tmpfs_masked_readonly_survive_restart_and_hibernation(isolad):
 
 
 def test_any_principal_may_narrow(isolad):
-    """A tenant's user (not the operator) sets all three: they only narrow its own view."""
+    """A tenant's user (not the operator) sets all three, through the Python SDK: they only
+    narrow its own view."""
     t = Tenant(isolad)
     try:
-        r = t.client.request("POST", "/v1/sandboxes", json={
-            "tmpfs": [{"destination": "/scratch", "size": "8M"}],
-            "masked_paths": ["/etc/hosts"], "readonly_paths": ["/etc"]})
-        assert r.status == 201, r
-        sid = r.json()["id"]
-        out = t.client.request("POST", f"/v1/sandboxes/{sid}/exec", json={
-            "cmd": ["sh", "-c", "cat /etc/hosts | wc -c; (touch /etc/x) 2>/dev/null || echo ro;"
-                                "grep -c ' /scratch ' /proc/self/mountinfo"]}).json()
-        assert out["stdout"] == "0\nro\n1\n", out
+        sdk = isola.Client(url=isolad.url, token=t.token, timeout=60)
+        sb = sdk.create_sandbox(tmpfs=[{"destination": "/scratch", "size": "8M"}],
+                                masked_paths=["/etc/hosts"], readonly_paths=["/etc"])
+        res = sb.exec(["sh", "-c", "cat /etc/hosts | wc -c; (touch /etc/x) 2>/dev/null || "
+                                   "echo ro; grep -c ' /scratch ' /proc/self/mountinfo"])
+        assert res.stdout == "0\nro\n1\n", res
     finally:
         t.cleanup()
 
