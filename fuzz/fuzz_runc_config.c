@@ -28,6 +28,53 @@ static int binds_ok(const json_t *binds)
 	return 1;
 }
 
+/* True if path is top or below it. */
+static int under(const char *path, const char *top)
+{
+	size_t n = strlen(top);
+
+	return !strncmp(path, top, n) && (path[n] == '\0' || path[n] == '/');
+}
+
+/* A success's tmpfs mounts: an absolute destination of at most 255 bytes outside /proc,
+ * /sys and /dev, a size in 1..1 PiB and a mode <= 07777 when given; its masked and read-only
+ * paths: absolute strings of at most 255 bytes. */
+static int tmpfs_and_paths_ok(const json_t *create)
+{
+	const json_t *t = json_object_get(create, "tmpfs"), *e;
+	const char *keys[] = {"masked_paths", "readonly_paths"};
+	size_t i;
+
+	if (t && !json_is_array(t))
+		return 0;
+	json_array_foreach(t, i, e)
+	{
+		const char *dst = json_string_value(json_object_get(e, "destination"));
+		const json_t *size = json_object_get(e, "size"), *mode = json_object_get(e, "mode");
+
+		if (!dst || dst[0] != '/' || strlen(dst) > 255 || under(dst, "/proc") ||
+		    under(dst, "/sys") || under(dst, "/dev") ||
+		    (size &&
+		     (json_integer_value(size) < 1 || json_integer_value(size) > (1ll << 50))) ||
+		    (mode && (json_integer_value(mode) < 0 || json_integer_value(mode) > 07777)))
+			return 0;
+	}
+	for (size_t k = 0; k < 2; k++) {
+		const json_t *l = json_object_get(create, keys[k]);
+
+		if (l && (!json_is_array(l) || !json_array_size(l)))
+			return 0;
+		json_array_foreach(l, i, e)
+		{
+			const char *p = json_string_value(e);
+
+			if (!p || p[0] != '/' || strlen(p) > 255)
+				return 0;
+		}
+	}
+	return 1;
+}
+
 /* A success's hooks: only the kinds run on the host, each hook an absolute path, arrays of
  * args and env, and a timeout number. */
 static int hooks_ok(const json_t *hooks)
@@ -56,7 +103,7 @@ static int hooks_ok(const json_t *hooks)
 
 /* Any input maps or fails with an error; a success always carries a create body with a
  * rootfs string and labels, and a process body with a non-empty cmd; its binds, netns and
- * hooks are well-formed (a namespace of our own only without a netns path), and what it
+ * hooks, tmpfs mounts, masked and read-only paths are well-formed (a namespace of our own only without a netns path), and what it
  * skipped is listed. */
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
@@ -69,6 +116,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		    json_array_size(json_object_get(m.process, "cmd")) == 0 ||
 		    !json_is_object(m.annotations) || !json_is_array(m.skipped) ||
 		    !binds_ok(json_object_get(m.create, "binds")) ||
+		    !tmpfs_and_paths_ok(m.create) ||
 		    (json_object_get(m.create, "netns") &&
 		     json_string_value(json_object_get(m.create, "netns"))[0] != '/') ||
 		    !hooks_ok(m.hooks) || (m.engine_netns && json_object_get(m.create, "netns")))

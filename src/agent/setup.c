@@ -324,33 +324,279 @@ struct masker {
 
 static const char *const ro_tmpfs_opts[] = {"size", "0", "nr_inodes", "1", "mode", "0555", NULL};
 
+/* Covers the O_PATH target t (consumed): a clone of /dev/null over a non-directory, the empty
+ * read-only tmpfs over a directory (made once, kept at mk->empty for the next ones). */
+static void mask_fd(struct masker *mk, int t, bool dir, const char *what)
+{
+	int m;
+
+	if (!dir) {
+		m = open_tree(AT_FDCWD, "/dev/null", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
+	} else if (mk->empty >= 0) {
+		m = open_tree(mk->empty, "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH);
+	} else {
+		m = new_fs("tmpfs", "tmpfs", ro_tmpfs_opts,
+			   MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV |
+				   MOUNT_ATTR_NOEXEC);
+		/* The mount fd stays usable once attached: later masks are its clones. */
+		if (m >= 0 && (mk->empty = fcntl(m, F_DUPFD_CLOEXEC, 3)) < 0)
+			fail_errno("keep mask %s", what);
+	}
+	if (m < 0)
+		fail_errno("mask %s", what);
+	attach(m, t, what);
+}
+
 /* Masks dfd/name if it exists (entries this kernel lacks are skipped). */
 static void mask_at(struct masker *mk, int dfd, const char *name, const char *what)
 {
 	struct stat st;
-	int t, m;
+	int t;
 
 	if (fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
 		return;
 	t = openat(dfd, name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
 	if (t < 0)
 		fail_errno("open %s", what);
-	if (!S_ISDIR(st.st_mode))
-		m = open_tree(AT_FDCWD, "/dev/null", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
-	else if (mk->empty >= 0)
-		m = open_tree(mk->empty, "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH);
-	else
-		m = new_fs("tmpfs", "tmpfs", ro_tmpfs_opts,
-			   MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV |
-				   MOUNT_ATTR_NOEXEC);
+	mask_fd(mk, t, S_ISDIR(st.st_mode), what);
+}
+
+/*
+ * Opens `path` (absolute) in the tree at rootfd for a spec's masked or read-only path, with
+ * /proc, /dev, /sys and the binds in place. The path is the caller's and the tree hostile:
+ * symlinks are resolved inside the root (openat2 RESOLVE_IN_ROOT: `..` and absolute links
+ * stop at it; RESOLVE_NO_MAGICLINKS: no /proc/PID/root jump), or, without openat2 (or forced
+ * by the test hook), a walk of O_NOFOLLOW components that refuses any symlink. Returns an
+ * O_PATH fd, or -1 when the path does not exist (skipped, as runc does); refuses otherwise.
+ */
+static int open_in_root(int rootfd, const char *path, bool no_openat2, const char *what)
+{
+	char buf[256], *save = NULL;
+	int cur;
+
+	if (!no_openat2) {
+		cur = open_how(rootfd, path, O_PATH, RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS);
+		if (cur >= 0)
+			return cur;
+		if (errno == ENOENT || errno == ENOTDIR)
+			return -1;
+		if (errno != ENOSYS)
+			refuse("%s `%s`: %s", what, path, strerror(errno));
+	}
+	if (strlen(path) >= sizeof(buf))
+		refuse("%s `%s`: too long", what, path);
+	snprintf(buf, sizeof(buf), "%s", path);
+	cur = fcntl(rootfd, F_DUPFD_CLOEXEC, 3);
+	if (cur < 0)
+		fail_errno("dup root");
+	for (char *c = strtok_r(buf, "/", &save); c; c = strtok_r(NULL, "/", &save)) {
+		struct stat st;
+		int next = openat(cur, c, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+
+		close(cur);
+		if (next < 0 && (errno == ENOENT || errno == ENOTDIR))
+			return -1;
+		if (next < 0 || fstat(next, &st) < 0)
+			refuse("%s `%s`: `%s`: %s", what, path, c, strerror(errno));
+		if (S_ISLNK(st.st_mode))
+			refuse("%s `%s`: `%s` is a symlink (refused without openat2)", what, path,
+			       c);
+		cur = next;
+	}
+	return cur;
+}
+
+/* The spec's read-only (kind "readonly") or masked ("masked") paths from plan.mounts. A
+ * read-only path is a recursive read-only clone of itself on itself (its submounts, isola's
+ * masks among them, come along; its other flags, exec included, are kept); a masked one is
+ * covered like isola's own masks. Missing paths are skipped. */
+static void apply_paths(struct masker *mk, int rootfd, const json_t *mounts, const char *kind,
+			bool no_openat2)
+{
+	struct mount_attr ro = {.attr_set = MOUNT_ATTR_RDONLY};
+	const json_t *e;
+	size_t i;
+
+	json_array_foreach(mounts, i, e)
+	{
+		const char *path = json_string_value(json_object_get(e, "path"));
+		struct stat st;
+		int t, m;
+
+		if (strcmp(json_string_value(json_object_get(e, "kind")), kind))
+			continue;
+		t = open_in_root(rootfd, path, no_openat2,
+				 *kind == 'm' ? "masked path" : "read-only path");
+		if (t < 0)
+			continue;
+		if (*kind == 'm') {
+			if (fstat(t, &st) < 0)
+				fail_errno("stat masked path `%s`", path);
+			mask_fd(mk, t, S_ISDIR(st.st_mode), path);
+			continue;
+		}
+		m = open_tree(t, "",
+			      OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH | AT_RECURSIVE);
+		if (m < 0 ||
+		    mount_setattr(m, "", AT_EMPTY_PATH | AT_RECURSIVE, &ro, sizeof(ro)) < 0)
+			fail_errno("read-only path `%s`", path);
+		attach(m, t, path);
+	}
+}
+
+/* A spec's tmpfs mount (plan.mounts kind "tmpfs"): always nosuid and nodev, noexec and
+ * read-only when asked; size (isolad bounded it by the sandbox's memory, which its pages
+ * are charged to) and mode as given; on a target resolved like a bind's. */
+static void mount_tmpfs(int rootfd, const json_t *e, bool no_openat2)
+{
+	const char *path = json_string_value(json_object_get(e, "path"));
+	json_int_t size = json_integer_value(json_object_get(e, "size"));
+	json_int_t mode = json_integer_value(json_object_get(e, "mode"));
+	unsigned attrs = MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV;
+	char sz[32], md[16];
+	const char *opts[] = {"size", sz, "mode", md, NULL};
+	int m;
+
+	if (size <= 0 || mode < 0 || mode > 07777)
+		fail("plan: tmpfs `%s` has a bad size or mode", path);
+	snprintf(sz, sizeof(sz), "%lld", (long long)size);
+	snprintf(md, sizeof(md), "%llo", (long long)mode);
+	if (json_is_true(json_object_get(e, "noexec")))
+		attrs |= MOUNT_ATTR_NOEXEC;
+	if (json_is_true(json_object_get(e, "readonly")))
+		attrs |= MOUNT_ATTR_RDONLY;
+	m = new_fs("tmpfs", "tmpfs", opts, attrs);
 	if (m < 0)
-		fail_errno("mask %s", what);
-	attach(m, t, what);
-	/* Looked up again, the name now resolves to the root of the tmpfs just attached. */
-	if (S_ISDIR(st.st_mode) && mk->empty < 0) {
-		mk->empty = openat(dfd, name, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-		if (mk->empty < 0)
-			fail_errno("reopen mask %s", what);
+		fail_errno("tmpfs `%s`", path);
+	attach(m, open_target_dir(rootfd, path, no_openat2), path);
+}
+
+/* Number of components of a clean absolute path (`/a/b`: 2). */
+static unsigned path_depth(const char *p)
+{
+	unsigned n = 0;
+
+	for (; *p; p++)
+		if (*p == '/' && p[1] && p[1] != '/')
+			n++;
+	return n;
+}
+
+/* A fresh copy of the detached mount m (consumed) made here, so that it gets its mount id
+ * (the order /proc/self/mountinfo lists mounts in) in setup's order rather than the one
+ * isolad made it in; flags, idmap and submounts are kept. Without the kernel's support
+ * (cloning a detached mount: Linux 6.15), m itself. */
+static int fresh_mount(int m)
+{
+	int c = open_tree(m, "",
+			  OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH | AT_RECURSIVE);
+
+	if (c < 0)
+		return m;
+	close(m);
+	return c;
+}
+
+/*
+ * A copy, made here, of isolad's detached bind m (consumed): attached on a scratch name in the
+ * stage, cloned from there (with its submounts; flags and idmap kept) and the original taken
+ * off again. The copy's mount id, which orders /proc/self/mountinfo, then follows setup's
+ * order (a spec's mounts after isola's own filesystems, as runtime-tools checks) rather than
+ * the one isolad made the binds in; a detached bind of another namespace cannot be cloned
+ * directly.
+ */
+static int staged_copy(int stage, int m, bool file)
+{
+	const char *name = file ? "bind-file" : "bind-dir";
+	char path[64];
+	int t, c;
+
+	if (file)
+		t = openat(stage, name, O_CREAT | O_WRONLY | O_NOFOLLOW | O_CLOEXEC, 0600);
+	else
+		t = mkdirat(stage, name, 0700) < 0 && errno != EEXIST ? -1 : 0;
+	if (t < 0)
+		fail_errno("stage a bind");
+	if (file)
+		close(t);
+	t = openat(stage, name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+	if (t < 0)
+		fail_errno("open the staged bind");
+	attach(m, t, "a bind on the stage");
+	c = open_tree(stage, name, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE);
+	snprintf(path, sizeof(path), STAGE "/%s", name);
+	if (c < 0 || umount2(path, MNT_DETACH) < 0)
+		fail_errno("copy a bind");
+	return c;
+}
+
+/*
+ * Binds (the template's, then the operator's) and the spec's tmpfs mounts, parents first: by
+ * the depth of their destination, tmpfs mounts before binds at the same depth (neither can
+ * then be below the other; on one destination the bind shows), each list in its own order
+ * (Docker and containerd pass mounts sorted by depth the same way), so a bind below a tmpfs
+ * (or a tmpfs below a bind) is not hidden by the other. Targets are checked for symlinks.
+ */
+static void mount_binds_tmpfs(struct plan *p, int rootfd, int stage, const json_t *binds,
+			      const json_t *mounts)
+{
+	const json_t *e;
+	size_t i;
+
+	for (unsigned d = 1; d <= 128; d++) {
+		json_array_foreach(mounts, i, e)
+		{
+			if (!strcmp(json_string_value(json_object_get(e, "kind")), "tmpfs") &&
+			    path_depth(json_string_value(json_object_get(e, "path"))) == d)
+				mount_tmpfs(rootfd, e, p->no_openat2);
+		}
+		json_array_foreach(binds, i, e)
+		{
+			const char *dst = json_string_value(json_object_get(e, "dst"));
+			bool file = json_is_true(json_object_get(e, "file"));
+
+			if (path_depth(dst) != d)
+				continue;
+			attach(staged_copy(stage, plan_take_fd(p, json_object_get(e, "fd"), "bind"),
+					   file),
+			       file ? open_target_file(rootfd, dst, p->no_openat2)
+				    : open_target_dir(rootfd, dst, p->no_openat2),
+			       dst);
+		}
+	}
+	/* The scratch names go: the stage's root keeps only the layer. */
+	unlinkat(stage, "bind-file", 0);
+	unlinkat(stage, "bind-dir", AT_REMOVEDIR);
+}
+
+/* Checks plan.binds and plan.mounts before anything is mounted (isolad is trusted, but a bug
+ * there fails loudly here). */
+static void check_plan_mounts(const json_t *binds, const json_t *mounts)
+{
+	static const char *const kinds[] = {"tmpfs", "masked", "readonly"};
+	const json_t *e;
+	size_t i;
+
+	if ((binds && !json_is_array(binds)) || (mounts && !json_is_array(mounts)) ||
+	    json_array_size(mounts) > 64)
+		fail("plan: bad binds or mounts");
+	json_array_foreach(binds, i, e)
+	{
+		const char *dst = json_string_value(json_object_get(e, "dst"));
+
+		if (!dst || dst[0] != '/' || path_depth(dst) > 128)
+			fail("plan: bind %zu has no absolute dst", i);
+	}
+	json_array_foreach(mounts, i, e)
+	{
+		const char *kind = json_string_value(json_object_get(e, "kind"));
+		const char *path = json_string_value(json_object_get(e, "path"));
+		bool known = false;
+
+		for (size_t k = 0; kind && k < sizeof(kinds) / sizeof(kinds[0]); k++)
+			known = known || !strcmp(kind, kinds[k]);
+		if (!known || !path || path[0] != '/' || strlen(path) > 255 || !path_depth(path))
+			fail("plan: mount %zu has no known kind or no absolute path", i);
 	}
 }
 
@@ -528,7 +774,7 @@ static void make_dev(int rootfd, uint64_t shm_bytes, bool no_openat2)
 static void mount_sys(struct masker *mk, int rootfd, bool no_openat2, int sysfs)
 {
 	unsigned ro = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC;
-	int m = sysfs >= 0 ? sysfs : new_fs("sysfs", "sysfs", NULL, ro);
+	int m = sysfs >= 0 ? fresh_mount(sysfs) : new_fs("sysfs", "sysfs", NULL, ro);
 
 	/* A fresh sysfs shows this netns's devices. If the kernel refuses it, fall back
 	 * to a recursive read-only clone of the host's. */
@@ -623,13 +869,12 @@ int agent_setup_run(int setup_fd, uint64_t *root_caps)
 {
 	struct plan p = {.json = NULL};
 	struct masker mk = {.empty = -1};
-	json_t *fds, *binds, *b, *caps;
+	json_t *fds, *binds, *mounts, *caps;
 	const char *hostname;
 	int listen_fd, rootfs, upper, sc, sysfs, stage, rootfd, t, m;
 	uint64_t shm;
 	json_int_t nofile;
 	struct rlimit rl;
-	size_t i;
 	char opts[256];
 
 	report_fd = setup_fd;
@@ -643,6 +888,7 @@ int agent_setup_run(int setup_fd, uint64_t *root_caps)
 	fds = json_object_get(p.json, "fds");
 	hostname = json_string_value(json_object_get(p.json, "hostname"));
 	binds = json_object_get(p.json, "binds");
+	mounts = json_object_get(p.json, "mounts");
 	nofile = json_integer_value(json_object_get(p.json, "nofile"));
 	shm = (uint64_t)json_integer_value(json_object_get(p.json, "shm_bytes"));
 	p.no_openat2 = json_is_true(json_object_get(p.json, "no_openat2"));
@@ -656,8 +902,9 @@ int agent_setup_run(int setup_fd, uint64_t *root_caps)
 		*root_caps = (uint64_t)json_integer_value(caps);
 	}
 	if (json_integer_value(json_object_get(p.json, "version")) != 1 || !json_is_object(fds) ||
-	    !hostname || strlen(hostname) > 63 || (binds && !json_is_array(binds)))
+	    !hostname || strlen(hostname) > 63)
 		fail("plan: missing or bad fields");
+	check_plan_mounts(binds, mounts);
 	listen_fd = plan_take_fd(&p, json_object_get(fds, "listen"), "listen");
 	rootfs = plan_take_fd(&p, json_object_get(fds, "rootfs"), "rootfs");
 	upper = plan_take_fd(&p, json_object_get(fds, "upper"), "upper");
@@ -715,22 +962,6 @@ int agent_setup_run(int setup_fd, uint64_t *root_caps)
 	if (rootfd < 0)
 		fail_errno("open new root");
 
-	/* Host template binds (e.g. /usr), read-only, and the operator's (isola-runc's spec
-	 * mounts: directories or files), on targets checked for symlinks. */
-	json_array_foreach(binds, i, b)
-	{
-		const char *dst = json_string_value(json_object_get(b, "dst"));
-
-		if (!dst || dst[0] != '/')
-			fail("plan: bind %zu has no absolute dst", i);
-		m = plan_take_fd(&p, json_object_get(b, "fd"), "bind");
-		attach(m,
-		       json_is_true(json_object_get(b, "file"))
-			       ? open_target_file(rootfd, dst, p.no_openat2)
-			       : open_target_dir(rootfd, dst, p.no_openat2),
-		       dst);
-	}
-
 	/* /proc of our pid namespace, with the host-revealing parts covered. */
 	m = new_fs("proc", "proc", NULL, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC);
 	if (m < 0)
@@ -742,6 +973,14 @@ int agent_setup_run(int setup_fd, uint64_t *root_caps)
 	close(m);
 	make_dev(rootfd, shm ? shm : 64ull << 20, p.no_openat2);
 	mount_sys(&mk, rootfd, p.no_openat2, sysfs);
+	/* Host template binds (e.g. /usr), read-only, the operator's (isola-runc's spec mounts:
+	 * directories or files) and the spec's tmpfs mounts, on targets checked for symlinks;
+	 * after isola's own filesystems, where a spec lists them (runtime-tools' mount order). */
+	mount_binds_tmpfs(&p, rootfd, stage, binds, mounts);
+	/* The spec's read-only, then masked paths (runc's order), over everything above: they
+	 * only narrow what the sandbox sees (docs/oci.md). */
+	apply_paths(&mk, rootfd, mounts, "readonly", p.no_openat2);
+	apply_paths(&mk, rootfd, mounts, "masked", p.no_openat2);
 	if (mk.empty >= 0)
 		close(mk.empty);
 

@@ -2,8 +2,10 @@
 /* config: maps an OCI bundle's config.json onto isolad's create and process requests. */
 #include "config.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #define OCI_MAX_ARGS 256
@@ -289,6 +291,61 @@ static void bind_options(const json_t *opts, bool *bind, bool *ro, bool *rec)
 }
 
 /*
+ * A tmpfs mount's options (docker --tmpfs, --mount type=tmpfs): `size=N[kmgt]` and
+ * `mode=OCTAL` kept, `noexec`/`exec` and `ro`/`rw` honoured, the rest isola's own (always
+ * nosuid, nodev). Returns the create request's `tmpfs` entry, or NULL with *err set.
+ */
+static json_t *tmpfs_entry(const json_t *opts, const char *dst, size_t i, struct isola_err **err)
+{
+	json_t *e = json_pack("{s:s}", "destination", dst);
+	const json_t *o;
+	size_t k;
+
+	json_array_foreach(opts, k, o)
+	{
+		const char *s = str_of(o), *units = "kmgt", *u;
+		char *end = NULL;
+		unsigned long long v;
+
+		if (!s)
+			continue;
+		if (!strcmp(s, "noexec") || !strcmp(s, "exec")) {
+			json_object_set_new(e, "noexec", json_boolean(s[0] == 'n'));
+		} else if (!strcmp(s, "ro") || !strcmp(s, "rw")) {
+			json_object_set_new(e, "readonly", json_boolean(s[1] == 'o'));
+		} else if (!strncmp(s, "size=", 5)) {
+			errno = 0;
+			v = strtoull(s + 5, &end, 10);
+			u = *end ? strchr(units, tolower((unsigned char)*end)) : NULL;
+			if (u && !end[1]) {
+				unsigned shift = 10 * (unsigned)(u - units + 1);
+
+				v = v > ((1ull << 50) >> shift) ? ~0ull : v << shift;
+				end++;
+			}
+			if (errno || end == s + 5 || *end || v == 0 || v > (1ull << 50))
+				goto bad;
+			json_object_set_new(e, "size", json_integer((json_int_t)v));
+		} else if (!strncmp(s, "mode=", 5)) {
+			errno = 0;
+			v = strtoull(s + 5, &end, 8);
+			if (errno || end == s + 5 || *end || v > 07777)
+				goto bad;
+			json_object_set_new(e, "mode", json_integer((json_int_t)v));
+		}
+		continue;
+	bad:
+		json_decref(e);
+		isola_err_set(err, EINVAL, "invalid",
+			      "config.json: `mounts[%zu]` (tmpfs `%.255s`): option `%.64s` must be "
+			      "size=N[kmgt] (1 byte to 1 PiB) or mode=OCTAL (at most 07777)",
+			      i, dst, s);
+		return NULL;
+	}
+	return e;
+}
+
+/*
  * mounts: binds (type `bind`, or options bind/rbind: docker -v, podman -v, Kubernetes
  * volumes, an engine's /etc/hosts) become the create request's `binds`, read-only with `ro`,
  * recursive unless `bind`; a relative source is the bundle's, as runc has it. isola's own
@@ -299,20 +356,19 @@ static int map_mounts(const json_t *spec, const char *bundle, struct oci_mapped 
 		      struct isola_err **err)
 {
 	const json_t *mounts = json_object_get(spec, "mounts"), *mt;
-	json_t *binds = json_array();
+	json_t *binds = json_array(), *tmpfs = json_array();
 	size_t i;
 
 	out->skipped = json_array();
-	if (!mounts || json_is_null(mounts)) {
-		json_decref(binds);
-		return 0;
-	}
-	if (!json_is_array(mounts) || json_array_size(mounts) > OCI_MAX_MOUNTS) {
-		json_decref(binds);
+	/* Kept only when used; released with out->create on a failure. */
+	json_object_set_new(out->create, "binds", binds);
+	json_object_set_new(out->create, "tmpfs", tmpfs);
+	if (!mounts || json_is_null(mounts))
+		goto out;
+	if (!json_is_array(mounts) || json_array_size(mounts) > OCI_MAX_MOUNTS)
 		return isola_err_set(err, EINVAL, "invalid",
 				     "config.json: `mounts` must be an array of at most %d objects",
 				     OCI_MAX_MOUNTS);
-	}
 	json_array_foreach(mounts, i, mt)
 	{
 		const char *dst = str_of(json_object_get(mt, "destination"));
@@ -320,17 +376,15 @@ static int map_mounts(const json_t *spec, const char *bundle, struct oci_mapped 
 		const char *src = str_of(json_object_get(mt, "source"));
 		const json_t *opts = json_object_get(mt, "options");
 		bool bind = type && !strcmp(type, "bind"), ro = false, rec = true, own = false;
-		char full[1024], why[400];
+		char full[1024], why[512];
 
-		if (!dst || dst[0] != '/' || strlen(dst) > 255 || (opts && !json_is_array(opts))) {
-			json_decref(binds);
+		if (!dst || dst[0] != '/' || strlen(dst) > 255 || (opts && !json_is_array(opts)))
 			return isola_err_set(
 				err, EINVAL, "invalid",
 				"config.json: `mounts[%zu]` needs an absolute "
 				"`destination` of at most 255 bytes and `options` as an "
 				"array",
 				i);
-		}
 		bind_options(opts, &bind, &ro, &rec);
 		for (size_t k = 0; !bind && type && k < sizeof(own_mounts) / sizeof(own_mounts[0]);
 		     k++)
@@ -341,25 +395,30 @@ static int map_mounts(const json_t *spec, const char *bundle, struct oci_mapped 
 		if (bind && !(under(dst, "/proc") || under(dst, "/sys") || under(dst, "/dev"))) {
 			int n;
 
-			if (!src || !*src) {
-				json_decref(binds);
+			if (!src || !*src)
 				return isola_err_set(err, EINVAL, "invalid",
 						     "config.json: `mounts[%zu]`: a bind needs a "
 						     "`source`",
 						     i);
-			}
 			n = src[0] == '/' ? snprintf(full, sizeof(full), "%s", src)
 					  : snprintf(full, sizeof(full), "%s/%s", bundle, src);
-			if (n < 0 || n > 255) {
-				json_decref(binds);
+			if (n < 0 || n > 255)
 				return isola_err_set(err, ENAMETOOLONG, "invalid",
 						     "config.json: `mounts[%zu].source` is longer "
 						     "than 255 bytes",
 						     i);
-			}
 			json_array_append_new(binds, json_pack("{s:s, s:s, s:b, s:b}", "source",
 							       full, "destination", dst, "readonly",
 							       ro, "recursive", rec));
+			continue;
+		}
+		if (!bind && type && !strcmp(type, "tmpfs") &&
+		    !(under(dst, "/proc") || under(dst, "/sys") || under(dst, "/dev"))) {
+			json_t *e = tmpfs_entry(opts, dst, i, err);
+
+			if (!e)
+				return -EINVAL;
+			json_array_append_new(tmpfs, e);
 			continue;
 		}
 		if (bind)
@@ -371,15 +430,53 @@ static int map_mounts(const json_t *spec, const char *bundle, struct oci_mapped 
 		else
 			snprintf(why, sizeof(why),
 				 "mount `%.255s` (type %.32s) not applied: isola mounts only its "
-				 "own "
-				 "kernel filesystems and binds",
+				 "own kernel filesystems, binds and tmpfs mounts outside /proc, "
+				 "/sys and /dev",
 				 dst, type ? type : "none");
 		json_array_append_new(out->skipped, json_string(why));
 	}
-	if (json_array_size(binds))
-		json_object_set_new(out->create, "binds", binds);
-	else
-		json_decref(binds);
+out:
+	if (!json_array_size(binds))
+		json_object_del(out->create, "binds");
+	if (!json_array_size(tmpfs))
+		json_object_del(out->create, "tmpfs");
+	return 0;
+}
+
+#define OCI_MAX_PATHS 64 /* isolad's cap on tmpfs, masked and read-only paths together */
+
+/* linux.maskedPaths / linux.readonlyPaths: absolute paths of at most 255 bytes, copied to the
+ * create request's `field` (isolad checks them further: no `.`/`..`, not `/`). Any principal
+ * may ask: they only narrow what the container sees. */
+static int map_paths(const json_t *linux_, const char *key, const char *field, json_t *create,
+		     struct isola_err **err)
+{
+	const json_t *list = json_object_get(linux_, key), *v;
+	json_t *out;
+	size_t i;
+
+	if (!list || json_is_null(list))
+		return 0;
+	if (!json_is_array(list) || json_array_size(list) > OCI_MAX_PATHS)
+		return isola_err_set(err, EINVAL, "invalid",
+				     "config.json: `linux.%s` must be an array of at most %d paths",
+				     key, OCI_MAX_PATHS);
+	json_array_foreach(list, i, v)
+	{
+		const char *p = str_of(v);
+
+		if (!p || p[0] != '/' || strlen(p) > 255)
+			return isola_err_set(err, EINVAL, "invalid",
+					     "config.json: `linux.%s[%zu]` must be an absolute "
+					     "path of at most 255 bytes",
+					     key, i);
+	}
+	if (!json_array_size(list))
+		return 0;
+	out = json_deep_copy(list);
+	if (!out)
+		return isola_err_set(err, ENOMEM, "internal", "out of memory");
+	json_object_set_new(create, field, out);
 	return 0;
 }
 
@@ -649,6 +746,10 @@ static int map_spec(const json_t *spec, const char *bundle, const char *id, stru
 	if (r == 0)
 		r = map_mounts(spec, bundle, out, err);
 	if (r == 0)
+		r = map_paths(linux_, "maskedPaths", "masked_paths", out->create, err);
+	if (r == 0)
+		r = map_paths(linux_, "readonlyPaths", "readonly_paths", out->create, err);
+	if (r == 0)
 		r = map_annotations(spec, out, err);
 	return r;
 }
@@ -740,6 +841,7 @@ json_t *oci_features(void)
 		"uts", "cgroup", "v1", 1, "v2", 1, "systemd", 0, "annotations", "io.isola.runtime",
 		"isola-runc: process-tier sandboxes of isolad", "io.isola.namespaces.path",
 		"network only (joined; the operator's isolad checks it)", "io.isola.mounts",
-		"binds honoured except under /proc, /sys, /dev; "
-		"other filesystems are isola's own or not applied");
+		"binds and tmpfs honoured except under /proc, /sys, /dev; "
+		"other filesystems are isola's own or not applied; maskedPaths and readonlyPaths "
+		"honoured on top of isola's own");
 }

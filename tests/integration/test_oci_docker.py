@@ -230,6 +230,23 @@ def test_docker_volumes_and_hostname(docker, isolad, tmp_path):
     assert not (vol / "g").exists()
 
 
+def test_docker_tmpfs(docker):
+    """`docker run --tmpfs /scratch:size=16m`: a tmpfs of that size, nosuid and nodev, that the
+    container writes; Docker's default masked and read-only paths hold (/proc/timer_list reads
+    empty, /proc/sys refuses writes)."""
+    cp = docker("run", "--rm", "--runtime", "isola", "--tmpfs", "/scratch:size=16m,noexec",
+                IMAGE, "sh", "-c",
+                "grep ' /scratch ' /proc/self/mountinfo; echo x > /scratch/f && cat /scratch/f; "
+                "cat /proc/timer_list; echo .; (echo 1 > /proc/sys/kernel/ns_last_pid) 2>/dev/null "
+                "|| echo sys-ro")
+    assert cp.returncode == 0, cp.stderr
+    line, rest = cp.stdout.split("\n", 1)
+    opts = line.split()[5].split(",")
+    assert " tmpfs tmpfs " in line and "size=16384k" in line, line
+    assert {"nosuid", "nodev", "noexec"} <= set(opts), line
+    assert rest == "x\n.\nsys-ro\n", cp.stdout
+
+
 def test_docker_network_container_mode(docker, isolad):
     """`--network container:X` joins X's network namespace: Docker names it by X's
     `.State.Pid`, the relay, which lives in X's sandbox's network namespace (docs/oci.md)."""

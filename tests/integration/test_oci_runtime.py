@@ -961,6 +961,109 @@ def test_spec_binds_are_mounted(runc, rootfs, tmp_path, isolad):
     assert "/dev/termination-log" in log.read_text()
 
 
+def mountinfo_line(out, mountpoint):
+    """The /proc/self/mountinfo line (printed by the container into out) whose mount point is
+    mountpoint, split into (mount options, filesystem type, super options)."""
+    for line in out.splitlines():
+        f = line.split()
+        if len(f) > 6 and f[4] == mountpoint:
+            rest = f[f.index("-") + 1:]
+            return set(f[5].split(",")), rest[0], set(rest[2].split(","))
+    raise AssertionError(f"no mount on {mountpoint} in:\n{out}")
+
+
+def test_spec_tmpfs_masked_and_readonly_paths(runc, tmp_path, isolad):
+    """The spec's tmpfs mounts (size, mode, always nosuid and nodev, noexec when asked), its
+    linux.maskedPaths (a file reads empty, a directory is empty and read-only) and
+    linux.readonlyPaths (refuses writes, still executes); a missing path is skipped; a
+    symlink is resolved inside the root, never outside it; a bind below a tmpfs stays seen."""
+    root = tmp_path / "rootfs"
+    make_rootfs(root)
+    (root / "etc" / "secret").write_text("s3cret\n")
+    (root / "opt" / "hidden").mkdir(parents=True)
+    (root / "opt" / "hidden" / "f").write_text("hidden\n")
+    (root / "opt" / "tools").mkdir()
+    (root / "opt" / "tools" / "run.sh").write_text("#!/bin/sh\necho ran\n")
+    (root / "opt" / "tools" / "run.sh").chmod(0o755)
+    (root / "etc" / "secret2").write_text("in-root\n")
+    # Escapes that a resolution on the host would follow out of the root: `..` past the
+    # root and an absolute target; resolved in the root they name its own /etc/secret2 and a
+    # path the root lacks.
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "file").write_text("host-file\n")
+    (root / "esc").symlink_to("../../../../../../../../etc/secret2")
+    (root / "abs").symlink_to(str(outside))
+    vol = tmp_path / "vol"
+    vol.mkdir()
+    (vol / "v").write_text("vol\n")
+    script = ("cat /proc/self/mountinfo; echo ---; cat /etc/secret; echo .; "
+              "cat /opt/hidden/f 2>/dev/null || echo hidden-empty; "
+              "(touch /opt/hidden/x) 2>/dev/null || echo hidden-ro; /opt/tools/run.sh; "
+              "(echo x > /opt/tools/new) 2>/dev/null || echo tools-ro; cat /etc/secret2; "
+              "echo .; echo w > /scratch/f && cat /scratch/f; cat /scratch/vol/v; "
+              "cat /proc/timer_list; echo .")
+
+    def edit(c):
+        c["mounts"] = c.get("mounts", []) + [
+            {"destination": "/scratch", "type": "tmpfs", "source": "tmpfs",
+             "options": ["nosuid", "size=16m", "mode=1777"]},
+            {"destination": "/scratch/vol", "type": "bind", "source": str(vol),
+             "options": ["rbind", "ro"]},
+            {"destination": "/nx", "type": "tmpfs", "source": "tmpfs",
+             "options": ["noexec", "ro", "mode=700"]},
+        ]
+        c["linux"]["maskedPaths"] = ["/etc/secret", "/opt/hidden", "/nonexistent/x", "/esc",
+                                     "/abs/file", "/proc/timer_list"]
+        c["linux"]["readonlyPaths"] = ["/opt/tools", "/missing"]
+        c["linux"]["resources"] = {"memory": {"limit": 128 << 20}}
+    b = make_bundle(runc, root, tmp_path, ["sh", "-c", script], edit)
+    cp = runc("run", "--bundle", b, "tm1")
+    assert cp.returncode == 0, cp.stderr
+    info, out = cp.stdout.split("---\n", 1)
+    # mountinfo lists mounts in the order they were made: the spec's after isola's own
+    # filesystems, in the spec's order (runtime-tools' "found in order").
+    points = [line.split()[4] for line in info.splitlines()]
+    order = [points.index(p) for p in ("/proc", "/dev", "/sys", "/scratch", "/scratch/vol")]
+    assert order == sorted(order), points
+    opts, fstype, sopts = mountinfo_line(info, "/scratch")
+    assert fstype == "tmpfs" and {"nosuid", "nodev", "rw"} <= opts and "noexec" not in opts
+    assert "size=16384k" in sopts, sopts  # mode 1777 is tmpfs's default: not listed
+    opts, fstype, sopts = mountinfo_line(info, "/nx")
+    # No size given: half the sandbox's memory limit, as /dev/shm.
+    assert {"nosuid", "nodev", "noexec", "ro"} <= opts, opts
+    assert {"size=65536k", "mode=700"} <= sopts, sopts
+    assert out == ".\nhidden-empty\nhidden-ro\nran\ntools-ro\n.\nw\nvol\n.\n", out
+    # Nothing outside the root was touched or covered.
+    assert (outside / "file").read_text() == "host-file\n"
+    assert not (root / "opt" / "tools" / "new").exists()
+    assert sandboxes(isolad, **{"oci.id": "tm1"}) == []  # `run` deleted it
+
+
+def test_spec_mounts_refused_naming_the_field(runc, rootfs, tmp_path):
+    """Bad tmpfs options, masked and read-only paths in config.json fail `create` naming the
+    field, and leave nothing."""
+    for edit, msg in (
+            (lambda c: c.update(mounts=[{"destination": "/t", "type": "tmpfs",
+                                         "options": ["size=lots"]}]),
+             "option `size=lots` must be size=N[kmgt]"),
+            (lambda c: c["linux"].update(maskedPaths=["relative"]),
+             "`linux.maskedPaths[0]` must be an absolute path"),
+            (lambda c: c["linux"].update(readonlyPaths=["/a/../etc"]),
+             "readonly_paths: `/a/../etc` must be an absolute path other than /"),
+            (lambda c: c.update(mounts=[{"destination": "/t", "type": "tmpfs",
+                                         "options": ["size=1g"]}],
+                                linux=dict(c["linux"], resources={
+                                    "memory": {"limit": 64 << 20}})),
+             "tmpfs `/t`: size 1073741824 exceeds the sandbox's memory limit")):
+        d = tmp_path / secrets.token_hex(4)
+        d.mkdir()
+        b = make_bundle(runc, rootfs, d, ["true"], edit)
+        cp = runc("create", "--bundle", b, "bad1")
+        assert cp.returncode != 0 and msg in cp.stderr, (msg, cp.stderr)
+        assert not (runc.root / "bad1").exists()
+
+
 def test_binds_are_the_operators_alone(isolad, tmp_path):
     """A tenant (even its admin) naming a host path to bind gets 403; the operator's binds
     are checked (no destination on isola's /proc, /sys, /dev; no symlinked source)."""

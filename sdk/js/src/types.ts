@@ -37,6 +37,23 @@ export interface CreateSandboxOptions {
   cap_add?: string[];
   /** capabilities root gives up ("ALL" = every one); applied before cap_add */
   cap_drop?: string[];
+  /** new tmpfs mounts (nosuid, nodev; size bounded by the memory limit; docs/oci.md) */
+  tmpfs?: TmpfsMount[];
+  /** paths covered inside the sandbox (a file reads empty, a directory is empty); missing ones skipped */
+  masked_paths?: string[];
+  /** paths made read-only inside the sandbox; missing ones skipped */
+  readonly_paths?: string[];
+}
+
+/** One `tmpfs` entry of a create request. */
+export interface TmpfsMount {
+  destination: string;
+  /** bytes or a size like "16M"; default half the memory limit */
+  size?: number | string;
+  /** the root directory's mode, e.g. 0o1777 */
+  mode?: number;
+  noexec?: boolean;
+  readonly?: boolean;
 }
 
 /** What survives each operation on this sandbox's tier. */

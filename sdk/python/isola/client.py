@@ -145,7 +145,10 @@ class Client:
                        auto_resume: Optional[bool] = None,
                        name: Optional[str] = None,
                        cap_add: Optional[Sequence[str]] = None,
-                       cap_drop: Optional[Sequence[str]] = None) -> "Sandbox":
+                       cap_drop: Optional[Sequence[str]] = None,
+                       tmpfs: Optional[Sequence[Mapping[str, Any]]] = None,
+                       masked_paths: Optional[Sequence[str]] = None,
+                       readonly_paths: Optional[Sequence[str]] = None) -> "Sandbox":
         """Creates and starts a sandbox (POST /v1/sandboxes). memory/disk: bytes or "512M".
         cap_add/cap_drop: capability names ("CHOWN" or "CAP_CHOWN"; cap_drop also "ALL")
         changing what the sandbox's root holds (docs/process-tier.md); a never-listed one
@@ -153,7 +156,11 @@ class Client:
         snapshot: start from that named snapshot instead of a template. network: the egress
         policy ({"default", "allow", "deny"}, docs/network.md). on_timeout: "kill", "pause"
         or "hibernate" when the TTL or idle_timeout (seconds) runs out. name: unique among
-        the tenant's live sandboxes (NameTakenError otherwise), usable wherever an id is."""
+        the tenant's live sandboxes (NameTakenError otherwise), usable wherever an id is.
+        tmpfs: [{"destination", "size"?, "mode"?, "noexec"?, "readonly"?}] new tmpfs mounts
+        (nosuid, nodev; size bounded by the memory limit); masked_paths / readonly_paths:
+        paths covered (a file reads empty, a directory is empty) or made read-only inside the
+        sandbox; missing ones are skipped (docs/oci.md). Any token may set them."""
         body = _put({}, template=template, tier=tier, cpu=cpu, memory=memory, disk=disk,
                     pids=pids, env=dict(env) if env is not None else None, workdir=workdir,
                     user=user, ttl=ttl, labels=dict(labels) if labels is not None else None,
@@ -161,7 +168,11 @@ class Client:
                     on_timeout=on_timeout, idle_timeout=idle_timeout, auto_resume=auto_resume,
                     name=name,
                     cap_add=list(cap_add) if cap_add is not None else None,
-                    cap_drop=list(cap_drop) if cap_drop is not None else None)
+                    cap_drop=list(cap_drop) if cap_drop is not None else None,
+                    tmpfs=[dict(t) for t in tmpfs] if tmpfs is not None else None,
+                    masked_paths=list(masked_paths) if masked_paths is not None else None,
+                    readonly_paths=list(readonly_paths) if readonly_paths is not None
+                    else None)
         info = SandboxInfo.from_json(self.transport.json("POST", "/v1/sandboxes",
                                                          json_body=body))
         return Sandbox(self, info.id, info)

@@ -13,10 +13,11 @@
 #include "../core/core.h"
 
 static const char *const create_fields[] = {
-	"template",	"tier",	       "cpu",	   "memory",   "disk",	  "pids",
-	"env",		"workdir",     "user",	   "ttl",      "labels",  "on_timeout",
-	"idle_timeout", "auto_resume", "snapshot", "network",  "cap_add", "cap_drop",
-	"name",		"rootfs",      "netns",	   "hostname", "binds",	  NULL,
+	"template",	"tier",		  "cpu",      "memory",	  "disk",    "pids",
+	"env",		"workdir",	  "user",     "ttl",	  "labels",  "on_timeout",
+	"idle_timeout", "auto_resume",	  "snapshot", "network",  "cap_add", "cap_drop",
+	"name",		"rootfs",	  "netns",    "hostname", "binds",   "tmpfs",
+	"masked_paths", "readonly_paths", NULL,
 };
 
 /* Applies one of cap_add/cap_drop to *mask. UNTRUSTED: the client's list, each entry a
@@ -122,6 +123,91 @@ static int parse_binds(const json_t *b, struct tier_bind *out, unsigned *n, stru
 	return 0;
 }
 
+/* `tmpfs` (docs/oci.md): [{destination, size?, mode?, noexec?, readonly?}] appended to out;
+ * core checks the paths and the size against the sandbox's memory. UNTRUSTED: the client's
+ * JSON. */
+static int parse_tmpfs(const json_t *b, struct tier_mount *out, unsigned *n, struct isola_err **err)
+{
+	static const char *const fields[] = {"destination", "size",	"mode",
+					     "noexec",	    "readonly", NULL};
+	const json_t *list = json_object_get(b, "tmpfs"), *v;
+	size_t i;
+
+	if (!list || json_is_null(list))
+		return 0;
+	if (!json_is_array(list) || json_array_size(list) > TIER_MAX_MOUNTS - *n)
+		return isola_err_set(err, EINVAL, "invalid",
+				     "field `tmpfs` must be an array of at most %u objects",
+				     TIER_MAX_MOUNTS - *n);
+	json_array_foreach(list, i, v)
+	{
+		struct tier_mount *m = &out[*n];
+		const char *dst = NULL;
+		uint64_t mode = 01777;
+
+		memset(m, 0, sizeof(*m));
+		if (!json_is_object(v) || !json_object_get(v, "destination"))
+			return isola_err_set(err, EINVAL, "invalid",
+					     "field `tmpfs`: entry %zu must be an object with a "
+					     "`destination`",
+					     i);
+		if (api_json_only(v, fields, err) < 0 ||
+		    api_json_str(v, "destination", 255, &dst, err) < 0 ||
+		    api_json_size(v, "size", &m->size, err) < 0 ||
+		    api_json_uint(v, "mode", 07777, &mode, err) < 0 ||
+		    api_json_bool(v, "noexec", &m->noexec, err) < 0 ||
+		    api_json_bool(v, "readonly", &m->readonly, err) < 0)
+			return isola_err_wrap(err, "field `tmpfs`: entry %zu", i);
+		snprintf(m->path, sizeof(m->path), "%s", dst);
+		m->kind = TIER_MOUNT_TMPFS;
+		m->mode = (uint32_t)mode;
+		(*n)++;
+	}
+	return 0;
+}
+
+/* `masked_paths` / `readonly_paths` (docs/oci.md): arrays of paths appended to out as kind;
+ * core checks them. UNTRUSTED: the client's JSON. */
+static int parse_paths(const json_t *b, const char *field, enum tier_mount_kind kind,
+		       struct tier_mount *out, unsigned *n, struct isola_err **err)
+{
+	const json_t *list = json_object_get(b, field), *v;
+	size_t i;
+
+	if (!list || json_is_null(list))
+		return 0;
+	if (!json_is_array(list) || json_array_size(list) > TIER_MAX_MOUNTS - *n)
+		return isola_err_set(err, EINVAL, "invalid",
+				     "field `%s` must be an array of at most %u paths (%d with "
+				     "`tmpfs`, `masked_paths` and `readonly_paths` together)",
+				     field, TIER_MAX_MOUNTS - *n, TIER_MAX_MOUNTS);
+	json_array_foreach(list, i, v)
+	{
+		if (!json_is_string(v) || json_string_length(v) > 255)
+			return isola_err_set(err, EINVAL, "invalid",
+					     "field `%s`: entry %zu must be a path of at most "
+					     "255 bytes",
+					     field, i);
+		memset(&out[*n], 0, sizeof(out[*n]));
+		snprintf(out[*n].path, sizeof(out[*n].path), "%s", json_string_value(v));
+		out[*n].kind = kind;
+		(*n)++;
+	}
+	return 0;
+}
+
+/* The create request's tmpfs mounts, masked and read-only paths, in that order. */
+static int parse_mounts(const json_t *b, struct tier_mount *out, unsigned *n,
+			struct isola_err **err)
+{
+	*n = 0;
+	if (parse_tmpfs(b, out, n, err) < 0 ||
+	    parse_paths(b, "masked_paths", TIER_MOUNT_MASKED, out, n, err) < 0 ||
+	    parse_paths(b, "readonly_paths", TIER_MOUNT_READONLY, out, n, err) < 0)
+		return -EINVAL;
+	return 0;
+}
+
 /* Fills req from the body. UNTRUSTED: the client's JSON, validated field by field. */
 static int parse_create(const json_t *b, struct sandbox_request *req, struct isola_err **err)
 {
@@ -190,6 +276,7 @@ enum MHD_Result api_sandbox_create(struct api_req *r)
 	cleanup_err struct isola_err *err = NULL;
 	struct sandbox_request req = {0};
 	struct tier_bind binds[TIER_MAX_BINDS];
+	struct tier_mount mounts[TIER_MAX_MOUNTS];
 	struct sandbox *s = NULL;
 	enum MHD_Result ret;
 
@@ -198,9 +285,11 @@ enum MHD_Result api_sandbox_create(struct api_req *r)
 	if (!r->json)
 		r->json = json_object();
 	if (parse_create(r->json, &req, &err) < 0 || api_network_check(r->json, &err) < 0 ||
-	    parse_binds(r->json, binds, &req.n_binds, &err) < 0)
+	    parse_binds(r->json, binds, &req.n_binds, &err) < 0 ||
+	    parse_mounts(r->json, mounts, &req.n_mounts, &err) < 0)
 		return api_respond_err(r, err);
 	req.binds = binds;
+	req.mounts = mounts;
 	/* `rootfs` shows any host directory to the sandbox (isola-runc's bundle, docs/oci.md): a
 	 * tenant could name /etc or another tenant's files, so only the operator may. */
 	if (req.rootfs && (req.snapshot || req.template_name[0]))
@@ -219,12 +308,13 @@ enum MHD_Result api_sandbox_create(struct api_req *r)
 					 req.netns ? "netns" : "binds");
 	/* A restore is a clone of the snapshot's sandbox: its own id as hostname, its own
 	 * network, the snapshot's mounts (core/snapshots.c). */
-	if (req.snapshot && (req.netns || req.n_binds || req.hostname))
+	if (req.snapshot && (req.netns || req.n_binds || req.hostname || req.n_mounts))
 		return api_respond_error(r, "invalid",
 					 "field `%s` cannot be combined with `snapshot`",
-					 req.netns     ? "netns"
-					 : req.n_binds ? "binds"
-						       : "hostname");
+					 req.netns	? "netns"
+					 : req.n_binds	? "binds"
+					 : req.hostname ? "hostname"
+							: "tmpfs/masked_paths/readonly_paths");
 	if (req.netns && json_object_get(r->json, "network"))
 		return api_respond_error(
 			r, "invalid",

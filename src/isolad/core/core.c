@@ -478,6 +478,30 @@ static void template_resources(const json_t *config, uint32_t *cpu_millis, uint6
 	*memory_bytes = mem >= (16 << 20) ? (uint64_t)mem : 0;
 }
 
+/*
+ * The spec's tmpfs mounts are bounded by the sandbox's memory, as /dev/shm is (their pages
+ * are charged to its memory cgroup whoever writes them): no size is half the memory limit
+ * (64 MiB without one), a size above the limit is refused naming it.
+ */
+static int core_tmpfs_sizes(struct sandbox_spec *spec, struct isola_err **err)
+{
+	for (unsigned i = 0; i < spec->n_mounts; i++) {
+		struct tier_mount *m = &spec->mounts[i];
+
+		if (m->kind != TIER_MOUNT_TMPFS)
+			continue;
+		if (!m->size)
+			m->size = spec->memory_bytes ? spec->memory_bytes / 2 : 64ull << 20;
+		if (spec->memory_bytes && m->size > spec->memory_bytes)
+			return isola_err_set(err, EINVAL, "invalid",
+					     "tmpfs `%s`: size %llu exceeds the sandbox's memory "
+					     "limit (%llu bytes), which its pages count against",
+					     m->path, (unsigned long long)m->size,
+					     (unsigned long long)spec->memory_bytes);
+	}
+	return 0;
+}
+
 /* Fills the sandbox's spec, env and defaults from the request and the template. */
 static int core_prepare(struct core *c, struct sandbox *s, const struct sandbox_request *req,
 			struct isola_err **err)
@@ -509,6 +533,9 @@ static int core_prepare(struct core *c, struct sandbox *s, const struct sandbox_
 	}
 	for (unsigned i = 0; i < req->n_binds; i++)
 		s->spec.binds[s->spec.n_binds++] = req->binds[i];
+	s->spec.n_mounts = 0;
+	for (unsigned i = 0; i < req->n_mounts && i < TIER_MAX_MOUNTS; i++)
+		s->spec.mounts[s->spec.n_mounts++] = req->mounts[i];
 	if (json_is_object(t.env))
 		json_object_update(s->env, t.env);
 	if (req->env)
@@ -534,6 +561,9 @@ static int core_prepare(struct core *c, struct sandbox *s, const struct sandbox_
 	s->spec.caps = req->caps_set ? req->caps : CAPS_DEFAULT_MASK;
 	snprintf(s->spec.hostname, sizeof(s->spec.hostname), "%s",
 		 req->hostname ? req->hostname : "");
+	r = core_tmpfs_sizes(&s->spec, err);
+	if (r < 0)
+		return r;
 	/* Opened and checked (nsfs, type network, not the host's) by the tier at the clone. */
 	snprintf(s->spec.netns_path, sizeof(s->spec.netns_path), "%s",
 		 req->netns ? req->netns : "");
@@ -607,9 +637,44 @@ static int check_bind(const struct tier_bind *b, unsigned i, struct isola_err **
 	return 0;
 }
 
+/*
+ * A tmpfs mount, masked or read-only path (docs/oci.md): absolute, clean, not `/`; a tmpfs
+ * not on isola's own /proc, /sys or /dev (it would cover a mask or a device node, as a bind
+ * would). A masked or read-only path may be anywhere: it only narrows what is seen.
+ */
+static int check_mount(const struct tier_mount *m, struct isola_err **err)
+{
+	static const char *const specials[] = {"/proc", "/sys", "/dev"};
+	const char *field = m->kind == TIER_MOUNT_TMPFS	   ? "tmpfs"
+			    : m->kind == TIER_MOUNT_MASKED ? "masked_paths"
+							   : "readonly_paths";
+
+	if (!clean_abs_path(m->path) || !strcmp(m->path, "/"))
+		return isola_err_set(err, EINVAL, "invalid",
+				     "%s: `%.64s` must be an absolute path other than / of at "
+				     "most 255 bytes without `.` or `..`",
+				     field, m->path);
+	for (size_t k = 0;
+	     m->kind == TIER_MOUNT_TMPFS && k < sizeof(specials) / sizeof(specials[0]); k++)
+		if (path_under(m->path, specials[k]))
+			return isola_err_set(err, EINVAL, "invalid",
+					     "tmpfs: destination `%s` is on isola's own %s",
+					     m->path, specials[k]);
+	return 0;
+}
+
 static int core_validate(struct core *c, const struct sandbox_request *req, struct isola_err **err)
 {
 	int r;
+
+	if (req->n_mounts && !req_process_tier(req))
+		return isola_err_set(err, ENOTSUP, "not_supported",
+				     "tmpfs, masked_paths, readonly_paths: need the process tier");
+	for (unsigned i = 0; i < req->n_mounts; i++) {
+		r = check_mount(&req->mounts[i], err);
+		if (r < 0)
+			return r;
+	}
 
 	if (req->n_binds && !req_process_tier(req))
 		return isola_err_set(err, ENOTSUP, "not_supported",

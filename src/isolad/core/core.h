@@ -73,10 +73,13 @@ struct sandbox_request {
 	bool caps_set;	    /* cap_add/cap_drop given: caps replaces the default set */
 	uint64_t caps;	    /* root's capabilities when caps_set (common/caps.h mask) */
 	const char *rootfs; /* operator only (api checks): host dir as the lower layer, or NULL */
-	const struct tier_bind *binds; /* operator only (api checks): host files/dirs to bind
+	const struct tier_bind *binds;	 /* operator only (api checks): host files/dirs to bind
 					* after the template's (docs/oci.md), borrowed */
-	unsigned n_binds;	       /* entries of binds */
-	const char *hostname;	       /* the sandbox's hostname (process tier), NULL = its id */
+	unsigned n_binds;		 /* entries of binds */
+	const struct tier_mount *mounts; /* tmpfs, masked_paths, readonly_paths (any principal:
+					  * they only narrow; docs/oci.md), borrowed */
+	unsigned n_mounts;		 /* entries of mounts */
+	const char *hostname;		 /* the sandbox's hostname (process tier), NULL = its id */
 	const char *netns; /* operator only (api checks): network namespace file to join, or
 			     * NULL for the sandbox's own (docs/oci.md) */
 };

@@ -203,6 +203,63 @@ json_t *sandbox_to_json(struct sandbox *s)
 	return j;
 }
 
+/* The spec's tmpfs, masked and read-only paths as stored (a new reference). */
+static json_t *sandbox_mounts_dump(const struct sandbox_spec *spec)
+{
+	json_t *a = json_array();
+
+	for (unsigned i = 0; i < spec->n_mounts; i++) {
+		const struct tier_mount *m = &spec->mounts[i];
+
+		json_array_append_new(a, json_pack("{s:s, s:i, s:I, s:i, s:b, s:b}", "path",
+						   m->path, "kind", (int)m->kind, "size",
+						   (json_int_t)m->size, "mode", (int)m->mode,
+						   "noexec", m->noexec, "readonly", m->readonly));
+	}
+	return a;
+}
+
+/* Loads what sandbox_mounts_dump stored. A stored row is isolad's own, but an entry of an
+ * unknown kind or with a bad path is refused (a hand-edited row), never applied halfway. */
+static int sandbox_mounts_load(struct sandbox *s, const json_t *a, struct isola_err **err)
+{
+	const json_t *v;
+	size_t i;
+
+	s->spec.n_mounts = 0;
+	if (!a)
+		return 0;
+	if (!json_is_array(a) || json_array_size(a) > TIER_MAX_MOUNTS)
+		goto bad;
+	json_array_foreach(a, i, v)
+	{
+		struct tier_mount *m = &s->spec.mounts[s->spec.n_mounts];
+		const char *path = NULL;
+		json_int_t size = 0;
+		int kind = 0, mode = 0, noexec = 0, ro = 0;
+
+		if (json_unpack((json_t *)v, "{s:s, s:i, s?I, s?i, s?b, s?b}", "path", &path,
+				"kind", &kind, "size", &size, "mode", &mode, "noexec", &noexec,
+				"readonly", &ro) < 0 ||
+		    path[0] != '/' || strlen(path) >= sizeof(m->path) || kind < TIER_MOUNT_TMPFS ||
+		    kind > TIER_MOUNT_READONLY || size < 0 || mode < 0 || mode > 07777)
+			goto bad;
+		memset(m, 0, sizeof(*m));
+		snprintf(m->path, sizeof(m->path), "%s", path);
+		m->kind = (enum tier_mount_kind)kind;
+		m->size = (uint64_t)size;
+		m->mode = (uint32_t)mode;
+		m->noexec = noexec;
+		m->readonly = ro;
+		s->spec.n_mounts++;
+	}
+	return 0;
+bad:
+	s->spec.n_mounts = 0;
+	return isola_err_set(err, EINVAL, "internal", "sandbox `%s`: malformed stored mounts",
+			     s->id);
+}
+
 char *sandbox_spec_dump(struct sandbox *s)
 {
 	json_t *j = json_pack(
@@ -222,6 +279,7 @@ char *sandbox_spec_dump(struct sandbox *s)
 						s->spec.binds[i].writable, "single",
 						s->spec.binds[i].single));
 	json_object_set_new(j, "binds", binds);
+	json_object_set_new(j, "mounts", sandbox_mounts_dump(&s->spec));
 	json_object_set_new(j, "origin", json_string(s->origin));
 	json_object_set_new(j, "caps", json_integer((json_int_t)s->spec.caps));
 	json_object_set_new(j, "origin_name", json_string(s->origin_name));
@@ -308,6 +366,10 @@ int sandbox_spec_load(struct sandbox *s, const char *text, struct isola_err **er
 			json_is_true(json_object_get(b, "writable"));
 		s->spec.binds[s->spec.n_binds].single = json_is_true(json_object_get(b, "single"));
 		s->spec.n_binds++;
+	}
+	if (sandbox_mounts_load(s, json_object_get(j, "mounts"), err) < 0) {
+		json_decref(j);
+		return -EINVAL;
 	}
 	json_decref(j);
 	return 0;

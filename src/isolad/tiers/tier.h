@@ -22,6 +22,26 @@ struct tier_bind {
 	bool single;   /* this mount only (OCI `bind`), not its submounts (`rbind`, default) */
 };
 
+#define TIER_MAX_MOUNTS 64 /* tmpfs mounts, masked and read-only paths together */
+
+/* What a tier_mount does to its path (docs/oci.md, "tmpfs, masked and read-only paths"). */
+enum tier_mount_kind {
+	TIER_MOUNT_TMPFS = 1,	 /* a new tmpfs (nosuid, nodev) on the directory, made if missing */
+	TIER_MOUNT_MASKED = 2,	 /* /dev/null over a file, an empty read-only tmpfs over a dir */
+	TIER_MOUNT_READONLY = 3, /* a read-only bind of the path onto itself */
+};
+
+/* One of the create request's `tmpfs`, `masked_paths` or `readonly_paths` (any principal:
+ * each only narrows what the sandbox sees). Applied by the process tier's setup. */
+struct tier_mount {
+	char path[256];		   /* absolute path inside the sandbox, no `.`/`..` */
+	enum tier_mount_kind kind; /* what is done there */
+	uint64_t size;		   /* tmpfs: its size in bytes (> 0) */
+	uint32_t mode;		   /* tmpfs: its root's mode (<= 07777) */
+	bool noexec;		   /* tmpfs: mounted noexec */
+	bool readonly;		   /* tmpfs: mounted read-only */
+};
+
 /*
  * Everything a tier needs to build one sandbox. Filled by core; borrowed by the
  * tier for the duration of the call (copy what you keep).
@@ -38,6 +58,8 @@ struct sandbox_spec {
 	char rootfs[512];			/* template rootfs dir (lower layer), read-only */
 	struct tier_bind binds[TIER_MAX_BINDS]; /* the template's binds, then the operator's */
 	unsigned n_binds;			/* used entries of binds */
+	struct tier_mount mounts[TIER_MAX_MOUNTS]; /* tmpfs, masked, read-only (create's) */
+	unsigned n_mounts;			   /* used entries of mounts */
 	uint32_t uid_base;     /* first host uid/gid of this sandbox's 65536 range */
 	uint32_t cpu_millis;   /* CPU quota in millicores, 0 = unlimited */
 	uint64_t memory_bytes; /* memory limit, 0 = unlimited */

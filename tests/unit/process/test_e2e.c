@@ -183,6 +183,38 @@ static void hostile(const char *rootfs, bool no_openat2)
 	tier_process_set_force_no_openat2(false);
 }
 
+/* A masked path through a template's symlink (`/bin` -> usr/bin): resolved inside the root
+ * with openat2 (the missing file is skipped and the sandbox starts), refused naming it by the
+ * fallback walk, which follows no symlink at all. */
+static void masked_through_symlink(const char *rootfs, bool no_openat2)
+{
+	struct sandbox_spec sp;
+	struct tier_sandbox *s = NULL;
+	struct isola_err *err = NULL;
+	int r;
+
+	tier_process_set_force_no_openat2(no_openat2);
+	fill_spec(&sp, no_openat2 ? "e2e-mask-walk" : "e2e-mask", rootfs, 3200000000u);
+	snprintf(sp.mounts[0].path, sizeof(sp.mounts[0].path), "/bin/isola-no-such-file");
+	sp.mounts[0].kind = TIER_MOUNT_MASKED;
+	sp.n_mounts = 1;
+	r = tier_process_ops.create(&sp, &s, &err);
+	if (no_openat2)
+		ok(r < 0 && err &&
+			   strstr(err->message, "`bin` is a symlink (refused without openat2)"),
+		   "masked path through a symlink refused by the fallback walk: %s",
+		   err ? err->message : "created!");
+	else
+		ok(r == 0,
+		   "masked path through a symlink resolved in the root, missing: skipped %s",
+		   err ? err->message : "");
+	if (r == 0)
+		tier_process_ops.destroy(s, NULL);
+	ok(nothing_left(&sp, 0), "masked path sandbox leaves nothing behind");
+	isola_err_free(err);
+	tier_process_set_force_no_openat2(false);
+}
+
 /* Sends cmd and waits up to ms for the first reply byte: false when none came (frozen). */
 static bool answers_within(struct tier_sandbox *s, const char *cmd, int ms)
 {
@@ -553,6 +585,8 @@ int main(void)
 
 	hostile(hostile_rootfs, false);
 	hostile(hostile_rootfs, true);
+	masked_through_symlink(rootfs, false);
+	masked_through_symlink(rootfs, true);
 
 	persistence(rootfs);
 

@@ -99,7 +99,13 @@ static void test_mapping(void)
 			"\"options\":[\"rbind\",\"ro\"]},"
 			"{\"destination\":\"/etc/hosts\",\"source\":\"hosts\","
 			"\"options\":[\"bind\",\"rw\"]},"
-			"{\"destination\":\"/scratch\",\"type\":\"tmpfs\",\"source\":\"tmpfs\"}]}",
+			"{\"destination\":\"/scratch\",\"type\":\"tmpfs\",\"source\":\"tmpfs\","
+			"\"options\":[\"nosuid\",\"noexec\",\"size=16m\",\"mode=755\"]},"
+			"{\"destination\":\"/run\",\"type\":\"tmpfs\",\"options\":[\"ro\"]},"
+			"{\"destination\":\"/dev/x\",\"type\":\"tmpfs\"},"
+			"{\"destination\":\"/m\",\"type\":\"nfs\"}],"
+			"\"linux\":{\"maskedPaths\":[\"/proc/kcore\",\"/secret\"],"
+			"\"readonlyPaths\":[\"/proc/sys\"]}}",
 		   &m, msg, sizeof(msg));
 	{
 		const json_t *b = json_object_get(m.create, "binds");
@@ -116,10 +122,35 @@ static void test_mapping(void)
 			   json_is_false(json_object_get(b1, "readonly")) &&
 			   json_is_false(json_object_get(b1, "recursive")),
 		   "a bind option with no type is a bind; a relative source is the bundle's");
-		ok(json_array_size(m.skipped) == 2 &&
+		ok(json_array_size(m.skipped) == 3 &&
 			   strstr(json_string_value(json_array_get(m.skipped, 0)), "/dev/shm") &&
-			   strstr(json_string_value(json_array_get(m.skipped, 1)), "type tmpfs"),
-		   "a bind on isola's /dev and a tmpfs are named as not applied; /proc is isola's");
+			   strstr(json_string_value(json_array_get(m.skipped, 1)), "/dev/x") &&
+			   strstr(json_string_value(json_array_get(m.skipped, 2)), "type nfs"),
+		   "a bind and a tmpfs on isola's /dev and an nfs mount are named as not "
+		   "applied; /proc is isola's");
+	}
+	{
+		const json_t *t = json_object_get(m.create, "tmpfs");
+		const json_t *t0 = json_array_get(t, 0), *t1 = json_array_get(t, 1);
+		const json_t *mp = json_object_get(m.create, "masked_paths");
+		const json_t *rp = json_object_get(m.create, "readonly_paths");
+
+		ok(json_array_size(t) == 2 &&
+			   !strcmp(json_string_value(json_object_get(t0, "destination")),
+				   "/scratch") &&
+			   json_integer_value(json_object_get(t0, "size")) == 16 << 20 &&
+			   json_integer_value(json_object_get(t0, "mode")) == 0755 &&
+			   json_is_true(json_object_get(t0, "noexec")) &&
+			   !json_object_get(t0, "readonly"),
+		   "a tmpfs mount becomes `tmpfs` with its size, mode and noexec");
+		ok(t1 && json_is_true(json_object_get(t1, "readonly")) &&
+			   !json_object_get(t1, "size") && !json_object_get(t1, "noexec"),
+		   "a read-only tmpfs without a size: isolad's default size");
+		ok(json_array_size(mp) == 2 &&
+			   !strcmp(json_string_value(json_array_get(mp, 1)), "/secret") &&
+			   json_array_size(rp) == 1 &&
+			   !strcmp(json_string_value(json_array_get(rp, 0)), "/proc/sys"),
+		   "maskedPaths and readonlyPaths become masked_paths and readonly_paths");
 	}
 	oci_mapped_fini(&m);
 
@@ -171,6 +202,24 @@ static void test_refusals(void)
 	ok(refused(BASE ",\"mounts\":[{\"destination\":\"rel\",\"type\":\"bind\"}]}", "invalid",
 		   "needs an absolute `destination`"),
 	   "a relative mount destination refused");
+	ok(refused(BASE ",\"mounts\":[{\"destination\":\"/t\",\"type\":\"tmpfs\","
+			"\"options\":[\"size=12x\"]}]}",
+		   "invalid", "option `size=12x` must be size=N[kmgt]"),
+	   "a tmpfs size with an unknown unit refused naming it");
+	ok(refused(BASE ",\"mounts\":[{\"destination\":\"/t\",\"type\":\"tmpfs\","
+			"\"options\":[\"size=2048t\"]}]}",
+		   "invalid", "(1 byte to 1 PiB)"),
+	   "a tmpfs size past 1 PiB refused");
+	ok(refused(BASE ",\"mounts\":[{\"destination\":\"/t\",\"type\":\"tmpfs\","
+			"\"options\":[\"mode=99\"]}]}",
+		   "invalid", "option `mode=99`"),
+	   "a tmpfs mode that is not octal refused");
+	ok(refused(BASE ",\"linux\":{\"maskedPaths\":[\"rel\"]}}", "invalid",
+		   "`linux.maskedPaths[0]` must be an absolute path"),
+	   "a relative masked path refused");
+	ok(refused(BASE ",\"linux\":{\"readonlyPaths\":\"/x\"}}", "invalid",
+		   "`linux.readonlyPaths` must be an array"),
+	   "readonlyPaths not an array refused");
 	ok(refused(BASE ",\"linux\":{\"namespaces\":[{\"type\":\"bogus\"}]}}", "invalid",
 		   "not a known namespace"),
 	   "unknown namespace refused");

@@ -216,6 +216,27 @@ static int wait_setup(int sock, const char *id, struct isola_err **err)
 			     strncmp(buf, "error: ", 7) == 0 ? buf + 7 : buf);
 }
 
+/* The spec's tmpfs mounts, masked and read-only paths for the agent (setup.c). */
+static json_t *plan_mounts(const struct sandbox_spec *spec)
+{
+	static const char *const kinds[] = {[TIER_MOUNT_TMPFS] = "tmpfs",
+					    [TIER_MOUNT_MASKED] = "masked",
+					    [TIER_MOUNT_READONLY] = "readonly"};
+	json_t *a = json_array();
+
+	for (unsigned i = 0; i < spec->n_mounts && i < TIER_MAX_MOUNTS; i++) {
+		const struct tier_mount *m = &spec->mounts[i];
+
+		if (m->kind < TIER_MOUNT_TMPFS || m->kind > TIER_MOUNT_READONLY)
+			continue;
+		json_array_append_new(a, json_pack("{s:s, s:s, s:I, s:i, s:b, s:b}", "kind",
+						   kinds[m->kind], "path", m->path, "size",
+						   (json_int_t)m->size, "mode", (int)m->mode,
+						   "noexec", m->noexec, "readonly", m->readonly));
+	}
+	return a;
+}
+
 /* fds[first_bind_fd + i] is the mount of spec->binds[i]: a file bind needs a file target.
  * sysfs_fd: the index of a network slot's sysfs mount among the fds, -1 for none (the agent
  * mounts a sysfs of its own namespace). */
@@ -247,6 +268,7 @@ static char *plan_json(const struct sandbox_spec *spec, bool idmapped, const int
 	json_object_set_new(j, "net_joined", json_boolean(spec->netns_path[0] != '\0'));
 	/* What the sandbox's root holds (agent spawn.c); validated by core at create. */
 	json_object_set_new(j, "caps", json_integer((json_int_t)spec->caps));
+	json_object_set_new(j, "mounts", plan_mounts(spec));
 	out = json_dumps(j, JSON_COMPACT);
 	json_decref(j);
 	return out;
