@@ -31,6 +31,7 @@ PKGS=(
 	podman # tests/integration/test_oci_podman.py: podman --runtime isola-runc (docs/oci.md)
 	containerd # ctr, containerd: tests/integration/test_oci_containerd.py, test_kubernetes_deploy.py (containerd config dump)
 	patchelf # deploy/kubernetes/node-install.sh, run by test_kubernetes_deploy.py
+	linux-perf # perf: bench/burst-profile.sh (where a burst's CPU goes, docs/benchmarks.md)
 )
 
 missing=()

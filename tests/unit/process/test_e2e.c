@@ -195,13 +195,13 @@ static void masked_through_symlink(const char *rootfs, bool no_openat2)
 
 	tier_process_set_force_no_openat2(no_openat2);
 	fill_spec(&sp, no_openat2 ? "e2e-mask-walk" : "e2e-mask", rootfs, 3200000000u);
-	snprintf(sp.mounts[0].path, sizeof(sp.mounts[0].path), "/bin/isola-no-such-file");
+	snprintf(sp.mounts[0].path, sizeof(sp.mounts[0].path), "/lib/isola-no-such-file");
 	sp.mounts[0].kind = TIER_MOUNT_MASKED;
 	sp.n_mounts = 1;
 	r = tier_process_ops.create(&sp, &s, &err);
 	if (no_openat2)
 		ok(r < 0 && err &&
-			   strstr(err->message, "`bin` is a symlink (refused without openat2)"),
+			   strstr(err->message, "`lib` is a symlink (refused without openat2)"),
 		   "masked path through a symlink refused by the fallback walk: %s",
 		   err ? err->message : "created!");
 	else
