@@ -39,7 +39,8 @@ static void usage(FILE *f)
 		   "              [--snapshot-dir DIR] [--tombstone-ttl DURATION] [--uid-base N]\n"
 		   "              [--socket-group GROUP] [--console on|off] [--allow-host-netns]\n"
 		   "              [--expose-listen HOST:PORT] [--expose-domain DOMAIN]\n"
-		   "              [--expose-max-conns N] [--pool TEMPLATE:TIER:N]...\n" NET_USAGE);
+		   "              [--expose-max-conns N] [--pool TEMPLATE:TIER:N]...\n"
+		   "              [--pool-auto MAX]\n" NET_USAGE);
 }
 
 /* Finds the static agent: flag, $ISOLA_AGENT, next to isolad, the build tree, libexec. */
@@ -112,6 +113,7 @@ int main(int argc, char **argv)
 		{"expose-domain", required_argument, NULL, 1102},
 		{"expose-max-conns", required_argument, NULL, 1103},
 		{"pool", required_argument, NULL, 1301},
+		{"pool-auto", required_argument, NULL, 1302},
 		{"console", required_argument, NULL, 1401},
 		NET_LONG_OPTIONS(1200),
 		{NULL, 0, NULL, 0},
@@ -130,6 +132,7 @@ int main(int argc, char **argv)
 	struct net *net = NULL;
 	const char *pool_flags[POOL_MAX_POOLS]; /* --pool, applied once the core runs */
 	int n_pools = 0;
+	uint32_t pool_auto = 0; /* --pool-auto MAX, 0 = off */
 	sigset_t set;
 	int c, sig;
 
@@ -246,6 +249,20 @@ int main(int argc, char **argv)
 			}
 			pool_flags[n_pools++] = optarg;
 			break;
+		case 1302: { /* --pool-auto MAX: the automatic pool (docs/persistence.md) */
+			char *end = NULL;
+			unsigned long v = strtoul(optarg, &end, 10);
+
+			if (!*optarg || *end || v > POOL_MAX_SIZE) {
+				fprintf(stderr,
+					"isolad: --pool-auto `%s`: expected a number of sandboxes "
+					"0..%d\n",
+					optarg, POOL_MAX_SIZE);
+				return 2;
+			}
+			pool_auto = (uint32_t)v;
+			break;
+		}
 		case 1006:
 			if (tier_microvm_set_accel(optarg) < 0) {
 				fprintf(stderr, "isolad: --accel `%s` is not one of auto|kvm|tcg\n",
@@ -386,8 +403,9 @@ int main(int argc, char **argv)
 		net_stop(net);
 		return 1;
 	}
-	for (int i = 0; i < n_pools; i++) {
-		if (core_pool_set_flag(core, pool_flags[i], &err) < 0) {
+	for (int i = 0; i <= n_pools; i++) {
+		if (i < n_pools ? core_pool_set_flag(core, pool_flags[i], &err) < 0
+				: pool_auto && core_pool_auto(core, pool_auto, &err) < 0) {
 			log_error("start: %s", err->message);
 			expose_stop(expose);
 			api_server_stop(srv);
