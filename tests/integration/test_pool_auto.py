@@ -8,6 +8,7 @@ directories and the pooled sandboxes' processes) and by GET /v1/pools's counts."
 
 import os
 import shutil
+import subprocess
 import threading
 
 import pytest
@@ -100,6 +101,11 @@ def test_target_follows_creates_serves_a_claim_and_drains(daemons):
     ic.wait_for(lambda: pool(d)["target"] == 0 and pool(d)["ready"] == 0 and not pooled_ids(d),
                 FILL_TIMEOUT, interval=0.5, what=f"automatic pool drained ({pool(d)})")
     assert pool(d)["auto_max"] == 4
+    cp = subprocess.run([str(ROOT_CONFTEST.CLI), "--socket", d.socket, "pool", "ls"],
+                        capture_output=True, text=True, timeout=60)
+    row = [ln.split() for ln in cp.stdout.splitlines() if ln.startswith("host")]
+    assert cp.returncode == 0 and row and row[0][:8] == ["host", "process", "0", "0", "0",
+                                                         str(claims + 1), row[0][6], "4"], cp
 
 
 def test_burst_defers_the_fills_then_the_pool_fills(daemons):
@@ -142,8 +148,6 @@ def test_never_takes_a_real_creates_capacity(daemons):
 
 
 def test_flag_is_checked():
-    import subprocess
-
     cp = subprocess.run([ROOT_CONFTEST.ISOLAD, "--pool-auto", "9999"], capture_output=True,
                         text=True, timeout=30)
     assert cp.returncode == 2 and "--pool-auto `9999`" in cp.stderr, cp
