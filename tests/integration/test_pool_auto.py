@@ -151,3 +151,19 @@ def test_flag_is_checked():
     cp = subprocess.run([ROOT_CONFTEST.ISOLAD, "--pool-auto", "9999"], capture_output=True,
                         text=True, timeout=30)
     assert cp.returncode == 2 and "--pool-auto `9999`" in cp.stderr, cp
+
+
+def test_single_stream_is_refilled_while_it_runs(daemons):
+    """One create at a time (the sequential loop): the pool refills between them, so the
+    stream itself is served from it. A fixed pool's rule (wait while creates keep coming,
+    up to 3 s) would leave this whole stream cold."""
+    d = daemons(2, 60)
+    c = d.client()
+    served = 0
+    for _ in range(12):
+        sb = c.create_sandbox()
+        served += sb["pooled"]
+        assert c.sh(sb["id"], "echo ok") == "ok\n"
+        c.delete_sandbox(sb["id"])
+    p = pool(d)
+    assert served >= 1 and p["claims"] == served and p["deferrals"] == 0, (served, p)
