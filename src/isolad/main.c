@@ -132,7 +132,7 @@ int main(int argc, char **argv)
 	struct net *net = NULL;
 	const char *pool_flags[POOL_MAX_POOLS]; /* --pool, applied once the core runs */
 	int n_pools = 0;
-	uint32_t pool_auto = 0; /* --pool-auto MAX, 0 = off */
+	long pool_auto = -1; /* --pool-auto MAX, 0 = off, -1 = not given (the stored one) */
 	sigset_t set;
 	int c, sig;
 
@@ -260,7 +260,7 @@ int main(int argc, char **argv)
 					optarg, POOL_MAX_SIZE);
 				return 2;
 			}
-			pool_auto = (uint32_t)v;
+			pool_auto = (long)v;
 			break;
 		}
 		case 1006:
@@ -405,7 +405,8 @@ int main(int argc, char **argv)
 	}
 	for (int i = 0; i <= n_pools; i++) {
 		if (i < n_pools ? core_pool_set_flag(core, pool_flags[i], &err) < 0
-				: pool_auto && core_pool_auto(core, pool_auto, &err) < 0) {
+				: pool_auto >= 0 &&
+					  core_pool_auto(core, (uint32_t)pool_auto, &err) < 0) {
 			log_error("start: %s", err->message);
 			expose_stop(expose);
 			api_server_stop(srv);

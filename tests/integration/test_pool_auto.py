@@ -167,3 +167,33 @@ def test_single_stream_is_refilled_while_it_runs(daemons):
         c.delete_sandbox(sb["id"])
     p = pool(d)
     assert served >= 1 and p["claims"] == served and p["deferrals"] == 0, (served, p)
+
+
+def test_put_auto_max_is_checked_and_stored(daemons):
+    d = daemons(0, 60)  # --pool-auto 0: none
+    c = d.client()
+    assert pool(d) is None
+    for path, body, word in (
+            ("/v1/pools/host/process", {"auto_max": 3, "size": 1}, "one of"),
+            ("/v1/pools/host/process", {}, "one of"),
+            ("/v1/pools/host/process", {"auto_max": 999}, "auto_max"),
+            ("/v1/pools/host/microvm", {"auto_max": 2}, "host/process only"),
+            ("/v1/pools/other/process", {"auto_max": 2}, "host/process only")):
+        r = c.request("PUT", path, json=body)
+        assert r.status == 400 and word in r.json()["message"], (body, r)
+    r = c.request("PUT", "/v1/pools/host/process", json={"auto_max": 3})
+    assert r.status == 200 and r.json()["auto_max"] == 3 and r.json()["target"] == 0, r
+    # Stored: a start without the flag keeps it; the flag overrides it.
+    d.stop()
+    d.extra_args = []
+    d.start()
+    assert pool(d)["auto_max"] == 3
+    d.stop()
+    d.extra_args = ["--pool-auto", "0"]
+    d.start()
+    assert pool(d) is None
+    # A fixed size on the pair replaces it.
+    r = d.client().request("PUT", "/v1/pools/host/process", json={"auto_max": 2})
+    assert r.status == 200 and r.json()["auto_max"] == 2, r
+    r = d.client().request("PUT", "/v1/pools/host/process", json={"size": 1})
+    assert r.status == 200 and (r.json()["auto_max"], r.json()["size"]) == (0, 1), r

@@ -385,7 +385,8 @@ static void *pool_main(void *arg)
 	return NULL;
 }
 
-/* Writes the sizes to the store as {"template/tier": size}. Lock held. */
+/* Writes the sizes to the store as {"template/tier": size}, an automatic pool as
+ * {"host/process": {"auto_max": MAX}}. Lock held. */
 static int pool_save(struct core *c, struct pool_set *ps, struct isola_err **err)
 {
 	json_t *j = json_object();
@@ -393,10 +394,12 @@ static int pool_save(struct core *c, struct pool_set *ps, struct isola_err **err
 	int r;
 
 	for (size_t i = 0; i < ps->n; i++) {
-		if (ps->pools[i].auto_max) /* set by isolad's flag at each start */
-			continue;
 		snprintf(key, sizeof(key), "%s/%s", ps->pools[i].template_name, ps->pools[i].tier);
-		json_object_set_new(j, key, json_integer(ps->pools[i].size));
+		json_object_set_new(
+			j, key,
+			ps->pools[i].auto_max
+				? json_pack("{s:I}", "auto_max", (json_int_t)ps->pools[i].auto_max)
+				: json_integer(ps->pools[i].size));
 	}
 	text = json_dumps(j, JSON_COMPACT | JSON_SORT_KEYS);
 	json_decref(j);
@@ -405,6 +408,33 @@ static int pool_save(struct core *c, struct pool_set *ps, struct isola_err **err
 	r = store_meta_set(c->store, POOL_META_KEY, text, err);
 	free(text);
 	return r;
+}
+
+/* Makes (tmpl, process) the automatic pool with cap max under ps->lock; 0 removes an
+ * automatic pool (its sandboxes become orphans), a fixed one of that pair is replaced. */
+static int pool_auto_set_locked(struct pool_set *ps, const char *tmpl, uint32_t max,
+				struct isola_err **err)
+{
+	struct pool *pl = pool_find(ps, tmpl, "process");
+
+	if (!max) {
+		if (pl && pl->auto_max)
+			*pl = ps->pools[--ps->n];
+		return 0;
+	}
+	if (!pl) {
+		if (ps->n >= POOL_MAX_POOLS)
+			return isola_err_set(err, ENOSPC, "invalid", "at most %d pools",
+					     POOL_MAX_POOLS);
+		pl = &ps->pools[ps->n++];
+		memset(pl, 0, sizeof(*pl));
+		snprintf(pl->template_name, sizeof(pl->template_name), "%s", tmpl);
+		snprintf(pl->tier, sizeof(pl->tier), "process");
+	}
+	pl->auto_max = max;
+	pl->retry_at_ms = 0;
+	pl->backoff_ms = 0;
+	return 0;
 }
 
 /* Sets a pool's size under ps->lock (adds or removes the entry). */
@@ -501,41 +531,29 @@ int core_pool_auto(struct core *c, uint32_t max, struct isola_err **err)
 {
 	struct pool_set *ps = c->pools;
 	struct template_info t;
-	struct pool *pl;
 	int r;
 
 	if (!ps)
 		return isola_err_set(err, ENOSYS, "unavailable", "pools are not running");
 	if (max > POOL_MAX_SIZE)
-		return isola_err_set(err, EINVAL, "invalid", "--pool-auto %u: at most %d sandboxes",
-				     max, POOL_MAX_SIZE);
+		return isola_err_set(err, EINVAL, "invalid",
+				     "automatic pool: auto_max %u exceeds %d sandboxes", max,
+				     POOL_MAX_SIZE);
 	memset(&t, 0, sizeof(t));
 	r = images_get("host", &t, err);
 	if (r < 0)
 		return isola_err_wrap(err, "automatic pool");
 	pthread_mutex_lock(&ps->lock);
-	pl = pool_find(ps, t.name, "process");
-	if (!pl && max && ps->n >= POOL_MAX_POOLS) {
-		r = isola_err_set(err, ENOSPC, "invalid", "at most %d pools", POOL_MAX_POOLS);
-	} else if (!pl && max) {
-		pl = &ps->pools[ps->n++];
-		memset(pl, 0, sizeof(*pl));
-		snprintf(pl->template_name, sizeof(pl->template_name), "%s", t.name);
-		snprintf(pl->tier, sizeof(pl->tier), "process");
-	} else if (pl && !max && pl->auto_max) { /* removed: its sandboxes are orphans */
-		*pl = ps->pools[--ps->n];
-		pl = NULL;
-	}
-	if (pl && max) {
-		pl->auto_max = max;
-		pl->size = pool_auto_target(ps, pl, util_now_ms());
-		r = pool_save(c, ps, err); /* a fixed size it replaced is no longer stored */
-	}
+	r = pool_auto_set_locked(ps, t.name, max, err);
+	if (r == 0)
+		r = pool_save(c, ps, err);
 	pthread_cond_signal(&ps->wake);
 	pthread_mutex_unlock(&ps->lock);
-	if (r == 0)
+	if (r == 0 && max)
 		log_info("pool %s/process: automatic, at most %u (window %u s)", t.name, max,
 			 ps->auto_window_s);
+	else if (r == 0)
+		log_info("pool %s/process: no automatic pool", t.name);
 	template_info_fini(&t);
 	return r;
 }
@@ -832,12 +850,18 @@ int pool_start(struct core *c, struct isola_err **err)
 		{
 			char tmpl[64], tier[16];
 			const char *slash = strchr(key, '/');
+			/* {"auto_max": N}: the automatic pool; an integer: a fixed size */
+			json_int_t am = json_integer_value(json_object_get(v, "auto_max"));
 
-			if (!slash || (size_t)(slash - key) >= sizeof(tmpl) || !json_is_integer(v))
+			if (!slash || (size_t)(slash - key) >= sizeof(tmpl) ||
+			    (!json_is_integer(v) && !json_is_object(v)))
 				continue;
 			snprintf(tmpl, sizeof(tmpl), "%.*s", (int)(slash - key), key);
 			snprintf(tier, sizeof(tier), "%s", slash + 1);
-			if (json_integer_value(v) > 0 && json_integer_value(v) <= POOL_MAX_SIZE)
+			if (!strcmp(tier, "process") && am > 0 && am <= POOL_MAX_SIZE)
+				pool_auto_set_locked(ps, tmpl, (uint32_t)am, NULL);
+			else if (json_integer_value(v) > 0 &&
+				 json_integer_value(v) <= POOL_MAX_SIZE)
 				pool_set_locked(ps, tmpl, tier, (uint32_t)json_integer_value(v),
 						NULL);
 		}

@@ -49,7 +49,8 @@ int core_pool_set_flag(struct core *c, const char *flag, struct isola_err **err)
  * create came for a window. Its fills wait only while a burst (two or more creates) is in
  * flight, take no host capacity a create of the same size would need (the last room stays
  * free) and its idle sandboxes are destroyed when a caller's create does not fit. MAX 0
- * removes it. Not stored: the flag sets it at each start. `invalid` for MAX too large.
+ * removes it. Stored like the sizes (meta "pools": {"host/process": {"auto_max": MAX}});
+ * also PUT /v1/pools/host/process {"auto_max": MAX}. `invalid` for MAX too large.
  */
 int core_pool_auto(struct core *c, uint32_t max, struct isola_err **err);
 
