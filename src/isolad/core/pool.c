@@ -630,6 +630,7 @@ json_t *core_pool_list(struct core *c)
 	for (size_t i = 0; i < ps->n; i++) {
 		struct pool *pl = &ps->pools[i];
 		uint32_t ready = 0;
+		json_t *o;
 
 		pthread_mutex_lock(&c->lock);
 		for (size_t k = 0; k < c->n_sandboxes; k++)
@@ -637,14 +638,12 @@ json_t *core_pool_list(struct core *c)
 			    c->sandboxes[k]->state == SANDBOX_RUNNING)
 				ready++;
 		pthread_mutex_unlock(&c->lock);
-		json_t *o =
-			json_pack("{s:s, s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:s?}", "template",
-				  pl->template_name, "tier", pl->tier, "size", (json_int_t)pl->size,
-				  "ready", (json_int_t)ready, "creating", (json_int_t)pl->creating,
-				  "claims", (json_int_t)pl->claims, "misses",
-				  (json_int_t)pl->misses, "failures", (json_int_t)pl->failures,
-				  "last_error", pl->last_error[0] ? pl->last_error : NULL);
-
+		o = json_pack("{s:s, s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:s?}", "template",
+			      pl->template_name, "tier", pl->tier, "size", (json_int_t)pl->size,
+			      "ready", (json_int_t)ready, "creating", (json_int_t)pl->creating,
+			      "claims", (json_int_t)pl->claims, "misses", (json_int_t)pl->misses,
+			      "failures", (json_int_t)pl->failures, "last_error",
+			      pl->last_error[0] ? pl->last_error : NULL);
 		pool_auto_list(ps, pl, o);
 		json_array_append_new(arr, o);
 	}
