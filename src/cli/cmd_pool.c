@@ -12,8 +12,9 @@
 
 static void print_pools(const json_t *pools)
 {
-	static const char *const headers[] = {"TEMPLATE", "TIER",   "SIZE",   "READY",
-					      "CREATING", "CLAIMS", "MISSES", "LAST ERROR"};
+	static const char *const headers[] = {"TEMPLATE", "TIER",     "SIZE",
+					      "READY",	  "CREATING", "CLAIMS",
+					      "MISSES",	  "AUTO MAX", "LAST ERROR"};
 	struct table *t = table_new(headers, ARRAY_SIZE(headers));
 	const json_t *p;
 	size_t i;
@@ -22,10 +23,10 @@ static void print_pools(const json_t *pools)
 		return;
 	json_array_foreach(pools, i, p)
 	{
-		char n[5][24];
-		const char *keys[] = {"size", "ready", "creating", "claims", "misses"};
+		char n[6][24];
+		const char *keys[] = {"size", "ready", "creating", "claims", "misses", "auto_max"};
 		const char *err = json_string_value(json_object_get(p, "last_error"));
-		const char *cells[8];
+		const char *cells[9];
 
 		for (size_t k = 0; k < ARRAY_SIZE(keys); k++)
 			snprintf(n[k], sizeof(n[k]), "%lld",
@@ -34,7 +35,9 @@ static void print_pools(const json_t *pools)
 		cells[1] = json_string_value(json_object_get(p, "tier"));
 		for (size_t k = 0; k < ARRAY_SIZE(keys); k++)
 			cells[2 + k] = n[k];
-		cells[7] = err ? err : "-";
+		if (!json_integer_value(json_object_get(p, "auto_max")))
+			cells[7] = "-"; /* a fixed-size pool */
+		cells[8] = err ? err : "-";
 		table_add(t, cells);
 	}
 	table_print(t, stdout);
@@ -85,7 +88,8 @@ static int pool_set(struct cli *cli, int argc, char **argv)
 }
 
 static const struct cli_cmd cli_pool_cmds[] = {
-	{"ls", pool_ls, "", "list warm pools: size, ready, claims, misses",
+	{"ls", pool_ls, "",
+	 "list warm pools: size, ready, claims, misses, the automatic pool's cap",
 	 .example = "isola pool ls"},
 	{"set", pool_set, "TEMPLATE TIER SIZE",
 	 "keep SIZE ready sandboxes of TEMPLATE on TIER (0 removes the pool)",

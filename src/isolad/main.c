@@ -40,7 +40,7 @@ static void usage(FILE *f)
 		   "              [--socket-group GROUP] [--console on|off] [--allow-host-netns]\n"
 		   "              [--expose-listen HOST:PORT] [--expose-domain DOMAIN]\n"
 		   "              [--expose-max-conns N] [--pool TEMPLATE:TIER:N]...\n"
-		   "              [--layer-slots N]\n" NET_USAGE);
+		   "              [--layer-slots N] [--pool-auto MAX]\n" NET_USAGE);
 }
 
 /* Finds the static agent: flag, $ISOLA_AGENT, next to isolad, the build tree, libexec. */
@@ -113,6 +113,7 @@ int main(int argc, char **argv)
 		{"expose-domain", required_argument, NULL, 1102},
 		{"expose-max-conns", required_argument, NULL, 1103},
 		{"pool", required_argument, NULL, 1301},
+		{"pool-auto", required_argument, NULL, 1302},
 		{"console", required_argument, NULL, 1401},
 		{"layer-slots", required_argument, NULL, 1402},
 		NET_LONG_OPTIONS(1200),
@@ -133,6 +134,7 @@ int main(int argc, char **argv)
 	const char *pool_flags[POOL_MAX_POOLS]; /* --pool, applied once the core runs */
 	int n_pools = 0;
 	unsigned layer_slots = 4; /* --layer-slots */
+	long pool_auto = -1;	  /* --pool-auto MAX, 0 = off, -1 = not given (the stored one) */
 	sigset_t set;
 	int c, sig;
 
@@ -262,6 +264,20 @@ int main(int argc, char **argv)
 			}
 			pool_flags[n_pools++] = optarg;
 			break;
+		case 1302: { /* --pool-auto MAX: the automatic pool (docs/persistence.md) */
+			char *end = NULL;
+			unsigned long v = strtoul(optarg, &end, 10);
+
+			if (!*optarg || *end || v > POOL_MAX_SIZE) {
+				fprintf(stderr,
+					"isolad: --pool-auto `%s`: expected a number of sandboxes "
+					"0..%d\n",
+					optarg, POOL_MAX_SIZE);
+				return 2;
+			}
+			pool_auto = (long)v;
+			break;
+		}
 		case 1006:
 			if (tier_microvm_set_accel(optarg) < 0) {
 				fprintf(stderr, "isolad: --accel `%s` is not one of auto|kvm|tcg\n",
@@ -412,8 +428,10 @@ int main(int argc, char **argv)
 		net_stop(net);
 		return 1;
 	}
-	for (int i = 0; i < n_pools; i++) {
-		if (core_pool_set_flag(core, pool_flags[i], &err) < 0) {
+	for (int i = 0; i <= n_pools; i++) {
+		if (i < n_pools ? core_pool_set_flag(core, pool_flags[i], &err) < 0
+				: pool_auto >= 0 &&
+					  core_pool_auto(core, (uint32_t)pool_auto, &err) < 0) {
 			log_error("start: %s", err->message);
 			expose_stop(expose);
 			api_server_stop(srv);

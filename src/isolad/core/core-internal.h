@@ -81,6 +81,7 @@ struct core_reservation {
 	uint64_t cpu_millis;	       /* CPU limit */
 	uint64_t memory_bytes;	       /* memory limit */
 	uint64_t disk_bytes;	       /* writable layer */
+	bool pooled;		       /* a warm pool's fill, not a caller's create */
 	struct core_reservation *next; /* list under core.lock */
 };
 
@@ -144,6 +145,9 @@ void core_sandbox_fail(struct core *c, struct sandbox *s, const char *reason);
 
 /* Destroys a sandbox found in the list (any state). */
 int core_sandbox_destroy_obj(struct core *c, struct sandbox *s, struct isola_err **err);
+/* Callers' creates admitted and not yet in the list (warm-pool fills not counted): what
+ * tells a burst (two or more) from a single stream (pool.c). Any thread, no lock held. */
+uint32_t core_creates_in_flight(struct core *c);
 
 /* Re-attaches or cleans up the sandboxes in the store (startup). */
 int core_reconcile(struct core *c, struct isola_err **err);

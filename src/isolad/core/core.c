@@ -869,6 +869,33 @@ static int core_check_capacity(struct core *c, const struct core_reservation *wa
 }
 
 /*
+ * The host capacity check for s under c->lock. An automatic pool's fill (life.headroom)
+ * needs room for itself and one more sandbox of its size, so it never takes the last room.
+ */
+static int core_admit_capacity(struct core *c, const struct sandbox *s,
+			       const struct core_reservation *want, struct isola_err **err)
+{
+	struct core_reservation two = *want;
+
+	if (!s->life.headroom)
+		return core_check_capacity(c, want, err);
+	two.cpu_millis *= 2;
+	two.memory_bytes *= 2;
+	return core_check_capacity(c, &two, err);
+}
+
+uint32_t core_creates_in_flight(struct core *c)
+{
+	uint32_t n = 0;
+
+	pthread_mutex_lock(&c->lock);
+	for (struct core_reservation *p = c->pending; p; p = p->next)
+		n += !p->pooled;
+	pthread_mutex_unlock(&c->lock);
+	return n;
+}
+
+/*
  * Admission: the tenant's creation rate, its quotas, then the host's capacity. On success
  * *res is a reservation in c->pending (release with core_release) so concurrent creates see
  * each other: a burst cannot overshoot between the check and the list add.
@@ -906,10 +933,35 @@ static int core_admit_as(struct core *c, struct sandbox *s, bool existing, doubl
 	mine->cpu_millis = s->spec.cpu_millis;
 	mine->memory_bytes = s->spec.memory_bytes;
 	mine->disk_bytes = s->spec.disk_bytes;
+	mine->pooled = s->life.pooled;
 	pthread_mutex_lock(&c->lock);
-	r = core_check_quota(c, s->tenant, &q, mine, existing, err);
-	if (r == 0 && !s->life.claiming) /* a pool claim's capacity is held by the pool */
-		r = core_check_capacity(c, mine, err);
+	for (;;) {
+		cleanup_err struct isola_err *ce = NULL;
+		int y;
+
+		r = core_check_quota(c, s->tenant, &q, mine, existing, err);
+		if (r < 0 || s->life.claiming) /* a pool claim's capacity is held by the pool */
+			break;
+		r = core_admit_capacity(c, s, mine, &ce);
+		if (r == 0)
+			break;
+		/* A caller's create that does not fit makes the automatic pool yield: one idle
+		 * pooled sandbox destroyed per round, until it fits or none is left, so an
+		 * automatic pool never makes a real create fail (pool.c). */
+		y = 0;
+		if (!s->life.pooled) {
+			pthread_mutex_unlock(&c->lock);
+			y = pool_yield(c);
+			pthread_mutex_lock(&c->lock);
+		}
+		if (y <= 0) {
+			if (err && !*err) {
+				*err = ce;
+				ce = NULL;
+			}
+			break;
+		}
+	}
 	if (r == 0) {
 		mine->next = c->pending;
 		c->pending = mine;

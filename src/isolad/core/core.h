@@ -69,6 +69,7 @@ struct sandbox_request {
 	bool build_step;    /* build-run.c: template_name is the build's hidden template (owned by
 			  * no tenant, used by the building one's RUN sandboxes) */
 	bool pooled;	    /* pool.c only: a warm-pool sandbox, no tenant until claimed */
+	bool pool_headroom; /* pool.c only: pooled, and only with room left for one more */
 	const char *name;   /* unique per tenant among live sandboxes, or NULL */
 	bool caps_set;	    /* cap_add/cap_drop given: caps replaces the default set */
 	uint64_t caps;	    /* root's capabilities when caps_set (common/caps.h mask) */

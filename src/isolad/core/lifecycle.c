@@ -78,6 +78,7 @@ int lifecycle_init(struct core *c, struct sandbox *s, const struct sandbox_reque
 	l->idle_timeout_s = req->idle_timeout_s;
 	l->ttl_s = req->ttl_s ? req->ttl_s : c->cfg.default_ttl_s;
 	l->pooled = req->pooled;
+	l->headroom = req->pooled && req->pool_headroom;
 	if (l->pooled) {
 		/* Nobody's until claimed (pool.c): no tenant, no TTL, no idle policy. */
 		s->tenant[0] = '\0';

@@ -41,6 +41,8 @@ struct sandbox_life {
 	bool by_policy;		     /* paused/hibernated by TTL or idle, not by a user */
 	bool pooled;		     /* a warm-pool sandbox nobody claimed yet (pool.c) */
 	bool claiming;		     /* a claim's admission: host capacity already held */
+	bool headroom;		     /* an automatic pool's fill: admitted only with room
+				      * left for one more sandbox of its size (pool.c) */
 	bool taken;		     /* pooled and being claimed or destroyed (core's lock) */
 	bool from_pool;		     /* it was claimed from a warm pool */
 	bool idle;		     /* the last sample found it idle */

@@ -21,12 +21,18 @@
 #define POOL_QUIET_MS	    300	 /* no refill until creates paused this long ... */
 #define POOL_MAX_DEFER_MS   3000 /* ... unless they have kept coming this long */
 #define POOL_META_KEY	    "pools"
+#define POOL_AUTO_SLOTS	    3600 /* per-second create counts kept: the longest window */
+#define POOL_AUTO_WINDOW_S  300	 /* default window of the automatic pool's rate */
+#define POOL_AUTO_ENV	    "ISOLA_POOL_AUTO_WINDOW_S"
 
 /* One (template, tier) pool. Under pool_set.lock. */
 struct pool {
 	char template_name[64]; /* as configured ("host" for the default) */
 	char tier[16];		/* "process" | "microvm" */
-	uint32_t size;		/* wanted ready sandboxes */
+	uint32_t size;		/* wanted ready sandboxes (an automatic pool's current target) */
+	uint32_t auto_max;	/* > 0: an automatic pool, its target capped at this */
+	bool capped;		/* automatic: the last fill found no room for one more */
+	uint64_t deferrals;	/* automatic: passes that held a fill back for a burst */
 	uint32_t creating;	/* creates in flight (0 or 1: one thread) */
 	uint64_t claims;	/* creates served from the pool */
 	uint64_t misses;	/* creates for this pair that found no ready sandbox */
@@ -37,15 +43,22 @@ struct pool {
 };
 
 struct pool_set {
-	pthread_mutex_t lock;		   /* everything below */
-	pthread_cond_t wake;		   /* work may be there, or stop */
-	pthread_t thread;		   /* the pool thread */
-	bool running;			   /* thread started */
-	bool stop;			   /* thread should exit */
-	uint64_t busy_since_ms;		   /* first create of the current run (monotonic) */
-	uint64_t busy_until_ms;		   /* last create + POOL_QUIET_MS */
-	struct pool pools[POOL_MAX_POOLS]; /* configured pools */
-	size_t n;			   /* used entries */
+	pthread_mutex_t lock;		    /* everything below */
+	pthread_cond_t wake;		    /* work may be there, or stop */
+	pthread_cond_t filled;		    /* a fill ended (pool_yield waits for it) */
+	uint32_t yielding;		    /* creates waiting in pool_yield: no fill starts */
+	pthread_t thread;		    /* the pool thread */
+	bool running;			    /* thread started */
+	bool stop;			    /* thread should exit */
+	uint64_t busy_since_ms;		    /* first create of the current run (monotonic) */
+	uint64_t busy_until_ms;		    /* last create + POOL_QUIET_MS */
+	uint64_t burst_since_ms;	    /* automatic pools: first burst create of the run */
+	uint64_t burst_until_ms;	    /* ... last burst create + POOL_QUIET_MS */
+	uint32_t auto_window_s;		    /* the automatic pool's rate window */
+	uint64_t rate_sec[POOL_AUTO_SLOTS]; /* monotonic second of each count below */
+	uint32_t rate_n[POOL_AUTO_SLOTS];   /* creates for the automatic pool in that second */
+	struct pool pools[POOL_MAX_POOLS];  /* configured pools */
+	size_t n;			    /* used entries */
 };
 
 /* What the pool thread should do next for one pool. */
@@ -159,6 +172,7 @@ static int pool_fill_one(struct core *c, const struct pool *pl, struct isola_err
 	snprintf(req.template_name, sizeof(req.template_name), "%s", pl->template_name);
 	snprintf(req.tier, sizeof(req.tier), "%s", pl->tier);
 	req.pooled = true;
+	req.pool_headroom = pl->auto_max > 0;
 	r = core_sandbox_create(c, &req, &s, err);
 	if (r < 0)
 		return r;
@@ -173,6 +187,17 @@ static int pool_fill_one(struct core *c, const struct pool *pl, struct isola_err
 	return 0;
 }
 
+/* An automatic pool's fill refused for host capacity (it leaves the last room free): the
+ * pool stays short and looks again in POOL_BACKOFF_MIN_MS. ps->lock held. */
+static bool pool_auto_capped(struct pool *pl, const struct isola_err *e)
+{
+	if (!pl->auto_max || !e || strcmp(e->code, "unavailable"))
+		return false;
+	pl->capped = true;
+	pl->retry_at_ms = util_now_ms() + POOL_BACKOFF_MIN_MS;
+	return true;
+}
+
 /* Records a create (claim or miss) for refill deferral. ps->lock held. */
 static void pool_note_create(struct pool_set *ps)
 {
@@ -184,17 +209,72 @@ static void pool_note_create(struct pool_set *ps)
 }
 
 /*
- * Whether fills should wait (creates are arriving: a refill's clone and mounts would compete
- * with them for the CPU, which is what a burst is short of); *wait_ms = how long.
+ * Records a create for the automatic pool: its per-second count (the target's rate) and,
+ * when other callers' creates are in flight beside it (`others`), a burst. ps->lock held.
  */
-static bool pool_deferred(struct pool_set *ps, uint64_t now, uint64_t *wait_ms)
+static void pool_auto_note(struct pool_set *ps, uint32_t others)
 {
+	uint64_t now = util_now_ms(), sec = now / 1000;
+	size_t slot = sec % POOL_AUTO_SLOTS;
+
+	if (ps->rate_sec[slot] != sec) {
+		ps->rate_sec[slot] = sec;
+		ps->rate_n[slot] = 0;
+	}
+	ps->rate_n[slot]++;
+	if (!others)
+		return;
+	if (now > ps->burst_until_ms)
+		ps->burst_since_ms = now;
+	ps->burst_until_ms = now + POOL_QUIET_MS;
+}
+
+/*
+ * The automatic pool's target: the most creates seen in one second within the last window,
+ * capped at auto_max. The peak second is what a burst needs ready; a window with no create
+ * gives 0, so an idle isolad holds nothing. ps->lock held.
+ */
+static uint32_t pool_auto_target(const struct pool_set *ps, const struct pool *pl, uint64_t now)
+{
+	uint64_t sec = now / 1000;
+	uint32_t peak = 0;
+
+	for (size_t i = 0; i < POOL_AUTO_SLOTS; i++)
+		if (ps->rate_n[i] > peak && ps->rate_sec[i] <= sec &&
+		    sec - ps->rate_sec[i] < ps->auto_window_s)
+			peak = ps->rate_n[i];
+	return peak < pl->auto_max ? peak : pl->auto_max;
+}
+
+/*
+ * Whether fills should wait (creates are arriving: a refill's clone and mounts would compete
+ * with them for the CPU, which is what a burst is short of); *wait_ms = how long. A static
+ * pool waits while creates keep coming; an automatic pool only while a burst is in flight
+ * (two or more callers' creates, or one beside another within POOL_QUIET_MS), so a single
+ * stream of creates sees its pool refilled between them.
+ */
+static bool pool_deferred(struct core *c, struct pool_set *ps, const struct pool *copy,
+			  uint64_t now, uint64_t *wait_ms)
+{
+	uint32_t in_flight = copy->auto_max ? core_creates_in_flight(c) : 0;
+	struct pool *pl;
 	bool defer;
 
 	pthread_mutex_lock(&ps->lock);
-	defer = now < ps->busy_until_ms && now - ps->busy_since_ms < POOL_MAX_DEFER_MS;
-	if (defer)
-		*wait_ms = ps->busy_until_ms - now;
+	if (!copy->auto_max) {
+		defer = now < ps->busy_until_ms && now - ps->busy_since_ms < POOL_MAX_DEFER_MS;
+		if (defer)
+			*wait_ms = ps->busy_until_ms - now;
+		pthread_mutex_unlock(&ps->lock);
+		return defer;
+	}
+	defer = in_flight >= 2 || ps->yielding ||
+		(now < ps->burst_until_ms && now - ps->burst_since_ms < POOL_MAX_DEFER_MS);
+	if (defer) {
+		*wait_ms = now < ps->burst_until_ms ? ps->burst_until_ms - now : POOL_QUIET_MS;
+		if ((pl = pool_find(ps, copy->template_name, copy->tier)))
+			pl->deferrals++;
+	}
 	pthread_mutex_unlock(&ps->lock);
 	return defer;
 }
@@ -222,6 +302,8 @@ static bool pool_work(struct core *c, struct pool_set *ps, uint64_t *wait_ms)
 			pthread_mutex_unlock(&ps->lock);
 			return false;
 		}
+		if (ps->pools[i].auto_max)
+			ps->pools[i].size = pool_auto_target(ps, &ps->pools[i], now);
 		copy = ps->pools[i];
 		pthread_mutex_unlock(&ps->lock);
 
@@ -234,7 +316,7 @@ static bool pool_work(struct core *c, struct pool_set *ps, uint64_t *wait_ms)
 			return true;
 		}
 		if (sc.ready >= copy.size || now < copy.retry_at_ms ||
-		    pool_deferred(ps, now, wait_ms))
+		    pool_deferred(c, ps, &copy, now, wait_ms))
 			continue;
 		{
 			cleanup_err struct isola_err *e = NULL;
@@ -248,7 +330,11 @@ static bool pool_work(struct core *c, struct pool_set *ps, uint64_t *wait_ms)
 			pthread_mutex_lock(&ps->lock);
 			if ((pl = pool_find(ps, copy.template_name, copy.tier))) {
 				pl->creating--;
-				if (r < 0) {
+				pl->capped = false;
+				pthread_cond_broadcast(&ps->filled);
+				if (r < 0 && pool_auto_capped(pl, e)) {
+					r = 0; /* not a failure: the pool yields the room */
+				} else if (r < 0) {
 					pl->failures++;
 					pl->backoff_ms = pl->backoff_ms ? pl->backoff_ms * 2
 									: POOL_BACKOFF_MIN_MS;
@@ -299,7 +385,8 @@ static void *pool_main(void *arg)
 	return NULL;
 }
 
-/* Writes the sizes to the store as {"template/tier": size}. Lock held. */
+/* Writes the sizes to the store as {"template/tier": size}, an automatic pool as
+ * {"host/process": {"auto_max": MAX}}. Lock held. */
 static int pool_save(struct core *c, struct pool_set *ps, struct isola_err **err)
 {
 	json_t *j = json_object();
@@ -308,7 +395,11 @@ static int pool_save(struct core *c, struct pool_set *ps, struct isola_err **err
 
 	for (size_t i = 0; i < ps->n; i++) {
 		snprintf(key, sizeof(key), "%s/%s", ps->pools[i].template_name, ps->pools[i].tier);
-		json_object_set_new(j, key, json_integer(ps->pools[i].size));
+		json_object_set_new(
+			j, key,
+			ps->pools[i].auto_max
+				? json_pack("{s:I}", "auto_max", (json_int_t)ps->pools[i].auto_max)
+				: json_integer(ps->pools[i].size));
 	}
 	text = json_dumps(j, JSON_COMPACT | JSON_SORT_KEYS);
 	json_decref(j);
@@ -317,6 +408,33 @@ static int pool_save(struct core *c, struct pool_set *ps, struct isola_err **err
 	r = store_meta_set(c->store, POOL_META_KEY, text, err);
 	free(text);
 	return r;
+}
+
+/* Makes (tmpl, process) the automatic pool with cap max under ps->lock; 0 removes an
+ * automatic pool (its sandboxes become orphans), a fixed one of that pair is replaced. */
+static int pool_auto_set_locked(struct pool_set *ps, const char *tmpl, uint32_t max,
+				struct isola_err **err)
+{
+	struct pool *pl = pool_find(ps, tmpl, "process");
+
+	if (!max) {
+		if (pl && pl->auto_max)
+			*pl = ps->pools[--ps->n];
+		return 0;
+	}
+	if (!pl) {
+		if (ps->n >= POOL_MAX_POOLS)
+			return isola_err_set(err, ENOSPC, "invalid", "at most %d pools",
+					     POOL_MAX_POOLS);
+		pl = &ps->pools[ps->n++];
+		memset(pl, 0, sizeof(*pl));
+		snprintf(pl->template_name, sizeof(pl->template_name), "%s", tmpl);
+		snprintf(pl->tier, sizeof(pl->tier), "process");
+	}
+	pl->auto_max = max;
+	pl->retry_at_ms = 0;
+	pl->backoff_ms = 0;
+	return 0;
 }
 
 /* Sets a pool's size under ps->lock (adds or removes the entry). */
@@ -341,6 +459,7 @@ static int pool_set_locked(struct pool_set *ps, const char *tmpl, const char *ti
 		return 0;
 	}
 	pl->size = size;
+	pl->auto_max = 0;    /* a fixed size replaces an automatic pool */
 	pl->retry_at_ms = 0; /* an operator's change retries a failing pool at once */
 	pl->backoff_ms = 0;
 	return 0;
@@ -396,6 +515,110 @@ int core_pool_set_flag(struct core *c, const char *flag, struct isola_err **err)
 	return core_pool_set(c, tmpl, tier, (uint32_t)n, err);
 }
 
+/* The automatic pool's fields of a GET /v1/pools entry (a fixed pool: auto_max 0 and its
+ * size as target). ps->lock held. */
+static void pool_auto_list(const struct pool_set *ps, const struct pool *pl, json_t *o)
+{
+	json_object_set_new(o, "auto_max", json_integer(pl->auto_max));
+	json_object_set_new(
+		o, "target",
+		json_integer(pl->auto_max ? pool_auto_target(ps, pl, util_now_ms()) : pl->size));
+	json_object_set_new(o, "deferrals", json_integer((json_int_t)pl->deferrals));
+	json_object_set_new(o, "capped", json_boolean(pl->capped));
+}
+
+int core_pool_auto(struct core *c, uint32_t max, struct isola_err **err)
+{
+	struct pool_set *ps = c->pools;
+	struct template_info t;
+	int r;
+
+	if (!ps)
+		return isola_err_set(err, ENOSYS, "unavailable", "pools are not running");
+	if (max > POOL_MAX_SIZE)
+		return isola_err_set(err, EINVAL, "invalid",
+				     "automatic pool: auto_max %u exceeds %d sandboxes", max,
+				     POOL_MAX_SIZE);
+	memset(&t, 0, sizeof(t));
+	r = images_get("host", &t, err);
+	if (r < 0)
+		return isola_err_wrap(err, "automatic pool");
+	pthread_mutex_lock(&ps->lock);
+	r = pool_auto_set_locked(ps, t.name, max, err);
+	if (r == 0)
+		r = pool_save(c, ps, err);
+	pthread_cond_signal(&ps->wake);
+	pthread_mutex_unlock(&ps->lock);
+	if (r == 0 && max)
+		log_info("pool %s/process: automatic, at most %u (window %u s)", t.name, max,
+			 ps->auto_window_s);
+	else if (r == 0)
+		log_info("pool %s/process: no automatic pool", t.name);
+	template_info_fini(&t);
+	return r;
+}
+
+/* Whether an automatic pool has a fill in flight. ps->lock held. */
+static bool pool_auto_filling(const struct pool_set *ps)
+{
+	for (size_t i = 0; i < ps->n; i++)
+		if (ps->pools[i].auto_max && ps->pools[i].creating)
+			return true;
+	return false;
+}
+
+/* Waits (ps->lock held) until no automatic pool's fill is in flight, at most
+ * POOL_BACKOFF_MAX_MS: 1 when one was and ended (the caller retries), else 0. */
+static int pool_yield_wait(struct pool_set *ps)
+{
+	struct timespec ts;
+
+	if (!pool_auto_filling(ps))
+		return 0;
+	ps->yielding++;
+	util_deadline_ts(CLOCK_REALTIME, POOL_BACKOFF_MAX_MS, &ts);
+	while (pool_auto_filling(ps) && !ps->stop)
+		if (pthread_cond_timedwait(&ps->filled, &ps->lock, &ts) == ETIMEDOUT)
+			break;
+	ps->yielding--;
+	pthread_cond_signal(&ps->wake);
+	return !pool_auto_filling(ps);
+}
+
+int pool_yield(struct core *c)
+{
+	struct pool_set *ps = c->pools;
+	struct sandbox *found = NULL;
+
+	if (!ps)
+		return 0;
+	pthread_mutex_lock(&ps->lock);
+	pthread_mutex_lock(&c->lock);
+	for (size_t i = 0; i < c->n_sandboxes && !found; i++) {
+		struct sandbox *p = c->sandboxes[i];
+		struct pool *pl;
+
+		if (p->life.pooled && !p->life.taken && p->state == SANDBOX_RUNNING &&
+		    (pl = pool_find(ps, p->template_name, p->tier->name)) && pl->auto_max) {
+			p->life.taken = true;
+			found = p;
+			sandbox_ref(p);
+		}
+	}
+	pthread_mutex_unlock(&c->lock);
+	if (!found) {
+		/* A fill in flight holds room too (admitted, not yet ready): wait for it to end,
+		 * holding new fills back, and the caller looks again. */
+		int r = pool_yield_wait(ps);
+
+		pthread_mutex_unlock(&ps->lock);
+		return r;
+	}
+	pthread_mutex_unlock(&ps->lock);
+	pool_destroy_one(c, found, "a create needs its room");
+	return 1;
+}
+
 json_t *core_pool_list(struct core *c)
 {
 	struct pool_set *ps = c->pools;
@@ -407,6 +630,7 @@ json_t *core_pool_list(struct core *c)
 	for (size_t i = 0; i < ps->n; i++) {
 		struct pool *pl = &ps->pools[i];
 		uint32_t ready = 0;
+		json_t *o;
 
 		pthread_mutex_lock(&c->lock);
 		for (size_t k = 0; k < c->n_sandboxes; k++)
@@ -414,14 +638,14 @@ json_t *core_pool_list(struct core *c)
 			    c->sandboxes[k]->state == SANDBOX_RUNNING)
 				ready++;
 		pthread_mutex_unlock(&c->lock);
-		json_array_append_new(
-			arr,
-			json_pack("{s:s, s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:s?}", "template",
-				  pl->template_name, "tier", pl->tier, "size", (json_int_t)pl->size,
-				  "ready", (json_int_t)ready, "creating", (json_int_t)pl->creating,
-				  "claims", (json_int_t)pl->claims, "misses",
-				  (json_int_t)pl->misses, "failures", (json_int_t)pl->failures,
-				  "last_error", pl->last_error[0] ? pl->last_error : NULL));
+		o = json_pack("{s:s, s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:s?}", "template",
+			      pl->template_name, "tier", pl->tier, "size", (json_int_t)pl->size,
+			      "ready", (json_int_t)ready, "creating", (json_int_t)pl->creating,
+			      "claims", (json_int_t)pl->claims, "misses", (json_int_t)pl->misses,
+			      "failures", (json_int_t)pl->failures, "last_error",
+			      pl->last_error[0] ? pl->last_error : NULL);
+		pool_auto_list(ps, pl, o);
+		json_array_append_new(arr, o);
 	}
 	pthread_mutex_unlock(&ps->lock);
 	return arr;
@@ -499,6 +723,28 @@ static int pool_hand_over(struct core *c, struct sandbox *p, struct sandbox *s,
 	return r;
 }
 
+/* Counts a claim or a miss for s's pool, notes the create for deferral and the automatic
+ * target, and wakes the pool thread to refill. */
+static void pool_claim_note(struct core *c, const struct sandbox *s, bool claimed)
+{
+	struct pool_set *ps = c->pools;
+	uint32_t others = core_creates_in_flight(c); /* s's own is not (or no longer) there */
+	struct pool *pl;
+
+	pthread_mutex_lock(&ps->lock);
+	if ((pl = pool_find(ps, s->template_name, s->tier->name))) {
+		if (claimed)
+			pl->claims++;
+		else
+			pl->misses++;
+		if (pl->auto_max)
+			pool_auto_note(ps, others);
+	}
+	pool_note_create(ps);
+	pthread_cond_signal(&ps->wake);
+	pthread_mutex_unlock(&ps->lock);
+}
+
 int pool_claim(struct core *c, struct sandbox *s, const struct sandbox_request *req,
 	       struct sandbox **out, struct isola_err **err)
 {
@@ -522,11 +768,7 @@ int pool_claim(struct core *c, struct sandbox *s, const struct sandbox_request *
 		return 0;
 	p = pool_take(c, s);
 	if (!p) {
-		pthread_mutex_lock(&ps->lock);
-		if ((pl = pool_find(ps, s->template_name, s->tier->name)))
-			pl->misses++;
-		pool_note_create(ps);
-		pthread_mutex_unlock(&ps->lock);
+		pool_claim_note(c, s, false);
 		return 0;
 	}
 	/* The tenant's rate and quota as for any create; the host's capacity is already held
@@ -558,17 +800,31 @@ int pool_claim(struct core *c, struct sandbox *s, const struct sandbox_request *
 		pool_destroy_one(c, p, "store failed");
 		return r;
 	}
-	pthread_mutex_lock(&ps->lock);
-	if ((pl = pool_find(ps, s->template_name, s->tier->name)))
-		pl->claims++;
-	pool_note_create(ps);
-	pthread_cond_signal(&ps->wake);
-	pthread_mutex_unlock(&ps->lock);
+	pool_claim_note(c, s, true);
 	log_info("sandbox %s claimed from pool %s/%s by tenant %s", p->id, s->template_name,
 		 s->tier->name, p->tenant);
 	core_changed(c); /* now the tenant's: created, as its list sees it */
 	*out = p;
 	return 1;
+}
+
+/* The automatic pool's window from ISOLA_POOL_AUTO_WINDOW_S (seconds, 1..3600; tests
+ * shorten it), else POOL_AUTO_WINDOW_S. */
+static uint32_t pool_auto_window(void)
+{
+	const char *v = getenv(POOL_AUTO_ENV);
+	char *end = NULL;
+	unsigned long n;
+
+	if (!v || !*v)
+		return POOL_AUTO_WINDOW_S;
+	n = strtoul(v, &end, 10);
+	if (*end || n < 1 || n > POOL_AUTO_SLOTS) {
+		log_warn("%s=`%.32s`: expected seconds in 1..%d, using %d", POOL_AUTO_ENV, v,
+			 POOL_AUTO_SLOTS, POOL_AUTO_WINDOW_S);
+		return POOL_AUTO_WINDOW_S;
+	}
+	return (uint32_t)n;
 }
 
 int pool_start(struct core *c, struct isola_err **err)
@@ -582,6 +838,8 @@ int pool_start(struct core *c, struct isola_err **err)
 		return isola_err_set(err, ENOMEM, NULL, "pools: out of memory");
 	pthread_mutex_init(&ps->lock, NULL);
 	pthread_cond_init(&ps->wake, NULL);
+	pthread_cond_init(&ps->filled, NULL);
+	ps->auto_window_s = pool_auto_window();
 	if (store_meta_get(c->store, POOL_META_KEY, &text, NULL) == 0 && text &&
 	    (j = json_loads(text, 0, NULL))) {
 		const char *key;
@@ -591,12 +849,18 @@ int pool_start(struct core *c, struct isola_err **err)
 		{
 			char tmpl[64], tier[16];
 			const char *slash = strchr(key, '/');
+			/* {"auto_max": N}: the automatic pool; an integer: a fixed size */
+			json_int_t am = json_integer_value(json_object_get(v, "auto_max"));
 
-			if (!slash || (size_t)(slash - key) >= sizeof(tmpl) || !json_is_integer(v))
+			if (!slash || (size_t)(slash - key) >= sizeof(tmpl) ||
+			    (!json_is_integer(v) && !json_is_object(v)))
 				continue;
 			snprintf(tmpl, sizeof(tmpl), "%.*s", (int)(slash - key), key);
 			snprintf(tier, sizeof(tier), "%s", slash + 1);
-			if (json_integer_value(v) > 0 && json_integer_value(v) <= POOL_MAX_SIZE)
+			if (!strcmp(tier, "process") && am > 0 && am <= POOL_MAX_SIZE)
+				pool_auto_set_locked(ps, tmpl, (uint32_t)am, NULL);
+			else if (json_integer_value(v) > 0 &&
+				 json_integer_value(v) <= POOL_MAX_SIZE)
 				pool_set_locked(ps, tmpl, tier, (uint32_t)json_integer_value(v),
 						NULL);
 		}
@@ -607,6 +871,7 @@ int pool_start(struct core *c, struct isola_err **err)
 	r = pthread_create(&ps->thread, NULL, pool_main, c);
 	if (r) {
 		c->pools = NULL;
+		pthread_cond_destroy(&ps->filled);
 		pthread_cond_destroy(&ps->wake);
 		pthread_mutex_destroy(&ps->lock);
 		free(ps);
@@ -630,6 +895,7 @@ void pool_stop(struct core *c)
 		pthread_join(ps->thread, NULL);
 	c->pools = NULL;
 	pthread_cond_destroy(&ps->wake);
+	pthread_cond_destroy(&ps->filled);
 	pthread_mutex_destroy(&ps->lock);
 	free(ps);
 }

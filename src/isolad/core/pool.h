@@ -42,8 +42,24 @@ int core_pool_set(struct core *c, const char *template_name, const char *tier, u
 /* The same from isolad's `--pool TEMPLATE:TIER:N` flag (`invalid` naming a malformed one). */
 int core_pool_set_flag(struct core *c, const char *flag, struct isola_err **err);
 
-/* [{template, tier, size, ready, creating, claims, misses, failures, last_error}] (new
- * reference). Any thread. */
+/*
+ * isolad's `--pool-auto MAX`: an automatic pool for the default template and tier
+ * (host/process) whose target is the most creates seen in one second within the last
+ * window (ISOLA_POOL_AUTO_WINDOW_S, default 300 s), capped at MAX, so it falls to 0 once no
+ * create came for a window. Its fills wait only while a burst (two or more creates) is in
+ * flight, take no host capacity a create of the same size would need (the last room stays
+ * free) and its idle sandboxes are destroyed when a caller's create does not fit. MAX 0
+ * removes it. Stored like the sizes (meta "pools": {"host/process": {"auto_max": MAX}});
+ * also PUT /v1/pools/host/process {"auto_max": MAX}. `invalid` for MAX too large.
+ */
+int core_pool_auto(struct core *c, uint32_t max, struct isola_err **err);
+
+/* Destroys one idle sandbox of an automatic pool so a caller's create fits (admission,
+ * without the core's lock): 1 when it did, 0 when there was none. */
+int pool_yield(struct core *c);
+
+/* [{template, tier, size, ready, creating, claims, misses, failures, last_error, auto_max, target,
+ * deferrals, capped}] (new reference). Any thread. */
 json_t *core_pool_list(struct core *c);
 
 /*
