@@ -194,7 +194,7 @@ static int read_reply(const struct client *c, int fd, struct client_xfer *x, lon
 	const struct client_req *r = x->req;
 	char *buf = malloc(HTTP_MAX_HEAD + SOCK_IO_CHUNK);
 	struct http_resp resp;
-	size_t have = 0;
+	size_t have = 0, off = 0;
 	uint64_t got = 0;
 	bool head = false;
 	int ret = 0;
@@ -203,6 +203,7 @@ static int read_reply(const struct client *c, int fd, struct client_xfer *x, lon
 		return isola_err_set(err, ENOMEM, NULL, "out of memory");
 	for (;;) {
 		ssize_t n;
+		long d;
 		int w = wait_fd(fd, POLLIN);
 
 		if (w < 0) {
@@ -242,7 +243,6 @@ static int read_reply(const struct client *c, int fd, struct client_xfer *x, lon
 		if (!head) {
 			/* UNTRUSTED only as far as isolad is: bounded and checked like a sandbox's. */
 			int h = http_resp_head(buf, have, &resp);
-			long d;
 
 			if (h == 0)
 				continue;
@@ -261,27 +261,18 @@ static int read_reply(const struct client *c, int fd, struct client_xfer *x, lon
 			head = true;
 			*status = (long)resp.status;
 			x->is_error = resp.status < 200 || resp.status >= 300;
-			d = http_resp_body(&resp, buf + resp.head_len, have - resp.head_len, buf);
-			have = 0;
-			if (d < 0 || (d > 0 && client_xfer_body(x, buf, (size_t)d) < 0)) {
-				ret = d < 0 ? isola_err_set(err, EPROTO, "internal",
-							    "isolad sent a malformed reply body")
-					    : -1;
-				break;
-			}
-			got += (uint64_t)(d > 0 ? d : 0);
-		} else {
-			long d = http_resp_body(&resp, buf, have, buf);
-
-			have = 0;
-			if (d < 0 || (d > 0 && client_xfer_body(x, buf, (size_t)d) < 0)) {
-				ret = d < 0 ? isola_err_set(err, EPROTO, "internal",
-							    "isolad sent a malformed reply body")
-					    : -1;
-				break;
-			}
-			got += (uint64_t)d;
+			off = resp.head_len;
 		}
+		/* The body bytes of this read, decoded in place and handed to the sink. */
+		d = http_resp_body(&resp, buf + off, have - off, buf);
+		have = off = 0;
+		if (d < 0 || (d > 0 && client_xfer_body(x, buf, (size_t)d) < 0)) {
+			ret = d < 0 ? isola_err_set(err, EPROTO, "internal",
+						    "isolad sent a malformed reply body")
+				    : -1;
+			break;
+		}
+		got += (uint64_t)d;
 		if (resp.done)
 			break;
 	}

@@ -410,6 +410,23 @@ static int pool_save(struct core *c, struct pool_set *ps, struct isola_err **err
 	return r;
 }
 
+/* A new, empty pool entry for (tmpl, tier) under ps->lock, or NULL with *err when full. */
+static struct pool *pool_add_locked(struct pool_set *ps, const char *tmpl, const char *tier,
+				    struct isola_err **err)
+{
+	struct pool *pl;
+
+	if (ps->n >= POOL_MAX_POOLS) {
+		isola_err_set(err, ENOSPC, "invalid", "at most %d pools", POOL_MAX_POOLS);
+		return NULL;
+	}
+	pl = &ps->pools[ps->n++];
+	memset(pl, 0, sizeof(*pl));
+	snprintf(pl->template_name, sizeof(pl->template_name), "%s", tmpl);
+	snprintf(pl->tier, sizeof(pl->tier), "%s", tier);
+	return pl;
+}
+
 /* Makes (tmpl, process) the automatic pool with cap max under ps->lock; 0 removes an
  * automatic pool (its sandboxes become orphans), a fixed one of that pair is replaced. */
 static int pool_auto_set_locked(struct pool_set *ps, const char *tmpl, uint32_t max,
@@ -422,15 +439,8 @@ static int pool_auto_set_locked(struct pool_set *ps, const char *tmpl, uint32_t 
 			*pl = ps->pools[--ps->n];
 		return 0;
 	}
-	if (!pl) {
-		if (ps->n >= POOL_MAX_POOLS)
-			return isola_err_set(err, ENOSPC, "invalid", "at most %d pools",
-					     POOL_MAX_POOLS);
-		pl = &ps->pools[ps->n++];
-		memset(pl, 0, sizeof(*pl));
-		snprintf(pl->template_name, sizeof(pl->template_name), "%s", tmpl);
-		snprintf(pl->tier, sizeof(pl->tier), "process");
-	}
+	if (!pl && !(pl = pool_add_locked(ps, tmpl, "process", err)))
+		return -ENOSPC;
 	pl->auto_max = max;
 	pl->retry_at_ms = 0;
 	pl->backoff_ms = 0;
@@ -445,15 +455,8 @@ static int pool_set_locked(struct pool_set *ps, const char *tmpl, const char *ti
 
 	if (!pl && !size)
 		return 0;
-	if (!pl) {
-		if (ps->n >= POOL_MAX_POOLS)
-			return isola_err_set(err, ENOSPC, "invalid", "at most %d pools",
-					     POOL_MAX_POOLS);
-		pl = &ps->pools[ps->n++];
-		memset(pl, 0, sizeof(*pl));
-		snprintf(pl->template_name, sizeof(pl->template_name), "%s", tmpl);
-		snprintf(pl->tier, sizeof(pl->tier), "%s", tier);
-	}
+	if (!pl && !(pl = pool_add_locked(ps, tmpl, tier, err)))
+		return -ENOSPC;
 	if (!size) {
 		*pl = ps->pools[--ps->n];
 		return 0;
