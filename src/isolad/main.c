@@ -34,6 +34,7 @@ static void usage(FILE *f)
 		   "              [--idle-timeout SECONDS]\n"
 		   "              [--audit-segment-records N] [--audit-seal-interval SECONDS]\n"
 		   "              [--audit-retention SECONDS] [--cpu-overcommit X]\n"
+		   "              [--admission-wait DURATION]\n"
 		   "              [--memory-overcommit X] [--accel auto|kvm|tcg]\n"
 		   "              [--microvm-image small|full]\n"
 		   "              [--snapshot-dir DIR] [--tombstone-ttl DURATION] [--uid-base N]\n"
@@ -106,6 +107,7 @@ int main(int argc, char **argv)
 		{"microvm-image", required_argument, NULL, 1010},
 		{"snapshot-dir", required_argument, NULL, 1007},
 		{"tombstone-ttl", required_argument, NULL, 1008},
+		{"admission-wait", required_argument, NULL, 1013},
 		{"socket-group", required_argument, NULL, 1009},
 		{"uid-base", required_argument, NULL, 1011},
 		{"allow-host-netns", no_argument, NULL, 1012},
@@ -220,6 +222,20 @@ int main(int argc, char **argv)
 				return 2;
 			}
 			cfg.tombstone_ttl_s = (uint32_t)v;
+			break;
+		}
+		case 1013: { /* how long a create waits for room on a full host (docs/reliability.md) */
+			uint64_t v;
+
+			if (util_parse_duration(optarg, 600, &v) < 0) {
+				fprintf(stderr,
+					"isolad: --admission-wait `%s`: expected a duration such "
+					"as "
+					"10s, 1m or 0 (refuse at once), at most 10m\n",
+					optarg);
+				return 2;
+			}
+			cfg.admission_wait_ms = (uint32_t)(v * 1000);
 			break;
 		}
 		case 1401: /* the web console at / (docs/console.md) */

@@ -5,13 +5,15 @@ a burst of 200 concurrent creates where every request ends with a clear status i
 and nothing leaks."""
 
 import os
+import shutil
+import subprocess
 import threading
 import time
 
 import pytest
 
 import isola_client as ic
-from tenancy_util import Tenant
+from tenancy_util import ROOT_CONFTEST, Tenant
 
 
 @pytest.fixture
@@ -158,3 +160,66 @@ def test_burst_of_200_concurrent_creates(isolad, tenant):
         assert not [m for m in ic.mounts_referencing(isolad.state_dir) if sid in m], sid
     metrics = isolad.client().request("GET", "/metrics").text
     assert 'isola_admission_refusals_total{reason="quota_exceeded"}' in metrics
+
+
+@pytest.fixture
+def small_host():
+    """A private isolad with room for two default sandboxes (1 CPU each) on any core count."""
+    made = []
+
+    def start(*args):
+        d = ROOT_CONFTEST.Isolad(
+            extra_args=["--cpu-overcommit", f"{2.5 / os.cpu_count():.6f}", *args])
+        made.append(d)
+        return d
+
+    yield start
+    for d in made:
+        if d.alive():
+            d.destroy_all_sandboxes()
+            d.stop()
+        shutil.rmtree(d.state_dir, ignore_errors=True)
+
+
+def test_a_create_on_a_full_host_waits_for_room(small_host):
+    """A create the host has no room for now waits (--admission-wait, 10 s by default) for a
+    destroy to make room, instead of failing: a burst past the host's room queues behind its
+    own destroys (issue 18's burst of 100). It never waits for a request that cannot fit an
+    empty host, and --admission-wait 0 refuses at once, as before."""
+    d = small_host("--admission-wait", "5m")
+    c = d.client()
+    held = [c.create_sandbox()["id"] for _ in range(2)]
+    got = {}
+
+    def third():
+        got["r"] = c.request("POST", "/v1/sandboxes", json={}, timeout=600)
+
+    t = threading.Thread(target=third)
+    t.start()
+    time.sleep(1.5)
+    # The host is full: the third create is still waiting, not refused.
+    assert t.is_alive() and "r" not in got, got
+    c.delete_sandbox(held.pop())
+    t.join(120)
+    assert not t.is_alive() and got["r"].status == 201, got
+    held.append(got["r"].json()["id"])
+    # Nothing can make room for more than the whole host: refused at once, not after 5 min
+    # (the client's 60 s timeout would end a wait first).
+    r = c.request("POST", "/v1/sandboxes", json={"cpu": 64 * os.cpu_count()}, timeout=60)
+    assert r.status == 503 and "capacity" in r.error_message, r
+    for sid in held:
+        c.delete_sandbox(sid)
+
+    e = small_host("--admission-wait", "0")
+    c = e.client()
+    held = [c.create_sandbox()["id"] for _ in range(2)]
+    r = c.request("POST", "/v1/sandboxes", json={}, timeout=60)
+    assert r.status == 503 and r.error_code == "unavailable" and "capacity" in r.error_message, r
+    for sid in held:
+        c.delete_sandbox(sid)
+
+
+def test_admission_wait_flag_is_checked():
+    cp = subprocess.run([ROOT_CONFTEST.ISOLAD, "--admission-wait", "11m"], capture_output=True,
+                        text=True, timeout=30)
+    assert cp.returncode == 2 and "--admission-wait `11m`" in cp.stderr, cp

@@ -109,6 +109,8 @@ struct core {
 	struct pool_set *pools;		  /* warm pools (pool.c), NULL when not running */
 	pthread_mutex_t end_lock;	  /* with end_cond: waiters for a sandbox to end */
 	pthread_cond_t end_cond;	  /* broadcast when a sandbox ends or fails */
+	pthread_cond_t room_cond;	  /* with lock: broadcast when a sandbox or a reservation
+					   * leaves, so admission waiters look again */
 	uint64_t end_gen;		  /* bumped under end_lock at each broadcast */
 	struct change_bus changes;	  /* one notify per sandbox change (core_changed) */
 };

@@ -42,6 +42,8 @@ void core_config_defaults(struct core_config *cfg)
 	 * admitted past RAM would be OOM-killed later instead of refused now. */
 	cfg->cpu_overcommit = 32.0; /* CPU limits are caps, not reservations */
 	cfg->memory_overcommit = 1.0;
+	/* A burst past the host's room queues behind the destroys of the burst itself. */
+	cfg->admission_wait_ms = 10000;
 }
 
 int core_sandbox_dir(const struct core *c, const char *id, char *out, size_t n)
@@ -178,6 +180,7 @@ int core_new(const struct core_config *cfg, struct core **out, struct isola_err 
 	pthread_mutex_init(&c->snap_lock, NULL);
 	pthread_mutex_init(&c->end_lock, NULL);
 	pthread_cond_init(&c->end_cond, NULL);
+	pthread_cond_init(&c->room_cond, NULL);
 	change_bus_init(&c->changes);
 	r = util_mkdir_p(cfg->state_dir, 0700);
 	if (r < 0) {
@@ -283,6 +286,7 @@ void core_free(struct core *c)
 	pthread_mutex_destroy(&c->snap_lock);
 	pthread_mutex_destroy(&c->end_lock);
 	pthread_cond_destroy(&c->end_cond);
+	pthread_cond_destroy(&c->room_cond);
 	change_bus_fini(&c->changes);
 	free(c);
 }
@@ -339,6 +343,8 @@ void core_list_remove(struct core *c, struct sandbox *s)
 	}
 	if (found && s->uid_slot >= 0 && s->uid_slot < CORE_MAX_SANDBOXES)
 		c->slots[s->uid_slot] = 0;
+	if (found)
+		pthread_cond_broadcast(&c->room_cond);
 	pthread_mutex_unlock(&c->lock);
 	if (found) {
 		core_changed(c); /* destroyed */
@@ -868,6 +874,33 @@ static int core_check_capacity(struct core *c, const struct core_reservation *wa
 	return 0;
 }
 
+/* True if want fits the host with nothing else on it: only then can waiting make room. */
+static bool core_fits_empty_host(const struct core *c, const struct core_reservation *want)
+{
+	uint64_t cpu_cap = (uint64_t)(c->host_cpus * 1000.0 * c->cfg.cpu_overcommit);
+	uint64_t mem_cap = core_memory_capacity(c);
+
+	return (!cpu_cap || want->cpu_millis <= cpu_cap) &&
+	       (!mem_cap || want->memory_bytes <= mem_cap);
+}
+
+/*
+ * Waits under c->lock, until deadline_ms (monotonic), for a sandbox or a reservation to
+ * leave (room_cond), at most 250 ms at a time so a missed broadcast costs little. False
+ * once the deadline passed.
+ */
+static bool core_room_wait(struct core *c, uint64_t deadline_ms)
+{
+	uint64_t now = util_now_ms();
+	struct timespec ts;
+
+	if (now >= deadline_ms)
+		return false;
+	util_deadline_ts(CLOCK_REALTIME, deadline_ms - now < 250 ? deadline_ms - now : 250, &ts);
+	pthread_cond_timedwait(&c->room_cond, &c->lock, &ts);
+	return true;
+}
+
 /*
  * The host capacity check for s under c->lock. An automatic pool's fill (life.headroom)
  * needs room for itself and one more sandbox of its size, so it never takes the last room.
@@ -905,6 +938,7 @@ static int core_admit_as(struct core *c, struct sandbox *s, bool existing, doubl
 {
 	struct tenancy_quota q = {0};
 	struct core_reservation *mine;
+	uint64_t deadline;
 	double retry = 0;
 	int r;
 
@@ -934,6 +968,7 @@ static int core_admit_as(struct core *c, struct sandbox *s, bool existing, doubl
 	mine->memory_bytes = s->spec.memory_bytes;
 	mine->disk_bytes = s->spec.disk_bytes;
 	mine->pooled = s->life.pooled;
+	deadline = util_now_ms() + c->cfg.admission_wait_ms;
 	pthread_mutex_lock(&c->lock);
 	for (;;) {
 		cleanup_err struct isola_err *ce = NULL;
@@ -954,6 +989,12 @@ static int core_admit_as(struct core *c, struct sandbox *s, bool existing, doubl
 			y = pool_yield(c);
 			pthread_mutex_lock(&c->lock);
 		}
+		/* No room now: a create that fits an empty host waits (admission_wait_ms) for
+		 * the destroys of others, as a burst past the host's room queues behind the
+		 * burst's own destroys instead of failing. A pool's fill never waits. */
+		if (y <= 0 && !s->life.pooled && core_fits_empty_host(c, mine) &&
+		    core_room_wait(c, deadline))
+			continue;
 		if (y <= 0) {
 			if (err && !*err) {
 				*err = ce;
@@ -996,6 +1037,7 @@ void core_release(struct core *c, struct core_reservation *res)
 			break;
 		}
 	}
+	pthread_cond_broadcast(&c->room_cond);
 	pthread_mutex_unlock(&c->lock);
 	free(res);
 }

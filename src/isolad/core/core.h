@@ -26,6 +26,8 @@ struct core_config {
 	uint32_t max_ttl_s;		/* cap on requested TTL */
 	double cpu_overcommit;		/* admission: sum of CPU limits <= online CPUs x this */
 	double memory_overcommit;	/* admission: sum of memory limits <= usable RAM x this */
+	uint32_t admission_wait_ms;	/* a create the host has no room for now waits this long
+					 * for a destroy to make room (0: refused at once) */
 	uint32_t audit_segment_records; /* audit: records per sealed segment (0 = 10000) */
 	uint32_t audit_seal_interval_s; /* audit: seal at least this often (0 = 3600) */
 	uint64_t audit_retention_s;	/* audit: drop sealed segments older (0 = keep) */
