@@ -92,6 +92,9 @@ def test_pool_fills_and_is_invisible(own):
     running = [ln for ln in m.splitlines()
                if ln.startswith('isola_sandboxes{state="running",tier="process"}')]
     assert all(ln.endswith(" 0") for ln in running), running
+    # The pool's own gauge counts them.
+    assert f"\nisola_pool_sandboxes {SIZE}\n" in m, [ln for ln in m.splitlines()
+                                                   if "pool" in ln]
 
 
 def test_claims_then_cold_then_refill(own):

@@ -13,6 +13,7 @@
 #include "../../common/util.h"
 #include "../audit/audit.h"
 #include "../core/core.h"
+#include "../core/pool.h"
 #include "../tiers/process/process.h"
 
 /* Upper bounds (seconds) of the create-latency histogram buckets; +Inf is implied. */
@@ -189,6 +190,20 @@ static void render_sandboxes(struct api_server *srv, struct api_buf *b)
 			    tiers[t], counts[a][t]);
 }
 
+/* Ready sandboxes of every warm pool (fixed and automatic), summed. */
+static void render_pools(struct api_server *srv, struct api_buf *b)
+{
+	json_t *pools = core_pool_list(srv->core), *p;
+	json_int_t ready = 0;
+	size_t i;
+
+	json_array_foreach(pools, i, p) ready += json_integer_value(json_object_get(p, "ready"));
+	json_decref(pools);
+	head(b, "isola_pool_sandboxes", "gauge",
+	     "Warm sandboxes ready in pools (fixed and automatic), not yet claimed.");
+	put(b, "isola_pool_sandboxes %lld\n", (long long)ready);
+}
+
 static void render_host(struct api_server *srv, struct api_buf *b)
 {
 	json_t *cap = core_capacity(srv->core), *st = audit_status(core_audit(srv->core));
@@ -280,9 +295,7 @@ enum MHD_Result api_metrics(struct api_req *r)
 	     "Sandbox list scans made by GET /v1/events streams (each after a change-bus "
 	     "notification, or once per keep-alive period when nothing changed).");
 	put(&b, "isola_events_scans_total %llu\n", (unsigned long long)api_events_scans());
-	head(&b, "isola_pool_sandboxes", "gauge",
-	     "Warm sandboxes waiting in pools (pools do not exist in this build: always 0).");
-	put(&b, "isola_pool_sandboxes 0\n");
+	render_pools(r->srv, &b);
 	render_host(r->srv, &b);
 	api_network_metrics(&b);
 	render_layer_slots(&b);
