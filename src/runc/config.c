@@ -135,11 +135,10 @@ static int map_cwd_user(const json_t *proc, json_t *create, json_t *body, struct
 	if (json_object_get(user, "username"))
 		return isola_err_set(err, ENOTSUP, "not_supported",
 				     "config.json: `process.user.username` is for Windows");
-	/* The agent resolves a numeric user in the container's /etc/passwd (root for 0). */
-	if (!uid || json_integer_value(uid) == 0)
-		snprintf(name, sizeof(name), "root");
-	else
-		snprintf(name, sizeof(name), "%lld", (long long)json_integer_value(uid));
+	/* Numeric, as the spec gives it: the agent looks the uid up in the container's
+	 * /etc/passwd (name, home, groups) and runs an id it does not find as itself, as runc
+	 * does, so an image without /etc/passwd (FROM scratch) runs as uid 0. */
+	snprintf(name, sizeof(name), "%lld", uid ? (long long)json_integer_value(uid) : 0LL);
 	json_object_set_new(body, "user", json_string(name));
 	json_object_set_new(create, "user", json_string(name));
 	return 0;

@@ -38,6 +38,7 @@ struct runc {
 	const char *log;	 /* --log FILE, or NULL */
 	bool log_json;		 /* --log-format json */
 	struct client_conf conf; /* isolad: $ISOLA_SOCKET (operator) or $ISOLA_URL + token */
+	bool conf_given;	 /* conf came from --isola-socket or the environment */
 	struct client *cl;	 /* made on first use */
 };
 
@@ -153,6 +154,32 @@ static int container_init(struct container *c, const char *id, struct isola_err 
 }
 
 /* Loads ROOT/ID/state.json. -ENOENT "container `ID` does not exist". */
+/*
+ * An engine may call a container's later commands without the socket it gave `create`:
+ * Podman's conmon runs `podman container cleanup`, whose `delete` gets neither
+ * `--runtime-flag isola-socket` nor the environment, so its sandbox was never destroyed.
+ * Unless this call names isolad itself (--isola-socket, $ISOLA_SOCKET, $ISOLA_URL), it talks
+ * to the isolad recorded at create (state.json: root's own 0700 directory). The token is
+ * never recorded: a URL still needs $ISOLA_TOKEN.
+ */
+static void isolad_of(const struct container *c)
+{
+	const char *sock = json_string_value(json_object_get(c->st, "isolad_socket"));
+	const char *url = json_string_value(json_object_get(c->st, "isolad_url"));
+
+	if (g.conf_given || (!sock && !url))
+		return;
+	if (g.cl) {
+		client_free(g.cl);
+		g.cl = NULL;
+	}
+	if (url)
+		g.conf.url = url;
+	else
+		g.conf.socket = sock;
+	g.conf_given = true; /* c->st outlives every use: its strings stay valid */
+}
+
 static int container_load(struct container *c, const char *id, struct isola_err **err)
 {
 	char path[PATH_MAX + 16];
@@ -168,6 +195,7 @@ static int container_load(struct container *c, const char *id, struct isola_err 
 	if (!json_is_object(c->st) || !json_string_value(json_object_get(c->st, "sandbox")))
 		return isola_err_set(err, EINVAL, "internal", "container `%s`: malformed `%s`", id,
 				     path);
+	isolad_of(c);
 	return 0;
 }
 
@@ -488,6 +516,10 @@ static int do_create(const char *id, struct create_opts *o, struct container *c,
 	json_decref(sb);
 	if (c->st && m.hooks)
 		json_object_set(c->st, "hooks", m.hooks);
+	/* The isolad that holds the container, for the engine's later calls (isolad_of). */
+	if (c->st)
+		json_object_set_new(c->st, g.conf.url ? "isolad_url" : "isolad_socket",
+				    json_string(g.conf.url ? g.conf.url : g.conf.socket));
 	oci_mapped_fini(&m);
 	r = c->st ? container_save(c, err) : isola_err_set(err, ENOMEM, NULL, "out of memory");
 	o->tty = -1;
@@ -1130,7 +1162,7 @@ static json_t *exec_body(struct container *c, const struct exec_opts *o, struct 
 					     o->user),
 			       NULL;
 		}
-		snprintf(name, sizeof(name), uid ? "%lu" : "root", uid);
+		snprintf(name, sizeof(name), "%lu", uid);
 		json_object_set_new(body, "user", json_string(name));
 	}
 	return body;
@@ -1654,7 +1686,9 @@ int main(int argc, char **argv)
 
 	g.root = DEFAULT_ROOT;
 	g.conf.socket = (env = getenv("ISOLA_SOCKET")) && *env ? env : DEFAULT_SOCKET;
+	g.conf_given = env && *env;
 	g.conf.url = (env = getenv("ISOLA_URL")) && *env ? env : NULL;
+	g.conf_given = g.conf_given || g.conf.url;
 	g.conf.token = (env = getenv("ISOLA_TOKEN")) && *env ? env : NULL;
 	signal(SIGPIPE, SIG_IGN);
 	for (i = 1; i < argc && argv[i][0] == '-'; i++) {
@@ -1665,6 +1699,7 @@ int main(int argc, char **argv)
 			 * `podman --runtime-flag isola-socket=PATH`. */
 			g.conf.socket = v;
 			g.conf.url = NULL;
+			g.conf_given = true;
 		} else if ((v = opt_val(argc, argv, &i, "--log"))) {
 			g.log = v;
 		} else if ((v = opt_val(argc, argv, &i, "--log-format"))) {

@@ -64,8 +64,10 @@ class Runc:
         self.isolad = isolad
         self.root = state_root
 
-    def __call__(self, *args, cwd=None, timeout=120, check=False, pass_fds=()):
+    def __call__(self, *args, cwd=None, timeout=120, check=False, pass_fds=(), socket=True):
         env = dict(os.environ, ISOLA_SOCKET=self.isolad.socket)
+        if not socket:  # as an engine's later call may come: without isolad's location
+            env.pop("ISOLA_SOCKET")
         env.pop("ISOLA_URL", None)
         env.pop("ISOLA_TOKEN", None)
         # Files, not pipes: `create` leaves an output relay holding its stdout/stderr (as
@@ -173,6 +175,19 @@ def test_run_prints_output_and_exits_with_status(runc, rootfs, tmp_path, isolad)
     # run deletes what it made: no state, no sandbox.
     assert not (runc.root / "r1").exists()
     assert sandboxes(isolad, **{"oci.id": "r1"}) == []
+
+
+def test_later_calls_find_the_isolad_create_used(runc, rootfs, tmp_path, isolad):
+    """Podman's cleanup runs `delete` without the `--runtime-flag isola-socket` it gave
+    `create`: a call that names no isolad talks to the one recorded at create, so the sandbox
+    is destroyed and the state dir removed (both leaked before)."""
+    b = make_bundle(runc, rootfs, tmp_path, ["sleep", "1000"])
+    runc("create", "--bundle", b, "so1", check=True)
+    sid = runc.state("so1")["sandbox"]
+    assert runc("state", "so1", socket=False, check=True).stdout
+    runc("delete", "--force", "so1", socket=False, check=True)
+    assert sandboxes(isolad, **{"oci.id": "so1"}) == [], sid
+    assert not (runc.root / "so1").exists()
 
 
 def test_relay_keeps_nothing_of_its_caller_but_stdio(runc, rootfs, tmp_path):
@@ -442,6 +457,23 @@ def test_user_and_cwd_and_resources_are_mapped(runc, rootfs, tmp_path, isolad):
     cp = runc("run", "--bundle", b, "u2")
     assert cp.returncode == 0, cp.stderr
     assert cp.stdout == "1000\n/tmp\n"
+
+
+def test_an_image_without_etc_passwd_runs_as_its_uids(runc, tmp_path):
+    """A FROM-scratch image has no /etc/passwd: runc runs the spec's numeric uid anyway, and
+    so does isola-runc (it used to ask the agent for user `root` by name: "no such user")."""
+    root = tmp_path / "scratch-rootfs"
+    make_rootfs(root)
+    (root / "etc" / "passwd").unlink()
+    (root / "etc" / "group").unlink()
+    b = make_bundle(runc, root, tmp_path, ["sh", "-c", "id -u"])
+    cp = runc("run", "--bundle", b, "np0")
+    assert cp.returncode == 0 and cp.stdout == "0\n", (cp.returncode, cp.stdout, cp.stderr)
+    cfg = json.loads((b / "config.json").read_text())
+    cfg["process"]["user"] = {"uid": 4242, "gid": 4242}
+    (b / "config.json").write_text(json.dumps(cfg))
+    cp = runc("run", "--bundle", b, "np1")
+    assert cp.returncode == 0 and cp.stdout == "4242\n", (cp.returncode, cp.stdout, cp.stderr)
 
 
 @pytest.mark.parametrize("edit,msg", [

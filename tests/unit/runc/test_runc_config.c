@@ -158,7 +158,7 @@ static void test_mapping(void)
 		   "{\"args\":[\"x\"],\"cwd\":\"/\",\"user\":{\"uid\":0}}}",
 		   &m, msg, sizeof(msg));
 	ok(!*code && !strcmp(json_string_value(json_object_get(m.create, "rootfs")), "/abs") &&
-		   !strcmp(json_string_value(json_object_get(m.process, "user")), "root") &&
+		   !strcmp(json_string_value(json_object_get(m.process, "user")), "0") &&
 		   !json_object_get(m.create, "memory"),
 	   "absolute root.path kept, uid 0 is root, no resources no limits");
 	oci_mapped_fini(&m);
