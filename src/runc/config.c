@@ -648,6 +648,55 @@ static int map_annotations(const json_t *spec, struct oci_mapped *out, struct is
 	return 0;
 }
 
+/*
+ * The annotation `isola.network.allow` ("rule,rule,..." as in a network policy: names,
+ * *.suffixes, addresses, CIDRs, name:port) becomes the create's egress policy: default deny,
+ * those rules allowed; "" allows nothing. Without it the daemon's default policy applies.
+ * isolad checks each rule. On a network the engine brings (a namespace path, or one its
+ * hooks program) isola's policy does not apply, so the annotation is refused there.
+ */
+#define OCI_NET_ANNOTATION "isola.network.allow"
+#define OCI_NET_RULES_MAX  256
+static int map_network_policy(const json_t *spec, json_t *create, bool engine_netns,
+			      struct isola_err **err)
+{
+	const char *v =
+		str_of(json_object_get(json_object_get(spec, "annotations"), OCI_NET_ANNOTATION));
+	json_t *allow;
+
+	if (!v)
+		return 0;
+	if (engine_netns || json_object_get(create, "netns"))
+		return isola_err_set(err, ENOTSUP, "not_supported",
+				     "config.json: annotation `" OCI_NET_ANNOTATION
+				     "` needs isola's "
+				     "own network, and the container joins a network namespace "
+				     "of the engine's (isola's egress policy does not apply "
+				     "there)");
+	allow = json_array();
+	for (const char *p = v; *p;) {
+		size_t n = strcspn(p, ","), b = 0, e = n;
+
+		while (b < e && (p[b] == ' ' || p[b] == '\t'))
+			b++;
+		while (e > b && (p[e - 1] == ' ' || p[e - 1] == '\t'))
+			e--;
+		if (e > b && (e - b > 253 || json_array_size(allow) >= OCI_NET_RULES_MAX)) {
+			json_decref(allow);
+			return isola_err_set(err, EINVAL, "invalid",
+					     "config.json: annotation `" OCI_NET_ANNOTATION
+					     "`: at most %d rules of at most 253 bytes each",
+					     OCI_NET_RULES_MAX);
+		}
+		if (e > b)
+			json_array_append_new(allow, json_stringn(p + b, e - b));
+		p += n + (p[n] == ',');
+	}
+	json_object_set_new(create, "network",
+			    json_pack("{s:s, s:o}", "default", "deny", "allow", allow));
+	return 0;
+}
+
 static int map_root(const json_t *spec, const char *bundle, json_t *create, struct isola_err **err)
 {
 	const char *path = str_of(json_object_get(json_object_get(spec, "root"), "path"));
@@ -750,6 +799,8 @@ static int map_spec(const json_t *spec, const char *bundle, const char *id, stru
 		r = map_paths(linux_, "readonlyPaths", "readonly_paths", out->create, err);
 	if (r == 0)
 		r = map_annotations(spec, out, err);
+	if (r == 0)
+		r = map_network_policy(spec, out->create, out->engine_netns, err);
 	return r;
 }
 

@@ -459,6 +459,34 @@ def test_user_and_cwd_and_resources_are_mapped(runc, rootfs, tmp_path, isolad):
     assert cp.stdout == "1000\n/tmp\n"
 
 
+def test_network_allow_annotation_is_the_containers_egress_policy(runc, rootfs, tmp_path,
+                                                                    isolad):
+    """The annotation `isola.network.allow` (issue 19: a container's egress policy from its
+    spec) becomes the sandbox's policy: default deny, those rules allowed; a rule isolad
+    refuses fails create, naming it, and leaves nothing."""
+    def edit(cfg):
+        cfg["annotations"] = {"isola.network.allow": "allowed.test:443, 198.51.100.0/24"}
+
+    b = make_bundle(runc, rootfs, tmp_path, ["sleep", "1000"], edit)
+    runc("create", "--bundle", b, "na1", check=True)
+    sid = runc.state("na1")["sandbox"]
+    info = isolad.client().get_json(f"/v1/sandboxes/{sid}/network")
+    pol = info["policy"]
+    assert pol["default"] == "deny", pol
+    assert [r.get("domain") or r.get("cidr") for r in pol["allow"]] == [
+        "allowed.test", "198.51.100.0/24"], pol
+    assert pol["allow"][0]["ports"] == [443], pol
+    runc("delete", "--force", "na1", check=True)
+
+    cfg = json.loads((b / "config.json").read_text())
+    cfg["annotations"]["isola.network.allow"] = "not..a..name"
+    (b / "config.json").write_text(json.dumps(cfg))
+    cp = runc("create", "--bundle", b, "na2")
+    assert cp.returncode == 1 and "not..a..name" in cp.stderr, cp.stderr
+    assert sandboxes(isolad, **{"oci.id": "na2"}) == []
+    assert not (runc.root / "na2").exists()
+
+
 def test_an_image_without_etc_passwd_runs_as_its_uids(runc, tmp_path):
     """A FROM-scratch image has no /etc/passwd: runc runs the spec's numeric uid anyway, and
     so does isola-runc (it used to ask the agent for user `root` by name: "no such user")."""

@@ -377,12 +377,52 @@ static void test_hooks(void)
 	oci_mapped_fini(&m);
 }
 
+static void test_network_annotation(void)
+{
+	struct oci_mapped m;
+	char msg[512];
+	const json_t *net, *allow;
+	const char *code = map(BASE ",\"annotations\":{\"isola.network.allow\":"
+				    "\" pypi.org, *.npmjs.org ,,10.0.0.0/8\"}}",
+			       &m, msg, sizeof(msg));
+
+	net = json_object_get(m.create, "network");
+	allow = json_object_get(net, "allow");
+	ok(!*code && !strcmp(json_string_value(json_object_get(net, "default")), "deny") &&
+		   json_array_size(allow) == 3 &&
+		   !strcmp(json_string_value(json_array_get(allow, 0)), "pypi.org") &&
+		   !strcmp(json_string_value(json_array_get(allow, 1)), "*.npmjs.org") &&
+		   !strcmp(json_string_value(json_array_get(allow, 2)), "10.0.0.0/8"),
+	   "isola.network.allow: default deny, its rules trimmed, empty ones dropped (%s)", msg);
+	oci_mapped_fini(&m);
+	code = map(BASE ",\"annotations\":{\"isola.network.allow\":\"\"}}", &m, msg, sizeof(msg));
+	net = json_object_get(m.create, "network");
+	ok(!*code && json_array_size(json_object_get(net, "allow")) == 0 &&
+		   !strcmp(json_string_value(json_object_get(net, "default")), "deny"),
+	   "an empty isola.network.allow allows nothing");
+	oci_mapped_fini(&m);
+	map(BASE "}", &m, msg, sizeof(msg));
+	ok(m.create && !json_object_get(m.create, "network"),
+	   "without the annotation: the daemon's default policy");
+	oci_mapped_fini(&m);
+	ok(refused(BASE ",\"linux\":{\"namespaces\":[{\"type\":\"network\",\"path\":\"/n\"}]},"
+			"\"annotations\":{\"isola.network.allow\":\"a.com\"}}",
+		   "not_supported", "network namespace of the engine's"),
+	   "the annotation on a joined network namespace is refused");
+	ok(refused(BASE ",\"linux\":{\"namespaces\":[{\"type\":\"network\"}]},"
+			"\"hooks\":{\"prestart\":[{\"path\":\"/h\"}]},"
+			"\"annotations\":{\"isola.network.allow\":\"a.com\"}}",
+		   "not_supported", "isola.network.allow"),
+	   "the annotation on a network the engine's hooks program is refused");
+}
+
 int main(void)
 {
 	test_terminal_and_exec_process();
 	test_mapping();
 	test_refusals();
 	test_hooks();
+	test_network_annotation();
 	test_ids_and_documents();
 	return tap_done();
 }
