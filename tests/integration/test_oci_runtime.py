@@ -18,6 +18,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import isola_client as ic  # noqa: E402
 from tenancy_util import ROOT_CONFTEST as conftest  # noqa: E402
 from tenancy_util import Tenant  # noqa: E402
 
@@ -485,6 +486,39 @@ def test_network_allow_annotation_is_the_containers_egress_policy(runc, rootfs, 
     assert cp.returncode == 1 and "not..a..name" in cp.stderr, cp.stderr
     assert sandboxes(isolad, **{"oci.id": "na2"}) == []
     assert not (runc.root / "na2").exists()
+
+
+def test_an_isolad_restart_loses_no_container(rootfs, tmp_path):
+    """Issue 19: a restart of isolad (here a kill -9) loses nothing: the running container is
+    re-attached, its relay follows the output written after the restart into the stdout the
+    engine gave `create`, and state, kill and delete work on it as before."""
+    d = conftest.Isolad()
+    try:
+        r = Runc(d, tmp_path / "runc-root")
+        b = make_bundle(r, rootfs, tmp_path,
+                        ["sh", "-c", "echo before; while [ ! -e /tmp/go ]; do sleep 0.1; done; "
+                         "echo after; exec sleep 1000"])
+        out = tmp_path / "out"
+        env = dict(os.environ, ISOLA_SOCKET=d.socket)
+        with open(out, "wb") as f:
+            subprocess.run([str(RUNC), "--root", str(r.root), "create", "--bundle", str(b),
+                            "rs1"], stdout=f, stderr=f, stdin=subprocess.DEVNULL, env=env,
+                           check=True, timeout=120)
+        r("start", "rs1", check=True)
+        ic.wait_for(lambda: b"before" in out.read_bytes(), 60, what="output before")
+        sid = r.state("rs1")["sandbox"]
+        d.restart(kill9=True)
+        assert r.state("rs1")["status"] == "running"
+        d.client().sh(sid, ": > /tmp/go")
+        ic.wait_for(lambda: b"after" in out.read_bytes(), 60, what="output after the restart")
+        assert out.read_bytes().count(b"before") == 1, out.read_bytes()
+        r("kill", "rs1", "TERM", check=True)
+        r.wait_status("rs1", "stopped")
+        r("delete", "rs1", check=True)
+        assert sandboxes(d, **{"oci.id": "rs1"}) == []
+    finally:
+        d.destroy_all_sandboxes()
+        d.stop()
 
 
 def test_an_image_without_etc_passwd_runs_as_its_uids(runc, tmp_path):
