@@ -51,12 +51,16 @@ state = "{self.dir}/state"
 [plugins."io.containerd.grpc.v1.cri"]
   disable_tcp_service = true
 ''')
-        env = dict(os.environ, ISOLA_SOCKET=isolad.socket)
-        env.pop("ISOLA_URL", None)
-        env.pop("ISOLA_TOKEN", None)
+        self.cfg = cfg
+        self.env = dict(os.environ, ISOLA_SOCKET=isolad.socket)
+        self.env.pop("ISOLA_URL", None)
+        self.env.pop("ISOLA_TOKEN", None)
         self.log = open(self.dir / "containerd.log", "wb")
-        self.proc = subprocess.Popen(["containerd", "--config", str(cfg)], stdout=self.log,
-                                     stderr=self.log, stdin=subprocess.DEVNULL, env=env,
+        self.start()
+
+    def start(self):
+        self.proc = subprocess.Popen(["containerd", "--config", str(self.cfg)], stdout=self.log,
+                                     stderr=self.log, stdin=subprocess.DEVNULL, env=self.env,
                                      start_new_session=True)
         end = time.monotonic() + 60
         while self("version", check=False).returncode != 0:
@@ -64,6 +68,13 @@ state = "{self.dir}/state"
                 self.stop()
                 pytest.fail("containerd did not start", pytrace=False)
             time.sleep(0.2)
+
+    def kill9_and_restart(self):
+        """containerd dies (SIGKILL) and comes back on the same root and state; the runc
+        shims it started live on in sessions of their own, as on a node."""
+        self.proc.kill()
+        self.proc.wait(timeout=30)
+        self.start()
 
     def __call__(self, *args, check=True, timeout=120):
         cp = subprocess.run(["ctr", "-a", str(self.sock)] + [str(a) for a in args],
@@ -195,6 +206,39 @@ def test_ctr_task_metrics_are_the_containers(ctr, isolad):
         assert m["cpu"]["usage"]["total"] > 0, m["cpu"]
     finally:
         ctr("task", "kill", "-s", "KILL", cid, check=False)
+        ctr("task", "rm", "-f", cid, check=False)
+        ctr("container", "rm", cid, check=False)
+        shutil.rmtree(f"/run/containerd/runc/default/{cid}", ignore_errors=True)
+    end = time.monotonic() + 60
+    while sandboxes(isolad, **{"oci.id": cid}):
+        assert time.monotonic() < end, "sandbox left after ctr container rm"
+        time.sleep(0.1)
+
+
+def test_a_containerd_restart_loses_no_container(ctr, isolad):
+    """Issue 19: a restart of the engine loses nothing. containerd is killed (SIGKILL) under a
+    running task and started again: the task is still RUNNING (its shim and isola-runc's
+    state survive, the sandbox never depended on containerd), exec and kill work, the exit
+    status is the process's, and removing it destroys the sandbox."""
+    cid = f"rs-{os.getpid()}"
+    ctr(*ctr.run_args("-d", IMAGE, cid, "sleep", "1000"))
+    try:
+        sid = sandboxes(isolad, **{"oci.id": cid})[0]["id"]
+        ctr.kill9_and_restart()
+        assert any(ln.split()[:1] == [cid] and "RUNNING" in ln
+                   for ln in ctr("task", "ls").stdout.splitlines()), ctr("task", "ls").stdout
+        assert [s["id"] for s in sandboxes(isolad, **{"oci.id": cid})] == [sid]
+        cp = ctr("task", "exec", "--exec-id", "e1", cid, "sh", "-c", "echo still-here",
+                 check=False)
+        assert cp.returncode == 0 and cp.stdout == "still-here\n", cp.stderr
+        ctr("task", "kill", "-s", "TERM", cid)
+        end = time.monotonic() + 60
+        while "STOPPED" not in ctr("task", "ls").stdout:
+            assert time.monotonic() < end, ctr("task", "ls").stdout
+            time.sleep(0.1)
+        cp = ctr("task", "rm", cid)
+        assert "143" in cp.stderr, cp.stderr
+    finally:
         ctr("task", "rm", "-f", cid, check=False)
         ctr("container", "rm", cid, check=False)
         shutil.rmtree(f"/run/containerd/runc/default/{cid}", ignore_errors=True)
