@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* cmd_pool: isola pool ls|set — warm pools of ready sandboxes (operator; docs/persistence.md). */
+/* cmd_pool: isola pool ls|set|auto — warm pools of ready sandboxes (operator; docs/persistence.md). */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -52,39 +52,63 @@ static int pool_ls(struct cli *cli, int argc, char **argv)
 	return cli_show(cli, argc, argv, &show);
 }
 
-static int pool_set(struct cli *cli, int argc, char **argv)
+/* PUT /v1/pools/{tmpl}/{tier} {key: N}; arg is N as typed (`what` names it in errors). */
+static int pool_put(struct cli *cli, const char *tmpl, const char *tier, const char *key,
+		    const char *arg, const char *what)
 {
 	cleanup_err struct isola_err *err = NULL;
 	cleanup_free char *path = NULL;
 	json_t *body, *out = NULL;
-	unsigned long size;
+	unsigned long n;
 	struct client *c;
 	char *end = NULL;
-	int opt, r;
+	int r;
 
-	while ((opt = cli_nextopt(cli, argc, argv)) != -1)
-		return cli_bad_opt(cli, argc, argv, opt);
-	if (argc - optind != 3)
-		return cli_usage_err(cli, "expected TEMPLATE TIER SIZE");
-	size = strtoul(argv[optind + 2], &end, 10);
-	if (!*argv[optind + 2] || *end || size > 1000000)
-		return cli_usage_err(cli, "SIZE `%s` is not a number", argv[optind + 2]);
+	n = strtoul(arg, &end, 10);
+	if (!*arg || *arg == '-' || *end || n > 1000000)
+		return cli_usage_err(cli, "%s `%s` is not a number", what, arg);
 	c = cli_client(cli);
-	path = cli_pathf("/v1/pools/%s/%s", argv[optind], argv[optind + 1]);
+	path = cli_pathf("/v1/pools/%s/%s", tmpl, tier);
 	if (!c || !path)
 		return CLI_EXIT_FAIL;
-	body = json_pack("{s:I}", "size", (json_int_t)size);
+	body = json_pack("{s:I}", key, (json_int_t)n);
 	r = client_json(c, "PUT", path, body, &out, &err);
 	json_decref(body);
 	if (r < 0)
 		return cli_fail(err, CLI_EXIT_FAIL);
 	if (cli->json)
 		out_json(stdout, out);
+	else if (!strcmp(key, "auto_max"))
+		printf("pool %s/%s: automatic, at most %lld\n", tmpl, tier,
+		       (long long)json_integer_value(json_object_get(out, "auto_max")));
 	else
-		printf("pool %s/%s: size %lld\n", argv[optind], argv[optind + 1],
+		printf("pool %s/%s: size %lld\n", tmpl, tier,
 		       (long long)json_integer_value(json_object_get(out, "size")));
 	json_decref(out);
 	return CLI_EXIT_OK;
+}
+
+static int pool_set(struct cli *cli, int argc, char **argv)
+{
+	int opt;
+
+	while ((opt = cli_nextopt(cli, argc, argv)) != -1)
+		return cli_bad_opt(cli, argc, argv, opt);
+	if (argc - optind != 3)
+		return cli_usage_err(cli, "expected TEMPLATE TIER SIZE");
+	return pool_put(cli, argv[optind], argv[optind + 1], "size", argv[optind + 2], "SIZE");
+}
+
+/* The automatic pool (host/process): isolad --pool-auto MAX, from the CLI. */
+static int pool_auto(struct cli *cli, int argc, char **argv)
+{
+	int opt;
+
+	while ((opt = cli_nextopt(cli, argc, argv)) != -1)
+		return cli_bad_opt(cli, argc, argv, opt);
+	if (argc - optind != 1)
+		return cli_usage_err(cli, "expected MAX");
+	return pool_put(cli, "host", "process", "auto_max", argv[optind], "MAX");
 }
 
 static const struct cli_cmd cli_pool_cmds[] = {
@@ -94,5 +118,9 @@ static const struct cli_cmd cli_pool_cmds[] = {
 	{"set", pool_set, "TEMPLATE TIER SIZE",
 	 "keep SIZE ready sandboxes of TEMPLATE on TIER (0 removes the pool)",
 	 .example = "isola pool set debian process 4"},
+	{"auto", pool_auto, "MAX",
+	 "keep host/process sandboxes ready as demand asks, at most MAX (0: off; isolad "
+	 "--pool-auto)",
+	 .example = "isola pool auto 8"},
 };
 const struct cli_group cli_pool_group = {"pool", cli_pool_cmds, ARRAY_SIZE(cli_pool_cmds)};

@@ -197,3 +197,20 @@ def test_put_auto_max_is_checked_and_stored(daemons):
     assert r.status == 200 and r.json()["auto_max"] == 2, r
     r = d.client().request("PUT", "/v1/pools/host/process", json={"size": 1})
     assert r.status == 200 and (r.json()["auto_max"], r.json()["size"]) == (0, 1), r
+
+
+def test_cli_pool_auto(daemons):
+    """`isola pool auto MAX` is the PUT of auto_max; a MAX that is not a number is a usage
+    error; isolad's own refusal (past its cap) is passed on."""
+    d = daemons(0, 60)
+    cli = [str(ROOT_CONFTEST.BUILD / "src" / "cli" / "isola"), "--socket", d.socket]
+    cp = subprocess.run(cli + ["pool", "auto", "3"], capture_output=True, text=True, timeout=60)
+    assert cp.returncode == 0 and cp.stdout == "pool host/process: automatic, at most 3\n", cp
+    assert pool(d)["auto_max"] == 3
+    cp = subprocess.run(cli + ["pool", "auto", "x"], capture_output=True, text=True, timeout=60)
+    assert cp.returncode == 2 and "MAX `x` is not a number" in cp.stderr, cp
+    cp = subprocess.run(cli + ["pool", "auto", "999"], capture_output=True, text=True,
+                        timeout=60)
+    assert cp.returncode == 1 and "auto_max" in cp.stderr, cp
+    cp = subprocess.run(cli + ["pool", "auto", "0"], capture_output=True, text=True, timeout=60)
+    assert cp.returncode == 0 and pool(d) is None, (cp, pool(d))
