@@ -73,7 +73,9 @@ def test_full_state_fs_refuses_with_507_and_restarts(small_fs, fsd):
 
     # A restart on the still-full filesystem: isolad starts and re-attaches the sandbox.
     fsd.stop()
-    assert small_fs.free() < 64 * 1024
+    # The stop dropped the writable layers isolad made ahead (--layer-slots, in the state
+    # dir): full again before the start, as the case is a start on a full filesystem.
+    small_fs.fill()
     fsd.start()
     c = sdk(fsd)
     assert state_of(c, sid) == "running", fsd.log_text()[-3000:]
