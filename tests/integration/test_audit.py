@@ -13,6 +13,7 @@ import time
 
 import pytest
 
+import isola_client as ic
 from tenancy_util import ROOT_CONFTEST, Tenant
 
 CLI, Isolad = ROOT_CONFTEST.CLI, ROOT_CONFTEST.Isolad
@@ -167,7 +168,15 @@ def test_verify_detects_edit_delete_reorder(own):
     # The active segment: an edited record there is caught too. Edited in place (same
     # length, no truncation) because isolad keeps appending to it meanwhile.
     c.request("GET", "/v1/sandboxes")
-    active = os.path.join(adir, segs(own)[-1])
+
+    # Its record is written as the request completes, which may be just after its reply
+    # (and a segment may have been sealed in between): wait for one in the active segment.
+    def active_with_a_record():
+        a = os.path.join(adir, segs(own)[-1])
+        with open(a, "rb") as f:
+            return a if b'"outcome":"ok"' in f.read() else None
+
+    active = ic.wait_for(active_with_a_record, 15, what="a record in the active segment")
     with open(active, "r+b") as f:
         data = f.read()
         off = data.index(b'"outcome":"ok"') + len(b'"outcome":"')

@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mount.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -195,8 +196,14 @@ struct stage_plan {
 	char *const *argv;	     /* mkfs.ext4 command */
 };
 
-static __attribute__((noreturn)) void stage_child(const struct stage_plan *p, int devnull)
+static __attribute__((noreturn)) void stage_child(const struct stage_plan *p, int devnull,
+						  pid_t parent)
 {
+	/* Dies with isolad (PDEATHSIG; checked against a death before it was set): a build an
+	 * isolad killed mid-way leaves no mkfs holding its state dir's files, and the next
+	 * isolad builds the image again. */
+	if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 || getppid() != parent)
+		_exit(119);
 	/* A private mount namespace: nothing below is visible on the host, and it all goes
 	 * away when mkfs exits. */
 	if (unshare(CLONE_NEWNS) < 0 || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
@@ -222,11 +229,13 @@ static int run_build(const struct stage_plan *p, int img_fd, uint64_t total, str
 	int status;
 	pid_t pid, w;
 
+	pid_t parent = getpid();
+
 	pid = fork();
 	if (pid < 0)
 		return isola_err_sys(err, errno, "internal", "fork for mkfs.ext4");
 	if (pid == 0)
-		stage_child(p, devnull);
+		stage_child(p, devnull, parent);
 	for (;;) {
 		struct stat st;
 

@@ -8,7 +8,6 @@
 #include <limits.h>
 #include <linux/loop.h>
 #include <pthread.h>
-#include <spawn.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,6 +21,7 @@
 #include <unistd.h>
 
 #include "../../../common/ahead.h"
+#include "../../../common/spawnguard.h"
 #include "../../../common/log.h"
 #include "../../../common/util.h"
 
@@ -67,6 +67,26 @@ static uint64_t mkfs_inodes(uint64_t size, uint64_t inodes)
 	return (per ? per : 16) * (groups ? groups : 1);
 }
 
+/* True if `name` is an executable file in one of $PATH's directories (execvp's
+ * search, without running it); out (n bytes, or NULL) gets its path. */
+static bool in_path(const char *name, char *out, size_t n)
+{
+	const char *path = getenv("PATH");
+	char buf[4096], dir[4096];
+
+	if (!path)
+		path = "/usr/bin:/bin";
+	snprintf(buf, sizeof(buf), "%s", path);
+	for (char *save = NULL, *d = strtok_r(buf, ":", &save); d; d = strtok_r(NULL, ":", &save))
+		if (snprintf(dir, sizeof(dir), "%s/%s", d, name) < (int)sizeof(dir) &&
+		    access(dir, X_OK) == 0) {
+			if (out)
+				snprintf(out, n, "%s", dir);
+			return true;
+		}
+	return false;
+}
+
 /*
  * Runs mke2fs on the image open at img (as /dev/fd/3 of the child: the image has no name),
  * root directory owned by host root (the mount's root is chowned to the sandbox after).
@@ -81,24 +101,31 @@ static int run_mkfs(int img, uint64_t size, uint64_t inodes, struct isola_err **
 	char feat[] = "^has_journal,^resize_inode";
 	char *argv[] = {"mke2fs", "-q",	    "-F", "-t", "ext4", "-b",  "4096",	    "-m",   "0",
 			"-N",	  inodes_s, "-O", feat, "-E",	ext_s, "/dev/fd/3", size_s, NULL};
-	posix_spawn_file_actions_t fa;
-	int st = 0, r;
-	pid_t pid;
+	char path[4096];
+	pid_t pid, parent = getpid();
+	int st = 0;
 
 	snprintf(size_s, sizeof(size_s), "%lluk", (unsigned long long)(size >> 10));
 	snprintf(inodes_s, sizeof(inodes_s), "%llu", (unsigned long long)mkfs_inodes(size, inodes));
 	snprintf(ext_s, sizeof(ext_s), "lazy_itable_init=1,nodiscard,root_owner=0:0");
-	posix_spawn_file_actions_init(&fa);
-	posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
-	posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
-	posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", O_WRONLY, 0);
-	posix_spawn_file_actions_adddup2(&fa, img, 3);
-	r = posix_spawnp(&pid, "mke2fs", &fa, NULL, argv, environ);
-	posix_spawn_file_actions_destroy(&fa);
-	if (r != 0)
-		return isola_err_sys(err, r, r == ENOENT ? "unavailable" : "internal",
-				     "run mke2fs for the writable layer%s",
-				     r == ENOENT ? " (install e2fsprogs)" : "");
+	if (!in_path("mke2fs", path, sizeof(path)))
+		return isola_err_set(err, ENOENT, "unavailable",
+				     "run mke2fs for the writable layer: not in PATH (install "
+				     "e2fsprogs)");
+	/* A child of the spawn guard (common/spawnguard.h): only the image kept, and it dies
+	 * with isolad (PDEATHSIG), which the layer filler may run it beside at any time. */
+	pid = fork();
+	if (pid < 0)
+		return isola_err_sys(err, errno, "internal", "run mke2fs for the writable layer");
+	if (pid == 0) {
+		const int keep[] = {img};
+
+		if (spawnguard_child_enter(keep, 1) < 0 || getppid() != parent ||
+		    dup2(img, 3) < 0 || fcntl(3, F_SETFD, 0) < 0)
+			_exit(127);
+		execve(path, argv, environ);
+		_exit(127);
+	}
 	while (waitpid(pid, &st, 0) < 0)
 		if (errno != EINTR)
 			return isola_err_sys(err, errno, "internal", "wait for mke2fs");
@@ -597,23 +624,6 @@ int proc_disk_mount(const char *dir, const char *id, uint64_t disk, uint64_t ino
 	return fd;
 }
 
-/* True if `name` is an executable file in one of $PATH's directories (posix_spawnp's
- * search, without running it). */
-static bool in_path(const char *name)
-{
-	const char *path = getenv("PATH");
-	char buf[4096], dir[4096];
-
-	if (!path)
-		path = "/usr/bin:/bin";
-	snprintf(buf, sizeof(buf), "%s", path);
-	for (char *save = NULL, *d = strtok_r(buf, ":", &save); d; d = strtok_r(NULL, ":", &save))
-		if (snprintf(dir, sizeof(dir), "%s/%s", d, name) < (int)sizeof(dir) &&
-		    access(dir, X_OK) == 0)
-			return true;
-	return false;
-}
-
 bool proc_disk_available(char *why, size_t len)
 {
 	cleanup_free char *fss = NULL;
@@ -629,7 +639,7 @@ bool proc_disk_available(char *why, size_t len)
 		snprintf(why, len, "the kernel has no ext4");
 		return false;
 	}
-	if (!in_path("mke2fs")) {
+	if (!in_path("mke2fs", NULL, 0)) {
 		snprintf(why, len, "mke2fs not in PATH (install e2fsprogs)");
 		return false;
 	}
