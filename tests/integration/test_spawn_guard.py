@@ -120,8 +120,18 @@ def wait_for_clone(d, but, timeout=30.0):
 NSFS_LINK = re.compile(r"^[a-z_]+:\[\d+\]$")  # "net:[4026532234]": a namespace fd
 
 
-def holders(private, but=(), suspects=()):
+def now_ticks():
+    """The boot-relative clock of /proc/PID/stat's start time, in clock ticks."""
+    with open("/proc/uptime") as f:
+        return int(float(f.read().split()[0]) * os.sysconf("SC_CLK_TCK"))
+
+
+def holders(private, but=(), suspects=(), born_before=None):
     """Every process on the host but `but` (pid, fd, link) that holds one of `private`.
+    With born_before (clock ticks, now_ticks()), a process started later is skipped: it
+    cannot have inherited a killed isolad's fds. The restarted isolad's own children (its
+    layer filler's mke2fs, a clone before its fds are closed) hold the same lock file and
+    database, or a new layer whose inode number the dead isolad's unlinked one freed.
     A namespace fd (isolad holds its network slots' namespaces) counts only in `suspects`,
     the killed isolad's own children: a namespace's inode number is its id, freed when the
     last holder goes and handed to the next namespace made on the host (another isolad's
@@ -130,6 +140,8 @@ def holders(private, but=(), suspects=()):
     out = []
     for pid in ic.all_pids():
         if pid in but or pid == os.getpid():
+            continue
+        if born_before is not None and (start_time(pid) or 0) > born_before:
             continue
         for n, link in leaks(pid, private):
             if NSFS_LINK.match(link) and pid not in suspects:
@@ -377,6 +389,7 @@ def test_kill9_during_create_or_fork_at_several_delays(guarded, op):
         for p in children(d.pid):
             seen.setdefault(p, start_time(p))
         lock = kill9(d)
+        killed_at = now_ticks() + 1
         stop.set()
         w.join(5)
         t.join(OP_TIMEOUT)
@@ -386,7 +399,7 @@ def test_kill9_during_create_or_fork_at_several_delays(guarded, op):
         # first a moment, then the restart must succeed.
         time.sleep(0.5)
         restart(d, lock)
-        left = holders(private, but=(d.pid,), suspects=set(seen))
+        left = holders(private, but=(d.pid,), suspects=set(seen), born_before=killed_at)
         assert not left, f"delay {delay}: the killed isolad's fds outlive it: {left}"
         inits = set()
         for sb in api.list_sandboxes():
