@@ -247,6 +247,15 @@ int proc_layer_write(int upper, uint32_t uid_base, int out_fd, const char *what,
 int proc_layer_read(int parent, const char *name, uint32_t uid_base, int in_fd, const char *what,
 		    struct isola_err **err);
 
+/*
+ * Fills the new writable layer `tmpfs` from the archive layer_fd (named name) with
+ * proc_layer_read, in isolad run again as PROC_RESTORE_ARGV0 (restore.c) after it joined the
+ * sandbox's cgroups cg. 0, or -errno with *err: the reader's own error, or `no_space` when
+ * the sandbox's memory limit killed it.
+ */
+int proc_restore_layer(const struct cgroup_ops *cgo, const struct proc_cgroup *cg, int tmpfs,
+		       int layer_fd, uint32_t uid_base, const char *name, struct isola_err **err);
+
 /* Compresses in_fd (read from offset 0: the plain archive) into out_fd as one zstd frame
  * that proc_layer_read reads like the plain archive. Done after the sandbox is thawed, so
  * compression never lengthens the pause. 0, or -errno with *err (`no_space` on ENOSPC). */

@@ -284,76 +284,6 @@ static void close_fds(int *fds, unsigned n)
 }
 
 /*
- * Fills the new writable layer from the archive in a child process that joins the sandbox's
- * cgroups first: the tmpfs pages it writes are charged to the sandbox (its memory limit), not
- * to isolad, which would otherwise carry every restored sandbox's files. The child only runs
- * the archive reader (malloc is fork-safe in glibc) and reports an error through a pipe.
- */
-static int restore_layer(struct tier_sandbox *s, int tmpfs, int layer_fd, const char *name,
-			 struct isola_err **err)
-{
-	char buf[1200] = "", code[32] = "internal";
-	cleanup_fd int rd = -1;
-	int p[2], st = 0, errnum = EIO, off = 0;
-	size_t n = 0;
-	ssize_t k;
-	pid_t pid, parent;
-
-	if (pipe2(p, O_CLOEXEC) < 0)
-		return isola_err_sys(err, errno, "internal", "restore `%s`: pipe", name);
-	parent = getpid();
-	pid = fork();
-	if (pid < 0) {
-		close(p[0]);
-		close(p[1]);
-		return isola_err_sys(err, errno, "internal", "restore `%s`: fork", name);
-	}
-	if (pid == 0) {
-		const int keep[] = {tmpfs, layer_fd, p[1]};
-		struct isola_err *e = NULL;
-		int r;
-
-		/* None of isolad's fds in a process that could outlive it; dies with it (the
-		 * forking thread waits for us below, so its exit is isolad's). */
-		if (spawnguard_child_enter(keep, ARRAY_SIZE(keep)) < 0 || getppid() != parent)
-			_exit(1);
-		r = s->cgo->attach(&s->cg, getpid(), &e);
-		if (r == 0)
-			r = proc_layer_read(tmpfs, PROC_LAYER_UPPER, s->uid_base, layer_fd, name,
-					    &e);
-		if (r < 0)
-			dprintf(p[1], "%s %d %s", e ? e->code : "internal", e ? e->errnum : -r,
-				e ? e->message : "restore failed");
-		_exit(r < 0 ? 1 : 0);
-	}
-	close(p[1]);
-	rd = p[0];
-	while (n < sizeof(buf) - 1 && (k = read(rd, buf + n, sizeof(buf) - 1 - n)) != 0) {
-		if (k < 0 && errno == EINTR)
-			continue;
-		if (k < 0)
-			break;
-		n += (size_t)k;
-	}
-	buf[n] = '\0';
-	while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
-		;
-	if (WIFEXITED(st) && WEXITSTATUS(st) == 0)
-		return 0;
-	if (WIFSIGNALED(st))
-		return isola_err_set(
-			err, ENOSPC, "no_space",
-			"restore `%s`: killed by signal %d while filling the layer (the "
-			"snapshot does not fit the new sandbox's memory limit)",
-			name, WTERMSIG(st));
-	/* Our own child's report: "<code> <errnum> <message>". */
-	if (sscanf(buf, "%31s %d %n", code, &errnum, &off) < 2 || off <= 0)
-		return isola_err_set(err, EIO, "internal", "restore `%s`: the layer reader failed",
-				     name);
-	return isola_err_set(err, errnum > 0 ? errnum : EIO, code, "%s", buf + off);
-}
-
-/*
  * The writable layer's filesystem: an ext4 image on the host's disk (disk.c), so `disk` is
  * disk and not memory. On a host without loop devices or mke2fs (`unavailable`) it falls
  * back to a tmpfs capped at the same size, which is memory charged to the sandbox's memory
@@ -547,7 +477,8 @@ static int create_sandbox(const struct sandbox_spec *spec, int layer_fd, const c
 	if (layer_fd >= 0) {
 		/* A failure leaves nothing: the tmpfs is a detached mount that goes with its
 		 * fds, the rest unwinds like a failed create. */
-		r = restore_layer(s, fds[2], layer_fd, layer_name, err);
+		r = proc_restore_layer(s->cgo, &s->cg, fds[2], layer_fd, s->uid_base, layer_name,
+				       err);
 		if (r < 0) {
 			isola_err_wrap(err, "sandbox `%s`", spec->id);
 			goto err_teardown;
