@@ -47,6 +47,7 @@ struct tier_sandbox {
 	uint64_t upper_ino;	      /* st_ino of that root: with upper_dev, its identity */
 	enum proc_idmap_mode idmap;   /* how the template is shown inside */
 	bool paused;		      /* frozen by pause() (snapshot's own freeze is not) */
+	void *spawn_stack;	      /* PID 1's stack until its exec (proc_spawn), or NULL */
 };
 
 static bool force_no_openat2;
@@ -92,7 +93,14 @@ static struct tier_sandbox *sandbox_new(const struct sandbox_spec *spec)
 /* Kills PID 1 (the kernel then kills the whole pid namespace) and reaps it. */
 static void kill_init(struct tier_sandbox *s)
 {
-	proc_pidfd_kill(&s->pidfd, KILL_TIMEOUT_MS);
+	/* A PID 1 that never reached its exec may still run on spawn_stack: kept (leaked)
+	 * unless it is known dead. */
+	if (proc_pidfd_kill(&s->pidfd, KILL_TIMEOUT_MS))
+		proc_spawn_stack_free(&s->spawn_stack);
+	else if (s->spawn_stack)
+		log_warn("sandbox %s: PID 1 outlived its kill before its exec; its spawn stack "
+			 "is kept",
+			 s->id);
 	s->pid = 0;
 }
 
@@ -398,7 +406,7 @@ static int create_sandbox(const struct sandbox_spec *spec, int layer_fd, const c
 		}
 	}
 	s->pid = proc_spawn(sp[1], agent_fd, devnull, record, join_net >= 0 ? join_net : slot_net,
-			    &s->pidfd);
+			    &s->pidfd, &s->spawn_stack);
 	if (s->pid < 0) {
 		r = isola_err_sys(err, -s->pid, "internal", "sandbox `%s`: clone3", spec->id);
 		s->pid = 0;
@@ -507,6 +515,8 @@ static int create_sandbox(const struct sandbox_spec *spec, int layer_fd, const c
 	r = wait_setup(sp[0], spec->id, err);
 	if (r < 0)
 		goto err_teardown;
+	/* Setup answered: PID 1 runs the agent, its own memory and stack. */
+	proc_spawn_stack_free(&s->spawn_stack);
 	t_setup = util_now_ns();
 	close(sp[0]);
 	sp[0] = -1;
