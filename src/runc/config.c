@@ -718,6 +718,22 @@ static int map_root(const json_t *spec, const char *bundle, json_t *create, stru
 	return 0;
 }
 
+/* linux.seccomp: the spec's own profile goes to isolad as the create field `seccomp`, which
+ * checks and compiles it and stacks it on isola's filter for the container's processes
+ * (docs/oci.md "The spec's seccomp profile"). */
+static int map_seccomp(const json_t *linux_, json_t *create, struct isola_err **err)
+{
+	json_t *sc = json_object_get(linux_, "seccomp");
+
+	if (!sc || json_is_null(sc))
+		return 0;
+	if (!json_is_object(sc))
+		return isola_err_set(err, EINVAL, "invalid",
+				     "config.json: `linux.seccomp` must be an object");
+	json_object_set_new(create, "seccomp", json_deep_copy(sc));
+	return 0;
+}
+
 static int map_spec(const json_t *spec, const char *bundle, const char *id, struct oci_mapped *out,
 		    struct isola_err **err)
 {
@@ -797,6 +813,8 @@ static int map_spec(const json_t *spec, const char *bundle, const char *id, stru
 		r = map_paths(linux_, "maskedPaths", "masked_paths", out->create, err);
 	if (r == 0)
 		r = map_paths(linux_, "readonlyPaths", "readonly_paths", out->create, err);
+	if (r == 0)
+		r = map_seccomp(linux_, out->create, err);
 	if (r == 0)
 		r = map_annotations(spec, out, err);
 	if (r == 0)

@@ -22,6 +22,7 @@
 #include "../tenancy/tenancy.h"
 #include "agentconn.h"
 #include "pool.h"
+#include "specseccomp.h"
 
 #define AGENT_CONNECT_TIMEOUT_MS 5000
 
@@ -573,6 +574,8 @@ static int core_prepare(struct core *c, struct sandbox *s, const struct sandbox_
 	/* Opened and checked (nsfs, type network, not the host's) by the tier at the clone. */
 	snprintf(s->spec.netns_path, sizeof(s->spec.netns_path), "%s",
 		 req->netns ? req->netns : "");
+	json_decref(s->seccomp);
+	s->seccomp = req->seccomp ? json_deep_copy(req->seccomp) : NULL;
 	return 0;
 }
 
@@ -672,6 +675,16 @@ static int check_mount(const struct tier_mount *m, struct isola_err **err)
 static int core_validate(struct core *c, const struct sandbox_request *req, struct isola_err **err)
 {
 	int r;
+
+	/* The spec's own filter (docs/oci.md): any principal may set it, it only narrows. */
+	if (req->seccomp && !req_process_tier(req))
+		return isola_err_set(err, ENOTSUP, "not_supported",
+				     "seccomp: the spec's seccomp profile needs the process tier");
+	if (req->seccomp) {
+		r = spec_seccomp_compile(req->seccomp, NULL, NULL, err);
+		if (r < 0)
+			return r;
+	}
 
 	if (req->n_mounts && !req_process_tier(req))
 		return isola_err_set(err, ENOTSUP, "not_supported",
@@ -1047,20 +1060,32 @@ int core_tier_build(struct sandbox *s, const char *snapdir, const char *policy_f
 {
 	struct net_slot *slot = NULL;
 	struct tier_netns tn;
-	/* A sandbox that joins an operator's namespace (docs/oci.md) takes no slot. */
-	int r = s->tier->netns_join && !s->spec.netns_path[0] ? net_slot_take(&slot, err) : 0;
+	struct tier_seccomp sc = {.fd = -1};
+	int r = 0;
 
-	if (r < 0)
-		return r;
-	if (slot) {
+	/* The spec's own filter, compiled from the stored profile for each build (create,
+	 * resume, restore, fork): the program is never stored, the profile is. */
+	if (s->seccomp) {
+		r = spec_seccomp_compile(s->seccomp, &sc.fd, &sc.flags, err);
+		if (r < 0)
+			return isola_err_wrap(err, "sandbox `%s`", s->id);
+		s->spec.seccomp = &sc;
+	}
+	/* A sandbox that joins an operator's namespace (docs/oci.md) takes no slot. */
+	if (s->tier->netns_join && !s->spec.netns_path[0])
+		r = net_slot_take(&slot, err);
+	if (r >= 0 && slot) {
 		tn = (struct tier_netns){net_slot_netns_fd(slot), net_slot_sysfs_fd(slot)};
 		s->spec.netns = &tn;
 	}
-	if (snapdir)
+	if (r >= 0 && snapdir)
 		r = s->tier->restore(&s->spec, snapdir, &s->ts, err);
-	else
+	else if (r >= 0)
 		r = s->tier->create(&s->spec, &s->ts, err);
 	s->spec.netns = NULL;
+	s->spec.seccomp = NULL;
+	if (sc.fd >= 0)
+		close(sc.fd);
 	if (t_tier)
 		*t_tier = util_now_ns();
 	if (r < 0) {

@@ -52,6 +52,7 @@ void sandbox_unref(struct sandbox *s)
 		s->tier->release(s->ts);
 	json_decref(s->env);
 	json_decref(s->labels);
+	json_decref(s->seccomp);
 	free(s->error);
 	history_free(s);
 	pthread_mutex_destroy(&s->lock);
@@ -280,6 +281,8 @@ char *sandbox_spec_dump(struct sandbox *s)
 						s->spec.binds[i].single));
 	json_object_set_new(j, "binds", binds);
 	json_object_set_new(j, "mounts", sandbox_mounts_dump(&s->spec));
+	if (s->seccomp)
+		json_object_set(j, "seccomp", s->seccomp);
 	json_object_set_new(j, "origin", json_string(s->origin));
 	json_object_set_new(j, "caps", json_integer((json_int_t)s->spec.caps));
 	json_object_set_new(j, "origin_name", json_string(s->origin_name));
@@ -371,6 +374,9 @@ int sandbox_spec_load(struct sandbox *s, const char *text, struct isola_err **er
 		json_decref(j);
 		return -EINVAL;
 	}
+	/* Checked again as it is compiled at the next create or resume (core_tier_build). */
+	json_decref(s->seccomp);
+	s->seccomp = json_incref(json_object_get(j, "seccomp"));
 	json_decref(j);
 	return 0;
 }
