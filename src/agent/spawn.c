@@ -23,7 +23,7 @@
 
 extern char **environ;
 
-uint64_t agent_root_caps; /* none until a sandbox's boot says (main.c) */
+uint64_t agent_root_caps;		     /* none until a sandbox's boot says (main.c) */
 struct agent_spec_filter agent_spec_seccomp; /* none unless setup's plan carries one */
 
 /* What the child reports through the cloexec pipe when a step fails. */

@@ -17,7 +17,7 @@ static const char *const create_fields[] = {
 	"env",		"workdir",	  "user",     "ttl",	  "labels",  "on_timeout",
 	"idle_timeout", "auto_resume",	  "snapshot", "network",  "cap_add", "cap_drop",
 	"name",		"rootfs",	  "netns",    "hostname", "binds",   "tmpfs",
-	"masked_paths", "readonly_paths", "seccomp", NULL,
+	"masked_paths", "readonly_paths", "seccomp",  NULL,
 };
 
 /* Applies one of cap_add/cap_drop to *mask. UNTRUSTED: the client's list, each entry a

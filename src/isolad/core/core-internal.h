@@ -51,8 +51,7 @@ struct sandbox {
 	char template_name[64];	       /* template name as requested */
 	json_t *env;		       /* merged template + request env {K:V}, owned */
 	json_t *labels;		       /* {K:V}, owned */
-	json_t *seccomp; /* the spec's seccomp profile as given (checked at create), owned, or
-			  * NULL: compiled for each create, resume and restore (core_tier_build) */
+	json_t *seccomp;	       /* spec's seccomp profile, owned, or NULL (specseccomp.h) */
 	char workdir[256];	       /* default cwd for commands */
 	char user[64];		       /* default user for commands */
 	double created_at;	       /* unix time */

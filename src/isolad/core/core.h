@@ -85,7 +85,7 @@ struct sandbox_request {
 	const char *hostname;		 /* the sandbox's hostname (process tier), NULL = its id */
 	const json_t *seccomp; /* the spec's seccomp profile (OCI `linux.seccomp`; any principal:
 				* it only narrows; docs/oci.md), borrowed, or NULL */
-	const char *netns; /* operator only (api checks): network namespace file to join, or
+	const char *netns;     /* operator only (api checks): network namespace file to join, or
 			     * NULL for the sandbox's own (docs/oci.md) */
 };
 

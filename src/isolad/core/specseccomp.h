@@ -16,8 +16,8 @@
 /*
  * Checks profile, an OCI runtime-spec `linux.seccomp` object (defaultAction, defaultErrnoRet,
  * architectures, flags, syscalls[{names, action, errnoRet, args[{index, value, valueTwo,
- * op}]}]), and compiles it with libseccomp into classic BPF for the host's native ABI (and
- * the listed ABIs the host runs: x86 and x32 on x86_64).
+ * op}]}]), and compiles it with libseccomp into classic BPF for the host's native ABI (calls
+ * of other ABIs get EPERM, as from isola's own filter).
  *
  * With memfd non-NULL, *memfd gets a sealed memfd holding the program (`struct
  * sock_filter[]`, caller owns it) and *flags the SECCOMP_FILTER_FLAG_* bits to install it

@@ -28,7 +28,7 @@
 
 #define SETUP_TIMEOUT_MS  10000		       /* from clone to the agent's "ok" */
 #define KILL_TIMEOUT_MS	  5000		       /* from SIGKILL to empty cgroups */
-#define PLAN_MAX_FDS	  (6 + TIER_MAX_BINDS) /* listen, rootfs, upper, seccomp, binds, sysfs, spec seccomp */
+#define PLAN_MAX_FDS	  (6 + TIER_MAX_BINDS) /* listen, rootfs, upper, 2 seccomp, binds, sysfs */
 #define FREEZE_TIMEOUT_MS 5000		       /* from cgroup.freeze/freezer.state to frozen */
 
 /* One live sandbox. Owned by core; one thread at a time (core serialises). */
