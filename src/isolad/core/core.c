@@ -509,6 +509,22 @@ static int core_tmpfs_sizes(struct sandbox_spec *spec, struct isola_err **err)
 	return 0;
 }
 
+/* The spec's own seccomp profile (docs/oci.md): checked and compiled now (400 `invalid` naming
+ * what is wrong, before anything is built), the program kept for the first build. */
+static int core_prepare_seccomp(struct sandbox *s, const struct sandbox_request *req,
+				struct isola_err **err)
+{
+	int r;
+
+	if (!req->seccomp)
+		return 0;
+	r = spec_seccomp_compile(req->seccomp, &s->sc_prog.fd, &s->sc_prog.flags, err);
+	if (r < 0)
+		return r;
+	s->seccomp = json_deep_copy(req->seccomp);
+	return s->seccomp ? 0 : isola_err_set(err, ENOMEM, "internal", "seccomp: out of memory");
+}
+
 /* Fills the sandbox's spec, env and defaults from the request and the template. */
 static int core_prepare(struct core *c, struct sandbox *s, const struct sandbox_request *req,
 			struct isola_err **err)
@@ -574,9 +590,7 @@ static int core_prepare(struct core *c, struct sandbox *s, const struct sandbox_
 	/* Opened and checked (nsfs, type network, not the host's) by the tier at the clone. */
 	snprintf(s->spec.netns_path, sizeof(s->spec.netns_path), "%s",
 		 req->netns ? req->netns : "");
-	json_decref(s->seccomp);
-	s->seccomp = req->seccomp ? json_deep_copy(req->seccomp) : NULL;
-	return 0;
+	return core_prepare_seccomp(s, req, err);
 }
 
 /* True if req is for the process tier (its default): the one that honours netns, binds and
@@ -680,11 +694,6 @@ static int core_validate(struct core *c, const struct sandbox_request *req, stru
 	if (req->seccomp && !req_process_tier(req))
 		return isola_err_set(err, ENOTSUP, "not_supported",
 				     "seccomp: the spec's seccomp profile needs the process tier");
-	if (req->seccomp) {
-		r = spec_seccomp_compile(req->seccomp, NULL, NULL, err);
-		if (r < 0)
-			return r;
-	}
 
 	if (req->n_mounts && !req_process_tier(req))
 		return isola_err_set(err, ENOTSUP, "not_supported",
@@ -1063,14 +1072,19 @@ int core_tier_build(struct sandbox *s, const char *snapdir, const char *policy_f
 	struct tier_seccomp sc = {.fd = -1};
 	int r = 0;
 
-	/* The spec's own filter, compiled from the stored profile for each build (create,
-	 * resume, restore, fork): the program is never stored, the profile is. */
-	if (s->seccomp) {
+	/* The spec's own filter, compiled from the stored profile for each build (resume,
+	 * restore, fork; a create's was compiled by core_prepare): the program is never
+	 * stored, the profile is. */
+	if (s->sc_prog.fd >= 0) {
+		sc = s->sc_prog;
+		s->sc_prog.fd = -1;
+	} else if (s->seccomp) {
 		r = spec_seccomp_compile(s->seccomp, &sc.fd, &sc.flags, err);
 		if (r < 0)
 			return isola_err_wrap(err, "sandbox `%s`", s->id);
-		s->spec.seccomp = &sc;
 	}
+	if (sc.fd >= 0)
+		s->spec.seccomp = &sc;
 	/* A sandbox that joins an operator's namespace (docs/oci.md) takes no slot. */
 	if (s->tier->netns_join && !s->spec.netns_path[0])
 		r = net_slot_take(&slot, err);

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "../../common/caps.h"
 #include "../../common/log.h"
@@ -27,6 +28,7 @@ struct sandbox *sandbox_alloc(struct core *c, const char *id)
 	snprintf(s->spec.id, sizeof(s->spec.id), "%s", id);
 	s->state = SANDBOX_CREATING;
 	s->uid_slot = -1;
+	s->sc_prog.fd = -1;
 	s->env = json_object();
 	s->labels = json_object();
 	snprintf(s->user, sizeof(s->user), "root");
@@ -53,6 +55,8 @@ void sandbox_unref(struct sandbox *s)
 	json_decref(s->env);
 	json_decref(s->labels);
 	json_decref(s->seccomp);
+	if (s->sc_prog.fd >= 0)
+		close(s->sc_prog.fd);
 	free(s->error);
 	history_free(s);
 	pthread_mutex_destroy(&s->lock);
