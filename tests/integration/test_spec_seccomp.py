@@ -184,3 +184,35 @@ def test_bad_profiles_are_refused_naming_them(isolad):
              "field `seccomp` cannot be combined with `snapshot`")):
         r = c.request("POST", "/v1/sandboxes", json=body)
         assert r.status in (400, 501) and msg in r.json()["message"], (body, r.json())
+
+
+def test_actions_and_a_masked_argument_test(isolad):
+    """SCMP_ACT_KILL_PROCESS kills with SIGSYS; SCMP_ACT_TRACE without a tracer fails the call
+    with ENOSYS, as the kernel does; SCMP_CMP_MASKED_EQ tests (arg & value) == valueTwo; a
+    process of another user than root is under the profile too."""
+    prof = {
+        "defaultAction": "SCMP_ACT_ALLOW",
+        "syscalls": [
+            {"names": ["sync"], "action": "SCMP_ACT_KILL_PROCESS"},
+            {"names": ["chmod", "fchmodat", "fchmodat2"], "action": "SCMP_ACT_TRACE"},
+            {"names": ["personality"], "action": "SCMP_ACT_ERRNO", "errnoRet": 1,
+             "args": [{"index": 0, "value": 0xff, "valueTwo": 8,
+                       "op": "SCMP_CMP_MASKED_EQ"}]},
+        ],
+    }
+    c = isolad.client(timeout=60)
+    sid = c.create_sandbox(seccomp=prof)["id"]
+    try:
+        out = c.exec(sid, cmd=["sh", "-c", "export LC_ALL=C; sync; echo rc=$?; "
+                               "chmod 700 /tmp 2>&1; setarch linux32 true 2>&1; echo rc=$?; "
+                               "setarch x86_64 true; echo rc=$?"])
+        assert out["stdout"] == ("rc=159\n"
+                                 "chmod: changing permissions of '/tmp': Function not "
+                                 "implemented\n"
+                                 "setarch: failed to set personality to linux32: Operation "
+                                 "not permitted\nrc=1\nrc=0\n"), out
+        res = c.exec(sid, cmd=["sh", "-c", "export LC_ALL=C; id -u; mkdir /tmp/u; echo rc=$?; "
+                               "sync; echo rc=$?"], user="user")
+        assert res["stdout"] == "1000\nrc=0\nrc=159\n", res
+    finally:
+        c.delete_sandbox(sid)

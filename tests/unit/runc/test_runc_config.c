@@ -277,6 +277,9 @@ static void test_ids_and_documents(void)
 		   json_object_get(json_object_get(feat, "annotations"),
 				   "io.isola.namespaces.path"),
 	   "features: the bind options read, namespace paths and mounts described");
+	ok(json_is_true(json_object_get(json_object_get(json_object_get(feat, "linux"), "seccomp"),
+					"enabled")),
+	   "features: seccomp enabled (the spec's profile is applied)");
 	free(text);
 	json_decref(spec);
 	json_decref(feat);
