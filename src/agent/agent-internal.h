@@ -178,6 +178,17 @@ int spawn_process(const struct spawn_req *r, pid_t *pid, const char **what);
  * plan, or the guest's isola.caps, default CAPS_DEFAULT_MASK) before the first spawn; 0 (none)
  * in standalone `--listen` mode, where uid 0 would be the host's root. */
 extern uint64_t agent_root_caps;
+/* The spec's own seccomp program (OCI `linux.seccomp`, docs/oci.md), compiled by isolad and
+ * handed over in setup's plan. spawn.c installs it in every process it starts, right before
+ * execve and on top of isola's filter, so the agent itself never runs under it. */
+struct agent_spec_filter {
+	void *insns;	    /* `struct sock_filter[len]`, owned, or NULL: no filter */
+	unsigned short len; /* instructions (1..BPF_MAXINSNS) */
+	unsigned int flags; /* SECCOMP_FILTER_FLAG_* bits for seccomp(2) */
+};
+/* Set once by setup (setup.c) before the first spawn; empty in the microvm tier and in
+ * standalone `--listen` mode. */
+extern struct agent_spec_filter agent_spec_seccomp;
 /* Opens a pty pair: *master (non-blocking, cloexec) and the slave's path. 0 or -errno. */
 int pty_open(int *master, char *slave, size_t slave_len, unsigned cols, unsigned rows);
 /* Sets the window size. 0 or -errno. */

@@ -6,6 +6,8 @@
 #include <fcntl.h>
 #include <grp.h>
 #include <linux/capability.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,7 +23,8 @@
 
 extern char **environ;
 
-uint64_t agent_root_caps; /* none until a sandbox's boot says (main.c) */
+uint64_t agent_root_caps;		     /* none until a sandbox's boot says (main.c) */
+struct agent_spec_filter agent_spec_seccomp; /* none unless setup's plan carries one */
 
 /* What the child reports through the cloexec pipe when a step fails. */
 struct spawn_fail {
@@ -41,12 +44,14 @@ enum {
 	STEP_CAPSET,
 	STEP_NNP,
 	STEP_CHDIR,
+	STEP_SECCOMP,
 	STEP_EXEC,
 };
 
 static const char *const step_names[] = {
 	"setsid", "controlling tty", "stdio",  "drop bounding set", "securebits", "setgroups",
-	"setgid", "setuid",	     "capset", "no_new_privs",	    "chdir",	  "execve",
+	"setgid", "setuid",	     "capset", "no_new_privs",	    "chdir",	  "seccomp",
+	"execve",
 };
 
 static __attribute__((noreturn)) void child_fail(int fd, int step, int err)
@@ -64,6 +69,23 @@ static __attribute__((noreturn)) void child_fail(int fd, int step, int err)
 static bool may_skip(const struct agent_user *u, int err)
 {
 	return err == EPERM && geteuid() != 0 && u->uid == geteuid();
+}
+
+/*
+ * The spec's own filter (docs/oci.md "The spec's seccomp profile"), stacked on isola's: the
+ * kernel runs both and the stricter verdict wins, so it can only narrow. Last step before
+ * execve, as runc does, so the profile need not allow what the steps above call; no_new_privs
+ * is set already, which an unprivileged filter requires.
+ */
+static void install_spec_filter(int efd)
+{
+	struct sock_fprog prog = {.len = agent_spec_seccomp.len,
+				  .filter = agent_spec_seccomp.insns};
+
+	if (!agent_spec_seccomp.insns)
+		return;
+	if (syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, agent_spec_seccomp.flags, &prog) < 0)
+		child_fail(efd, STEP_SECCOMP, errno);
 }
 
 static __attribute__((noreturn)) void child(const struct spawn_req *r, int efd)
@@ -147,6 +169,7 @@ static __attribute__((noreturn)) void child(const struct spawn_req *r, int efd)
 		child_fail(efd, STEP_NNP, errno);
 	if (chdir(r->cwd) < 0)
 		child_fail(efd, STEP_CHDIR, errno);
+	install_spec_filter(efd);
 	environ = (char **)r->envp; /* execvp searches the child's PATH, not ours */
 	execvp(r->argv[0], r->argv);
 	child_fail(efd, STEP_EXEC, errno);

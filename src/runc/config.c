@@ -718,6 +718,22 @@ static int map_root(const json_t *spec, const char *bundle, json_t *create, stru
 	return 0;
 }
 
+/* linux.seccomp: the spec's own profile goes to isolad as the create field `seccomp`, which
+ * checks and compiles it and stacks it on isola's filter for the container's processes
+ * (docs/oci.md "The spec's seccomp profile"). */
+static int map_seccomp(const json_t *linux_, json_t *create, struct isola_err **err)
+{
+	json_t *sc = json_object_get(linux_, "seccomp");
+
+	if (!sc || json_is_null(sc))
+		return 0;
+	if (!json_is_object(sc))
+		return isola_err_set(err, EINVAL, "invalid",
+				     "config.json: `linux.seccomp` must be an object");
+	json_object_set_new(create, "seccomp", json_deep_copy(sc));
+	return 0;
+}
+
 static int map_spec(const json_t *spec, const char *bundle, const char *id, struct oci_mapped *out,
 		    struct isola_err **err)
 {
@@ -797,6 +813,8 @@ static int map_spec(const json_t *spec, const char *bundle, const char *id, stru
 		r = map_paths(linux_, "maskedPaths", "masked_paths", out->create, err);
 	if (r == 0)
 		r = map_paths(linux_, "readonlyPaths", "readonly_paths", out->create, err);
+	if (r == 0)
+		r = map_seccomp(linux_, out->create, err);
 	if (r == 0)
 		r = map_annotations(spec, out, err);
 	if (r == 0)
@@ -882,7 +900,7 @@ json_t *oci_features(void)
 	 * nosuid, nodev, private). The annotations say what else this slice does (docs/oci.md):
 	 * a network namespace path is joined, other namespace paths refused, binds under /proc,
 	 * /sys and /dev and other filesystems not applied. */
-	return json_pack(
+	json_t *f = json_pack(
 		"{s:s, s:s, s:[s, s, s, s], s:[s, s, s, s], s:{s:[s, s, s, s, s, s, s],"
 		" s:{s:b, s:b, s:b}}, s:{s:s, s:s, s:s}}",
 		"ociVersionMin", "1.0.0", "ociVersionMax", "1.2.0", "hooks", "prestart",
@@ -894,4 +912,21 @@ json_t *oci_features(void)
 		"binds and tmpfs honoured except under /proc, /sys, /dev; "
 		"other filesystems are isola's own or not applied; maskedPaths and readonlyPaths "
 		"honoured on top of isola's own");
+
+	/* The spec's profile (docs/oci.md "The spec's seccomp profile"): what isolad compiles. */
+	json_object_set_new(
+		json_object_get(f, "linux"), "seccomp",
+		json_pack("{s:b, s:[s, s, s, s, s, s, s, s], s:[s, s, s, s, s, s, s], s:[s, s, s],"
+			  " s:[s, s, s], s:[s, s, s]}",
+			  "enabled", 1, "actions", "SCMP_ACT_ALLOW", "SCMP_ACT_ERRNO",
+			  "SCMP_ACT_KILL", "SCMP_ACT_KILL_PROCESS", "SCMP_ACT_KILL_THREAD",
+			  "SCMP_ACT_LOG", "SCMP_ACT_TRACE", "SCMP_ACT_TRAP", "operators",
+			  "SCMP_CMP_EQ", "SCMP_CMP_GE", "SCMP_CMP_GT", "SCMP_CMP_LE", "SCMP_CMP_LT",
+			  "SCMP_CMP_MASKED_EQ", "SCMP_CMP_NE", "archs", "SCMP_ARCH_X86_64",
+			  "SCMP_ARCH_X86", "SCMP_ARCH_X32", "knownFlags",
+			  "SECCOMP_FILTER_FLAG_TSYNC", "SECCOMP_FILTER_FLAG_LOG",
+			  "SECCOMP_FILTER_FLAG_SPEC_ALLOW", "supportedFlags",
+			  "SECCOMP_FILTER_FLAG_TSYNC", "SECCOMP_FILTER_FLAG_LOG",
+			  "SECCOMP_FILTER_FLAG_SPEC_ALLOW"));
+	return f;
 }

@@ -247,6 +247,28 @@ def test_docker_tmpfs(docker):
     assert rest == "x\n.\nsys-ro\n", cp.stdout
 
 
+def test_docker_seccomp_profiles(docker, tmp_path):
+    """Docker sends its default seccomp profile in every config.json: isolad compiles it and
+    the container runs under it on top of isola's filter (two filters). A profile of one's own
+    (`--security-opt seccomp=FILE`) narrows further: mkdir fails with its EPERM."""
+    probe = ("grep Seccomp_filters /proc/self/status; mkdir /tmp/d 2>&1 | "
+             "grep -c 'Operation not permitted'")
+    cp = docker("run", "--rm", "--runtime", "isola", IMAGE, "sh", "-c", probe, check=False)
+    assert cp.stdout == "Seccomp_filters:\t2\n0\n", (cp.stdout, cp.stderr)
+    prof = tmp_path / "deny-mkdir.json"
+    prof.write_text(json.dumps({
+        "defaultAction": "SCMP_ACT_ALLOW",
+        "syscalls": [{"names": ["mkdir", "mkdirat"], "action": "SCMP_ACT_ERRNO",
+                      "errnoRet": 1}]}))
+    cp = docker("run", "--rm", "--runtime", "isola", "--security-opt", f"seccomp={prof}",
+                IMAGE, "sh", "-c", probe, check=False)
+    assert cp.stdout == "Seccomp_filters:\t2\n1\n", (cp.stdout, cp.stderr)
+    # unconfined: no profile in the spec, isola's filter alone.
+    cp = docker("run", "--rm", "--runtime", "isola", "--security-opt", "seccomp=unconfined",
+                IMAGE, "sh", "-c", probe, check=False)
+    assert cp.stdout == "Seccomp_filters:\t1\n0\n", (cp.stdout, cp.stderr)
+
+
 def test_docker_network_container_mode(docker, isolad):
     """`--network container:X` joins X's network namespace: Docker names it by X's
     `.State.Pid`, the relay, which lives in X's sandbox's network namespace (docs/oci.md)."""

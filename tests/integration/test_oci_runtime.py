@@ -23,7 +23,7 @@ from tenancy_util import ROOT_CONFTEST as conftest  # noqa: E402
 from tenancy_util import Tenant  # noqa: E402
 
 RUNC = Path(os.environ.get("ISOLA_RUNC") or conftest.BUILD / "src" / "runc" / "isola-runc")
-BINARIES = ("sh", "cat", "sleep", "id", "grep", "stty", "bash")
+BINARIES = ("sh", "cat", "sleep", "id", "grep", "stty", "bash", "mkdir")
 CAP_SYS_ADMIN = 21
 CAP_SYS_RESOURCE = 24
 HOST_NETNS = f"/proc/{os.getpid()}/ns/net"  # this test's network namespace: the host's
@@ -1269,3 +1269,31 @@ def test_joined_network_cannot_be_reconfigured_from_inside(isolad, netns):
     link = subprocess.run(["ip", "netns", "exec", name, "ip", "-o", "link", "show", "isolat0"],
                           capture_output=True, text=True, check=True).stdout
     assert "UP" in link.split(">")[0], link
+
+
+def test_spec_seccomp_profile(runc, rootfs, tmp_path):
+    """linux.seccomp: the spec's profile is stacked on isola's filter for the container's
+    process and its execs (two filters; mkdir fails with the profile's EPERM); a bad one
+    fails `create` naming it and leaves nothing."""
+    prof = {"defaultAction": "SCMP_ACT_ALLOW",
+            "architectures": ["SCMP_ARCH_X86_64", "SCMP_ARCH_X86", "SCMP_ARCH_X32"],
+            "syscalls": [{"names": ["mkdir", "mkdirat"], "action": "SCMP_ACT_ERRNO",
+                          "errnoRet": 1}]}
+    probe = ("grep Seccomp_filters /proc/self/status; mkdir /tmp/d 2>&1 | "
+             "grep -c 'Operation not permitted'")
+    b = make_bundle(runc, rootfs, tmp_path, ["sleep", "1000"],
+                    lambda c: c["linux"].update(seccomp=prof))
+    runc("create", "--bundle", b, "sc1", check=True)
+    runc("start", "sc1", check=True)
+    cp = runc("exec", "sc1", "sh", "-c", probe)
+    assert cp.stdout == "Seccomp_filters:\t2\n1\n", (cp.stdout, cp.stderr)
+    runc("kill", "sc1", "KILL", check=True)
+    runc.wait_status("sc1", "stopped")
+    d = tmp_path / "bad"
+    d.mkdir()
+    b = make_bundle(runc, rootfs, d, ["true"], lambda c: c["linux"].update(
+        seccomp={"defaultAction": "SCMP_ACT_NOTIFY", "listenerPath": ""}))
+    cp = runc("create", "--bundle", b, "bad1")
+    assert cp.returncode != 0 and "action SCMP_ACT_NOTIFY is not supported" in cp.stderr, \
+        cp.stderr
+    assert not (runc.root / "bad1").exists()

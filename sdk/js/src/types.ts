@@ -43,6 +43,26 @@ export interface CreateSandboxOptions {
   masked_paths?: string[];
   /** paths made read-only inside the sandbox; missing ones skipped */
   readonly_paths?: string[];
+  /** an OCI `linux.seccomp` profile every process started in the sandbox runs under, on top
+   * of isola's own filter (process tier; docs/oci.md) */
+  seccomp?: SeccompProfile;
+}
+
+/** The OCI runtime spec's `linux.seccomp` object (docs/oci.md, "The spec's seccomp profile"). */
+export interface SeccompProfile {
+  defaultAction: string;
+  defaultErrnoRet?: number;
+  architectures?: string[];
+  flags?: string[];
+  syscalls?: SeccompRule[];
+}
+
+/** One `syscalls` entry: names, action, errnoRet for SCMP_ACT_ERRNO/TRACE, argument tests. */
+export interface SeccompRule {
+  names: string[];
+  action: string;
+  errnoRet?: number;
+  args?: { index: number; value: number; valueTwo?: number; op: string }[];
 }
 
 /** One `tmpfs` entry of a create request. */

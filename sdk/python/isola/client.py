@@ -148,7 +148,8 @@ class Client:
                        cap_drop: Optional[Sequence[str]] = None,
                        tmpfs: Optional[Sequence[Mapping[str, Any]]] = None,
                        masked_paths: Optional[Sequence[str]] = None,
-                       readonly_paths: Optional[Sequence[str]] = None) -> "Sandbox":
+                       readonly_paths: Optional[Sequence[str]] = None,
+                       seccomp: Optional[Mapping[str, Any]] = None) -> "Sandbox":
         """Creates and starts a sandbox (POST /v1/sandboxes). memory/disk: bytes or "512M".
         cap_add/cap_drop: capability names ("CHOWN" or "CAP_CHOWN"; cap_drop also "ALL")
         changing what the sandbox's root holds (docs/process-tier.md); a never-listed one
@@ -160,7 +161,10 @@ class Client:
         tmpfs: [{"destination", "size"?, "mode"?, "noexec"?, "readonly"?}] new tmpfs mounts
         (nosuid, nodev; size bounded by the memory limit); masked_paths / readonly_paths:
         paths covered (a file reads empty, a directory is empty) or made read-only inside the
-        sandbox; missing ones are skipped (docs/oci.md). Any token may set them."""
+        sandbox; missing ones are skipped (docs/oci.md). seccomp: an OCI `linux.seccomp`
+        profile ({"defaultAction", "syscalls": [{"names", "action", "errnoRet"?, "args"?}],
+        ...}) every process started in the sandbox runs under, on top of isola's own filter
+        (process tier). Any token may set them."""
         body = _put({}, template=template, tier=tier, cpu=cpu, memory=memory, disk=disk,
                     pids=pids, env=dict(env) if env is not None else None, workdir=workdir,
                     user=user, ttl=ttl, labels=dict(labels) if labels is not None else None,
@@ -172,7 +176,8 @@ class Client:
                     tmpfs=[dict(t) for t in tmpfs] if tmpfs is not None else None,
                     masked_paths=list(masked_paths) if masked_paths is not None else None,
                     readonly_paths=list(readonly_paths) if readonly_paths is not None
-                    else None)
+                    else None,
+                    seccomp=dict(seccomp) if seccomp is not None else None)
         info = SandboxInfo.from_json(self.transport.json("POST", "/v1/sandboxes",
                                                          json_body=body))
         return Sandbox(self, info.id, info)

@@ -83,7 +83,9 @@ struct sandbox_request {
 					  * they only narrow; docs/oci.md), borrowed */
 	unsigned n_mounts;		 /* entries of mounts */
 	const char *hostname;		 /* the sandbox's hostname (process tier), NULL = its id */
-	const char *netns; /* operator only (api checks): network namespace file to join, or
+	const json_t *seccomp; /* the spec's seccomp profile (OCI `linux.seccomp`; any principal:
+				* it only narrows; docs/oci.md), borrowed, or NULL */
+	const char *netns;     /* operator only (api checks): network namespace file to join, or
 			     * NULL for the sandbox's own (docs/oci.md) */
 };
 

@@ -52,6 +52,13 @@ struct tier_netns {
 	int sysfs_fd; /* a detached read-only sysfs mount of it, for the sandbox's /sys */
 };
 
+/* The spec's own seccomp program (docs/oci.md "The spec's seccomp profile"), compiled by core
+ * from the stored profile for one create or restore. */
+struct tier_seccomp {
+	int fd;		/* sealed memfd of `struct sock_filter[]`, borrowed */
+	uint32_t flags; /* SECCOMP_FILTER_FLAG_* bits to install it with */
+};
+
 struct sandbox_spec {
 	char id[40];				/* sandbox id, [a-z0-9-], also the hostname */
 	char dir[512];				/* per-sandbox state dir, created by core, 0700 */
@@ -71,6 +78,10 @@ struct sandbox_spec {
 	/* During create and restore only (NULL otherwise): the namespace the sandbox's
 	 * processes join instead of a new one of their own (tiers with netns_join). */
 	const struct tier_netns *netns;
+	/* During create and restore only (NULL otherwise, or when the sandbox has none): the
+	 * filter every process started in the sandbox gets on top of isola's, right before its
+	 * execve (process tier; the agent itself is not under it). */
+	const struct tier_seccomp *seccomp;
 	char hostname[64];    /* the sandbox's hostname (process tier), "" = its id */
 	char netns_path[256]; /* join this network namespace instead of making one (operator
 				* only, process tier; docs/oci.md), "" = the sandbox's own */

@@ -220,6 +220,9 @@ static void test_refusals(void)
 	ok(refused(BASE ",\"linux\":{\"readonlyPaths\":\"/x\"}}", "invalid",
 		   "`linux.readonlyPaths` must be an array"),
 	   "readonlyPaths not an array refused");
+	ok(refused(BASE ",\"linux\":{\"seccomp\":[\"SCMP_ACT_ALLOW\"]}}", "invalid",
+		   "`linux.seccomp` must be an object"),
+	   "a seccomp that is not an object refused");
 	ok(refused(BASE ",\"linux\":{\"namespaces\":[{\"type\":\"bogus\"}]}}", "invalid",
 		   "not a known namespace"),
 	   "unknown namespace refused");
@@ -274,6 +277,9 @@ static void test_ids_and_documents(void)
 		   json_object_get(json_object_get(feat, "annotations"),
 				   "io.isola.namespaces.path"),
 	   "features: the bind options read, namespace paths and mounts described");
+	ok(json_is_true(json_object_get(json_object_get(json_object_get(feat, "linux"), "seccomp"),
+					"enabled")),
+	   "features: seccomp enabled (the spec's profile is applied)");
 	free(text);
 	json_decref(spec);
 	json_decref(feat);
@@ -416,8 +422,31 @@ static void test_network_annotation(void)
 	   "the annotation on a network the engine's hooks program is refused");
 }
 
+/* linux.seccomp goes to isolad as `seccomp`, unchanged (isolad checks and compiles it). */
+static void test_seccomp(void)
+{
+	struct oci_mapped m;
+	char msg[512];
+	const char *code = map(BASE ",\"linux\":{\"seccomp\":{\"defaultAction\":\"SCMP_ACT_ERRNO\","
+				    "\"syscalls\":[{\"names\":[\"read\"],\"action\":"
+				    "\"SCMP_ACT_ALLOW\"}]}}}",
+			       &m, msg, sizeof(msg));
+	const json_t *sc = json_object_get(m.create, "seccomp");
+
+	ok(!*code && sc &&
+		   !strcmp(json_string_value(json_object_get(sc, "defaultAction")),
+			   "SCMP_ACT_ERRNO") &&
+		   json_array_size(json_object_get(sc, "syscalls")) == 1,
+	   "linux.seccomp becomes the create field `seccomp` (%s)", msg);
+	oci_mapped_fini(&m);
+	code = map(BASE "}", &m, msg, sizeof(msg));
+	ok(!*code && !json_object_get(m.create, "seccomp"), "no linux.seccomp: no `seccomp`");
+	oci_mapped_fini(&m);
+}
+
 int main(void)
 {
+	test_seccomp();
 	test_terminal_and_exec_process();
 	test_mapping();
 	test_refusals();

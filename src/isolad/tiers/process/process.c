@@ -28,7 +28,7 @@
 
 #define SETUP_TIMEOUT_MS  10000		       /* from clone to the agent's "ok" */
 #define KILL_TIMEOUT_MS	  5000		       /* from SIGKILL to empty cgroups */
-#define PLAN_MAX_FDS	  (5 + TIER_MAX_BINDS) /* listen, rootfs, upper, seccomp, binds, sysfs */
+#define PLAN_MAX_FDS	  (6 + TIER_MAX_BINDS) /* listen, rootfs, upper, 2 seccomp, binds, sysfs */
 #define FREEZE_TIMEOUT_MS 5000		       /* from cgroup.freeze/freezer.state to frozen */
 
 /* One live sandbox. Owned by core; one thread at a time (core serialises). */
@@ -247,9 +247,10 @@ static json_t *plan_mounts(const struct sandbox_spec *spec)
 
 /* fds[first_bind_fd + i] is the mount of spec->binds[i]: a file bind needs a file target.
  * sysfs_fd: the index of a network slot's sysfs mount among the fds, -1 for none (the agent
- * mounts a sysfs of its own namespace). */
+ * mounts a sysfs of its own namespace). spec_sc_fd: the index of the spec's seccomp program,
+ * -1 for none. */
 static char *plan_json(const struct sandbox_spec *spec, bool idmapped, const int *fds,
-		       unsigned first_bind_fd, int sysfs_fd)
+		       unsigned first_bind_fd, int sysfs_fd, int spec_sc_fd)
 {
 	json_t *binds = json_array(), *j;
 	uint64_t shm = spec->memory_bytes ? spec->memory_bytes / 2 : 64ull << 20;
@@ -272,6 +273,12 @@ static char *plan_json(const struct sandbox_spec *spec, bool idmapped, const int
 		return NULL;
 	if (sysfs_fd >= 0)
 		json_object_set_new(json_object_get(j, "fds"), "sysfs", json_integer(sysfs_fd));
+	/* The spec's own filter: the agent installs it in each process it starts (spawn.c). */
+	if (spec_sc_fd >= 0) {
+		json_object_set_new(json_object_get(j, "fds"), "spec_seccomp",
+				    json_integer(spec_sc_fd));
+		json_object_set_new(j, "spec_seccomp_flags", json_integer(spec->seccomp->flags));
+	}
 	/* A joined network (docs/oci.md) is the engine's: setup leaves its interfaces alone. */
 	json_object_set_new(j, "net_joined", json_boolean(spec->netns_path[0] != '\0'));
 	/* What the sandbox's root holds (agent spawn.c); validated by core at create. */
@@ -338,7 +345,7 @@ static int create_sandbox(const struct sandbox_spec *spec, int layer_fd, const c
 	struct tier_sandbox *s;
 	cleanup_free char *plan = NULL;
 	bool idm = true;
-	int r, sysfs_idx = -1, slot_net;
+	int r, sysfs_idx = -1, spec_sc_idx = -1, slot_net;
 	uint64_t t0 = util_now_ns(), t_cg = 0, t_clone = 0, t_tmpl = 0, t_layer = 0, t_setup = 0;
 
 	for (unsigned i = 0; i < PLAN_MAX_FDS; i++)
@@ -501,7 +508,16 @@ static int create_sandbox(const struct sandbox_spec *spec, int layer_fd, const c
 		}
 		sysfs_idx = (int)nfds++;
 	}
-	plan = plan_json(spec, idm, fds, 4, sysfs_idx);
+	if (spec->seccomp) {
+		fds[nfds] = fcntl(spec->seccomp->fd, F_DUPFD_CLOEXEC, 3);
+		if (fds[nfds] < 0) {
+			r = isola_err_sys(err, errno, "internal",
+					  "sandbox `%s`: dup the spec's seccomp program", spec->id);
+			goto err_teardown;
+		}
+		spec_sc_idx = (int)nfds++;
+	}
+	plan = plan_json(spec, idm, fds, 4, sysfs_idx, spec_sc_idx);
 	if (!plan) {
 		r = isola_err_set(err, ENOMEM, "internal", "sandbox `%s`: plan", spec->id);
 		goto err_teardown;
