@@ -481,6 +481,7 @@ enum {
 	OPT_CAP_DROP, /* --cap-drop CAP|ALL: cap_drop[] */
 	OPT_NAME,
 	OPT_RM,
+	OPT_READ_ONLY, /* --read-only: readonly_root (docs/process-tier.md, "Read-only root") */
 };
 
 #define RUN    (1u << CLI_SB_RUN)
@@ -516,6 +517,8 @@ const struct cli_opt cli_sandbox_opts[] = {
 	{"no-auto-resume", OPT_NO_AUTO_RESUME, NULL, "do not resume on requests", CREATE},
 	{"cap-add", OPT_CAP_ADD, "CAP", "give root this capability too (docs/process-tier.md)", 0},
 	{"cap-drop", OPT_CAP_DROP, "CAP", "take CAP (or ALL) from root's default set", 0},
+	{"read-only", OPT_READ_ONLY, NULL, "make the root filesystem read-only (/dev/shm stays)",
+	 0},
 	{NULL, 0, NULL, NULL, 0},
 };
 
@@ -633,6 +636,9 @@ static int sandbox_opt(char *const argv[], int c, enum cli_sandbox_mode mode,
 		return add_cap(req, "cap_add", optarg);
 	case OPT_CAP_DROP:
 		return add_cap(req, "cap_drop", optarg);
+	case OPT_READ_ONLY:
+		json_object_set_new(req, "readonly_root", json_true());
+		return 0;
 	case 'u':
 		json_object_set_new(req, "user", json_string(optarg));
 		return 0;

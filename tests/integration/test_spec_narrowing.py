@@ -16,6 +16,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "sdk" / "python"))
 
 import isola  # noqa: E402  (the SDK users use)
+from faults_util import cli as run_cli  # noqa: E402
 from tenancy_util import Tenant  # noqa: E402
 from test_oci_runtime import make_bundle, rootfs, runc  # noqa: E402,F401  (fixtures)
 
@@ -61,6 +62,21 @@ def test_readonly_root_survives_restart_hibernation_and_fork(isolad):
         assert sb.refresh().raw["readonly_root"] is False
     finally:
         c.delete_sandbox(sb.id)
+
+
+def test_cli_read_only(isolad):
+    """isola run/create --read-only: the root is read-only, /dev/shm is not."""
+    r = run_cli(isolad, "run", "--read-only", "--", "sh", "-c",
+                "echo s > /dev/shm/f && cat /dev/shm/f; touch /x")
+    assert r.returncode != 0 and r.stdout == "s\n" and "Read-only file system" in r.stderr, r
+    r = run_cli(isolad, "--json", "create", "--read-only")
+    assert r.returncode == 0, r
+    import json
+    info = json.loads(r.stdout)
+    try:
+        assert info["readonly_root"] is True, info
+    finally:
+        run_cli(isolad, "rm", info["id"])
 
 
 PROBE = "id -G; umask; ulimit -Sn; ulimit -Hn; ulimit -Hc; cat /proc/self/oom_score_adj"
