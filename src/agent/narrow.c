@@ -63,8 +63,9 @@ static int narrow_gids(struct chan *ch, const json_t *v, struct agent_user *u)
 }
 
 /* `rlimits`: each lowered as asked, never raised: a hard limit above the agent's own is
- * refused (the agent's limits are isola's: RLIMIT_NOFILE from the plan, the rest isolad's). */
-static int narrow_rlimits(struct chan *ch, const json_t *v, struct spawn_narrow *out)
+ * refused, or with cap (`rlimits_cap`) lowered to it (the agent's limits are isola's:
+ * RLIMIT_NOFILE from the plan, the rest isolad's). */
+static int narrow_rlimits(struct chan *ch, const json_t *v, bool cap, struct spawn_narrow *out)
 {
 	const json_t *e;
 	size_t i;
@@ -100,6 +101,11 @@ static int narrow_rlimits(struct chan *ch, const json_t *v, struct spawn_narrow 
 		}
 		/* Never widened (docs/process-tier.md): lowering needs no privilege, raising
 		 * would take CAP_SYS_RESOURCE, which no sandbox process holds. */
+		if (cap && cur.rlim_max != RLIM_INFINITY && r->hard > (uint64_t)cur.rlim_max) {
+			r->hard = (uint64_t)cur.rlim_max;
+			if (r->soft > r->hard)
+				r->soft = r->hard;
+		}
 		if (cur.rlim_max != RLIM_INFINITY && r->hard > (uint64_t)cur.rlim_max) {
 			chan_fail(ch, EPERM,
 				  "field `rlimits`: %s hard limit %llu is above the sandbox's "
@@ -116,6 +122,7 @@ static int narrow_rlimits(struct chan *ch, const json_t *v, struct spawn_narrow 
 int narrow_from_req(struct chan *ch, json_t *req, struct agent_user *u, struct spawn_narrow *out)
 {
 	const json_t *v;
+	bool cap;
 	int64_t n;
 
 	memset(out, 0, sizeof(*out));
@@ -126,8 +133,10 @@ int narrow_from_req(struct chan *ch, json_t *req, struct agent_user *u, struct s
 	if (req_int(ch, req, "umask", -1, 0, 0777, &n) < 0)
 		return -1;
 	out->umask = (int)n;
+	if (req_bool(ch, req, "rlimits_cap", false, &cap) < 0)
+		return -1;
 	if ((v = json_object_get(req, "rlimits")) && !json_is_null(v) &&
-	    narrow_rlimits(ch, v, out) < 0)
+	    narrow_rlimits(ch, v, cap, out) < 0)
 		return -1;
 	if (req_int(ch, req, "oom_score_adj", INT64_MIN, -1000, 1000, &n) < 0)
 		return -1;

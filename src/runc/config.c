@@ -148,8 +148,9 @@ static int map_cwd_user(const json_t *proc, json_t *create, json_t *body, struct
  * The process's narrowing fields: `user.additionalGids`, `user.umask`, `rlimits` and
  * `oomScoreAdj` become the process request's additional_gids, umask, rlimits and
  * oom_score_adj. Only their shape is checked here; isolad checks the ranges (gids 0-65535,
- * rlimit types, soft <= hard) and the sandbox's agent refuses what would widen (a hard limit
- * above isola's, an oom_score_adj below the sandbox's), naming the field (docs/oci.md).
+ * rlimit types, soft <= hard) and the sandbox's agent refuses what would widen (an
+ * oom_score_adj below the sandbox's), naming the field, and lowers a hard limit above isola's
+ * to isola's (`rlimits_cap`; docs/oci.md).
  */
 static int map_narrowing(const json_t *proc, json_t *body, struct isola_err **err)
 {
@@ -207,6 +208,9 @@ static int map_narrowing(const json_t *proc, json_t *body, struct isola_err **er
 						     json_object_get(e, "hard")));
 	}
 	json_object_set_new(body, "rlimits", out);
+	/* Engines write their own defaults here, not the user's intent (Podman: its process's
+	 * RLIMIT_NOFILE, 1048576): one above isola's is lowered to isola's, not refused. */
+	json_object_set_new(body, "rlimits_cap", json_true());
 	return 0;
 }
 

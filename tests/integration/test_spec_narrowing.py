@@ -5,7 +5,8 @@ command"): a read-only root (create's `readonly_root`, a spec's root.readonly, d
 fields `additional_gids`, `umask`, `rlimits`, `oom_score_adj`, a spec's process.user.
 additionalGids/umask, process.rlimits, process.oomScoreAdj). Any principal may set them; what
 would widen (a limit raised past isola's, oom_score_adj lowered, a gid outside the sandbox's
-range) is refused naming the field. Through the Python SDK, the raw API and isola-runc."""
+range) is refused naming the field (or, for a limit with `rlimits_cap`, as isola-runc asks,
+lowered to isola's). Through the Python SDK, the raw API, the CLI and isola-runc."""
 
 import sys
 from pathlib import Path
@@ -100,6 +101,10 @@ def test_a_tenants_command_narrows_itself(isolad):
         assert sb.processes.wait(p.pid).exit_code == 0
         out = sb.processes.output(p.pid).stdout.decode().split("\n")
         assert out[:6] == ["0 10 2000", "0077", "64", "128", "0", "500"], out
+        # rlimits_cap: a limit above the sandbox's is lowered to it instead of refused.
+        capped = sb.exec(["sh", "-c", "ulimit -Sn; ulimit -Hn"], narrow={
+            "rlimits": [{"type": "nofile", "soft": 100, "hard": 4096}], "rlimits_cap": True})
+        assert capped.stdout == "100\n1024\n", capped
         # The sandbox's own: root's groups, umask 022, isola's RLIMIT_NOFILE, oom_score_adj 0.
         plain = sb.exec(["sh", "-c", PROBE]).stdout.split("\n")
         assert plain[:4] == ["0", "0022", "1024", "1024"] and plain[5] == "0", plain
@@ -128,7 +133,8 @@ def test_widening_or_malformed_fields_are_refused_naming_them(isolad):
                  "RLIMIT_NOFILE hard limit 4096 is above the sandbox's 1024"),
                 ({"oom_score_adj": -500}, 403,
                  "`oom_score_adj` -500 is below the sandbox's 0 (it may only be raised)"),
-                ({"oom_score_adj": 1001}, 400, "`oom_score_adj` must be an integer -1000-1000")):
+                ({"oom_score_adj": 1001}, 400, "`oom_score_adj` must be an integer -1000-1000"),
+                ({"rlimits_cap": 1}, 400, "field `rlimits_cap` must be a boolean")):
             for path in ("exec", "processes"):
                 r = c.request("POST", f"/v1/sandboxes/{sid}/{path}",
                               json=dict(body, cmd=["true"]))
@@ -161,10 +167,21 @@ def test_runc_maps_the_spec_fields(runc, rootfs, tmp_path):
     assert cp.stdout == "0 5 6\n0077\n100\n200\n300\nroot-ro\nt\n", cp.stdout
 
 
+def test_runc_caps_a_limit_above_isolas(runc, rootfs, tmp_path):
+    """An engine's default above isola's (Podman: RLIMIT_NOFILE 1048576, its own process's) is
+    lowered to isola's 1024 (`rlimits_cap`), not refused: the container runs."""
+    def edit(c):
+        c["process"]["rlimits"] = [{"type": "RLIMIT_NOFILE", "soft": 1 << 20, "hard": 1 << 20},
+                                   {"type": "RLIMIT_CORE", "soft": 0, "hard": 0}]
+    b = make_bundle(runc, rootfs, tmp_path, ["sh", "-c", "ulimit -Sn; ulimit -Hn; ulimit -c"],
+                    edit)
+    cp = runc("run", "--bundle", b, "nw3")
+    assert cp.returncode == 0 and cp.stdout == "1024\n1024\n0\n", (cp.stdout, cp.stderr)
+
+
 @pytest.mark.parametrize("edit,msg", [
-    (lambda c: c["process"].update(rlimits=[{"type": "RLIMIT_NOFILE", "soft": 1,
-                                             "hard": 1 << 20}]),
-     "RLIMIT_NOFILE hard limit 1048576 is above the sandbox's 1024"),
+    (lambda c: c["process"].update(oomScoreAdj=-100),
+     "`oom_score_adj` -100 is below the sandbox's 0"),
     (lambda c: c["process"]["user"].update(additionalGids=[1 << 20]),
      "`additional_gids`: entry 0 must be a gid inside the sandbox's range"),
     (lambda c: c["process"].update(oomScoreAdj="high"),

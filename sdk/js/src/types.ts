@@ -57,6 +57,8 @@ export interface Narrowing {
   umask?: number | string;
   /** limits lowered for the command: type "RLIMIT_NOFILE" or "nofile", soft <= hard */
   rlimits?: { type: string; soft: number; hard: number }[];
+  /** a limit above the sandbox's is lowered to it instead of refused */
+  rlimits_cap?: boolean;
   /** -1000..1000, at or above the sandbox's own */
   oom_score_adj?: number;
 }

@@ -33,7 +33,7 @@ def _cmd_fields(cmd: Command) -> Dict[str, Any]:
     return {"cmd": argv}
 
 
-_NARROW_KEYS = ("additional_gids", "umask", "rlimits", "oom_score_adj")
+_NARROW_KEYS = ("additional_gids", "umask", "rlimits", "rlimits_cap", "oom_score_adj")
 
 
 def _narrow_fields(narrow: Optional[Mapping[str, Any]]) -> Dict[str, Any]:
@@ -495,8 +495,9 @@ class Sandbox:
         on_stderr the output streams to them as it arrives (and is also in the result).
         narrow: what only narrows the command (docs/process-tier.md, "Narrowing a
         command"): {"additional_gids": [gid...], "umask": 0o077, "rlimits": [{"type":
-        "RLIMIT_NOFILE", "soft": 64, "hard": 64}], "oom_score_adj": 500}; what would widen
-        it (a limit raised, oom_score_adj lowered) raises InvalidError/ForbiddenError.
+        "RLIMIT_NOFILE", "soft": 64, "hard": 64}], "rlimits_cap": False, "oom_score_adj":
+        500}; what would widen it (a limit raised, oom_score_adj lowered) raises
+        ForbiddenError (rlimits_cap=True: a limit above the sandbox's is lowered to it).
         A program that cannot be started raises (NotFoundError for a missing program)."""
         if on_stdout or on_stderr:
             with self.exec_stream(cmd, env=env, cwd=cwd, user=user, timeout=timeout,

@@ -106,6 +106,12 @@ int api_spawn_narrowing(const json_t *body, json_t *req, struct isola_err **err)
 		r = parse_umask(v, req, err);
 	if (r == 0 && (v = json_object_get(body, "rlimits")) && !json_is_null(v))
 		r = parse_rlimits(v, req, err);
+	if (r == 0 && (v = json_object_get(body, "rlimits_cap")) && !json_is_null(v)) {
+		if (!json_is_boolean(v))
+			return isola_err_set(err, EINVAL, "invalid",
+					     "field `rlimits_cap` must be a boolean");
+		json_object_set(req, "rlimits_cap", (json_t *)v);
+	}
 	if (r == 0 && (v = json_object_get(body, "oom_score_adj")) && !json_is_null(v)) {
 		if (!json_is_integer(v) || json_integer_value(v) < -1000 ||
 		    json_integer_value(v) > 1000)

@@ -446,8 +446,9 @@ static void test_narrowing(void)
 	   "additionalGids, umask and oomScoreAdj become the process's fields");
 	ok(rl && !strcmp(json_string_value(json_object_get(rl, "type")), "RLIMIT_NOFILE") &&
 		   json_integer_value(json_object_get(rl, "soft")) == 1 &&
-		   json_integer_value(json_object_get(rl, "hard")) == 2,
-	   "rlimits become the process's rlimits");
+		   json_integer_value(json_object_get(rl, "hard")) == 2 &&
+		   json_is_true(json_object_get(m.process, "rlimits_cap")),
+	   "rlimits become the process's rlimits, capped at isola's");
 	oci_mapped_fini(&m);
 	ok(!*map(BASE "}", &m, msg, sizeof(msg)) && !json_object_get(m.create, "readonly_root") &&
 		   !json_object_get(m.process, "rlimits") && !json_object_get(m.process, "umask"),
