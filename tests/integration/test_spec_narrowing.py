@@ -141,6 +141,9 @@ def test_widening_or_malformed_fields_are_refused_naming_them(isolad):
                 assert r.status == status and msg in r.json()["message"], (path, body, r)
         r = c.request("POST", "/v1/sandboxes", json={"readonly_root": "yes"})
         assert r.status == 400 and "readonly_root" in r.json()["message"], r
+        r = c.request("POST", "/v1/sandboxes", json={"readonly_root": True, "tier": "microvm"})
+        assert r.json()["code"] == "not_supported" and \
+            "readonly_root: needs the process tier" in r.json()["message"], r
         r = c.request("POST", "/v1/sandboxes", json={"readonly_root": True, "snapshot": "s1"})
         assert r.status == 400 and "`readonly_root` cannot be combined with `snapshot`" in \
             r.json()["message"], r
