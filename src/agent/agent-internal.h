@@ -172,7 +172,8 @@ struct spawn_narrow {
 };
 
 /*
- * Reads req's narrowing fields (`additional_gids`, appended to u's groups; `umask`; `rlimits`;
+ * Reads req's narrowing fields (`gid`, u's primary group instead of its passwd one;
+ * `additional_gids`, appended to u's groups; `umask`; `rlimits`;
  * `oom_score_adj`) into out. Refuses, with chan_fail naming the field, a malformed one and one
  * that would widen what the agent's processes hold: a hard limit above the agent's own (with
  * `rlimits_cap`: lowered to it instead), an oom_score_adj below the agent's. Returns 0, or -1 once the channel has failed.

@@ -127,6 +127,16 @@ int narrow_from_req(struct chan *ch, json_t *req, struct agent_user *u, struct s
 
 	memset(out, 0, sizeof(*out));
 	out->umask = -1;
+	/* `gid`: the primary group instead of the user's passwd one (a spec's process.user.gid,
+	 * docker run -u UID:GID), inside the sandbox's mapped range. */
+	if (req_int(ch, req, "gid", -1, 0, 65535, &n) < 0)
+		return -1;
+	if (n >= 0) {
+		u->gid = (gid_t)n;
+		u->groups[0] = (gid_t)n;
+		if (u->ngroups < 1)
+			u->ngroups = 1;
+	}
 	if ((v = json_object_get(req, "additional_gids")) && !json_is_null(v) &&
 	    narrow_gids(ch, v, u) < 0)
 		return -1;

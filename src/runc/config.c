@@ -147,7 +147,7 @@ static int map_cwd_user(const json_t *proc, json_t *create, json_t *body, struct
 /*
  * The process's narrowing fields: `user.additionalGids`, `user.umask`, `rlimits` and
  * `oomScoreAdj` become the process request's additional_gids, umask, rlimits and
- * oom_score_adj. Only their shape is checked here; isolad checks the ranges (gids 0-65535,
+ * oom_score_adj; with them `user.gid` becomes `gid` (the primary group, neutral). Only their shape is checked here; isolad checks the ranges (gids 0-65535,
  * rlimit types, soft <= hard) and the sandbox's agent refuses what would widen (an
  * oom_score_adj below the sandbox's), naming the field, and lowers a hard limit above isola's
  * to isola's (`rlimits_cap`; docs/oci.md).
@@ -159,10 +159,18 @@ static int map_narrowing(const json_t *proc, json_t *body, struct isola_err **er
 	const json_t *umask_ = json_object_get(user, "umask");
 	const json_t *rl = json_object_get(proc, "rlimits");
 	const json_t *oom = json_object_get(proc, "oomScoreAdj");
+	const json_t *gid = json_object_get(user, "gid");
 	const json_t *e;
 	json_t *out;
 	size_t i;
 
+	/* The primary group as given (runc's), not the uid's passwd one. */
+	if (gid && !json_is_null(gid)) {
+		if (!json_is_integer(gid))
+			return isola_err_set(err, EINVAL, "invalid",
+					     "config.json: `process.user.gid` must be an integer");
+		json_object_set(body, "gid", (json_t *)gid);
+	}
 	if (gids && !json_is_null(gids)) {
 		if (!json_is_array(gids))
 			return isola_err_set(

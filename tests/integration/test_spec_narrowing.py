@@ -101,6 +101,8 @@ def test_a_tenants_command_narrows_itself(isolad):
         assert sb.processes.wait(p.pid).exit_code == 0
         out = sb.processes.output(p.pid).stdout.decode().split("\n")
         assert out[:6] == ["0 10 2000", "0077", "64", "128", "0", "500"], out
+        # gid: the primary group instead of the user's passwd one (docker run -u 0:3).
+        assert sb.exec(["id", "-g"], narrow={"gid": 3}).stdout == "3\n"
         # rlimits_cap: a limit above the sandbox's is lowered to it instead of refused.
         capped = sb.exec(["sh", "-c", "ulimit -Sn; ulimit -Hn"], narrow={
             "rlimits": [{"type": "nofile", "soft": 100, "hard": 4096}], "rlimits_cap": True})
@@ -134,7 +136,8 @@ def test_widening_or_malformed_fields_are_refused_naming_them(isolad):
                 ({"oom_score_adj": -500}, 403,
                  "`oom_score_adj` -500 is below the sandbox's 0 (it may only be raised)"),
                 ({"oom_score_adj": 1001}, 400, "`oom_score_adj` must be an integer -1000-1000"),
-                ({"rlimits_cap": 1}, 400, "field `rlimits_cap` must be a boolean")):
+                ({"rlimits_cap": 1}, 400, "field `rlimits_cap` must be a boolean"),
+                ({"gid": 65536}, 400, "field `gid` must be a gid inside the sandbox's range")):
             for path in ("exec", "processes"):
                 r = c.request("POST", f"/v1/sandboxes/{sid}/{path}",
                               json=dict(body, cmd=["true"]))
@@ -159,7 +162,8 @@ def test_runc_maps_the_spec_fields(runc, rootfs, tmp_path):
 
     def edit(c):
         c["root"]["readonly"] = True
-        c["process"]["user"].update(additionalGids=[5, 6], umask=0o077)
+        # uid 0's passwd gid is 0: the spec's gid 7 is the primary group instead.
+        c["process"]["user"].update(gid=7, additionalGids=[5, 6], umask=0o077)
         c["process"]["rlimits"] = [{"type": "RLIMIT_NOFILE", "soft": 100, "hard": 200}]
         c["process"]["oomScoreAdj"] = 300
         c["mounts"] = c.get("mounts", []) + [
@@ -167,7 +171,7 @@ def test_runc_maps_the_spec_fields(runc, rootfs, tmp_path):
     b = make_bundle(runc, rootfs, tmp_path, ["sh", "-c", script], edit)
     cp = runc("run", "--bundle", b, "nw1")
     assert cp.returncode == 0, cp.stderr
-    assert cp.stdout == "0 5 6\n0077\n100\n200\n300\nroot-ro\nt\n", cp.stdout
+    assert cp.stdout == "7 5 6\n0077\n100\n200\n300\nroot-ro\nt\n", cp.stdout
 
 
 def test_runc_caps_a_limit_above_isolas(runc, rootfs, tmp_path):

@@ -51,6 +51,8 @@ export interface CreateSandboxOptions {
 /** What only narrows one command (docs/process-tier.md, "Narrowing a command"); what would
  *  widen it (a limit raised past the sandbox's, oom_score_adj lowered) is refused (403). */
 export interface Narrowing {
+  /** the primary group instead of the user's passwd one, 0-65535 */
+  gid?: number;
   /** supplementary groups added to the user's, each 0-65535 */
   additional_gids?: number[];
   /** 0-0o777, or an octal string ("022") */

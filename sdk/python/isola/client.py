@@ -33,7 +33,7 @@ def _cmd_fields(cmd: Command) -> Dict[str, Any]:
     return {"cmd": argv}
 
 
-_NARROW_KEYS = ("additional_gids", "umask", "rlimits", "rlimits_cap", "oom_score_adj")
+_NARROW_KEYS = ("gid", "additional_gids", "umask", "rlimits", "rlimits_cap", "oom_score_adj")
 
 
 def _narrow_fields(narrow: Optional[Mapping[str, Any]]) -> Dict[str, Any]:

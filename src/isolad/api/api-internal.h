@@ -212,10 +212,12 @@ int api_json_signal(const json_t *obj, const char *key, int *out, struct isola_e
 /* --- spawnopts.c: a command's narrowing fields --------------------------------------- */
 
 /* The body fields api_spawn_narrowing reads, for a request's list of allowed fields. */
-#define API_SPAWN_FIELDS "additional_gids", "umask", "rlimits", "rlimits_cap", "oom_score_adj"
+#define API_SPAWN_FIELDS                                                                           \
+	"gid", "additional_gids", "umask", "rlimits", "rlimits_cap", "oom_score_adj"
 /*
  * Checks the narrowing fields of a command's body (POST .../exec, .../processes; UNTRUSTED:
- * the client's JSON) and copies them into req, the agent's exec request: `additional_gids`
+ * the client's JSON) and copies them into req, the agent's exec request: `gid` (the primary
+ * group instead of the user's, 0-65535; neutral inside the sandbox), `additional_gids`
  * (gids 0-65535), `umask` (0-0777), `rlimits` ([{type, soft, hard}], known types once each,
  * soft <= hard; `rlimits_cap`: a limit above the sandbox's is lowered to it, not refused) and
  * `oom_score_adj` (-1000-1000). Any principal may set them: they only

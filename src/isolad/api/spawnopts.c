@@ -100,6 +100,16 @@ int api_spawn_narrowing(const json_t *body, json_t *req, struct isola_err **err)
 	const json_t *v;
 	int r = 0;
 
+	/* `gid`: the primary group instead of the user's passwd one (docker run -u UID:GID). */
+	if ((v = json_object_get(body, "gid")) && !json_is_null(v)) {
+		if (!json_is_integer(v) || json_integer_value(v) < 0 ||
+		    json_integer_value(v) > SPAWN_MAX_ID)
+			return isola_err_set(err, EINVAL, "invalid",
+					     "field `gid` must be a gid inside the sandbox's range "
+					     "0-%d",
+					     SPAWN_MAX_ID);
+		json_object_set(req, "gid", (json_t *)v);
+	}
 	if ((v = json_object_get(body, "additional_gids")) && !json_is_null(v))
 		r = parse_gids(v, req, err);
 	if (r == 0 && (v = json_object_get(body, "umask")) && !json_is_null(v))

@@ -422,7 +422,8 @@ static void test_network_annotation(void)
 static void test_narrowing(void)
 {
 	static const char *const proc_json =
-		"{\"args\":[\"x\"],\"cwd\":\"/\",\"user\":{\"uid\":0,\"additionalGids\":[5],"
+		"{\"args\":[\"x\"],\"cwd\":\"/"
+		"\",\"user\":{\"uid\":0,\"gid\":9,\"additionalGids\":[5],"
 		"\"umask\":18},\"rlimits\":[{\"type\":\"RLIMIT_NOFILE\",\"soft\":1,\"hard\":2}],"
 		"\"oomScoreAdj\":100}";
 	struct isola_err *err = NULL;
@@ -442,8 +443,9 @@ static void test_narrowing(void)
 	ok(json_integer_value(json_array_get(json_object_get(m.process, "additional_gids"), 0)) ==
 			   5 &&
 		   json_integer_value(json_object_get(m.process, "umask")) == 18 &&
+		   json_integer_value(json_object_get(m.process, "gid")) == 9 &&
 		   json_integer_value(json_object_get(m.process, "oom_score_adj")) == 100,
-	   "additionalGids, umask and oomScoreAdj become the process's fields");
+	   "gid, additionalGids, umask and oomScoreAdj become the process's fields");
 	ok(rl && !strcmp(json_string_value(json_object_get(rl, "type")), "RLIMIT_NOFILE") &&
 		   json_integer_value(json_object_get(rl, "soft")) == 1 &&
 		   json_integer_value(json_object_get(rl, "hard")) == 2 &&
