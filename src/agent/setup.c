@@ -895,6 +895,21 @@ static void keep_spec_seccomp(struct plan *p, json_t *fds)
 	agent_spec_seccomp.flags = flags ? (unsigned)json_integer_value(flags) : 0;
 }
 
+/*
+ * create's readonly_root (docker run --read-only, a spec's root.readonly): the root mount, the
+ * template under the writable layer, becomes read-only, once the default user is seeded.
+ * Only the root mount itself: /proc, /dev (with /dev/shm and /dev/mqueue), /sys and the
+ * spec's binds and tmpfs mounts keep their own flags, as under Docker. The sandbox holds no
+ * CAP_SYS_ADMIN to undo it. isolad still reaches the layer (AGENT_UPPER_FD) for snapshots.
+ */
+static void readonly_root(void)
+{
+	struct mount_attr ro = {.attr_set = MOUNT_ATTR_RDONLY};
+
+	if (mount_setattr(AT_FDCWD, "/", 0, &ro, sizeof(ro)) < 0)
+		fail_errno("make the root read-only");
+}
+
 int agent_setup_run(int setup_fd, uint64_t *root_caps)
 {
 	struct plan p = {.json = NULL};
@@ -1023,6 +1038,8 @@ int agent_setup_run(int setup_fd, uint64_t *root_caps)
 	/* stage stays open: it becomes AGENT_UPPER_FD once the setup socket is closed. */
 
 	seed_default_user();
+	if (json_is_true(json_object_get(p.json, "readonly_root")))
+		readonly_root();
 	if (sethostname(hostname, strlen(hostname)) < 0)
 		fail_errno("sethostname");
 	/* A joined network namespace (docs/oci.md) belongs to the engine that made it; we hold

@@ -14,6 +14,7 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -38,6 +39,8 @@ enum {
 	STEP_STDIO,
 	STEP_CAPS,
 	STEP_SECUREBITS,
+	STEP_RLIMIT,
+	STEP_OOM,
 	STEP_SETGROUPS,
 	STEP_SETGID,
 	STEP_SETUID,
@@ -49,9 +52,10 @@ enum {
 };
 
 static const char *const step_names[] = {
-	"setsid", "controlling tty", "stdio",  "drop bounding set", "securebits", "setgroups",
-	"setgid", "setuid",	     "capset", "no_new_privs",	    "chdir",	  "seccomp",
-	"execve",
+	"setsid",     "controlling tty", "stdio",	  "drop bounding set",
+	"securebits", "setrlimit",	 "oom_score_adj", "setgroups",
+	"setgid",     "setuid",		 "capset",	  "no_new_privs",
+	"chdir",      "seccomp",	 "execve",
 };
 
 static __attribute__((noreturn)) void child_fail(int fd, int step, int err)
@@ -62,6 +66,33 @@ static __attribute__((noreturn)) void child_fail(int fd, int step, int err)
 		/* nothing left to tell anyone */
 	}
 	_exit(127);
+}
+
+/* The command's narrowing fields (narrow.c checked that none widens), while still uid 0:
+ * /proc/self/oom_score_adj of this non-dumpable process is root's. */
+static void apply_narrow(const struct spawn_narrow *n, int efd)
+{
+	char buf[16];
+	int fd, len;
+
+	if (!n)
+		return;
+	if (n->umask >= 0)
+		umask((mode_t)n->umask);
+	for (unsigned i = 0; i < n->n_rlimits; i++) {
+		struct rlimit rl = {.rlim_cur = (rlim_t)n->rlimits[i].soft,
+				    .rlim_max = (rlim_t)n->rlimits[i].hard};
+
+		if (setrlimit(n->rlimits[i].resource, &rl) < 0)
+			child_fail(efd, STEP_RLIMIT, errno);
+	}
+	if (!n->set_oom)
+		return;
+	len = snprintf(buf, sizeof(buf), "%d\n", n->oom_score_adj);
+	fd = open("/proc/self/oom_score_adj", O_WRONLY | O_CLOEXEC);
+	if (fd < 0 || write(fd, buf, (size_t)len) != len)
+		child_fail(efd, STEP_OOM, errno ? errno : EIO);
+	close(fd);
 }
 
 /* A privileged step may fail only when the agent itself runs unprivileged (standalone test
@@ -150,6 +181,7 @@ static __attribute__((noreturn)) void child(const struct spawn_req *r, int efd)
 	 * bounding set, and a non-root execve gains nothing whatever they say. */
 	if (prctl(PR_SET_SECUREBITS, 0, 0, 0, 0) < 0 && !may_skip(u, errno))
 		child_fail(efd, STEP_SECUREBITS, errno);
+	apply_narrow(r->narrow, efd);
 	if (setgroups((size_t)u->ngroups, u->groups) < 0 && !may_skip(u, errno))
 		child_fail(efd, STEP_SETGROUPS, errno);
 	if (setresgid(u->gid, u->gid, u->gid) < 0 && !may_skip(u, errno))

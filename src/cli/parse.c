@@ -556,6 +556,7 @@ enum {
 	OPT_READONLY_PATH, /* --readonly-path PATH: readonly_paths[] */
 	OPT_NAME,
 	OPT_RM,
+	OPT_READ_ONLY, /* --read-only: readonly_root (docs/process-tier.md, "Read-only root") */
 };
 
 #define RUN    (1u << CLI_SB_RUN)
@@ -597,6 +598,8 @@ const struct cli_opt cli_sandbox_opts[] = {
 	{"mask-path", OPT_MASK_PATH, "PATH", "hide PATH from the sandbox's processes (repeatable)",
 	 0},
 	{"readonly-path", OPT_READONLY_PATH, "PATH", "make PATH read-only inside (repeatable)", 0},
+	{"read-only", OPT_READ_ONLY, NULL, "make the root filesystem read-only (/dev/shm stays)",
+	 0},
 	{NULL, 0, NULL, NULL, 0},
 };
 
@@ -720,6 +723,9 @@ static int sandbox_opt(char *const argv[], int c, enum cli_sandbox_mode mode,
 		return add_str(req, "masked_paths", optarg);
 	case OPT_READONLY_PATH:
 		return add_str(req, "readonly_paths", optarg);
+	case OPT_READ_ONLY:
+		json_object_set_new(req, "readonly_root", json_true());
+		return 0;
 	case 'u':
 		json_object_set_new(req, "user", json_string(optarg));
 		return 0;

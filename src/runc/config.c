@@ -144,6 +144,84 @@ static int map_cwd_user(const json_t *proc, json_t *create, json_t *body, struct
 	return 0;
 }
 
+/*
+ * The process's narrowing fields: `user.additionalGids`, `user.umask`, `rlimits` and
+ * `oomScoreAdj` become the process request's additional_gids, umask, rlimits and
+ * oom_score_adj; with them `user.gid` becomes `gid` (the primary group, neutral). Only their shape is checked here; isolad checks the ranges (gids 0-65535,
+ * rlimit types, soft <= hard) and the sandbox's agent refuses what would widen (an
+ * oom_score_adj below the sandbox's), naming the field, and lowers a hard limit above isola's
+ * to isola's (`rlimits_cap`; docs/oci.md).
+ */
+static int map_narrowing(const json_t *proc, json_t *body, struct isola_err **err)
+{
+	const json_t *user = json_object_get(proc, "user");
+	const json_t *gids = json_object_get(user, "additionalGids");
+	const json_t *umask_ = json_object_get(user, "umask");
+	const json_t *rl = json_object_get(proc, "rlimits");
+	const json_t *oom = json_object_get(proc, "oomScoreAdj");
+	const json_t *gid = json_object_get(user, "gid");
+	const json_t *e;
+	json_t *out;
+	size_t i;
+
+	/* The primary group as given (runc's), not the uid's passwd one. */
+	if (gid && !json_is_null(gid)) {
+		if (!json_is_integer(gid))
+			return isola_err_set(err, EINVAL, "invalid",
+					     "config.json: `process.user.gid` must be an integer");
+		json_object_set(body, "gid", (json_t *)gid);
+	}
+	if (gids && !json_is_null(gids)) {
+		if (!json_is_array(gids))
+			return isola_err_set(
+				err, EINVAL, "invalid",
+				"config.json: `process.user.additionalGids` must be an "
+				"array of gids");
+		json_object_set(body, "additional_gids", (json_t *)gids);
+	}
+	if (umask_ && !json_is_null(umask_)) {
+		if (!json_is_integer(umask_))
+			return isola_err_set(
+				err, EINVAL, "invalid",
+				"config.json: `process.user.umask` must be an integer");
+		json_object_set(body, "umask", (json_t *)umask_);
+	}
+	if (oom && !json_is_null(oom)) {
+		if (!json_is_integer(oom))
+			return isola_err_set(
+				err, EINVAL, "invalid",
+				"config.json: `process.oomScoreAdj` must be an integer");
+		json_object_set(body, "oom_score_adj", (json_t *)oom);
+	}
+	if (!rl || json_is_null(rl))
+		return 0;
+	if (!json_is_array(rl))
+		return isola_err_set(err, EINVAL, "invalid",
+				     "config.json: `process.rlimits` must be an array");
+	out = json_array();
+	json_array_foreach(rl, i, e)
+	{
+		const json_t *type = json_object_get(e, "type");
+
+		if (!str_of(type) || !json_is_integer(json_object_get(e, "soft")) ||
+		    !json_is_integer(json_object_get(e, "hard"))) {
+			json_decref(out);
+			return isola_err_set(err, EINVAL, "invalid",
+					     "config.json: `process.rlimits[%zu]` needs a `type` "
+					     "string and integer `soft` and `hard`",
+					     i);
+		}
+		json_array_append_new(out, json_pack("{s:O, s:O, s:O}", "type", type, "soft",
+						     json_object_get(e, "soft"), "hard",
+						     json_object_get(e, "hard")));
+	}
+	json_object_set_new(body, "rlimits", out);
+	/* Engines write their own defaults here, not the user's intent (Podman: its process's
+	 * RLIMIT_NOFILE, 1048576): one above isola's is lowered to isola's, not refused. */
+	json_object_set_new(body, "rlimits_cap", json_true());
+	return 0;
+}
+
 /* A non-negative integer field of obj, or -1 when absent/null; -2 when malformed. */
 static long long uint_field(const json_t *obj, const char *key)
 {
@@ -715,6 +793,9 @@ static int map_root(const json_t *spec, const char *bundle, json_t *create, stru
 				     "config.json: `root.path` is longer than 500 bytes with the "
 				     "bundle");
 	json_object_set_new(create, "rootfs", json_string(full));
+	/* root.readonly (docker run --read-only): the sandbox's root mount read-only. */
+	if (json_is_true(json_object_get(json_object_get(spec, "root"), "readonly")))
+		json_object_set_new(create, "readonly_root", json_true());
 	return 0;
 }
 
@@ -798,6 +879,8 @@ static int map_spec(const json_t *spec, const char *bundle, const char *id, stru
 	if (r == 0)
 		r = map_cwd_user(proc, out->create, out->process, err);
 	if (r == 0)
+		r = map_narrowing(proc, out->process, err);
+	if (r == 0)
 		r = map_resources(linux_, out->create, err);
 	if (r == 0)
 		r = map_namespaces(linux_, out->create, err);
@@ -873,6 +956,8 @@ int oci_process_map(const char *text, size_t len, json_t **out, struct isola_err
 		r = map_env(proc, *out, err);
 	if (r == 0)
 		r = map_cwd_user(proc, scratch, *out, err);
+	if (r == 0)
+		r = map_narrowing(proc, *out, err);
 	json_decref(proc);
 	json_decref(scratch);
 	if (r < 0) {

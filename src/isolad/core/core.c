@@ -559,6 +559,7 @@ static int core_prepare(struct core *c, struct sandbox *s, const struct sandbox_
 	s->spec.n_mounts = 0;
 	for (unsigned i = 0; i < req->n_mounts && i < TIER_MAX_MOUNTS; i++)
 		s->spec.mounts[s->spec.n_mounts++] = req->mounts[i];
+	s->spec.readonly_root = req->readonly_root;
 	if (json_is_object(t.env))
 		json_object_update(s->env, t.env);
 	if (req->env)
@@ -694,6 +695,9 @@ static int core_validate(struct core *c, const struct sandbox_request *req, stru
 	if (req->seccomp && !req_process_tier(req))
 		return isola_err_set(err, ENOTSUP, "not_supported",
 				     "seccomp: the spec's seccomp profile needs the process tier");
+	if (req->readonly_root && !req_process_tier(req))
+		return isola_err_set(err, ENOTSUP, "not_supported",
+				     "readonly_root: needs the process tier");
 
 	if (req->n_mounts && !req_process_tier(req))
 		return isola_err_set(err, ENOTSUP, "not_supported",

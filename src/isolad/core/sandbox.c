@@ -185,6 +185,7 @@ json_t *sandbox_to_json(struct sandbox *s)
 		 * (inodes) apart from faults (tests/security/test_limits.py). */
 		json_object_set_new(j, "nofile", json_integer((json_int_t)s->spec.nofile));
 		json_object_set_new(j, "hostname", json_string(tier_hostname(&s->spec)));
+		json_object_set_new(j, "readonly_root", json_boolean(s->spec.readonly_root));
 		json_object_set_new(j, "inodes", json_integer((json_int_t)s->spec.inodes));
 		/* What the sandbox's root holds (every process's bounding set). */
 		json_object_set_new(j, "capabilities", caps_json(s->spec.caps));
@@ -287,6 +288,7 @@ char *sandbox_spec_dump(struct sandbox *s)
 	json_object_set_new(j, "mounts", sandbox_mounts_dump(&s->spec));
 	if (s->seccomp)
 		json_object_set(j, "seccomp", s->seccomp);
+	json_object_set_new(j, "readonly_root", json_boolean(s->spec.readonly_root));
 	json_object_set_new(j, "origin", json_string(s->origin));
 	json_object_set_new(j, "caps", json_integer((json_int_t)s->spec.caps));
 	json_object_set_new(j, "origin_name", json_string(s->origin_name));
@@ -326,6 +328,7 @@ int sandbox_spec_load(struct sandbox *s, const char *text, struct isola_err **er
 		    &origin_name, "forked_from", &forked_from, "name", &name, "netns_path", &netns,
 		    "hostname", &hostname);
 	snprintf(s->spec.hostname, sizeof(s->spec.hostname), "%s", hostname);
+	s->spec.readonly_root = json_is_true(json_object_get(j, "readonly_root"));
 	snprintf(s->spec.netns_path, sizeof(s->spec.netns_path), "%s", netns);
 	snprintf(s->name, sizeof(s->name), "%s", name);
 	snprintf(s->origin, sizeof(s->origin), "%s", origin);

@@ -67,6 +67,8 @@ struct sandbox_spec {
 	unsigned n_binds;			/* used entries of binds */
 	struct tier_mount mounts[TIER_MAX_MOUNTS]; /* tmpfs, masked, read-only (create's) */
 	unsigned n_mounts;			   /* used entries of mounts */
+	bool readonly_root;    /* the root mount read-only to the sandbox's processes (create's
+			     * readonly_root, process tier; its other mounts keep their own) */
 	uint32_t uid_base;     /* first host uid/gid of this sandbox's 65536 range */
 	uint32_t cpu_millis;   /* CPU quota in millicores, 0 = unlimited */
 	uint64_t memory_bytes; /* memory limit, 0 = unlimited */

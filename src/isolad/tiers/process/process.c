@@ -284,6 +284,7 @@ static char *plan_json(const struct sandbox_spec *spec, bool idmapped, const int
 	/* What the sandbox's root holds (agent spawn.c); validated by core at create. */
 	json_object_set_new(j, "caps", json_integer((json_int_t)spec->caps));
 	json_object_set_new(j, "mounts", plan_mounts(spec));
+	json_object_set_new(j, "readonly_root", json_boolean(spec->readonly_root));
 	out = json_dumps(j, JSON_COMPACT);
 	json_decref(j);
 	return out;
