@@ -1024,8 +1024,12 @@ static int do_kill(struct container *c, int sig, struct isola_err **err)
 
 	if (!st)
 		return -EIO;
+	/* runc's words: containerd's shim takes an error holding "container not running" for
+	 * a process that already finished (checkKillError); anything else fails the CRI's
+	 * kill-all of a stopped container, and its StopPodSandbox never ends. */
 	if (!strcmp(st, "stopped"))
-		return isola_err_set(err, ESRCH, "conflict", "container `%s` is not running",
+		return isola_err_set(err, ESRCH, "conflict",
+				     "kill container `%s`: container not running (it has stopped)",
 				     c->id);
 	if (!strcmp(st, "created")) {
 		/* Nothing of the container's runs yet: it stops, and its sandbox goes. The sandbox

@@ -11,6 +11,7 @@ RemovePodSandbox."""
 import json
 import os
 import secrets
+import shutil
 import subprocess
 import sys
 import time
@@ -76,19 +77,24 @@ def node(isolad, tmp_path_factory):
   netns_mounts_under_state_dir = true
   [plugins."io.containerd.grpc.v1.cri".containerd]
     snapshotter = "native"
+    default_runtime_name = "runc"
+  [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
+    runtime_type = "io.containerd.runc.v2"
   [plugins."io.containerd.grpc.v1.cri".cni]
     bin_dir = "{bindir}"
     conf_dir = "{confdir}"
 '''
         c = Containerd(isolad, cri=cri_table, extra=handler_config(), netns=name)
         import_image(c, work, "localhost/isola-cri", namespace="k8s.io",
-                     cmd=["sleep", "infinity"], extra=[server])
+                     cmd=["sleep", "infinity"],
+                     extra=[server, shutil.which("echo"), shutil.which("hostname")])
         cri = CRI(c.sock)
         yield c, cri, work
     finally:
         if cri:
             cri.close()
         if c:
+            shutil.copy(c.dir / "containerd.log", "/tmp/h19cri/containerd.log")  # DEBUG
             c.stop()
         pids = subprocess.run(["ip", "netns", "pids", name], capture_output=True, text=True)
         for pid in pids.stdout.split():  # whatever a failure left in our namespace, by pid
@@ -148,8 +154,7 @@ def test_pod_of_the_isola_handler(node, isolad, cli):
         assert cri.exec_sync(app, ["echo", "hi"]) == (0, "hi\n", "")
         assert cri.exec_sync(app, ["sh", "-c", "exit 3"])[0] == 3
         # The pod's hostname (the pause container's), in a uts namespace of the app's own.
-        assert cri.exec_sync(app, ["cat", "/proc/sys/kernel/hostname"]) == \
-            (0, "cri-pod-host\n", "")
+        assert cri.exec_sync(app, ["hostname"]) == (0, "cri-pod-host\n", "")
         # The pod's network: the same namespace as the pause container's, so its eth0
         # address, and the server of another container of the pod over 127.0.0.1.
         for cid in (srv, app):
@@ -161,7 +166,7 @@ def test_pod_of_the_isola_handler(node, isolad, cli):
         code, out, err = cri.exec_sync(app, ["grep", "-c", "eth0:", "/proc/net/dev"])
         assert (code, out) == (0, "1\n"), err
         code, out, err = cri.exec_sync(
-            app, ["bash", "-c", FETCH.format(host="127.0.0.1", port=8080)])
+            app, ["bash", "-c", FETCH.replace("{host}", "127.0.0.1").replace("{port}", "8080")])
         assert (code, out) == (0, f"{token}\n"), err
 
         # Every container of the pod is an isola sandbox in `isola ls`, labelled with its

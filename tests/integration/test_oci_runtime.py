@@ -242,6 +242,10 @@ def test_lifecycle_create_start_state_kill_delete(runc, rootfs, tmp_path, isolad
     runc("kill", "c1", "KILL", check=True)
     st = runc.wait_status("c1", "stopped")
     assert st["pid"] == 0
+    # runc's words, which containerd's shim takes for "already finished" (the CRI kills
+    # every process of a stopped container before deleting it).
+    cp = runc("kill", "--all", "c1", "KILL")
+    assert cp.returncode == 1 and "container not running" in cp.stderr, cp.stderr
     runc("delete", "c1", check=True)
     assert sandboxes(isolad, **{"oci.id": "c1"}) == []
     cp = runc("state", "c1")
