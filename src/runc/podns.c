@@ -171,11 +171,12 @@ static int map_own(const char *root, struct oci_mapped *m, const char *type, str
 		return 0;
 	st = pod_container(root, path, type, id);
 	if (!st)
-		return isola_err_set(err, ENOTSUP, "not_supported",
-				     "config.json: `linux.namespaces`: joining the %s namespace at "
-				     "`%s` is refused: it is no container's of isola-runc's "
-				     "--root, and isola makes its own",
-				     type, path);
+		return isola_err_set(
+			err, ENOTSUP, "not_supported",
+			"config.json: `linux.namespaces`: joining the %s namespace at "
+			"`%s` is refused: it names no container of isola-runc's --root, "
+			"and isola makes its own",
+			type, path);
 	if (!strcmp(type, "uts") && !json_object_get(m->create, "hostname")) {
 		/* isolad names a sandbox without a hostname after its id (docs/oci.md). */
 		const json_t *h = json_object_get(st, "hostname");

@@ -94,7 +94,6 @@ def node(isolad, tmp_path_factory):
         if cri:
             cri.close()
         if c:
-            shutil.copy(c.dir / "containerd.log", "/tmp/h19cri/containerd.log")  # DEBUG
             c.stop()
         pids = subprocess.run(["ip", "netns", "pids", name], capture_output=True, text=True)
         for pid in pids.stdout.split():  # whatever a failure left in our namespace, by pid
