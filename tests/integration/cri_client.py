@@ -97,6 +97,7 @@ class CRI:
     def __init__(self, sock, timeout=120):
         self.channel = grpc.insecure_channel(f"unix://{sock}")
         self.timeout = timeout
+        self.made = []  # ids of the pods and containers this client created
 
     def close(self):
         self.channel.close()
@@ -126,7 +127,9 @@ class CRI:
                    (3, log_dir), (8, msg((2, msg((1, ns))))))
 
     def run_pod(self, config, handler):
-        return text(self.runtime("RunPodSandbox", msg((1, config), (2, handler))), 1)
+        pod_id = text(self.runtime("RunPodSandbox", msg((1, config), (2, handler))), 1)
+        self.made.append(pod_id)
+        return pod_id
 
     def pod_status(self, pod_id):
         f = parse(first(self.runtime("PodSandboxStatus", msg((1, pod_id))), 1))
@@ -140,6 +143,7 @@ class CRI:
         config = msg((1, msg((1, name), (2, 0))), (2, msg((1, image))), (4, list(args)),
                      (11, f"{name}.log"), (15, msg((2, msg((3, ns))))))
         f = self.runtime("CreateContainer", msg((1, pod_id), (2, config), (3, pod_config)))
+        self.made.append(text(f, 1))
         return text(f, 1)
 
     def start_container(self, cid):

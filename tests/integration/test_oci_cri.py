@@ -26,7 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from cri_client import CONTAINER, CONTAINER_EXITED, CONTAINER_RUNNING, CRI, POD  # noqa: E402
 from test_oci_containerd import Containerd, import_image  # noqa: E402
 from test_oci_docker_net import FETCH, SERVER_C  # noqa: E402
-from test_oci_runtime import RUNC, sandboxes  # noqa: E402
+from test_oci_runtime import RUNC, remove_engine_dir, sandboxes  # noqa: E402
 
 IMAGE = "localhost/isola-cri:1"
 SUBNET = "10.123.45"  # the pods' CNI subnet, inside the test's namespace only
@@ -95,6 +95,8 @@ def node(isolad, tmp_path_factory):
             cri.close()
         if c:
             c.stop()
+        for cid in cri.made if cri else []:  # what a failed runtime left in the shim's root
+            remove_engine_dir(SHIM_ROOT / cid)
         pids = subprocess.run(["ip", "netns", "pids", name], capture_output=True, text=True)
         for pid in pids.stdout.split():  # whatever a failure left in our namespace, by pid
             try:
