@@ -32,6 +32,7 @@ IMAGE = "localhost/isola-cri:1"
 SUBNET = "10.123.45"  # the pods' CNI subnet, inside the test's namespace only
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy" / "kubernetes" / "containerd-isola.toml"
 SHIM_ROOT = Path("/run/containerd/runc/k8s.io")  # the runc shim's --root for the CRI's namespace
+CNI_CACHE = Path("/var/lib/cni/results")  # libcni's, whatever the CRI's config says
 
 
 def handler_config():
@@ -95,8 +96,10 @@ def node(isolad, tmp_path_factory):
             cri.close()
         if c:
             c.stop()
-        for cid in cri.made if cri else []:  # what a failed runtime left in the shim's root
-            remove_engine_dir(SHIM_ROOT / cid)
+        for cid in cri.made if cri else []:  # what a failed run left in the shim's root,
+            remove_engine_dir(SHIM_ROOT / cid)  # and in libcni's result cache (a pod never
+            for f in CNI_CACHE.glob(f"*-{cid}-*"):  # torn down), by id
+                f.unlink()
         pids = subprocess.run(["ip", "netns", "pids", name], capture_output=True, text=True)
         for pid in pids.stdout.split():  # whatever a failure left in our namespace, by pid
             try:
