@@ -37,6 +37,7 @@ void oci_mapped_fini(struct oci_mapped *m)
 	json_decref(m->skipped);
 	json_decref(m->hooks);
 	json_decref(m->net_sysctl);
+	json_decref(m->ns_paths);
 	memset(m, 0, sizeof(*m));
 }
 
@@ -277,8 +278,10 @@ static int map_resources(const json_t *linux_, json_t *create, struct isola_err 
 
 /* linux.namespaces: isola makes every namespace itself, except that the network one may be
  * joined by path (a CNI-made pod netns, Docker's and Podman's networks): `netns` of the
- * create request, which isolad opens and checks (docs/oci.md). */
-static int map_namespaces(const json_t *linux_, json_t *create, struct isola_err **err)
+ * create request, which isolad opens and checks (docs/oci.md). ipc, uts and pid paths (the
+ * CRI's and Docker's `container:` modes name another container's) are kept in ns_paths for
+ * podns_resolve, which maps those of a pod's container and refuses the rest. */
+static int map_namespaces(const json_t *linux_, struct oci_mapped *out, struct isola_err **err)
 {
 	const json_t *nss = json_object_get(linux_, "namespaces"), *ns;
 	size_t i;
@@ -301,22 +304,30 @@ static int map_namespaces(const json_t *linux_, json_t *create, struct isola_err
 					     "config.json: `linux.namespaces[%zu].type` is not a "
 					     "known namespace",
 					     i);
-		if (path && *path && !strcmp(type, "network")) {
-			if (path[0] != '/' || strlen(path) > 255)
-				return isola_err_set(
-					err, EINVAL, "invalid",
-					"config.json: `linux.namespaces[%zu].path` "
-					"must be an absolute path of at most 255 bytes",
-					i);
-			json_object_set_new(create, "netns", json_string(path));
+		if (!path || !*path)
+			continue;
+		if (path[0] != '/' || strlen(path) > 255)
+			return isola_err_set(err, EINVAL, "invalid",
+					     "config.json: `linux.namespaces[%zu].path` "
+					     "must be an absolute path of at most 255 bytes",
+					     i);
+		if (!strcmp(type, "network")) {
+			json_object_set_new(out->create, "netns", json_string(path));
+			continue;
+		}
+		if (!strcmp(type, "ipc") || !strcmp(type, "uts") || !strcmp(type, "pid")) {
+			if (!out->ns_paths)
+				out->ns_paths = json_object();
+			if (!out->ns_paths ||
+			    json_object_set_new(out->ns_paths, type, json_string(path)) < 0)
+				return isola_err_set(err, ENOMEM, "internal", "out of memory");
 			continue;
 		}
 		/* Joining any other namespace by path would put the container into another's. */
-		if (path && *path)
-			return isola_err_set(err, ENOTSUP, "not_supported",
-					     "config.json: `linux.namespaces[%zu]`: joining the %s "
-					     "namespace at a path is refused (isola makes its own)",
-					     i, type);
+		return isola_err_set(err, ENOTSUP, "not_supported",
+				     "config.json: `linux.namespaces[%zu]`: joining the %s "
+				     "namespace at a path is refused (isola makes its own)",
+				     i, type);
 	}
 	return 0;
 }
@@ -883,7 +894,7 @@ static int map_spec(const json_t *spec, const char *bundle, const char *id, stru
 	if (r == 0)
 		r = map_resources(linux_, out->create, err);
 	if (r == 0)
-		r = map_namespaces(linux_, out->create, err);
+		r = map_namespaces(linux_, out, err);
 	if (r == 0)
 		r = map_hooks(spec, out, err);
 	if (r == 0)
@@ -983,7 +994,8 @@ json_t *oci_features(void)
 {
 	/* Hooks run on the host (createContainer, startContainer refused); of mount options, what a bind's mapping reads (others are isola's own:
 	 * nosuid, nodev, private). The annotations say what else this slice does (docs/oci.md):
-	 * a network namespace path is joined, other namespace paths refused, binds under /proc,
+	 * a network namespace path is joined, a pod's ipc and uts mapped (podns.h), other
+ * namespace paths refused, binds under /proc,
 	 * /sys and /dev and other filesystems not applied. */
 	json_t *f = json_pack(
 		"{s:s, s:s, s:[s, s, s, s], s:[s, s, s, s], s:{s:[s, s, s, s, s, s, s],"
@@ -993,7 +1005,9 @@ json_t *oci_features(void)
 		"rw", "linux", "namespaces", "cgroup", "ipc", "mount", "network", "pid", "user",
 		"uts", "cgroup", "v1", 1, "v2", 1, "systemd", 0, "annotations", "io.isola.runtime",
 		"isola-runc: process-tier sandboxes of isolad", "io.isola.namespaces.path",
-		"network only (joined; the operator's isolad checks it)", "io.isola.mounts",
+		"network joined (the operator's isolad checks it); ipc and uts of a pod's "
+		"container: its own with the pod's hostname; others refused",
+		"io.isola.mounts",
 		"binds and tmpfs honoured except under /proc, /sys, /dev; "
 		"other filesystems are isola's own or not applied; maskedPaths and readonlyPaths "
 		"honoured on top of isola's own");

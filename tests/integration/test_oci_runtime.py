@@ -242,6 +242,10 @@ def test_lifecycle_create_start_state_kill_delete(runc, rootfs, tmp_path, isolad
     runc("kill", "c1", "KILL", check=True)
     st = runc.wait_status("c1", "stopped")
     assert st["pid"] == 0
+    # runc's words, which containerd's shim takes for "already finished" (the CRI kills
+    # every process of a stopped container before deleting it).
+    cp = runc("kill", "--all", "c1", "KILL")
+    assert cp.returncode == 1 and "container not running" in cp.stderr, cp.stderr
     runc("delete", "c1", check=True)
     assert sandboxes(isolad, **{"oci.id": "c1"}) == []
     cp = runc("state", "c1")
@@ -541,8 +545,15 @@ def test_an_image_without_etc_passwd_runs_as_its_uids(runc, tmp_path):
 @pytest.mark.parametrize("edit,msg", [
     (lambda c: c.update(hooks={"createContainer": [{"path": "/bin/true"}]}),
      "`hooks.createContainer` is refused: it would run inside the container's namespaces"),
+    # The host's (a path naming no container of isola-runc's): refused, never joined.
     (lambda c: c["linux"]["namespaces"].append({"type": "ipc", "path": "/proc/1/ns/ipc"}),
-     "joining the ipc namespace at a path is refused"),
+     "joining the ipc namespace at `/proc/1/ns/ipc` is refused: it names no container"),
+    (lambda c: c["linux"]["namespaces"].append({"type": "uts", "path": "/proc/1/ns/uts"}),
+     "joining the uts namespace at `/proc/1/ns/uts` is refused: it names no container"),
+    (lambda c: c["linux"]["namespaces"].append({"type": "pid", "path": "/proc/1/ns/pid"}),
+     "joining the pid namespace at `/proc/1/ns/pid` is refused"),
+    (lambda c: c["linux"]["namespaces"].append({"type": "mount", "path": "/proc/1/ns/mnt"}),
+     "joining the mount namespace at a path is refused"),
     # The host's own network (this test's, isolad's) needs isolad --allow-host-netns.
     (lambda c: c["linux"]["namespaces"].append({"type": "network", "path": HOST_NETNS}),
      f"network namespace `{HOST_NETNS}` is the host's: joining it needs isolad "
@@ -567,6 +578,52 @@ def test_refused_config_leaves_nothing(runc, rootfs, tmp_path, isolad, edit, msg
     assert cp.returncode == 1 and msg in cp.stderr, cp.stderr
     assert not (runc.root / "bad").exists()
     assert sandboxes(isolad, **{"oci.id": "bad"}) == []
+
+
+def test_namespaces_of_a_containers_relay(runc, rootfs, tmp_path, isolad):
+    """The CRI's app containers (and Docker's `container:` modes) name another container by
+    its engine pid, the relay: `/proc/RELAY/ns/{net,ipc,uts}` give that container's network,
+    an ipc and uts namespace of the new container's own with its hostname; its pid namespace
+    is refused naming it (docs/oci.md, "A pod's namespaces")."""
+    def named(cfg):
+        cfg["hostname"] = "pod-host"
+
+    (tmp_path / "p").mkdir()
+    b = make_bundle(runc, rootfs, tmp_path / "p", ["sleep", "1000"], named)
+    pidfile = tmp_path / "pod.pid"
+    runc("create", "--bundle", b, "--pid-file", pidfile, "pod", check=True)
+    runc("start", "pod", check=True)
+    relay = int(pidfile.read_text())
+
+    def shared(*types):
+        def edit(cfg):
+            cfg["hostname"] = ""
+            cfg["linux"]["namespaces"] = [{"type": t} for t in ("pid", "mount")] + \
+                [{"type": t, "path": f"/proc/{relay}/ns/{t[:3] if t == 'network' else t}"}
+                 for t in types]
+        return edit
+
+    (tmp_path / "a").mkdir()
+    b = make_bundle(runc, rootfs, tmp_path / "a", ["cat", "/proc/sys/kernel/hostname"],
+                    shared("network", "ipc", "uts"))
+    cp = runc("run", "--keep", "--bundle", b, "app")
+    assert (cp.returncode, cp.stdout) == (0, "pod-host\n"), cp.stderr
+    # pod is on isola's own network (no path recorded): the path as given, which names the
+    # namespace the relay entered, pod's.
+    [pod] = sandboxes(isolad, **{"oci.id": "pod"})
+    [app] = sandboxes(isolad, **{"oci.id": "app"})
+    assert pod["network"] == {"mode": "own"}, pod
+    assert app["network"] == {"mode": "joined", "path": f"/proc/{relay}/ns/net"}, app
+    runc("delete", "--force", "app", check=True)
+
+    (tmp_path / "q").mkdir()
+    b = make_bundle(runc, rootfs, tmp_path / "q", ["true"], shared("network", "pid"))
+    cp = runc("create", "--bundle", b, "sharedpid")
+    assert cp.returncode == 1 and "joining the pid namespace of container `pod`" in \
+        cp.stderr and "shareProcessNamespace" in cp.stderr, cp.stderr
+    assert not (runc.root / "sharedpid").exists()
+    assert sandboxes(isolad, **{"oci.id": "sharedpid"}) == []
+    runc("delete", "--force", "pod", check=True)
 
 
 def test_global_flags(runc, tmp_path):

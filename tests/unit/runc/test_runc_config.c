@@ -190,9 +190,15 @@ static void test_refusals(void)
 	ok(refused(BASE ",\"hooks\":{\"later\":[{\"path\":\"/x\"}]}}", "invalid",
 		   "`hooks.later` is not a hook kind"),
 	   "an unknown hook kind refused");
-	ok(refused(BASE ",\"linux\":{\"namespaces\":[{\"type\":\"ipc\",\"path\":\"/p\"}]}}",
-		   "not_supported", "joining the ipc namespace"),
-	   "joining a namespace other than the network one refused");
+	ok(refused(BASE ",\"linux\":{\"namespaces\":[{\"type\":\"mount\",\"path\":\"/p\"}]}}",
+		   "not_supported", "joining the mount namespace"),
+	   "joining a mount namespace refused");
+	ok(refused(BASE ",\"linux\":{\"namespaces\":[{\"type\":\"user\",\"path\":\"/p\"}]}}",
+		   "not_supported", "joining the user namespace"),
+	   "joining a user namespace refused");
+	ok(refused(BASE ",\"linux\":{\"namespaces\":[{\"type\":\"ipc\",\"path\":\"rel\"}]}}",
+		   "invalid", "`linux.namespaces[0].path` must be an absolute path"),
+	   "a relative ipc namespace path refused");
 	ok(refused(BASE ",\"linux\":{\"namespaces\":[{\"type\":\"network\",\"path\":\"rel\"}]}}",
 		   "invalid", "`linux.namespaces[0].path` must be an absolute path"),
 	   "a relative network namespace path refused");
