@@ -151,7 +151,10 @@ static int map_cwd_user(const json_t *proc, json_t *create, json_t *body, struct
  * oom_score_adj; with them `user.gid` becomes `gid` (the primary group, neutral). Only their shape is checked here; isolad checks the ranges (gids 0-65535,
  * rlimit types, soft <= hard) and the sandbox's agent refuses what would widen (an
  * oom_score_adj below the sandbox's), naming the field, and lowers a hard limit above isola's
- * to isola's (`rlimits_cap`; docs/oci.md).
+ * to isola's (`rlimits_cap`; docs/oci.md). A negative oomScoreAdj is not sent: engines set
+ * one routinely (Kubernetes: -998 for a pod's pause container, -997 for a Guaranteed pod),
+ * and it would only widen, so the container keeps the sandbox's score, as a rlimit above
+ * isola's is lowered instead of refused.
  */
 static int map_narrowing(const json_t *proc, json_t *body, struct isola_err **err)
 {
@@ -192,7 +195,8 @@ static int map_narrowing(const json_t *proc, json_t *body, struct isola_err **er
 			return isola_err_set(
 				err, EINVAL, "invalid",
 				"config.json: `process.oomScoreAdj` must be an integer");
-		json_object_set(body, "oom_score_adj", (json_t *)oom);
+		if (json_integer_value(oom) >= 0)
+			json_object_set(body, "oom_score_adj", (json_t *)oom);
 	}
 	if (!rl || json_is_null(rl))
 		return 0;

@@ -186,9 +186,18 @@ def test_runc_caps_a_limit_above_isolas(runc, rootfs, tmp_path):
     assert cp.returncode == 0 and cp.stdout == "1024\n1024\n0\n", (cp.stdout, cp.stderr)
 
 
+def test_runc_keeps_the_sandbox_score_for_a_negative_oom_score_adj(runc, rootfs, tmp_path):
+    """Kubernetes gives a pod's pause container oomScoreAdj -998 (a Guaranteed pod -997):
+    lowering would widen, so the container runs with the sandbox's own score instead of
+    being refused (the native API refuses it: test_widening_or_malformed_fields_are_refused_naming_them)."""
+    def edit(c):
+        c["process"]["oomScoreAdj"] = -998
+    b = make_bundle(runc, rootfs, tmp_path, ["cat", "/proc/self/oom_score_adj"], edit)
+    cp = runc("run", "--bundle", b, "nw4")
+    assert cp.returncode == 0 and cp.stdout == "0\n", (cp.stdout, cp.stderr)
+
+
 @pytest.mark.parametrize("edit,msg", [
-    (lambda c: c["process"].update(oomScoreAdj=-100),
-     "`oom_score_adj` -100 is below the sandbox's 0"),
     (lambda c: c["process"]["user"].update(additionalGids=[1 << 20]),
      "`additional_gids`: entry 0 must be a gid inside the sandbox's range"),
     (lambda c: c["process"].update(oomScoreAdj="high"),
