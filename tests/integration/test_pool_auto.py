@@ -1,8 +1,8 @@
 # SPDX-License-Identifier: Apache-2.0
-"""The automatic warm pool (docs/persistence.md "Automatic pool"): `isolad --pool-auto MAX`
-keeps host/process sandboxes ready, as many as the most creates seen in one second within
-the window (ISOLA_POOL_AUTO_WINDOW_S, shortened here), capped at MAX, and none once no create
-came for a window. Its fills wait while a burst is in flight (counted as `deferrals`), and it
+"""The automatic warm pool (docs/persistence.md "Automatic pool"), on by default (MAX 8) and
+set with `isolad --pool-auto MAX`: keeps host/process sandboxes ready, as many as the most
+creates seen in one second within the window (ISOLA_POOL_AUTO_WINDOW_S, shortened here),
+capped at MAX and a memory budget, and none once no create came for a window. Its fills wait while a burst is in flight (counted as `deferrals`), and it
 never takes capacity a caller's create needs. Judged on the host (the state dir's sandbox
 directories and the pooled sandboxes' processes) and by GET /v1/pools's counts."""
 
@@ -15,7 +15,7 @@ import pytest
 
 import isola_client as ic
 from tenancy_util import ROOT_CONFTEST
-from test_pools import FILL_TIMEOUT, pool, pooled_ids
+from test_pools import FILL_TIMEOUT, on_disk, pool, pooled_ids
 
 Isolad = ROOT_CONFTEST.Isolad
 
@@ -226,8 +226,9 @@ def test_cli_pool_auto(daemons):
 def test_on_by_default_serves_a_create(daemons):
     """isolad with no --pool-auto and nothing stored: the automatic pool is on with cap 8,
     marked as the default, its target capped by the memory budget (1/64 of MemAvailable at
-    1 MiB a sandbox); after a few creates a create is a claim. Size 0 turns it off for good
-    (stored), and a start without the flag keeps it off."""
+    1 MiB a sandbox); after a few creates a create is a claim. isolad's stop destroys the
+    pool's sandboxes. Size 0 turns it off for good (stored), and a start without the flag
+    keeps it off."""
     d = daemons(None, 60)
     c = d.client()
     p = pool(d)
@@ -245,6 +246,16 @@ def test_on_by_default_serves_a_create(daemons):
         assert c.sh(sb["id"], "echo ok") == "ok\n"
     finally:
         c.delete_sandbox(sb["id"])
+    # A stop takes the automatic pool's sandboxes with it (a restart would destroy them as
+    # surplus anyway): nothing of them is left running or on disk.
+    held = wait_filled(d)
+    assert held
+    d.stop()
+    assert not (held & on_disk(d)), (held, on_disk(d))
+    assert not any(ic.sandbox_host_pids(s) for s in held)
+    d.start()
+    c = d.client()
+    assert pool(d)["default"] is True
     r = c.request("PUT", "/v1/pools/host/process", json={"size": 0})
     assert r.status == 200, r
     ic.wait_for(lambda: not pooled_ids(d), 60, what="pool drained")

@@ -974,6 +974,12 @@ void pool_stop(struct core *c)
 	pthread_mutex_unlock(&ps->lock);
 	if (ps->running)
 		pthread_join(ps->thread, NULL);
+	/* The automatic pool's idle sandboxes go with isolad (no fill is in flight now): a
+	 * restart starts its rate from nothing and would destroy them as surplus anyway, and a
+	 * stopped isolad (an uninstall, an operator's stop) then leaves only sandboxes someone
+	 * created. A fixed pool's stay, re-attached at the next start. */
+	while (pool_yield(c) > 0)
+		;
 	c->pools = NULL;
 	pthread_cond_destroy(&ps->wake);
 	pthread_cond_destroy(&ps->filled);

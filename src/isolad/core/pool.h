@@ -29,7 +29,8 @@ struct sandbox_request;
 
 /* Loads the stored sizes and starts the pool thread (core_new, after reconcile). */
 int pool_start(struct core *c, struct isola_err **err);
-/* Stops and joins the pool thread (core_free, first thing); pooled sandboxes stay. */
+/* Stops and joins the pool thread (core_free, first thing), then destroys the automatic
+ * pool's idle sandboxes; a fixed pool's stay (re-attached at the next start). */
 void pool_stop(struct core *c);
 
 /*
