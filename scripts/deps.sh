@@ -30,6 +30,7 @@ PKGS=(
 	docker.io # tests/integration/test_oci_docker.py: a private dockerd with --add-runtime isola (docs/oci.md)
 	podman # tests/integration/test_oci_podman.py: podman --runtime isola-runc (docs/oci.md)
 	containerd # ctr, containerd: tests/integration/test_oci_containerd.py, test_kubernetes_deploy.py (containerd config dump)
+	python3-grpcio containernetworking-plugins # tests/integration/test_oci_cri.py: a CRI client on containerd's socket, the pod's CNI (bridge, host-local, loopback)
 	patchelf # deploy/kubernetes/node-install.sh, run by test_kubernetes_deploy.py
 	linux-perf # perf: bench/burst-profile.sh (where a burst's CPU goes, docs/benchmarks.md)
 )

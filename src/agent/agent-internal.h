@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 #include <sys/types.h>
 
+#include "common/rlimits.h"
 #include "ring.h"
 #include "users.h"
 
@@ -161,13 +162,32 @@ const char *agent_errno_code(int errnum);
 
 /* ---- spawning (spawn.c, pty.c) ---- */
 
+/* What a command asked for that only narrows it (narrow.c; docs/process-tier.md). */
+struct spawn_narrow {
+	int umask;				   /* the process's umask, -1 = the agent's */
+	struct rlimits_entry rlimits[RLIMITS_MAX]; /* set before execve, each lowered */
+	unsigned n_rlimits;			   /* entries used */
+	int oom_score_adj;			   /* written to the process when set_oom */
+	bool set_oom;				   /* oom_score_adj was given */
+};
+
+/*
+ * Reads req's narrowing fields (`gid`, u's primary group instead of its passwd one;
+ * `additional_gids`, appended to u's groups; `umask`; `rlimits`;
+ * `oom_score_adj`) into out. Refuses, with chan_fail naming the field, a malformed one and one
+ * that would widen what the agent's processes hold: a hard limit above the agent's own (with
+ * `rlimits_cap`: lowered to it instead), an oom_score_adj below the agent's. Returns 0, or -1 once the channel has failed.
+ */
+int narrow_from_req(struct chan *ch, json_t *req, struct agent_user *u, struct spawn_narrow *out);
+
 struct spawn_req {
-	char *const *argv;	       /* argv[0] is looked up in the child's PATH */
-	char *const *envp;	       /* complete environment */
-	const char *cwd;	       /* working directory (entered as the user) */
-	const struct agent_user *user; /* identity to run as */
-	int stdio[3];		       /* non-tty: fds for 0, 1, 2 */
-	const char *pty_slave;	       /* tty: slave path, else NULL */
+	char *const *argv;		   /* argv[0] is looked up in the child's PATH */
+	char *const *envp;		   /* complete environment */
+	const char *cwd;		   /* working directory (entered as the user) */
+	const struct agent_user *user;	   /* identity to run as */
+	int stdio[3];			   /* non-tty: fds for 0, 1, 2 */
+	const char *pty_slave;		   /* tty: slave path, else NULL */
+	const struct spawn_narrow *narrow; /* umask, rlimits, oom_score_adj; NULL: none */
 };
 
 /* Forks and execs r. Returns 0 with *pid set once execve succeeded, or -errno with
@@ -178,6 +198,17 @@ int spawn_process(const struct spawn_req *r, pid_t *pid, const char **what);
  * plan, or the guest's isola.caps, default CAPS_DEFAULT_MASK) before the first spawn; 0 (none)
  * in standalone `--listen` mode, where uid 0 would be the host's root. */
 extern uint64_t agent_root_caps;
+/* The spec's own seccomp program (OCI `linux.seccomp`, docs/oci.md), compiled by isolad and
+ * handed over in setup's plan. spawn.c installs it in every process it starts, right before
+ * execve and on top of isola's filter, so the agent itself never runs under it. */
+struct agent_spec_filter {
+	void *insns;	    /* `struct sock_filter[len]`, owned, or NULL: no filter */
+	unsigned short len; /* instructions (1..BPF_MAXINSNS) */
+	unsigned int flags; /* SECCOMP_FILTER_FLAG_* bits for seccomp(2) */
+};
+/* Set once by setup (setup.c) before the first spawn; empty in the microvm tier and in
+ * standalone `--listen` mode. */
+extern struct agent_spec_filter agent_spec_seccomp;
 /* Opens a pty pair: *master (non-blocking, cloexec) and the slave's path. 0 or -errno. */
 int pty_open(int *master, char *slave, size_t slave_len, unsigned cols, unsigned rows);
 /* Sets the window size. 0 or -errno. */

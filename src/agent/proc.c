@@ -684,6 +684,8 @@ int op_exec(struct chan *ch, json_t *req)
 	char **cargv = NULL, **envp = NULL;
 	int pin[2] = {-1, -1}, pout[2] = {-1, -1}, perr[2] = {-1, -1}, master = -1;
 	struct spawn_req sr = {0};
+	struct spawn_narrow narrow;
+	struct agent_user user;
 	struct proc *p = NULL;
 	size_t i;
 	int r;
@@ -699,6 +701,9 @@ int op_exec(struct chan *ch, json_t *req)
 		    &retention) < 0 ||
 	    req_str(ch, req, "tag", 256, &tag) < 0 ||
 	    req_int(ch, req, "oom_base", -1, -1, INT64_MAX, &oom_base) < 0)
+		return 0;
+	user = ch->user;
+	if (narrow_from_req(ch, req, &user, &narrow) < 0)
 		return 0;
 	if (json_object_get(req, "cwd")) {
 		if (req_path(ch, req, "cwd", cwd) < 0)
@@ -746,7 +751,8 @@ int op_exec(struct chan *ch, json_t *req)
 	sr.argv = cargv;
 	sr.envp = envp;
 	sr.cwd = cwd;
-	sr.user = &ch->user;
+	sr.user = &user;
+	sr.narrow = &narrow;
 	r = spawn_process(&sr, &p->pid, &what);
 	if (r < 0)
 		goto fail;

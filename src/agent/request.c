@@ -116,6 +116,7 @@ const char *agent_errno_code(int errnum)
 	case EPERM:
 	case ELOOP:
 	case EXDEV:
+	case EROFS: /* a read-only root (readonly_root) or mount */
 		return "forbidden";
 	case EINVAL:
 	case ENAMETOOLONG:

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* setup: the agent's first stage in the process tier — builds the sandbox it will be PID 1 of. */
 #include "setup.h"
+#include "agent-internal.h"
 
 #include "common/util.h"
 #include "users.h"
@@ -39,7 +40,7 @@
  * (fd indices in range, sizes capped) so a bug there fails loudly here.
  */
 #define PLAN_MAX_BYTES (64 * 1024)
-#define PLAN_MAX_FDS   40 /* >= 5 + TIER_MAX_BINDS (src/isolad/tiers/tier.h): a slot's sysfs too */
+#define PLAN_MAX_FDS   40 /* >= 6 + TIER_MAX_BINDS (src/isolad/tiers/tier.h): a slot's sysfs too */
 #define BPF_MAX_INSNS  4096
 #define STAGE	       "/tmp" /* where the writable tmpfs is attached while assembling */
 
@@ -843,26 +844,70 @@ static void drop_caps(uint64_t root_caps)
 		fail_errno("capset");
 }
 
-static void install_seccomp(int memfd)
+/* Reads the sealed memfd of a BPF program isolad compiled (`what` names it) into prog
+ * (insns on the heap) and closes the memfd. */
+static void read_program(int memfd, const char *what, struct sock_fprog *prog)
 {
 	struct stat st;
-	struct sock_fprog prog;
 	struct sock_filter *insns;
 
 	if (fstat(memfd, &st) < 0)
-		fail_errno("stat seccomp program");
+		fail_errno("stat %s program", what);
 	if (st.st_size <= 0 || st.st_size % (off_t)sizeof(struct sock_filter) ||
 	    st.st_size > (off_t)(BPF_MAX_INSNS * sizeof(struct sock_filter)))
-		fail("seccomp program has a bad size (%lld)", (long long)st.st_size);
+		fail("%s program has a bad size (%lld)", what, (long long)st.st_size);
 	insns = malloc((size_t)st.st_size);
 	if (!insns || pread(memfd, insns, (size_t)st.st_size, 0) != st.st_size)
-		fail_errno("read seccomp program");
-	prog.len = (unsigned short)(st.st_size / (off_t)sizeof(struct sock_filter));
-	prog.filter = insns;
+		fail_errno("read %s program", what);
+	prog->len = (unsigned short)(st.st_size / (off_t)sizeof(struct sock_filter));
+	prog->filter = insns;
+	close(memfd);
+}
+
+static void install_seccomp(int memfd)
+{
+	struct sock_fprog prog;
+
+	read_program(memfd, "seccomp", &prog);
 	if (syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &prog) < 0)
 		fail_errno("install seccomp filter");
-	free(insns);
-	close(memfd);
+	free(prog.filter);
+}
+
+/* The spec's own filter, when the plan carries one (fds.spec_seccomp): kept for spawn.c,
+ * which installs it in each process the agent starts (the agent is never under it). Only
+ * the flags isolad compiles for are accepted. */
+static void keep_spec_seccomp(struct plan *p, json_t *fds)
+{
+	const unsigned known = SECCOMP_FILTER_FLAG_LOG | SECCOMP_FILTER_FLAG_SPEC_ALLOW;
+	json_t *flags = json_object_get(p->json, "spec_seccomp_flags");
+	struct sock_fprog prog;
+
+	if (!json_object_get(fds, "spec_seccomp"))
+		return;
+	if (flags && (!json_is_integer(flags) || json_integer_value(flags) < 0 ||
+		      ((uint64_t)json_integer_value(flags) & ~(uint64_t)known)))
+		fail("plan: bad spec_seccomp_flags");
+	read_program(plan_take_fd(p, json_object_get(fds, "spec_seccomp"), "spec_seccomp"),
+		     "spec seccomp", &prog);
+	agent_spec_seccomp.insns = prog.filter;
+	agent_spec_seccomp.len = prog.len;
+	agent_spec_seccomp.flags = flags ? (unsigned)json_integer_value(flags) : 0;
+}
+
+/*
+ * create's readonly_root (docker run --read-only, a spec's root.readonly): the root mount, the
+ * template under the writable layer, becomes read-only, once the default user is seeded.
+ * Only the root mount itself: /proc, /dev (with /dev/shm and /dev/mqueue), /sys and the
+ * spec's binds and tmpfs mounts keep their own flags, as under Docker. The sandbox holds no
+ * CAP_SYS_ADMIN to undo it. isolad still reaches the layer (AGENT_UPPER_FD) for snapshots.
+ */
+static void readonly_root(void)
+{
+	struct mount_attr ro = {.attr_set = MOUNT_ATTR_RDONLY};
+
+	if (mount_setattr(AT_FDCWD, "/", 0, &ro, sizeof(ro)) < 0)
+		fail_errno("make the root read-only");
 }
 
 int agent_setup_run(int setup_fd, uint64_t *root_caps)
@@ -912,6 +957,7 @@ int agent_setup_run(int setup_fd, uint64_t *root_caps)
 	sysfs = json_object_get(fds, "sysfs")
 			? plan_take_fd(&p, json_object_get(fds, "sysfs"), "sysfs")
 			: -1;
+	keep_spec_seccomp(&p, fds);
 
 	/* isolad wrote our uid/gid maps before sending the plan: become the namespace's
 	 * root (host uid_base) instead of the unmapped overflow id. */
@@ -992,6 +1038,8 @@ int agent_setup_run(int setup_fd, uint64_t *root_caps)
 	/* stage stays open: it becomes AGENT_UPPER_FD once the setup socket is closed. */
 
 	seed_default_user();
+	if (json_is_true(json_object_get(p.json, "readonly_root")))
+		readonly_root();
 	if (sethostname(hostname, strlen(hostname)) < 0)
 		fail_errno("sethostname");
 	/* A joined network namespace (docs/oci.md) belongs to the engine that made it; we hold

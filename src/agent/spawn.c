@@ -6,12 +6,15 @@
 #include <fcntl.h>
 #include <grp.h>
 #include <linux/capability.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -21,7 +24,8 @@
 
 extern char **environ;
 
-uint64_t agent_root_caps; /* none until a sandbox's boot says (main.c) */
+uint64_t agent_root_caps;		     /* none until a sandbox's boot says (main.c) */
+struct agent_spec_filter agent_spec_seccomp; /* none unless setup's plan carries one */
 
 /* What the child reports through the cloexec pipe when a step fails. */
 struct spawn_fail {
@@ -35,18 +39,23 @@ enum {
 	STEP_STDIO,
 	STEP_CAPS,
 	STEP_SECUREBITS,
+	STEP_RLIMIT,
+	STEP_OOM,
 	STEP_SETGROUPS,
 	STEP_SETGID,
 	STEP_SETUID,
 	STEP_CAPSET,
 	STEP_NNP,
 	STEP_CHDIR,
+	STEP_SECCOMP,
 	STEP_EXEC,
 };
 
 static const char *const step_names[] = {
-	"setsid", "controlling tty", "stdio",  "drop bounding set", "securebits", "setgroups",
-	"setgid", "setuid",	     "capset", "no_new_privs",	    "chdir",	  "execve",
+	"setsid",     "controlling tty", "stdio",	  "drop bounding set",
+	"securebits", "setrlimit",	 "oom_score_adj", "setgroups",
+	"setgid",     "setuid",		 "capset",	  "no_new_privs",
+	"chdir",      "seccomp",	 "execve",
 };
 
 static __attribute__((noreturn)) void child_fail(int fd, int step, int err)
@@ -59,11 +68,55 @@ static __attribute__((noreturn)) void child_fail(int fd, int step, int err)
 	_exit(127);
 }
 
+/* The command's narrowing fields (narrow.c checked that none widens), while still uid 0:
+ * /proc/self/oom_score_adj of this non-dumpable process is root's. */
+static void apply_narrow(const struct spawn_narrow *n, int efd)
+{
+	char buf[16];
+	int fd, len;
+
+	if (!n)
+		return;
+	if (n->umask >= 0)
+		umask((mode_t)n->umask);
+	for (unsigned i = 0; i < n->n_rlimits; i++) {
+		struct rlimit rl = {.rlim_cur = (rlim_t)n->rlimits[i].soft,
+				    .rlim_max = (rlim_t)n->rlimits[i].hard};
+
+		if (setrlimit(n->rlimits[i].resource, &rl) < 0)
+			child_fail(efd, STEP_RLIMIT, errno);
+	}
+	if (!n->set_oom)
+		return;
+	len = snprintf(buf, sizeof(buf), "%d\n", n->oom_score_adj);
+	fd = open("/proc/self/oom_score_adj", O_WRONLY | O_CLOEXEC);
+	if (fd < 0 || write(fd, buf, (size_t)len) != len)
+		child_fail(efd, STEP_OOM, errno ? errno : EIO);
+	close(fd);
+}
+
 /* A privileged step may fail only when the agent itself runs unprivileged (standalone test
  * mode) and the user asked for is the agent's own uid: then there is nothing to drop to. */
 static bool may_skip(const struct agent_user *u, int err)
 {
 	return err == EPERM && geteuid() != 0 && u->uid == geteuid();
+}
+
+/*
+ * The spec's own filter (docs/oci.md "The spec's seccomp profile"), stacked on isola's: the
+ * kernel runs both and the stricter verdict wins, so it can only narrow. Last step before
+ * execve, as runc does, so the profile need not allow what the steps above call; no_new_privs
+ * is set already, which an unprivileged filter requires.
+ */
+static void install_spec_filter(int efd)
+{
+	struct sock_fprog prog = {.len = agent_spec_seccomp.len,
+				  .filter = agent_spec_seccomp.insns};
+
+	if (!agent_spec_seccomp.insns)
+		return;
+	if (syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, agent_spec_seccomp.flags, &prog) < 0)
+		child_fail(efd, STEP_SECCOMP, errno);
 }
 
 static __attribute__((noreturn)) void child(const struct spawn_req *r, int efd)
@@ -128,6 +181,7 @@ static __attribute__((noreturn)) void child(const struct spawn_req *r, int efd)
 	 * bounding set, and a non-root execve gains nothing whatever they say. */
 	if (prctl(PR_SET_SECUREBITS, 0, 0, 0, 0) < 0 && !may_skip(u, errno))
 		child_fail(efd, STEP_SECUREBITS, errno);
+	apply_narrow(r->narrow, efd);
 	if (setgroups((size_t)u->ngroups, u->groups) < 0 && !may_skip(u, errno))
 		child_fail(efd, STEP_SETGROUPS, errno);
 	if (setresgid(u->gid, u->gid, u->gid) < 0 && !may_skip(u, errno))
@@ -147,6 +201,7 @@ static __attribute__((noreturn)) void child(const struct spawn_req *r, int efd)
 		child_fail(efd, STEP_NNP, errno);
 	if (chdir(r->cwd) < 0)
 		child_fail(efd, STEP_CHDIR, errno);
+	install_spec_filter(efd);
 	environ = (char **)r->envp; /* execvp searches the child's PATH, not ours */
 	execvp(r->argv[0], r->argv);
 	child_fail(efd, STEP_EXEC, errno);

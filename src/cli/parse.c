@@ -429,6 +429,78 @@ static int set_seconds(json_t *req, const char *key, const char *flag, const cha
 	return 0;
 }
 
+/* One option of --tmpfs into the entry m; the error names it. */
+static int tmpfs_opt(json_t *m, const char *o, const char *arg, struct isola_err **err)
+{
+	uint64_t v;
+	char *end;
+
+	if (!strcmp(o, "ro") || !strcmp(o, "rw"))
+		return json_object_set_new(m, "readonly", json_boolean(!strcmp(o, "ro")));
+	if (!strcmp(o, "noexec") || !strcmp(o, "exec"))
+		return json_object_set_new(m, "noexec", json_boolean(!strcmp(o, "noexec")));
+	if (!strcmp(o, "nosuid") || !strcmp(o, "nodev"))
+		return 0; /* always so in a sandbox */
+	if (!strncmp(o, "size=", 5)) {
+		if (util_parse_size(o + 5, &v) < 0 || v == 0 || v > (uint64_t)INT64_MAX)
+			return isola_err_set(err, EINVAL, CLI_ERR_USAGE,
+					     "--tmpfs `%s`: `%s`: expected a size like 64M", arg,
+					     o);
+		return json_object_set_new(m, "size", json_integer((json_int_t)v));
+	}
+	if (!strncmp(o, "mode=", 5)) {
+		errno = 0;
+		v = strtoull(o + 5, &end, 8);
+		if (errno || end == o + 5 || *end || v > 07777)
+			return isola_err_set(err, EINVAL, CLI_ERR_USAGE,
+					     "--tmpfs `%s`: `%s`: expected an octal mode like 1777",
+					     arg, o);
+		return json_object_set_new(m, "mode", json_integer((json_int_t)v));
+	}
+	if (!strcmp(o, "suid") || !strcmp(o, "dev"))
+		return isola_err_set(err, EINVAL, CLI_ERR_USAGE,
+				     "--tmpfs `%s`: `%s` is not allowed: a sandbox's mounts are "
+				     "always nosuid and nodev",
+				     arg, o);
+	return isola_err_set(err, EINVAL, CLI_ERR_USAGE,
+			     "--tmpfs `%s`: unknown option `%s` (ro, rw, noexec, exec, size=SIZE, "
+			     "mode=OCTAL)",
+			     arg, o);
+}
+
+int cli_add_tmpfs(json_t *req, const char *arg, struct isola_err **err)
+{
+	const char *colon = strchr(arg, ':');
+	json_t *list = json_object_get(req, "tmpfs"), *m;
+	char *opts, *o, *save = NULL;
+	int r = 0;
+
+	if (!*arg || colon == arg)
+		return isola_err_set(err, EINVAL, CLI_ERR_USAGE,
+				     "--tmpfs `%s`: expected PATH[:OPTIONS]", arg);
+	m = json_pack("{s:s%}", "destination", arg, colon ? (size_t)(colon - arg) : strlen(arg));
+	if (!m)
+		return isola_err_set(err, ENOMEM, NULL, "out of memory");
+	opts = colon ? strdup(colon + 1) : NULL;
+	if (colon && !opts) {
+		json_decref(m);
+		return isola_err_set(err, ENOMEM, NULL, "out of memory");
+	}
+	for (o = opts ? strtok_r(opts, ",", &save) : NULL; o && r == 0;
+	     o = strtok_r(NULL, ",", &save))
+		r = tmpfs_opt(m, o, arg, err);
+	free(opts);
+	if (r < 0) {
+		json_decref(m);
+		return -EINVAL;
+	}
+	if (!list) {
+		list = json_array();
+		json_object_set_new(req, "tmpfs", list);
+	}
+	return json_array_append_new(list, m);
+}
+
 int cli_set_cpu(json_t *req, const char *arg, struct isola_err **err)
 {
 	char *end;
@@ -477,10 +549,14 @@ enum {
 	OPT_IDLE_TIMEOUT, /* --idle-timeout S */
 	OPT_AUTO_RESUME,  /* --auto-resume / --no-auto-resume */
 	OPT_NO_AUTO_RESUME,
-	OPT_CAP_ADD,  /* --cap-add CAP: cap_add[] (docs/process-tier.md, "Capabilities") */
-	OPT_CAP_DROP, /* --cap-drop CAP|ALL: cap_drop[] */
+	OPT_CAP_ADD,	   /* --cap-add CAP: cap_add[] (docs/process-tier.md, "Capabilities") */
+	OPT_CAP_DROP,	   /* --cap-drop CAP|ALL: cap_drop[] */
+	OPT_TMPFS,	   /* --tmpfs PATH[:OPTS]: tmpfs[] (docs/oci.md) */
+	OPT_MASK_PATH,	   /* --mask-path PATH: masked_paths[] */
+	OPT_READONLY_PATH, /* --readonly-path PATH: readonly_paths[] */
 	OPT_NAME,
 	OPT_RM,
+	OPT_READ_ONLY, /* --read-only: readonly_root (docs/process-tier.md, "Read-only root") */
 };
 
 #define RUN    (1u << CLI_SB_RUN)
@@ -516,12 +592,20 @@ const struct cli_opt cli_sandbox_opts[] = {
 	{"no-auto-resume", OPT_NO_AUTO_RESUME, NULL, "do not resume on requests", CREATE},
 	{"cap-add", OPT_CAP_ADD, "CAP", "give root this capability too (docs/process-tier.md)", 0},
 	{"cap-drop", OPT_CAP_DROP, "CAP", "take CAP (or ALL) from root's default set", 0},
+	{"tmpfs", OPT_TMPFS, "PATH[:OPTS]",
+	 "mount a tmpfs at PATH; OPTS: ro, rw, noexec, exec, size=SIZE, mode=OCTAL (repeatable)",
+	 0},
+	{"mask-path", OPT_MASK_PATH, "PATH", "hide PATH from the sandbox's processes (repeatable)",
+	 0},
+	{"readonly-path", OPT_READONLY_PATH, "PATH", "make PATH read-only inside (repeatable)", 0},
+	{"read-only", OPT_READ_ONLY, NULL, "make the root filesystem read-only (/dev/shm stays)",
+	 0},
 	{NULL, 0, NULL, NULL, 0},
 };
 
-/* Appends a capability name to the request's list `key`; isolad parses and judges it
- * (unknown or never-listed names come back as 400 naming the capability). */
-static int add_cap(json_t *req, const char *key, const char *name)
+/* Appends a string to the request's list `key`; isolad parses and judges it (an unknown
+ * capability, a bad path come back as 400 naming it). */
+static int add_str(json_t *req, const char *key, const char *name)
 {
 	json_t *arr = json_object_get(req, key);
 
@@ -630,9 +714,18 @@ static int sandbox_opt(char *const argv[], int c, enum cli_sandbox_mode mode,
 		json_object_set_new(req, "workdir", json_string(optarg));
 		return 0;
 	case OPT_CAP_ADD:
-		return add_cap(req, "cap_add", optarg);
+		return add_str(req, "cap_add", optarg);
 	case OPT_CAP_DROP:
-		return add_cap(req, "cap_drop", optarg);
+		return add_str(req, "cap_drop", optarg);
+	case OPT_TMPFS:
+		return cli_add_tmpfs(req, optarg, err);
+	case OPT_MASK_PATH:
+		return add_str(req, "masked_paths", optarg);
+	case OPT_READONLY_PATH:
+		return add_str(req, "readonly_paths", optarg);
+	case OPT_READ_ONLY:
+		json_object_set_new(req, "readonly_root", json_true());
+		return 0;
 	case 'u':
 		json_object_set_new(req, "user", json_string(optarg));
 		return 0;

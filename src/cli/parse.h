@@ -103,6 +103,9 @@ int cli_parse_seconds(const char *s, long *out);
 
 /* Sets req[key] from a size option ("512M", "2G" or bytes); the error names `--key`. */
 int cli_set_size(json_t *req, const char *key, const char *arg, struct isola_err **err);
+/* --tmpfs PATH[:OPTS] (Docker's form: ro, rw, noexec, exec, size=SIZE, mode=OCTAL; nosuid
+ * and nodev accepted, suid and dev refused) appended to the request's `tmpfs` list. */
+int cli_add_tmpfs(json_t *req, const char *arg, struct isola_err **err);
 
 /* Sets req.cpu from a --cpu option (a positive number of CPUs, at most 1024). */
 int cli_set_cpu(json_t *req, const char *arg, struct isola_err **err);

@@ -146,6 +146,8 @@ int main(int argc, char **argv)
 	sigset_t set;
 	int c, sig;
 
+	if (argc > 0 && !strcmp(argv[0], PROC_RESTORE_ARGV0))
+		return tier_process_restore_main(argc, argv);
 	core_config_defaults(&cfg);
 	net_config_defaults(&ncfg);
 	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {

@@ -37,6 +37,7 @@ void oci_mapped_fini(struct oci_mapped *m)
 	json_decref(m->skipped);
 	json_decref(m->hooks);
 	json_decref(m->net_sysctl);
+	json_decref(m->ns_paths);
 	memset(m, 0, sizeof(*m));
 }
 
@@ -144,6 +145,88 @@ static int map_cwd_user(const json_t *proc, json_t *create, json_t *body, struct
 	return 0;
 }
 
+/*
+ * The process's narrowing fields: `user.additionalGids`, `user.umask`, `rlimits` and
+ * `oomScoreAdj` become the process request's additional_gids, umask, rlimits and
+ * oom_score_adj; with them `user.gid` becomes `gid` (the primary group, neutral). Only their shape is checked here; isolad checks the ranges (gids 0-65535,
+ * rlimit types, soft <= hard) and the sandbox's agent refuses what would widen (an
+ * oom_score_adj below the sandbox's), naming the field, and lowers a hard limit above isola's
+ * to isola's (`rlimits_cap`; docs/oci.md). A negative oomScoreAdj is not sent: engines set
+ * one routinely (Kubernetes: -998 for a pod's pause container, -997 for a Guaranteed pod),
+ * and it would only widen, so the container keeps the sandbox's score, as a rlimit above
+ * isola's is lowered instead of refused.
+ */
+static int map_narrowing(const json_t *proc, json_t *body, struct isola_err **err)
+{
+	const json_t *user = json_object_get(proc, "user");
+	const json_t *gids = json_object_get(user, "additionalGids");
+	const json_t *umask_ = json_object_get(user, "umask");
+	const json_t *rl = json_object_get(proc, "rlimits");
+	const json_t *oom = json_object_get(proc, "oomScoreAdj");
+	const json_t *gid = json_object_get(user, "gid");
+	const json_t *e;
+	json_t *out;
+	size_t i;
+
+	/* The primary group as given (runc's), not the uid's passwd one. */
+	if (gid && !json_is_null(gid)) {
+		if (!json_is_integer(gid))
+			return isola_err_set(err, EINVAL, "invalid",
+					     "config.json: `process.user.gid` must be an integer");
+		json_object_set(body, "gid", (json_t *)gid);
+	}
+	if (gids && !json_is_null(gids)) {
+		if (!json_is_array(gids))
+			return isola_err_set(
+				err, EINVAL, "invalid",
+				"config.json: `process.user.additionalGids` must be an "
+				"array of gids");
+		json_object_set(body, "additional_gids", (json_t *)gids);
+	}
+	if (umask_ && !json_is_null(umask_)) {
+		if (!json_is_integer(umask_))
+			return isola_err_set(
+				err, EINVAL, "invalid",
+				"config.json: `process.user.umask` must be an integer");
+		json_object_set(body, "umask", (json_t *)umask_);
+	}
+	if (oom && !json_is_null(oom)) {
+		if (!json_is_integer(oom))
+			return isola_err_set(
+				err, EINVAL, "invalid",
+				"config.json: `process.oomScoreAdj` must be an integer");
+		if (json_integer_value(oom) >= 0)
+			json_object_set(body, "oom_score_adj", (json_t *)oom);
+	}
+	if (!rl || json_is_null(rl))
+		return 0;
+	if (!json_is_array(rl))
+		return isola_err_set(err, EINVAL, "invalid",
+				     "config.json: `process.rlimits` must be an array");
+	out = json_array();
+	json_array_foreach(rl, i, e)
+	{
+		const json_t *type = json_object_get(e, "type");
+
+		if (!str_of(type) || !json_is_integer(json_object_get(e, "soft")) ||
+		    !json_is_integer(json_object_get(e, "hard"))) {
+			json_decref(out);
+			return isola_err_set(err, EINVAL, "invalid",
+					     "config.json: `process.rlimits[%zu]` needs a `type` "
+					     "string and integer `soft` and `hard`",
+					     i);
+		}
+		json_array_append_new(out, json_pack("{s:O, s:O, s:O}", "type", type, "soft",
+						     json_object_get(e, "soft"), "hard",
+						     json_object_get(e, "hard")));
+	}
+	json_object_set_new(body, "rlimits", out);
+	/* Engines write their own defaults here, not the user's intent (Podman: its process's
+	 * RLIMIT_NOFILE, 1048576): one above isola's is lowered to isola's, not refused. */
+	json_object_set_new(body, "rlimits_cap", json_true());
+	return 0;
+}
+
 /* A non-negative integer field of obj, or -1 when absent/null; -2 when malformed. */
 static long long uint_field(const json_t *obj, const char *key)
 {
@@ -199,8 +282,10 @@ static int map_resources(const json_t *linux_, json_t *create, struct isola_err 
 
 /* linux.namespaces: isola makes every namespace itself, except that the network one may be
  * joined by path (a CNI-made pod netns, Docker's and Podman's networks): `netns` of the
- * create request, which isolad opens and checks (docs/oci.md). */
-static int map_namespaces(const json_t *linux_, json_t *create, struct isola_err **err)
+ * create request, which isolad opens and checks (docs/oci.md). ipc, uts and pid paths (the
+ * CRI's and Docker's `container:` modes name another container's) are kept in ns_paths for
+ * podns_resolve, which maps those of a pod's container and refuses the rest. */
+static int map_namespaces(const json_t *linux_, struct oci_mapped *out, struct isola_err **err)
 {
 	const json_t *nss = json_object_get(linux_, "namespaces"), *ns;
 	size_t i;
@@ -223,22 +308,30 @@ static int map_namespaces(const json_t *linux_, json_t *create, struct isola_err
 					     "config.json: `linux.namespaces[%zu].type` is not a "
 					     "known namespace",
 					     i);
-		if (path && *path && !strcmp(type, "network")) {
-			if (path[0] != '/' || strlen(path) > 255)
-				return isola_err_set(
-					err, EINVAL, "invalid",
-					"config.json: `linux.namespaces[%zu].path` "
-					"must be an absolute path of at most 255 bytes",
-					i);
-			json_object_set_new(create, "netns", json_string(path));
+		if (!path || !*path)
+			continue;
+		if (path[0] != '/' || strlen(path) > 255)
+			return isola_err_set(err, EINVAL, "invalid",
+					     "config.json: `linux.namespaces[%zu].path` "
+					     "must be an absolute path of at most 255 bytes",
+					     i);
+		if (!strcmp(type, "network")) {
+			json_object_set_new(out->create, "netns", json_string(path));
+			continue;
+		}
+		if (!strcmp(type, "ipc") || !strcmp(type, "uts") || !strcmp(type, "pid")) {
+			if (!out->ns_paths)
+				out->ns_paths = json_object();
+			if (!out->ns_paths ||
+			    json_object_set_new(out->ns_paths, type, json_string(path)) < 0)
+				return isola_err_set(err, ENOMEM, "internal", "out of memory");
 			continue;
 		}
 		/* Joining any other namespace by path would put the container into another's. */
-		if (path && *path)
-			return isola_err_set(err, ENOTSUP, "not_supported",
-					     "config.json: `linux.namespaces[%zu]`: joining the %s "
-					     "namespace at a path is refused (isola makes its own)",
-					     i, type);
+		return isola_err_set(err, ENOTSUP, "not_supported",
+				     "config.json: `linux.namespaces[%zu]`: joining the %s "
+				     "namespace at a path is refused (isola makes its own)",
+				     i, type);
 	}
 	return 0;
 }
@@ -715,6 +808,25 @@ static int map_root(const json_t *spec, const char *bundle, json_t *create, stru
 				     "config.json: `root.path` is longer than 500 bytes with the "
 				     "bundle");
 	json_object_set_new(create, "rootfs", json_string(full));
+	/* root.readonly (docker run --read-only): the sandbox's root mount read-only. */
+	if (json_is_true(json_object_get(json_object_get(spec, "root"), "readonly")))
+		json_object_set_new(create, "readonly_root", json_true());
+	return 0;
+}
+
+/* linux.seccomp: the spec's own profile goes to isolad as the create field `seccomp`, which
+ * checks and compiles it and stacks it on isola's filter for the container's processes
+ * (docs/oci.md "The spec's seccomp profile"). */
+static int map_seccomp(const json_t *linux_, json_t *create, struct isola_err **err)
+{
+	json_t *sc = json_object_get(linux_, "seccomp");
+
+	if (!sc || json_is_null(sc))
+		return 0;
+	if (!json_is_object(sc))
+		return isola_err_set(err, EINVAL, "invalid",
+				     "config.json: `linux.seccomp` must be an object");
+	json_object_set_new(create, "seccomp", json_deep_copy(sc));
 	return 0;
 }
 
@@ -782,9 +894,11 @@ static int map_spec(const json_t *spec, const char *bundle, const char *id, stru
 	if (r == 0)
 		r = map_cwd_user(proc, out->create, out->process, err);
 	if (r == 0)
+		r = map_narrowing(proc, out->process, err);
+	if (r == 0)
 		r = map_resources(linux_, out->create, err);
 	if (r == 0)
-		r = map_namespaces(linux_, out->create, err);
+		r = map_namespaces(linux_, out, err);
 	if (r == 0)
 		r = map_hooks(spec, out, err);
 	if (r == 0)
@@ -797,6 +911,8 @@ static int map_spec(const json_t *spec, const char *bundle, const char *id, stru
 		r = map_paths(linux_, "maskedPaths", "masked_paths", out->create, err);
 	if (r == 0)
 		r = map_paths(linux_, "readonlyPaths", "readonly_paths", out->create, err);
+	if (r == 0)
+		r = map_seccomp(linux_, out->create, err);
 	if (r == 0)
 		r = map_annotations(spec, out, err);
 	if (r == 0)
@@ -855,6 +971,8 @@ int oci_process_map(const char *text, size_t len, json_t **out, struct isola_err
 		r = map_env(proc, *out, err);
 	if (r == 0)
 		r = map_cwd_user(proc, scratch, *out, err);
+	if (r == 0)
+		r = map_narrowing(proc, *out, err);
 	json_decref(proc);
 	json_decref(scratch);
 	if (r < 0) {
@@ -880,9 +998,10 @@ json_t *oci_features(void)
 {
 	/* Hooks run on the host (createContainer, startContainer refused); of mount options, what a bind's mapping reads (others are isola's own:
 	 * nosuid, nodev, private). The annotations say what else this slice does (docs/oci.md):
-	 * a network namespace path is joined, other namespace paths refused, binds under /proc,
+	 * a network namespace path is joined, a pod's ipc and uts mapped (podns.h), other
+ * namespace paths refused, binds under /proc,
 	 * /sys and /dev and other filesystems not applied. */
-	return json_pack(
+	json_t *f = json_pack(
 		"{s:s, s:s, s:[s, s, s, s], s:[s, s, s, s], s:{s:[s, s, s, s, s, s, s],"
 		" s:{s:b, s:b, s:b}}, s:{s:s, s:s, s:s}}",
 		"ociVersionMin", "1.0.0", "ociVersionMax", "1.2.0", "hooks", "prestart",
@@ -890,8 +1009,27 @@ json_t *oci_features(void)
 		"rw", "linux", "namespaces", "cgroup", "ipc", "mount", "network", "pid", "user",
 		"uts", "cgroup", "v1", 1, "v2", 1, "systemd", 0, "annotations", "io.isola.runtime",
 		"isola-runc: process-tier sandboxes of isolad", "io.isola.namespaces.path",
-		"network only (joined; the operator's isolad checks it)", "io.isola.mounts",
+		"network joined (the operator's isolad checks it); ipc and uts of a pod's "
+		"container: its own with the pod's hostname; others refused",
+		"io.isola.mounts",
 		"binds and tmpfs honoured except under /proc, /sys, /dev; "
 		"other filesystems are isola's own or not applied; maskedPaths and readonlyPaths "
 		"honoured on top of isola's own");
+
+	/* The spec's profile (docs/oci.md "The spec's seccomp profile"): what isolad compiles. */
+	json_object_set_new(
+		json_object_get(f, "linux"), "seccomp",
+		json_pack("{s:b, s:[s, s, s, s, s, s, s, s], s:[s, s, s, s, s, s, s], s:[s, s, s],"
+			  " s:[s, s, s], s:[s, s, s]}",
+			  "enabled", 1, "actions", "SCMP_ACT_ALLOW", "SCMP_ACT_ERRNO",
+			  "SCMP_ACT_KILL", "SCMP_ACT_KILL_PROCESS", "SCMP_ACT_KILL_THREAD",
+			  "SCMP_ACT_LOG", "SCMP_ACT_TRACE", "SCMP_ACT_TRAP", "operators",
+			  "SCMP_CMP_EQ", "SCMP_CMP_GE", "SCMP_CMP_GT", "SCMP_CMP_LE", "SCMP_CMP_LT",
+			  "SCMP_CMP_MASKED_EQ", "SCMP_CMP_NE", "archs", "SCMP_ARCH_X86_64",
+			  "SCMP_ARCH_X86", "SCMP_ARCH_X32", "knownFlags",
+			  "SECCOMP_FILTER_FLAG_TSYNC", "SECCOMP_FILTER_FLAG_LOG",
+			  "SECCOMP_FILTER_FLAG_SPEC_ALLOW", "supportedFlags",
+			  "SECCOMP_FILTER_FLAG_TSYNC", "SECCOMP_FILTER_FLAG_LOG",
+			  "SECCOMP_FILTER_FLAG_SPEC_ALLOW"));
+	return f;
 }

@@ -25,6 +25,9 @@ struct oci_mapped {
 			      * two Docker sets), owned; NULL when none */
 	bool engine_netns;   /* a new network namespace with prestart/createRuntime hooks: the
 			      * engine programs it, so isola-runc makes an empty one (hooks.h) */
+	json_t *ns_paths;    /* {"ipc"|"uts"|"pid": path} of the spec's namespace paths of those
+			      * types, for podns_resolve to map or refuse (podns.h), owned; NULL
+			      * when none */
 };
 
 /*
@@ -32,8 +35,10 @@ struct oci_mapped {
  * image author's) and maps it for container `id` of bundle `bundle` (an absolute path).
  * Returns 0 with *out filled (release with oci_mapped_fini), or -errno with *err naming the
  * field and the reason (`invalid` for malformed input, `not_supported` for what this slice
- * refuses: createContainer/startContainer hooks, joining a namespace other than the network one, sysctl). A network
- * namespace path becomes the create request's `netns`. Pure: no I/O.
+ * refuses: createContainer/startContainer hooks, joining a mount, user, cgroup or time
+ * namespace, sysctl). A network namespace path becomes the create request's `netns`; ipc, uts
+ * and pid paths go to ns_paths, which podns_resolve must see before the request is sent.
+ * Pure: no I/O.
  */
 int oci_config_map(const char *text, size_t len, const char *bundle, const char *id,
 		   struct oci_mapped *out, struct isola_err **err);

@@ -28,6 +28,7 @@
 #include "cgjoin.h"
 #include "config.h"
 #include "hooks.h"
+#include "podns.h"
 
 #define DEFAULT_ROOT   "/run/isola-runc"
 #define DEFAULT_SOCKET "/run/isola/isolad.sock"
@@ -292,6 +293,12 @@ static int load_bundle(const char *bundle, const char *id, char *abs, struct oci
 	r = oci_config_map(text, len, abs, id, m, err);
 	if (r < 0)
 		return r;
+	/* A pod's namespace paths naming one of our containers (the CRI's app containers). */
+	r = podns_resolve(g.root, m, err);
+	if (r < 0) {
+		oci_mapped_fini(m);
+		return r;
+	}
 	for (size_t i = 0; i < json_array_size(m->skipped); i++)
 		warn(json_string_value(json_array_get(m->skipped, i)));
 	/* The host side resolves root.path (symlinks included: the bundle is the engine's). */
@@ -516,6 +523,8 @@ static int do_create(const char *id, struct create_opts *o, struct container *c,
 	json_decref(sb);
 	if (c->st && m.hooks)
 		json_object_set(c->st, "hooks", m.hooks);
+	if (c->st)
+		podns_record(c->st, m.create); /* what the pod's later containers take */
 	/* The isolad that holds the container, for the engine's later calls (isolad_of). */
 	if (c->st)
 		json_object_set_new(c->st, g.conf.url ? "isolad_url" : "isolad_socket",
@@ -1015,8 +1024,12 @@ static int do_kill(struct container *c, int sig, struct isola_err **err)
 
 	if (!st)
 		return -EIO;
+	/* runc's words: containerd's shim takes an error holding "container not running" for
+	 * a process that already finished (checkKillError); anything else fails the CRI's
+	 * kill-all of a stopped container, and its StopPodSandbox never ends. */
 	if (!strcmp(st, "stopped"))
-		return isola_err_set(err, ESRCH, "conflict", "container `%s` is not running",
+		return isola_err_set(err, ESRCH, "conflict",
+				     "kill container `%s`: container not running (it has stopped)",
 				     c->id);
 	if (!strcmp(st, "created")) {
 		/* Nothing of the container's runs yet: it stops, and its sandbox goes. The sandbox
@@ -1632,6 +1645,13 @@ static int run_command(int argc, char **argv)
 		r = do_create(id, &o, &c, &err);
 		/* --pid-file: the pid an engine's shim waits on (the relay; run: ourselves). */
 		if (r == 0 && relay && (rp = relay_spawn(&c, o.tty, &err)) < 0)
+			r = -EIO;
+		/* The relay is the pid the engine names this container by (a pod's later
+		 * containers get its /proc/PID/ns paths): podns.h. */
+		if (r == 0 && relay && podns_record_relay(c.st, rp) < 0)
+			r = isola_err_set(&err, ESRCH, NULL,
+					  "the output relay (pid %d) exited at once", (int)rp);
+		if (r == 0 && relay && container_save(&c, &err) < 0)
 			r = -EIO;
 		if (r == 0 && o.pid_file &&
 		    write_pid_file(o.pid_file, relay ? (long)rp : (long)getpid(), &err) < 0)

@@ -30,7 +30,12 @@ IMAGE = "localhost/isola-oci-test:1"
 
 
 class Containerd:
-    def __init__(self, isolad):
+    """A private containerd. cri: lines for its CRI plugin's table; extra: more config
+    (tables) after it; netns: the name of a network namespace (`ip netns add`) it runs in
+    (`nsenter --net`: only the network namespace changes), so what its CRI's CNI makes stays
+    there."""
+
+    def __init__(self, isolad, cri="", extra="", netns=None):
         for tool in ("containerd", "ctr", "umoci"):
             if not shutil.which(tool):
                 pytest.fail(f"{tool} is missing: scripts/deps.sh installs it", pytrace=False)
@@ -50,8 +55,11 @@ state = "{self.dir}/state"
   address = ""
 [plugins."io.containerd.grpc.v1.cri"]
   disable_tcp_service = true
+{cri}
+{extra}
 ''')
         self.cfg = cfg
+        self.netns = netns
         self.env = dict(os.environ, ISOLA_SOCKET=isolad.socket)
         self.env.pop("ISOLA_URL", None)
         self.env.pop("ISOLA_TOKEN", None)
@@ -59,7 +67,9 @@ state = "{self.dir}/state"
         self.start()
 
     def start(self):
-        self.proc = subprocess.Popen(["containerd", "--config", str(self.cfg)], stdout=self.log,
+        wrap = ["nsenter", f"--net=/run/netns/{self.netns}"] if self.netns else []
+        self.proc = subprocess.Popen(wrap + ["containerd", "--config", str(self.cfg)],
+                                     stdout=self.log,
                                      stderr=self.log, stdin=subprocess.DEVNULL, env=self.env,
                                      start_new_session=True)
         end = time.monotonic() + 60
@@ -90,11 +100,12 @@ state = "{self.dir}/state"
 
     def stop(self):
         if self.proc.poll() is None:
-            for t in self("task", "ls", "-q", check=False).stdout.split():
-                self("task", "kill", "-s", "KILL", t, check=False)
-            for c in self("container", "ls", "-q", check=False).stdout.split():
-                self("task", "rm", "-f", c, check=False)
-                self("container", "rm", c, check=False)
+            for ns in self("namespaces", "ls", "-q", check=False).stdout.split():
+                for t in self("-n", ns, "task", "ls", "-q", check=False).stdout.split():
+                    self("-n", ns, "task", "kill", "-s", "KILL", t, check=False)
+                for c in self("-n", ns, "container", "ls", "-q", check=False).stdout.split():
+                    self("-n", ns, "task", "rm", "-f", c, check=False)
+                    self("-n", ns, "container", "rm", c, check=False)
             self.proc.send_signal(signal.SIGTERM)
             try:
                 self.proc.wait(timeout=60)
@@ -105,28 +116,39 @@ state = "{self.dir}/state"
         remove_engine_dir(self.dir)
 
 
+def import_image(c, work, base_name, namespace="default", cmd=None, extra=()):
+    """Makes an OCI image (tag 1) of make_rootfs's rootfs, the host files in extra added to
+    its /bin, its config's Cmd cmd when given, with umoci in work, and imports it into c's
+    namespace (`ctr images import`: no registry), unpacked for the native snapshotter."""
+    root = work / "rootfs"
+    make_rootfs(root)
+    for f in extra:
+        shutil.copy2(f, root / "bin" / Path(f).name)
+    layout = work / "layout"
+
+    def umoci(*a):
+        cp = subprocess.run(["umoci"] + [str(x) for x in a], capture_output=True,
+                            text=True, timeout=300)
+        assert cp.returncode == 0, f"umoci {a}: {cp.stderr}"
+
+    umoci("init", "--layout", layout)
+    umoci("new", "--image", f"{layout}:1")
+    if cmd:
+        umoci("config", "--image", f"{layout}:1", *[f"--config.cmd={a}" for a in cmd])
+    umoci("unpack", "--image", f"{layout}:1", work / "bundle")
+    shutil.copytree(root, work / "bundle" / "rootfs", dirs_exist_ok=True, symlinks=True)
+    umoci("repack", "--image", f"{layout}:1", work / "bundle")
+    tar = work / "image.tar"
+    subprocess.run(["tar", "-C", str(layout), "-cf", str(tar), "."], check=True)
+    c("-n", namespace, "images", "import", "--snapshotter", "native", "--base-name", base_name,
+      tar)
+
+
 @pytest.fixture(scope="module")
 def ctr(isolad, tmp_path_factory):
     c = Containerd(isolad)
     try:
-        work = tmp_path_factory.mktemp("oci-ctr-image")
-        root = work / "rootfs"
-        make_rootfs(root)
-        layout = work / "layout"
-
-        def umoci(*a):
-            cp = subprocess.run(["umoci"] + [str(x) for x in a], capture_output=True,
-                                text=True, timeout=300)
-            assert cp.returncode == 0, f"umoci {a}: {cp.stderr}"
-
-        umoci("init", "--layout", layout)
-        umoci("new", "--image", f"{layout}:1")
-        umoci("unpack", "--image", f"{layout}:1", work / "bundle")
-        shutil.copytree(root, work / "bundle" / "rootfs", dirs_exist_ok=True, symlinks=True)
-        umoci("repack", "--image", f"{layout}:1", work / "bundle")
-        tar = work / "image.tar"
-        subprocess.run(["tar", "-C", str(layout), "-cf", str(tar), "."], check=True)
-        c("images", "import", "--base-name", "localhost/isola-oci-test", tar)
+        import_image(c, tmp_path_factory.mktemp("oci-ctr-image"), "localhost/isola-oci-test")
         yield c
     finally:
         c.stop()

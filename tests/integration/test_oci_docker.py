@@ -247,6 +247,48 @@ def test_docker_tmpfs(docker):
     assert rest == "x\n.\nsys-ro\n", cp.stdout
 
 
+def test_docker_seccomp_profiles(docker, tmp_path):
+    """Docker sends its default seccomp profile in every config.json: isolad compiles it and
+    the container runs under it on top of isola's filter (two filters). A profile of one's own
+    (`--security-opt seccomp=FILE`) narrows further: mkdir fails with its EPERM."""
+    probe = ("grep Seccomp_filters /proc/self/status; mkdir /tmp/d 2>&1 | "
+             "grep -c 'Operation not permitted'")
+    cp = docker("run", "--rm", "--runtime", "isola", IMAGE, "sh", "-c", probe, check=False)
+    assert cp.stdout == "Seccomp_filters:\t2\n0\n", (cp.stdout, cp.stderr)
+    prof = tmp_path / "deny-mkdir.json"
+    prof.write_text(json.dumps({
+        "defaultAction": "SCMP_ACT_ALLOW",
+        "syscalls": [{"names": ["mkdir", "mkdirat"], "action": "SCMP_ACT_ERRNO",
+                      "errnoRet": 1}]}))
+    cp = docker("run", "--rm", "--runtime", "isola", "--security-opt", f"seccomp={prof}",
+                IMAGE, "sh", "-c", probe, check=False)
+    assert cp.stdout == "Seccomp_filters:\t2\n1\n", (cp.stdout, cp.stderr)
+    # unconfined: no profile in the spec, isola's filter alone.
+    cp = docker("run", "--rm", "--runtime", "isola", "--security-opt", "seccomp=unconfined",
+                IMAGE, "sh", "-c", probe, check=False)
+    assert cp.stdout == "Seccomp_filters:\t1\n0\n", (cp.stdout, cp.stderr)
+
+
+def test_docker_read_only_group_add_ulimit_oom_score_adj(docker):
+    """`docker run --read-only --tmpfs /tmp --group-add 10 --ulimit nofile=64:128
+    --oom-score-adj 500`: the root refuses writes (the tmpfs and /dev/shm do not), the group is
+    in `id -G`, the limits and the score are the process's; a --ulimit above isola's 1024 is
+    lowered to it (isola-runc's `rlimits_cap`, docs/oci.md)."""
+    cp = docker("run", "--rm", "--runtime", "isola", "--read-only", "--tmpfs", "/tmp",
+                "--group-add", "10", "--ulimit", "nofile=64:128", "--oom-score-adj", "500",
+                IMAGE, "sh", "-c",
+                "(echo x > /x) 2>/dev/null || echo root-ro; echo t > /tmp/t && cat /tmp/t; "
+                "echo s > /dev/shm/s && cat /dev/shm/s; id -G; ulimit -Sn; ulimit -Hn; "
+                "cat /proc/self/oom_score_adj")
+    assert cp.returncode == 0, cp.stderr
+    lines = cp.stdout.split("\n")
+    assert lines[:3] == ["root-ro", "t", "s"] and "10" in lines[3].split(), cp.stdout
+    assert lines[4:7] == ["64", "128", "500"], cp.stdout
+    cp = docker("run", "--rm", "--runtime", "isola", "--ulimit", "nofile=2048:4096", IMAGE,
+                "sh", "-c", "ulimit -Sn; ulimit -Hn")
+    assert cp.stdout == "1024\n1024\n", cp.stdout
+
+
 def test_docker_network_container_mode(docker, isolad):
     """`--network container:X` joins X's network namespace: Docker names it by X's
     `.State.Pid`, the relay, which lives in X's sandbox's network namespace (docs/oci.md)."""

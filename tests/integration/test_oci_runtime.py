@@ -23,7 +23,7 @@ from tenancy_util import ROOT_CONFTEST as conftest  # noqa: E402
 from tenancy_util import Tenant  # noqa: E402
 
 RUNC = Path(os.environ.get("ISOLA_RUNC") or conftest.BUILD / "src" / "runc" / "isola-runc")
-BINARIES = ("sh", "cat", "sleep", "id", "grep", "stty", "bash")
+BINARIES = ("sh", "cat", "sleep", "id", "grep", "stty", "bash", "mkdir")
 CAP_SYS_ADMIN = 21
 CAP_SYS_RESOURCE = 24
 HOST_NETNS = f"/proc/{os.getpid()}/ns/net"  # this test's network namespace: the host's
@@ -242,6 +242,10 @@ def test_lifecycle_create_start_state_kill_delete(runc, rootfs, tmp_path, isolad
     runc("kill", "c1", "KILL", check=True)
     st = runc.wait_status("c1", "stopped")
     assert st["pid"] == 0
+    # runc's words, which containerd's shim takes for "already finished" (the CRI kills
+    # every process of a stopped container before deleting it).
+    cp = runc("kill", "--all", "c1", "KILL")
+    assert cp.returncode == 1 and "container not running" in cp.stderr, cp.stderr
     runc("delete", "c1", check=True)
     assert sandboxes(isolad, **{"oci.id": "c1"}) == []
     cp = runc("state", "c1")
@@ -541,8 +545,15 @@ def test_an_image_without_etc_passwd_runs_as_its_uids(runc, tmp_path):
 @pytest.mark.parametrize("edit,msg", [
     (lambda c: c.update(hooks={"createContainer": [{"path": "/bin/true"}]}),
      "`hooks.createContainer` is refused: it would run inside the container's namespaces"),
+    # The host's (a path naming no container of isola-runc's): refused, never joined.
     (lambda c: c["linux"]["namespaces"].append({"type": "ipc", "path": "/proc/1/ns/ipc"}),
-     "joining the ipc namespace at a path is refused"),
+     "joining the ipc namespace at `/proc/1/ns/ipc` is refused: it names no container"),
+    (lambda c: c["linux"]["namespaces"].append({"type": "uts", "path": "/proc/1/ns/uts"}),
+     "joining the uts namespace at `/proc/1/ns/uts` is refused: it names no container"),
+    (lambda c: c["linux"]["namespaces"].append({"type": "pid", "path": "/proc/1/ns/pid"}),
+     "joining the pid namespace at `/proc/1/ns/pid` is refused"),
+    (lambda c: c["linux"]["namespaces"].append({"type": "mount", "path": "/proc/1/ns/mnt"}),
+     "joining the mount namespace at a path is refused"),
     # The host's own network (this test's, isolad's) needs isolad --allow-host-netns.
     (lambda c: c["linux"]["namespaces"].append({"type": "network", "path": HOST_NETNS}),
      f"network namespace `{HOST_NETNS}` is the host's: joining it needs isolad "
@@ -567,6 +578,52 @@ def test_refused_config_leaves_nothing(runc, rootfs, tmp_path, isolad, edit, msg
     assert cp.returncode == 1 and msg in cp.stderr, cp.stderr
     assert not (runc.root / "bad").exists()
     assert sandboxes(isolad, **{"oci.id": "bad"}) == []
+
+
+def test_namespaces_of_a_containers_relay(runc, rootfs, tmp_path, isolad):
+    """The CRI's app containers (and Docker's `container:` modes) name another container by
+    its engine pid, the relay: `/proc/RELAY/ns/{net,ipc,uts}` give that container's network,
+    an ipc and uts namespace of the new container's own with its hostname; its pid namespace
+    is refused naming it (docs/oci.md, "A pod's namespaces")."""
+    def named(cfg):
+        cfg["hostname"] = "pod-host"
+
+    (tmp_path / "p").mkdir()
+    b = make_bundle(runc, rootfs, tmp_path / "p", ["sleep", "1000"], named)
+    pidfile = tmp_path / "pod.pid"
+    runc("create", "--bundle", b, "--pid-file", pidfile, "pod", check=True)
+    runc("start", "pod", check=True)
+    relay = int(pidfile.read_text())
+
+    def shared(*types):
+        def edit(cfg):
+            cfg["hostname"] = ""
+            cfg["linux"]["namespaces"] = [{"type": t} for t in ("pid", "mount")] + \
+                [{"type": t, "path": f"/proc/{relay}/ns/{t[:3] if t == 'network' else t}"}
+                 for t in types]
+        return edit
+
+    (tmp_path / "a").mkdir()
+    b = make_bundle(runc, rootfs, tmp_path / "a", ["cat", "/proc/sys/kernel/hostname"],
+                    shared("network", "ipc", "uts"))
+    cp = runc("run", "--keep", "--bundle", b, "app")
+    assert (cp.returncode, cp.stdout) == (0, "pod-host\n"), cp.stderr
+    # pod is on isola's own network (no path recorded): the path as given, which names the
+    # namespace the relay entered, pod's.
+    [pod] = sandboxes(isolad, **{"oci.id": "pod"})
+    [app] = sandboxes(isolad, **{"oci.id": "app"})
+    assert pod["network"] == {"mode": "own"}, pod
+    assert app["network"] == {"mode": "joined", "path": f"/proc/{relay}/ns/net"}, app
+    runc("delete", "--force", "app", check=True)
+
+    (tmp_path / "q").mkdir()
+    b = make_bundle(runc, rootfs, tmp_path / "q", ["true"], shared("network", "pid"))
+    cp = runc("create", "--bundle", b, "sharedpid")
+    assert cp.returncode == 1 and "joining the pid namespace of container `pod`" in \
+        cp.stderr and "shareProcessNamespace" in cp.stderr, cp.stderr
+    assert not (runc.root / "sharedpid").exists()
+    assert sandboxes(isolad, **{"oci.id": "sharedpid"}) == []
+    runc("delete", "--force", "pod", check=True)
 
 
 def test_global_flags(runc, tmp_path):
@@ -1269,3 +1326,31 @@ def test_joined_network_cannot_be_reconfigured_from_inside(isolad, netns):
     link = subprocess.run(["ip", "netns", "exec", name, "ip", "-o", "link", "show", "isolat0"],
                           capture_output=True, text=True, check=True).stdout
     assert "UP" in link.split(">")[0], link
+
+
+def test_spec_seccomp_profile(runc, rootfs, tmp_path):
+    """linux.seccomp: the spec's profile is stacked on isola's filter for the container's
+    process and its execs (two filters; mkdir fails with the profile's EPERM); a bad one
+    fails `create` naming it and leaves nothing."""
+    prof = {"defaultAction": "SCMP_ACT_ALLOW",
+            "architectures": ["SCMP_ARCH_X86_64", "SCMP_ARCH_X86", "SCMP_ARCH_X32"],
+            "syscalls": [{"names": ["mkdir", "mkdirat"], "action": "SCMP_ACT_ERRNO",
+                          "errnoRet": 1}]}
+    probe = ("grep Seccomp_filters /proc/self/status; mkdir /tmp/d 2>&1 | "
+             "grep -c 'Operation not permitted'")
+    b = make_bundle(runc, rootfs, tmp_path, ["sleep", "1000"],
+                    lambda c: c["linux"].update(seccomp=prof))
+    runc("create", "--bundle", b, "sc1", check=True)
+    runc("start", "sc1", check=True)
+    cp = runc("exec", "sc1", "sh", "-c", probe)
+    assert cp.stdout == "Seccomp_filters:\t2\n1\n", (cp.stdout, cp.stderr)
+    runc("kill", "sc1", "KILL", check=True)
+    runc.wait_status("sc1", "stopped")
+    d = tmp_path / "bad"
+    d.mkdir()
+    b = make_bundle(runc, rootfs, d, ["true"], lambda c: c["linux"].update(
+        seccomp={"defaultAction": "SCMP_ACT_NOTIFY", "listenerPath": ""}))
+    cp = runc("create", "--bundle", b, "bad1")
+    assert cp.returncode != 0 and "action SCMP_ACT_NOTIFY is not supported" in cp.stderr, \
+        cp.stderr
+    assert not (runc.root / "bad1").exists()

@@ -108,3 +108,21 @@ def test_bad_fields_are_refused_naming_them(isolad):
              "field `tmpfs/masked_paths/readonly_paths` cannot be combined with `snapshot`")):
         r = c.request("POST", "/v1/sandboxes", json=body)
         assert r.status == 400 and msg in r.json()["message"], (body, r.json())
+
+
+def test_cli_flags_set_them(cli):
+    """`isola run`/`create` take --tmpfs PATH[:OPTS] (Docker's form), --mask-path and
+    --readonly-path; a bad option is refused by the CLI naming it, a bad path by isolad."""
+    cp = cli("run", "--tmpfs", "/scratch:size=8M,noexec,mode=700", "--mask-path", "/etc/hosts",
+             "--readonly-path", "/etc", "--", "sh", "-c",
+             "grep ' /scratch ' /proc/self/mountinfo; "
+             "cat /etc/hosts | wc -c; (touch /etc/x) 2>/dev/null || echo ro", timeout=120)
+    assert cp.returncode == 0, cp.stderr
+    mnt, size, ro = cp.stdout.decode().splitlines()
+    assert "noexec" in mnt.split()[5] and "size=8192k" in mnt and "mode=700" in mnt, mnt
+    assert (size, ro) == ("0", "ro"), cp.stdout
+    cp = cli("create", "--tmpfs", "/x:size=lots")
+    assert cp.returncode == 2 and b"--tmpfs `/x:size=lots`: `size=lots`" in cp.stderr, cp.stderr
+    cp = cli("create", "--readonly-path", "relative")
+    assert cp.returncode != 0 and b"readonly_paths: `relative` must be an absolute" in \
+        cp.stderr, cp.stderr

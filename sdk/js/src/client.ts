@@ -413,6 +413,7 @@ export class Sandbox {
       timeout: opts.timeout,
       stdin: opts.stdin,
       max_output: opts.maxOutput,
+      ...opts.narrow,
     });
     return this.t.json<ExecResult>("POST", `${this.base}/exec`, { json: body, timeout: cmdTimeout(opts.timeout) });
   }
@@ -420,7 +421,7 @@ export class Sandbox {
   /** Runs a command and returns its events as an async iterator (start, stdout, stderr,
    * dropped, exit). Closing early leaves the command running as a background process. */
   async execStream(cmd: Command, opts: Omit<ExecOptions, "onStdout" | "onStderr" | "maxOutput"> = {}): Promise<EventStream> {
-    const body = defined({ ...cmdFields(cmd), env: opts.env, cwd: opts.cwd, user: opts.user, timeout: opts.timeout, stdin: opts.stdin });
+    const body = defined({ ...cmdFields(cmd), env: opts.env, cwd: opts.cwd, user: opts.user, timeout: opts.timeout, stdin: opts.stdin, ...opts.narrow });
     const res = await this.t.request("POST", `${this.base}/exec`, {
       query: { stream: "ndjson" },
       json: body,
@@ -534,7 +535,8 @@ export class Processes {
   }
 
   start(cmd: Command, opts: ProcessStartOptions = {}): Promise<ProcessInfo> {
-    return this.t.json("POST", this.base, { json: defined({ ...cmdFields(cmd), ...opts, tty: opts.tty || undefined }) });
+    const { narrow, ...rest } = opts;
+    return this.t.json("POST", this.base, { json: defined({ ...cmdFields(cmd), ...rest, ...narrow, tty: opts.tty || undefined }) });
   }
 
   /** Running processes and up to 256 exited ones, newest first. */

@@ -43,6 +43,46 @@ export interface CreateSandboxOptions {
   masked_paths?: string[];
   /** paths made read-only inside the sandbox; missing ones skipped */
   readonly_paths?: string[];
+  /** the root filesystem read-only (tmpfs mounts, /dev/shm, /dev/mqueue stay writable;
+   *  docker run --read-only; process tier) */
+  readonly_root?: boolean;
+  /** an OCI `linux.seccomp` profile every process started in the sandbox runs under, on top
+   * of isola's own filter (process tier; docs/oci.md) */
+  seccomp?: SeccompProfile;
+}
+
+/** The OCI runtime spec's `linux.seccomp` object (docs/oci.md, "The spec's seccomp profile"). */
+export interface SeccompProfile {
+  defaultAction: string;
+  defaultErrnoRet?: number;
+  architectures?: string[];
+  flags?: string[];
+  syscalls?: SeccompRule[];
+}
+
+/** One `syscalls` entry: names, action, errnoRet for SCMP_ACT_ERRNO/TRACE, argument tests. */
+export interface SeccompRule {
+  names: string[];
+  action: string;
+  errnoRet?: number;
+  args?: { index: number; value: number; valueTwo?: number; op: string }[];
+}
+
+/** What only narrows one command (docs/process-tier.md, "Narrowing a command"); what would
+ *  widen it (a limit raised past the sandbox's, oom_score_adj lowered) is refused (403). */
+export interface Narrowing {
+  /** the primary group instead of the user's passwd one, 0-65535 */
+  gid?: number;
+  /** supplementary groups added to the user's, each 0-65535 */
+  additional_gids?: number[];
+  /** 0-0o777, or an octal string ("022") */
+  umask?: number | string;
+  /** limits lowered for the command: type "RLIMIT_NOFILE" or "nofile", soft <= hard */
+  rlimits?: { type: string; soft: number; hard: number }[];
+  /** a limit above the sandbox's is lowered to it instead of refused */
+  rlimits_cap?: boolean;
+  /** -1000..1000, at or above the sandbox's own */
+  oom_score_adj?: number;
 }
 
 /** One `tmpfs` entry of a create request. */
@@ -165,6 +205,7 @@ export interface ExecOptions {
   maxOutput?: number;
   onStdout?: (data: Buffer) => void;
   onStderr?: (data: Buffer) => void;
+  narrow?: Narrowing;
 }
 
 export interface ExitStatus {
@@ -222,6 +263,7 @@ export interface ProcessStartOptions {
   rows?: number;
   timeout?: number;
   tag?: string;
+  narrow?: Narrowing;
 }
 
 export interface ProcessInfo {

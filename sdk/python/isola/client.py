@@ -33,6 +33,20 @@ def _cmd_fields(cmd: Command) -> Dict[str, Any]:
     return {"cmd": argv}
 
 
+_NARROW_KEYS = ("gid", "additional_gids", "umask", "rlimits", "rlimits_cap", "oom_score_adj")
+
+
+def _narrow_fields(narrow: Optional[Mapping[str, Any]]) -> Dict[str, Any]:
+    """A command's narrowing fields (docs/process-tier.md), checked for unknown keys."""
+    if not narrow:
+        return {}
+    unknown = set(narrow) - set(_NARROW_KEYS)
+    if unknown:
+        raise ValueError(f"narrow: unknown field(s) {sorted(unknown)}; known: {_NARROW_KEYS}")
+    return {k: (list(v) if k in ("additional_gids", "rlimits") else v)
+            for k, v in narrow.items()}
+
+
 def _http_timeout(cmd_timeout: Optional[float]) -> float:
     """The socket timeout for a call that lasts as long as a command: its timeout plus
     slack, or none at all when the command has none (it may run for hours)."""
@@ -148,7 +162,9 @@ class Client:
                        cap_drop: Optional[Sequence[str]] = None,
                        tmpfs: Optional[Sequence[Mapping[str, Any]]] = None,
                        masked_paths: Optional[Sequence[str]] = None,
-                       readonly_paths: Optional[Sequence[str]] = None) -> "Sandbox":
+                       readonly_paths: Optional[Sequence[str]] = None,
+                       seccomp: Optional[Mapping[str, Any]] = None,
+                       readonly_root: Optional[bool] = None) -> "Sandbox":
         """Creates and starts a sandbox (POST /v1/sandboxes). memory/disk: bytes or "512M".
         cap_add/cap_drop: capability names ("CHOWN" or "CAP_CHOWN"; cap_drop also "ALL")
         changing what the sandbox's root holds (docs/process-tier.md); a never-listed one
@@ -160,7 +176,12 @@ class Client:
         tmpfs: [{"destination", "size"?, "mode"?, "noexec"?, "readonly"?}] new tmpfs mounts
         (nosuid, nodev; size bounded by the memory limit); masked_paths / readonly_paths:
         paths covered (a file reads empty, a directory is empty) or made read-only inside the
-        sandbox; missing ones are skipped (docs/oci.md). Any token may set them."""
+        sandbox; missing ones are skipped (docs/oci.md). seccomp: an OCI `linux.seccomp`
+        profile ({"defaultAction", "syscalls": [{"names", "action", "errnoRet"?, "args"?}],
+        ...}) every process started in the sandbox runs under, on top of isola's own filter
+        (process tier). readonly_root: the root filesystem read-only (the tmpfs mounts,
+        /dev/shm and /dev/mqueue stay writable; docker run --read-only). Any token may set
+        them."""
         body = _put({}, template=template, tier=tier, cpu=cpu, memory=memory, disk=disk,
                     pids=pids, env=dict(env) if env is not None else None, workdir=workdir,
                     user=user, ttl=ttl, labels=dict(labels) if labels is not None else None,
@@ -172,7 +193,9 @@ class Client:
                     tmpfs=[dict(t) for t in tmpfs] if tmpfs is not None else None,
                     masked_paths=list(masked_paths) if masked_paths is not None else None,
                     readonly_paths=list(readonly_paths) if readonly_paths is not None
-                    else None)
+                    else None,
+                    seccomp=dict(seccomp) if seccomp is not None else None,
+                    readonly_root=readonly_root)
         info = SandboxInfo.from_json(self.transport.json("POST", "/v1/sandboxes",
                                                          json_body=body))
         return Sandbox(self, info.id, info)
@@ -459,42 +482,51 @@ class Sandbox:
             pass
 
     # -- commands ----------------------------------------------------------------------
-    def _exec_body(self, cmd, env, cwd, user, timeout, stdin, max_output) -> Dict[str, Any]:
+    def _exec_body(self, cmd, env, cwd, user, timeout, stdin, max_output,
+                   narrow: Optional[Mapping[str, Any]] = None) -> Dict[str, Any]:
         if isinstance(stdin, bytes):
             stdin = stdin.decode()
         return _put(_cmd_fields(cmd), env=dict(env) if env is not None else None, cwd=cwd,
-                    user=user, timeout=timeout, stdin=stdin, max_output=max_output)
+                    user=user, timeout=timeout, stdin=stdin, max_output=max_output,
+                    **_narrow_fields(narrow))
 
     def exec(self, cmd: Command, *, env: Optional[Mapping[str, str]] = None,
              cwd: Optional[str] = None, user: Optional[str] = None,
              timeout: Optional[float] = None, stdin: Union[str, bytes, None] = None,
              max_output: Optional[int] = None, on_stdout: Optional[Callback] = None,
-             on_stderr: Optional[Callback] = None) -> ExecResult:
+             on_stderr: Optional[Callback] = None,
+             narrow: Optional[Mapping[str, Any]] = None) -> ExecResult:
         """Runs a command to completion. cmd: a shell line (str) or an argv list. timeout:
         seconds, after which the agent kills it (result.timed_out). With on_stdout /
         on_stderr the output streams to them as it arrives (and is also in the result).
+        narrow: what only narrows the command (docs/process-tier.md, "Narrowing a
+        command"): {"additional_gids": [gid...], "umask": 0o077, "rlimits": [{"type":
+        "RLIMIT_NOFILE", "soft": 64, "hard": 64}], "rlimits_cap": False, "oom_score_adj":
+        500}; what would widen it (a limit raised, oom_score_adj lowered) raises
+        ForbiddenError (rlimits_cap=True: a limit above the sandbox's is lowered to it).
         A program that cannot be started raises (NotFoundError for a missing program)."""
         if on_stdout or on_stderr:
             with self.exec_stream(cmd, env=env, cwd=cwd, user=user, timeout=timeout,
-                                  stdin=stdin) as s:
+                                  stdin=stdin, narrow=narrow) as s:
                 for ev in s:
                     if ev.type == "stdout" and on_stdout:
                         on_stdout(ev.data)
                     elif ev.type == "stderr" and on_stderr:
                         on_stderr(ev.data)
                 return s.result()
-        body = self._exec_body(cmd, env, cwd, user, timeout, stdin, max_output)
+        body = self._exec_body(cmd, env, cwd, user, timeout, stdin, max_output, narrow)
         return ExecResult.from_json(self._t.json("POST", f"{self._base}/exec", json_body=body,
                                                  timeout=_http_timeout(timeout)))
 
     def exec_stream(self, cmd: Command, *, env: Optional[Mapping[str, str]] = None,
                     cwd: Optional[str] = None, user: Optional[str] = None,
                     timeout: Optional[float] = None,
-                    stdin: Union[str, bytes, None] = None) -> "EventStream":
+                    stdin: Union[str, bytes, None] = None,
+                    narrow: Optional[Mapping[str, Any]] = None) -> "EventStream":
         """Runs a command and returns an iterator of its events (start, stdout, stderr,
         dropped, exit). Closing the stream early leaves the command running as a background
         process."""
-        body = self._exec_body(cmd, env, cwd, user, timeout, stdin, None)
+        body = self._exec_body(cmd, env, cwd, user, timeout, stdin, None, narrow)
         r = self._t.open("POST", f"{self._base}/exec", query={"stream": "ndjson"},
                          json_body=body, headers={"Accept": "application/x-ndjson"},
                          timeout=_http_timeout(timeout))
@@ -597,9 +629,12 @@ class Processes:
     def start(self, cmd: Command, *, env: Optional[Mapping[str, str]] = None,
               cwd: Optional[str] = None, user: Optional[str] = None, tty: bool = False,
               cols: Optional[int] = None, rows: Optional[int] = None,
-              timeout: Optional[float] = None, tag: Optional[str] = None) -> Process:
+              timeout: Optional[float] = None, tag: Optional[str] = None,
+              narrow: Optional[Mapping[str, Any]] = None) -> Process:
+        """Starts a background process; narrow as Sandbox.exec's."""
         body = _put(_cmd_fields(cmd), env=dict(env) if env is not None else None, cwd=cwd,
-                    user=user, tty=tty or None, cols=cols, rows=rows, timeout=timeout, tag=tag)
+                    user=user, tty=tty or None, cols=cols, rows=rows, timeout=timeout, tag=tag,
+                    **_narrow_fields(narrow))
         return Process.from_json(self._t.json("POST", self._base, json_body=body))
 
     def list(self) -> List[Process]:

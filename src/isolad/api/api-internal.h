@@ -209,6 +209,23 @@ int api_json_argv(const json_t *obj, json_t **out, struct isola_err **err);
 /* "signal": name or number. */
 int api_json_signal(const json_t *obj, const char *key, int *out, struct isola_err **err);
 
+/* --- spawnopts.c: a command's narrowing fields --------------------------------------- */
+
+/* The body fields api_spawn_narrowing reads, for a request's list of allowed fields. */
+#define API_SPAWN_FIELDS                                                                           \
+	"gid", "additional_gids", "umask", "rlimits", "rlimits_cap", "oom_score_adj"
+/*
+ * Checks the narrowing fields of a command's body (POST .../exec, .../processes; UNTRUSTED:
+ * the client's JSON) and copies them into req, the agent's exec request: `gid` (the primary
+ * group instead of the user's, 0-65535; neutral inside the sandbox), `additional_gids`
+ * (gids 0-65535), `umask` (0-0777), `rlimits` ([{type, soft, hard}], known types once each,
+ * soft <= hard; `rlimits_cap`: a limit above the sandbox's is lowered to it, not refused) and
+ * `oom_score_adj` (-1000-1000). Any principal may set them: they only
+ * narrow, and the agent refuses what would widen (a hard limit above the sandbox's, an
+ * oom_score_adj below it; docs/process-tier.md). Returns 0 or -EINVAL with *err naming the field.
+ */
+int api_spawn_narrowing(const json_t *body, json_t *req, struct isola_err **err);
+
 /* --- errors.c: the one error -> HTTP mapping ----------------------------------------- */
 
 unsigned api_status_for_code(const char *code);

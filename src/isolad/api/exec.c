@@ -361,7 +361,8 @@ enum MHD_Result api_output_respond(struct api_req *r, struct api_output *o, enum
 }
 
 static const char *const exec_fields[] = {
-	"cmd", "command", "env", "cwd", "user", "timeout", "stdin", "max_output", NULL,
+	"cmd",	      "command",	"env", "cwd", "user", "timeout", "stdin",
+	"max_output", API_SPAWN_FIELDS, NULL,
 };
 
 /* Builds the agent request. UNTRUSTED: the client's JSON body. */
@@ -411,6 +412,11 @@ static int parse_exec(const json_t *b, json_t **req, const char **stdin_data, si
 		json_object_set_new(*req, "cwd", json_string(cwd));
 	if (user)
 		json_object_set_new(*req, "user", json_string(user));
+	if (api_spawn_narrowing(b, *req, err) < 0) {
+		json_decref(*req);
+		*req = NULL;
+		return -EINVAL;
+	}
 	*stdin_data = in;
 	return 0;
 }

@@ -46,7 +46,8 @@ static int proc_call(struct api_req *r, json_t *req, json_t **result, struct iso
 }
 
 static const char *const start_fields[] = {
-	"cmd", "command", "env", "cwd", "user", "tty", "cols", "rows", "timeout", "tag", NULL,
+	"cmd",	"command", "env",     "cwd", "user",	       "tty",
+	"cols", "rows",	   "timeout", "tag", API_SPAWN_FIELDS, NULL,
 };
 
 enum MHD_Result api_proc_start(struct api_req *r)
@@ -95,7 +96,8 @@ enum MHD_Result api_proc_start(struct api_req *r)
 		json_object_set_new(req, "user", json_string(user));
 	if (tag)
 		json_object_set_new(req, "tag", json_string(tag));
-	if (api_sandbox_agent(r, &s, &conn, &err) < 0) {
+	if (api_spawn_narrowing(r->json, req, &err) < 0 ||
+	    api_sandbox_agent(r, &s, &conn, &err) < 0) {
 		json_decref(req);
 		json_decref(argv);
 		return api_respond_err(r, err);

@@ -13,11 +13,11 @@
 #include "../core/core.h"
 
 static const char *const create_fields[] = {
-	"template",	"tier",		  "cpu",      "memory",	  "disk",    "pids",
-	"env",		"workdir",	  "user",     "ttl",	  "labels",  "on_timeout",
-	"idle_timeout", "auto_resume",	  "snapshot", "network",  "cap_add", "cap_drop",
-	"name",		"rootfs",	  "netns",    "hostname", "binds",   "tmpfs",
-	"masked_paths", "readonly_paths", NULL,
+	"template",	"tier",		  "cpu",      "memory",	       "disk",	  "pids",
+	"env",		"workdir",	  "user",     "ttl",	       "labels",  "on_timeout",
+	"idle_timeout", "auto_resume",	  "snapshot", "network",       "cap_add", "cap_drop",
+	"name",		"rootfs",	  "netns",    "hostname",      "binds",	  "tmpfs",
+	"masked_paths", "readonly_paths", "seccomp",  "readonly_root", NULL,
 };
 
 /* Applies one of cap_add/cap_drop to *mask. UNTRUSTED: the client's list, each entry a
@@ -208,6 +208,22 @@ static int parse_mounts(const json_t *b, struct tier_mount *out, unsigned *n,
 	return 0;
 }
 
+/* `seccomp` (docs/oci.md): an OCI `linux.seccomp` object, borrowed from b; core checks and
+ * compiles it (core/specseccomp.c). UNTRUSTED: the client's JSON. */
+static int parse_seccomp(const json_t *b, struct sandbox_request *req, struct isola_err **err)
+{
+	const json_t *v = json_object_get(b, "seccomp");
+
+	if (!v || json_is_null(v))
+		return 0;
+	if (!json_is_object(v))
+		return isola_err_set(err, EINVAL, "invalid",
+				     "field `seccomp` must be an object (the OCI runtime spec's "
+				     "`linux.seccomp`)");
+	req->seccomp = v;
+	return 0;
+}
+
 /* Fills req from the body. UNTRUSTED: the client's JSON, validated field by field. */
 static int parse_create(const json_t *b, struct sandbox_request *req, struct isola_err **err)
 {
@@ -232,8 +248,9 @@ static int parse_create(const json_t *b, struct sandbox_request *req, struct iso
 	    api_json_str(b, "rootfs", 500, &req->rootfs, err) < 0 ||
 	    api_json_str(b, "netns", 255, &req->netns, err) < 0 ||
 	    api_json_str(b, "hostname", 63, &req->hostname, err) < 0 ||
+	    api_json_bool(b, "readonly_root", &req->readonly_root, err) < 0 ||
 	    api_lifecycle_parse(b, req, err) < 0 || /* on_timeout, idle_timeout, auto_resume */
-	    parse_caps(b, req, err) < 0)
+	    parse_caps(b, req, err) < 0 || parse_seccomp(b, req, err) < 0)
 		return -EINVAL;
 	if (name) {
 		if (!core_sandbox_name_valid(name))
@@ -308,13 +325,16 @@ enum MHD_Result api_sandbox_create(struct api_req *r)
 					 req.netns ? "netns" : "binds");
 	/* A restore is a clone of the snapshot's sandbox: its own id as hostname, its own
 	 * network, the snapshot's mounts (core/snapshots.c). */
-	if (req.snapshot && (req.netns || req.n_binds || req.hostname || req.n_mounts))
+	if (req.snapshot && (req.netns || req.n_binds || req.hostname || req.n_mounts ||
+			     req.seccomp || req.readonly_root))
 		return api_respond_error(r, "invalid",
 					 "field `%s` cannot be combined with `snapshot`",
-					 req.netns	? "netns"
-					 : req.n_binds	? "binds"
-					 : req.hostname ? "hostname"
-							: "tmpfs/masked_paths/readonly_paths");
+					 req.netns	     ? "netns"
+					 : req.n_binds	     ? "binds"
+					 : req.hostname	     ? "hostname"
+					 : req.seccomp	     ? "seccomp"
+					 : req.readonly_root ? "readonly_root"
+							     : "tmpfs/masked_paths/readonly_paths");
 	if (req.netns && json_object_get(r->json, "network"))
 		return api_respond_error(
 			r, "invalid",

@@ -51,6 +51,9 @@ struct sandbox {
 	char template_name[64];	       /* template name as requested */
 	json_t *env;		       /* merged template + request env {K:V}, owned */
 	json_t *labels;		       /* {K:V}, owned */
+	json_t *seccomp;	       /* spec's seccomp profile, owned, or NULL (specseccomp.h) */
+	struct tier_seccomp sc_prog;   /* its program compiled at create for the first build,
+					* owned (fd -1 once used or when none) */
 	char workdir[256];	       /* default cwd for commands */
 	char user[64];		       /* default user for commands */
 	double created_at;	       /* unix time */

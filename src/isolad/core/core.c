@@ -22,6 +22,7 @@
 #include "../tenancy/tenancy.h"
 #include "agentconn.h"
 #include "pool.h"
+#include "specseccomp.h"
 
 #define AGENT_CONNECT_TIMEOUT_MS 5000
 
@@ -508,6 +509,22 @@ static int core_tmpfs_sizes(struct sandbox_spec *spec, struct isola_err **err)
 	return 0;
 }
 
+/* The spec's own seccomp profile (docs/oci.md): checked and compiled now (400 `invalid` naming
+ * what is wrong, before anything is built), the program kept for the first build. */
+static int core_prepare_seccomp(struct sandbox *s, const struct sandbox_request *req,
+				struct isola_err **err)
+{
+	int r;
+
+	if (!req->seccomp)
+		return 0;
+	r = spec_seccomp_compile(req->seccomp, &s->sc_prog.fd, &s->sc_prog.flags, err);
+	if (r < 0)
+		return r;
+	s->seccomp = json_deep_copy(req->seccomp);
+	return s->seccomp ? 0 : isola_err_set(err, ENOMEM, "internal", "seccomp: out of memory");
+}
+
 /* Fills the sandbox's spec, env and defaults from the request and the template. */
 static int core_prepare(struct core *c, struct sandbox *s, const struct sandbox_request *req,
 			struct isola_err **err)
@@ -542,6 +559,7 @@ static int core_prepare(struct core *c, struct sandbox *s, const struct sandbox_
 	s->spec.n_mounts = 0;
 	for (unsigned i = 0; i < req->n_mounts && i < TIER_MAX_MOUNTS; i++)
 		s->spec.mounts[s->spec.n_mounts++] = req->mounts[i];
+	s->spec.readonly_root = req->readonly_root;
 	if (json_is_object(t.env))
 		json_object_update(s->env, t.env);
 	if (req->env)
@@ -573,7 +591,7 @@ static int core_prepare(struct core *c, struct sandbox *s, const struct sandbox_
 	/* Opened and checked (nsfs, type network, not the host's) by the tier at the clone. */
 	snprintf(s->spec.netns_path, sizeof(s->spec.netns_path), "%s",
 		 req->netns ? req->netns : "");
-	return 0;
+	return core_prepare_seccomp(s, req, err);
 }
 
 /* True if req is for the process tier (its default): the one that honours netns, binds and
@@ -672,6 +690,14 @@ static int check_mount(const struct tier_mount *m, struct isola_err **err)
 static int core_validate(struct core *c, const struct sandbox_request *req, struct isola_err **err)
 {
 	int r;
+
+	/* The spec's own filter (docs/oci.md): any principal may set it, it only narrows. */
+	if (req->seccomp && !req_process_tier(req))
+		return isola_err_set(err, ENOTSUP, "not_supported",
+				     "seccomp: the spec's seccomp profile needs the process tier");
+	if (req->readonly_root && !req_process_tier(req))
+		return isola_err_set(err, ENOTSUP, "not_supported",
+				     "readonly_root: needs the process tier");
 
 	if (req->n_mounts && !req_process_tier(req))
 		return isola_err_set(err, ENOTSUP, "not_supported",
@@ -1047,20 +1073,37 @@ int core_tier_build(struct sandbox *s, const char *snapdir, const char *policy_f
 {
 	struct net_slot *slot = NULL;
 	struct tier_netns tn;
-	/* A sandbox that joins an operator's namespace (docs/oci.md) takes no slot. */
-	int r = s->tier->netns_join && !s->spec.netns_path[0] ? net_slot_take(&slot, err) : 0;
+	struct tier_seccomp sc = {.fd = -1};
+	int r = 0;
 
-	if (r < 0)
-		return r;
-	if (slot) {
+	/* The spec's own filter, compiled from the stored profile for each build (resume,
+	 * restore, fork; a create's was compiled by core_prepare): the program is never
+	 * stored, the profile is. */
+	if (s->sc_prog.fd >= 0) {
+		sc = s->sc_prog;
+		s->sc_prog.fd = -1;
+	} else if (s->seccomp) {
+		r = spec_seccomp_compile(s->seccomp, &sc.fd, &sc.flags, err);
+		if (r < 0)
+			return isola_err_wrap(err, "sandbox `%s`", s->id);
+	}
+	if (sc.fd >= 0)
+		s->spec.seccomp = &sc;
+	/* A sandbox that joins an operator's namespace (docs/oci.md) takes no slot. */
+	if (s->tier->netns_join && !s->spec.netns_path[0])
+		r = net_slot_take(&slot, err);
+	if (r >= 0 && slot) {
 		tn = (struct tier_netns){net_slot_netns_fd(slot), net_slot_sysfs_fd(slot)};
 		s->spec.netns = &tn;
 	}
-	if (snapdir)
+	if (r >= 0 && snapdir)
 		r = s->tier->restore(&s->spec, snapdir, &s->ts, err);
-	else
+	else if (r >= 0)
 		r = s->tier->create(&s->spec, &s->ts, err);
 	s->spec.netns = NULL;
+	s->spec.seccomp = NULL;
+	if (sc.fd >= 0)
+		close(sc.fd);
 	if (t_tier)
 		*t_tier = util_now_ns();
 	if (r < 0) {

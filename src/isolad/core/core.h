@@ -82,8 +82,11 @@ struct sandbox_request {
 	const struct tier_mount *mounts; /* tmpfs, masked_paths, readonly_paths (any principal:
 					  * they only narrow; docs/oci.md), borrowed */
 	unsigned n_mounts;		 /* entries of mounts */
+	bool readonly_root;		 /* root mount read-only (any principal: it only narrows) */
 	const char *hostname;		 /* the sandbox's hostname (process tier), NULL = its id */
-	const char *netns; /* operator only (api checks): network namespace file to join, or
+	const json_t *seccomp; /* the spec's seccomp profile (OCI `linux.seccomp`; any principal:
+				* it only narrows; docs/oci.md), borrowed, or NULL */
+	const char *netns;     /* operator only (api checks): network namespace file to join, or
 			     * NULL for the sandbox's own (docs/oci.md) */
 };
 

@@ -834,10 +834,11 @@ int pool_claim(struct core *c, struct sandbox *s, const struct sandbox_request *
 	struct pool *pl;
 	int r;
 
-	/* rootfs: no template; netns, binds, tmpfs/masked/read-only paths, hostname: a warm
-	 * sandbox has its own network, mounts and name already. */
+	/* rootfs: no template; netns, binds, tmpfs/masked/read-only paths, a read-only root,
+	 * hostname, seccomp: a warm sandbox has its own network, mounts, name and filters
+	 * already. */
 	if (!ps || req->pooled || req->snapshot || req->rootfs || req->netns || req->n_binds ||
-	    req->n_mounts || req->hostname)
+	    req->n_mounts || req->readonly_root || req->hostname || req->seccomp)
 		return 0;
 	pthread_mutex_lock(&ps->lock);
 	pl = pool_find(ps, s->template_name, s->tier->name);

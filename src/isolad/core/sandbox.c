@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "../../common/caps.h"
 #include "../../common/log.h"
@@ -27,6 +28,7 @@ struct sandbox *sandbox_alloc(struct core *c, const char *id)
 	snprintf(s->spec.id, sizeof(s->spec.id), "%s", id);
 	s->state = SANDBOX_CREATING;
 	s->uid_slot = -1;
+	s->sc_prog.fd = -1;
 	s->env = json_object();
 	s->labels = json_object();
 	snprintf(s->user, sizeof(s->user), "root");
@@ -52,6 +54,9 @@ void sandbox_unref(struct sandbox *s)
 		s->tier->release(s->ts);
 	json_decref(s->env);
 	json_decref(s->labels);
+	json_decref(s->seccomp);
+	if (s->sc_prog.fd >= 0)
+		close(s->sc_prog.fd);
 	free(s->error);
 	history_free(s);
 	pthread_mutex_destroy(&s->lock);
@@ -180,6 +185,7 @@ json_t *sandbox_to_json(struct sandbox *s)
 		 * (inodes) apart from faults (tests/security/test_limits.py). */
 		json_object_set_new(j, "nofile", json_integer((json_int_t)s->spec.nofile));
 		json_object_set_new(j, "hostname", json_string(tier_hostname(&s->spec)));
+		json_object_set_new(j, "readonly_root", json_boolean(s->spec.readonly_root));
 		json_object_set_new(j, "inodes", json_integer((json_int_t)s->spec.inodes));
 		/* What the sandbox's root holds (every process's bounding set). */
 		json_object_set_new(j, "capabilities", caps_json(s->spec.caps));
@@ -280,6 +286,9 @@ char *sandbox_spec_dump(struct sandbox *s)
 						s->spec.binds[i].single));
 	json_object_set_new(j, "binds", binds);
 	json_object_set_new(j, "mounts", sandbox_mounts_dump(&s->spec));
+	if (s->seccomp)
+		json_object_set(j, "seccomp", s->seccomp);
+	json_object_set_new(j, "readonly_root", json_boolean(s->spec.readonly_root));
 	json_object_set_new(j, "origin", json_string(s->origin));
 	json_object_set_new(j, "caps", json_integer((json_int_t)s->spec.caps));
 	json_object_set_new(j, "origin_name", json_string(s->origin_name));
@@ -319,6 +328,7 @@ int sandbox_spec_load(struct sandbox *s, const char *text, struct isola_err **er
 		    &origin_name, "forked_from", &forked_from, "name", &name, "netns_path", &netns,
 		    "hostname", &hostname);
 	snprintf(s->spec.hostname, sizeof(s->spec.hostname), "%s", hostname);
+	s->spec.readonly_root = json_is_true(json_object_get(j, "readonly_root"));
 	snprintf(s->spec.netns_path, sizeof(s->spec.netns_path), "%s", netns);
 	snprintf(s->name, sizeof(s->name), "%s", name);
 	snprintf(s->origin, sizeof(s->origin), "%s", origin);
@@ -371,6 +381,9 @@ int sandbox_spec_load(struct sandbox *s, const char *text, struct isola_err **er
 		json_decref(j);
 		return -EINVAL;
 	}
+	/* Checked again as it is compiled at the next create or resume (core_tier_build). */
+	json_decref(s->seccomp);
+	s->seccomp = json_incref(json_object_get(j, "seccomp"));
 	json_decref(j);
 	return 0;
 }

@@ -52,6 +52,13 @@ struct tier_netns {
 	int sysfs_fd; /* a detached read-only sysfs mount of it, for the sandbox's /sys */
 };
 
+/* The spec's own seccomp program (docs/oci.md "The spec's seccomp profile"), compiled by core
+ * from the stored profile for one create or restore. */
+struct tier_seccomp {
+	int fd;		/* sealed memfd of `struct sock_filter[]`, borrowed */
+	uint32_t flags; /* SECCOMP_FILTER_FLAG_* bits to install it with */
+};
+
 struct sandbox_spec {
 	char id[40];				/* sandbox id, [a-z0-9-], also the hostname */
 	char dir[512];				/* per-sandbox state dir, created by core, 0700 */
@@ -60,6 +67,8 @@ struct sandbox_spec {
 	unsigned n_binds;			/* used entries of binds */
 	struct tier_mount mounts[TIER_MAX_MOUNTS]; /* tmpfs, masked, read-only (create's) */
 	unsigned n_mounts;			   /* used entries of mounts */
+	bool readonly_root;    /* the root mount read-only to the sandbox's processes (create's
+			     * readonly_root, process tier; its other mounts keep their own) */
 	uint32_t uid_base;     /* first host uid/gid of this sandbox's 65536 range */
 	uint32_t cpu_millis;   /* CPU quota in millicores, 0 = unlimited */
 	uint64_t memory_bytes; /* memory limit, 0 = unlimited */
@@ -71,6 +80,10 @@ struct sandbox_spec {
 	/* During create and restore only (NULL otherwise): the namespace the sandbox's
 	 * processes join instead of a new one of their own (tiers with netns_join). */
 	const struct tier_netns *netns;
+	/* During create and restore only (NULL otherwise, or when the sandbox has none): the
+	 * filter every process started in the sandbox gets on top of isola's, right before its
+	 * execve (process tier; the agent itself is not under it). */
+	const struct tier_seccomp *seccomp;
 	char hostname[64];    /* the sandbox's hostname (process tier), "" = its id */
 	char netns_path[256]; /* join this network namespace instead of making one (operator
 				* only, process tier; docs/oci.md), "" = the sandbox's own */

@@ -160,6 +160,23 @@ static void test_sandbox_args(void)
 	char *create4[] = {"create", "--bogus", NULL};
 	char *create5[] = {"create", "--cpu", NULL};
 	char *help[] = {"create", "--help", NULL};
+	char *mounts[] = {"create",
+			  "--tmpfs",
+			  "/run",
+			  "--tmpfs",
+			  "/x:ro,noexec,size=64M,mode=755,nosuid",
+			  "--mask-path",
+			  "/etc/a",
+			  "--readonly-path",
+			  "/srv",
+			  NULL};
+	char *badtmpfs[][4] = {{"create", "--tmpfs", "/x:size=lots", NULL},
+			       {"create", "--tmpfs", "/x:mode=9", NULL},
+			       {"create", "--tmpfs", "/x:suid", NULL},
+			       {"create", "--tmpfs", "/x:bogus", NULL},
+			       {"create", "--tmpfs", ":ro", NULL}};
+	const char *badwhy[] = {"expected a size", "expected an octal mode", "always nosuid",
+				"unknown option `bogus`", "expected PATH[:OPTIONS]"};
 
 	ok(parse(CLI_SB_RUN, run1, &a, &err) == 0 && a.timeout_s == 30 && a.cmd_index == 12,
 	   "run: options and command split at --");
@@ -209,6 +226,20 @@ static void test_sandbox_args(void)
 	err = NULL;
 	ok(parse(CLI_SB_CREATE, help, &a, &err) == 0 && a.help, "create: --help");
 	json_decref(a.req);
+	ok(parse(CLI_SB_CREATE, mounts, &a, &err) == 0 &&
+		   json_eq(a.req, "{\"masked_paths\":[\"/etc/a\"],\"readonly_paths\":[\"/srv\"],"
+				  "\"tmpfs\":[{\"destination\":\"/run\"},{\"destination\":\"/x\","
+				  "\"mode\":493,\"noexec\":true,\"readonly\":true,"
+				  "\"size\":67108864}]}"),
+	   "create: --tmpfs with options, --mask-path, --readonly-path");
+	json_decref(a.req);
+	for (size_t i = 0; i < ARRAY_SIZE(badtmpfs); i++) {
+		ok(parse(CLI_SB_CREATE, badtmpfs[i], &a, &err) == -EINVAL && !a.req &&
+			   strstr(err->message, badwhy[i]) && strstr(err->message, "--tmpfs"),
+		   badwhy[i]);
+		isola_err_free(err);
+		err = NULL;
+	}
 }
 
 static void test_signals_and_exit(void)
@@ -419,7 +450,7 @@ static void test_opttab(void)
 
 int main(void)
 {
-	printf("1..90\n");
+	printf("1..96\n");
 	test_opttab();
 	test_kv();
 	test_cp_arg();
@@ -433,7 +464,7 @@ int main(void)
 	test_seconds();
 	test_table();
 	test_format();
-	if (test_no != 90)
-		printf("# planned 90 tests, ran %d\n", test_no);
+	if (test_no != 96)
+		printf("# planned 96 tests, ran %d\n", test_no);
 	return failures ? 1 : 0;
 }

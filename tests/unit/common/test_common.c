@@ -5,6 +5,7 @@
 #include <string.h>
 #include <fcntl.h>
 #include <stdio.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -12,6 +13,7 @@
 
 #include "../tap.h"
 #include "common/err.h"
+#include "common/rlimits.h"
 #include "common/util.h"
 
 static void test_err(void)
@@ -145,8 +147,24 @@ static void test_hostname(void)
 	   "hostnames: 63 bytes at most");
 }
 
+/* The spec's rlimit names, with or without RLIMIT_, in any case; unknown ones refused. */
+static void test_rlimits(void)
+{
+	ok(rlimits_parse("RLIMIT_NOFILE") == RLIMIT_NOFILE &&
+		   rlimits_parse("nofile") == RLIMIT_NOFILE,
+	   "RLIMIT_NOFILE and nofile");
+	ok(rlimits_parse("rlimit_rttime") == RLIMIT_RTTIME && rlimits_parse("CPU") == RLIMIT_CPU,
+	   "any case");
+	ok(rlimits_parse("RLIMIT_BOGUS") == -ENOENT && rlimits_parse("RLIMIT_") == -ENOENT &&
+		   rlimits_parse("") == -ENOENT && rlimits_parse(NULL) == -ENOENT,
+	   "unknown names refused");
+	ok(!strcmp(rlimits_name(RLIMIT_AS), "RLIMIT_AS") && !strcmp(rlimits_name(99), "RLIMIT_?"),
+	   "names of numbers");
+}
+
 int main(void)
 {
+	test_rlimits();
 	test_err();
 	test_parse_size();
 	test_parse_duration();

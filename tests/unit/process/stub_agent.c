@@ -11,8 +11,13 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "agent-internal.h"
 #include "setup.h"
 #include "common/caps.h"
+
+/* Where setup keeps the spec's seccomp program for spawn.c (the real agent's); the stub
+ * starts no processes. */
+struct agent_spec_filter agent_spec_seccomp;
 
 /* Bytes readable from path, or -errno. */
 static long bytes_of(const char *path)

@@ -190,9 +190,15 @@ static void test_refusals(void)
 	ok(refused(BASE ",\"hooks\":{\"later\":[{\"path\":\"/x\"}]}}", "invalid",
 		   "`hooks.later` is not a hook kind"),
 	   "an unknown hook kind refused");
-	ok(refused(BASE ",\"linux\":{\"namespaces\":[{\"type\":\"ipc\",\"path\":\"/p\"}]}}",
-		   "not_supported", "joining the ipc namespace"),
-	   "joining a namespace other than the network one refused");
+	ok(refused(BASE ",\"linux\":{\"namespaces\":[{\"type\":\"mount\",\"path\":\"/p\"}]}}",
+		   "not_supported", "joining the mount namespace"),
+	   "joining a mount namespace refused");
+	ok(refused(BASE ",\"linux\":{\"namespaces\":[{\"type\":\"user\",\"path\":\"/p\"}]}}",
+		   "not_supported", "joining the user namespace"),
+	   "joining a user namespace refused");
+	ok(refused(BASE ",\"linux\":{\"namespaces\":[{\"type\":\"ipc\",\"path\":\"rel\"}]}}",
+		   "invalid", "`linux.namespaces[0].path` must be an absolute path"),
+	   "a relative ipc namespace path refused");
 	ok(refused(BASE ",\"linux\":{\"namespaces\":[{\"type\":\"network\",\"path\":\"rel\"}]}}",
 		   "invalid", "`linux.namespaces[0].path` must be an absolute path"),
 	   "a relative network namespace path refused");
@@ -220,6 +226,9 @@ static void test_refusals(void)
 	ok(refused(BASE ",\"linux\":{\"readonlyPaths\":\"/x\"}}", "invalid",
 		   "`linux.readonlyPaths` must be an array"),
 	   "readonlyPaths not an array refused");
+	ok(refused(BASE ",\"linux\":{\"seccomp\":[\"SCMP_ACT_ALLOW\"]}}", "invalid",
+		   "`linux.seccomp` must be an object"),
+	   "a seccomp that is not an object refused");
 	ok(refused(BASE ",\"linux\":{\"namespaces\":[{\"type\":\"bogus\"}]}}", "invalid",
 		   "not a known namespace"),
 	   "unknown namespace refused");
@@ -274,6 +283,9 @@ static void test_ids_and_documents(void)
 		   json_object_get(json_object_get(feat, "annotations"),
 				   "io.isola.namespaces.path"),
 	   "features: the bind options read, namespace paths and mounts described");
+	ok(json_is_true(json_object_get(json_object_get(json_object_get(feat, "linux"), "seccomp"),
+					"enabled")),
+	   "features: seccomp enabled (the spec's profile is applied)");
 	free(text);
 	json_decref(spec);
 	json_decref(feat);
@@ -416,10 +428,98 @@ static void test_network_annotation(void)
 	   "the annotation on a network the engine's hooks program is refused");
 }
 
+/* linux.seccomp goes to isolad as `seccomp`, unchanged (isolad checks and compiles it). */
+static void test_seccomp(void)
+{
+	struct oci_mapped m;
+	char msg[512];
+	const char *code = map(BASE ",\"linux\":{\"seccomp\":{\"defaultAction\":\"SCMP_ACT_ERRNO\","
+				    "\"syscalls\":[{\"names\":[\"read\"],\"action\":"
+				    "\"SCMP_ACT_ALLOW\"}]}}}",
+			       &m, msg, sizeof(msg));
+	const json_t *sc = json_object_get(m.create, "seccomp");
+
+	ok(!*code && sc &&
+		   !strcmp(json_string_value(json_object_get(sc, "defaultAction")),
+			   "SCMP_ACT_ERRNO") &&
+		   json_array_size(json_object_get(sc, "syscalls")) == 1,
+	   "linux.seccomp becomes the create field `seccomp` (%s)", msg);
+	oci_mapped_fini(&m);
+	code = map(BASE "}", &m, msg, sizeof(msg));
+	ok(!*code && !json_object_get(m.create, "seccomp"), "no linux.seccomp: no `seccomp`");
+	oci_mapped_fini(&m);
+}
+
+/* root.readonly, process.user.additionalGids/umask, process.rlimits and oomScoreAdj: mapped to
+ * readonly_root and the process request's narrowing fields (isolad checks their ranges), for
+ * config.json and process.json alike; a malformed shape refused naming the field. */
+static void test_narrowing(void)
+{
+	static const char *const proc_json =
+		"{\"args\":[\"x\"],\"cwd\":\"/"
+		"\",\"user\":{\"uid\":0,\"gid\":9,\"additionalGids\":[5],"
+		"\"umask\":18},\"rlimits\":[{\"type\":\"RLIMIT_NOFILE\",\"soft\":1,\"hard\":2}],"
+		"\"oomScoreAdj\":100}";
+	struct isola_err *err = NULL;
+	struct oci_mapped m;
+	json_t *body = NULL;
+	char msg[512], text[1024];
+	const json_t *rl;
+
+	snprintf(text, sizeof(text),
+		 "{\"ociVersion\":\"1.0.2\",\"root\":{\"path\":\"r\",\"readonly\":true},"
+		 "\"process\":%s}",
+		 proc_json);
+	ok(!*map(text, &m, msg, sizeof(msg)), "a config with narrowing fields maps (%s)", msg);
+	rl = json_array_get(json_object_get(m.process, "rlimits"), 0);
+	ok(json_is_true(json_object_get(m.create, "readonly_root")),
+	   "root.readonly becomes readonly_root");
+	ok(json_integer_value(json_array_get(json_object_get(m.process, "additional_gids"), 0)) ==
+			   5 &&
+		   json_integer_value(json_object_get(m.process, "umask")) == 18 &&
+		   json_integer_value(json_object_get(m.process, "gid")) == 9 &&
+		   json_integer_value(json_object_get(m.process, "oom_score_adj")) == 100,
+	   "gid, additionalGids, umask and oomScoreAdj become the process's fields");
+	ok(rl && !strcmp(json_string_value(json_object_get(rl, "type")), "RLIMIT_NOFILE") &&
+		   json_integer_value(json_object_get(rl, "soft")) == 1 &&
+		   json_integer_value(json_object_get(rl, "hard")) == 2 &&
+		   json_is_true(json_object_get(m.process, "rlimits_cap")),
+	   "rlimits become the process's rlimits, capped at isola's");
+	oci_mapped_fini(&m);
+	ok(!*map(BASE "}", &m, msg, sizeof(msg)) && !json_object_get(m.create, "readonly_root") &&
+		   !json_object_get(m.process, "rlimits") && !json_object_get(m.process, "umask"),
+	   "without them: none set");
+	oci_mapped_fini(&m);
+	ok(oci_process_map(proc_json, strlen(proc_json), &body, &err) == 0 &&
+		   json_integer_value(json_object_get(body, "oom_score_adj")) == 100 &&
+		   json_array_size(json_object_get(body, "rlimits")) == 1,
+	   "process.json's narrowing fields are mapped too");
+	json_decref(body);
+	isola_err_free(err);
+	ok(refused("{\"ociVersion\":\"1.0.0\",\"root\":{\"path\":\"r\"},\"process\":{\"args\":"
+		   "[\"x\"],\"cwd\":\"/\",\"rlimits\":{}}}",
+		   "invalid", "`process.rlimits` must be an array"),
+	   "rlimits not an array refused");
+	ok(refused("{\"ociVersion\":\"1.0.0\",\"root\":{\"path\":\"r\"},\"process\":{\"args\":"
+		   "[\"x\"],\"cwd\":\"/\",\"rlimits\":[{\"type\":\"RLIMIT_CPU\"}]}}",
+		   "invalid", "`process.rlimits[0]` needs a `type`"),
+	   "an rlimit without limits refused");
+	ok(refused("{\"ociVersion\":\"1.0.0\",\"root\":{\"path\":\"r\"},\"process\":{\"args\":"
+		   "[\"x\"],\"cwd\":\"/\",\"user\":{\"uid\":0,\"umask\":\"022\"}}}",
+		   "invalid", "`process.user.umask` must be an integer"),
+	   "a string umask refused");
+	ok(refused("{\"ociVersion\":\"1.0.0\",\"root\":{\"path\":\"r\"},\"process\":{\"args\":"
+		   "[\"x\"],\"cwd\":\"/\",\"user\":{\"uid\":0,\"additionalGids\":7}}}",
+		   "invalid", "`process.user.additionalGids` must be an array"),
+	   "additionalGids not an array refused");
+}
+
 int main(void)
 {
+	test_seccomp();
 	test_terminal_and_exec_process();
 	test_mapping();
+	test_narrowing();
 	test_refusals();
 	test_hooks();
 	test_network_annotation();

@@ -249,6 +249,15 @@ int proc_layer_write(int upper, uint32_t uid_base, int out_fd, const char *what,
 int proc_layer_read(int parent, const char *name, uint32_t uid_base, int in_fd, const char *what,
 		    struct isola_err **err);
 
+/*
+ * Fills the new writable layer `tmpfs` from the archive layer_fd (named name) with
+ * proc_layer_read, in isolad run again as PROC_RESTORE_ARGV0 (restore.c) after it joined the
+ * sandbox's cgroups cg. 0, or -errno with *err: the reader's own error, or `no_space` when
+ * the sandbox's memory limit killed it.
+ */
+int proc_restore_layer(const struct cgroup_ops *cgo, const struct proc_cgroup *cg, int tmpfs,
+		       int layer_fd, uint32_t uid_base, const char *name, struct isola_err **err);
+
 /* Compresses in_fd (read from offset 0: the plain archive) into out_fd as one zstd frame
  * that proc_layer_read reads like the plain archive. Done after the sandbox is thawed, so
  * compression never lengthens the pause. 0, or -errno with *err (`no_space` on ENOSPC). */
@@ -277,9 +286,15 @@ int proc_seccomp_memfd(struct isola_err **err);
  * handed over (PDEATHSIG off, record closed), moves setup_fd to fd 3, points 0-2 at
  * /dev/null, closes everything else and executes the agent memfd as `isola-agent --setup`.
  * Returns the host pid and sets *pidfd (caller owns), or -errno.
+ *
+ * The child shares isolad's memory until its exec (no copy of the page tables) on a stack
+ * of its own, *stack (NULL in the sanitized build, which copies the memory as fork does):
+ * the caller frees it with proc_spawn_stack_free once the child has executed the agent
+ * (setup answered) or is known dead, and never before.
  */
 pid_t proc_spawn(int setup_fd, int agent_fd, int devnull_fd, int record_fd, int netns_fd,
-		 int *pidfd);
+		 int *pidfd, void **stack);
+void proc_spawn_stack_free(void **stack);
 
 /* Writes "0 <base> 65536" to /proc/<pid>/{uid,gid}_map. 0 or -errno. */
 int proc_write_idmaps(pid_t pid, uint32_t base);
@@ -293,8 +308,9 @@ int proc_pidfd_verified(pid_t pid, uint64_t start_time);
 
 /* SIGKILLs the process behind *pidfd, waits up to timeout_ms for it to exit and reaps it
  * if it is our child (after a reattach it is not: ECHILD, someone else reaps). Closes
- * *pidfd and sets it to -1; nothing happens when it is already -1. */
-void proc_pidfd_kill(int *pidfd, int timeout_ms);
+ * *pidfd and sets it to -1; nothing happens when it is already -1. True when it is known
+ * to have exited (or there was none), false when it outlived the timeout. */
+bool proc_pidfd_kill(int *pidfd, int timeout_ms);
 
 /* Opens pid's user namespace (PIDFD_GET_USER_NAMESPACE, else /proc + liveness check). */
 int proc_open_userns(pid_t pid, int pidfd);

@@ -28,7 +28,7 @@
 
 #define SETUP_TIMEOUT_MS  10000		       /* from clone to the agent's "ok" */
 #define KILL_TIMEOUT_MS	  5000		       /* from SIGKILL to empty cgroups */
-#define PLAN_MAX_FDS	  (5 + TIER_MAX_BINDS) /* listen, rootfs, upper, seccomp, binds, sysfs */
+#define PLAN_MAX_FDS	  (6 + TIER_MAX_BINDS) /* listen, rootfs, upper, 2 seccomp, binds, sysfs */
 #define FREEZE_TIMEOUT_MS 5000		       /* from cgroup.freeze/freezer.state to frozen */
 
 /* One live sandbox. Owned by core; one thread at a time (core serialises). */
@@ -47,6 +47,7 @@ struct tier_sandbox {
 	uint64_t upper_ino;	      /* st_ino of that root: with upper_dev, its identity */
 	enum proc_idmap_mode idmap;   /* how the template is shown inside */
 	bool paused;		      /* frozen by pause() (snapshot's own freeze is not) */
+	void *spawn_stack;	      /* PID 1's stack until its exec (proc_spawn), or NULL */
 };
 
 static bool force_no_openat2;
@@ -92,7 +93,14 @@ static struct tier_sandbox *sandbox_new(const struct sandbox_spec *spec)
 /* Kills PID 1 (the kernel then kills the whole pid namespace) and reaps it. */
 static void kill_init(struct tier_sandbox *s)
 {
-	proc_pidfd_kill(&s->pidfd, KILL_TIMEOUT_MS);
+	/* A PID 1 that never reached its exec may still run on spawn_stack: kept (leaked)
+	 * unless it is known dead. */
+	if (proc_pidfd_kill(&s->pidfd, KILL_TIMEOUT_MS))
+		proc_spawn_stack_free(&s->spawn_stack);
+	else if (s->spawn_stack)
+		log_warn("sandbox %s: PID 1 outlived its kill before its exec; its spawn stack "
+			 "is kept",
+			 s->id);
 	s->pid = 0;
 }
 
@@ -236,9 +244,10 @@ static json_t *plan_mounts(const struct sandbox_spec *spec)
 
 /* fds[first_bind_fd + i] is the mount of spec->binds[i]: a file bind needs a file target.
  * sysfs_fd: the index of a network slot's sysfs mount among the fds, -1 for none (the agent
- * mounts a sysfs of its own namespace). */
+ * mounts a sysfs of its own namespace). spec_sc_fd: the index of the spec's seccomp program,
+ * -1 for none. */
 static char *plan_json(const struct sandbox_spec *spec, bool idmapped, const int *fds,
-		       unsigned first_bind_fd, int sysfs_fd)
+		       unsigned first_bind_fd, int sysfs_fd, int spec_sc_fd)
 {
 	json_t *binds = json_array(), *j;
 	uint64_t shm = spec->memory_bytes ? spec->memory_bytes / 2 : 64ull << 20;
@@ -261,11 +270,18 @@ static char *plan_json(const struct sandbox_spec *spec, bool idmapped, const int
 		return NULL;
 	if (sysfs_fd >= 0)
 		json_object_set_new(json_object_get(j, "fds"), "sysfs", json_integer(sysfs_fd));
+	/* The spec's own filter: the agent installs it in each process it starts (spawn.c). */
+	if (spec_sc_fd >= 0) {
+		json_object_set_new(json_object_get(j, "fds"), "spec_seccomp",
+				    json_integer(spec_sc_fd));
+		json_object_set_new(j, "spec_seccomp_flags", json_integer(spec->seccomp->flags));
+	}
 	/* A joined network (docs/oci.md) is the engine's: setup leaves its interfaces alone. */
 	json_object_set_new(j, "net_joined", json_boolean(spec->netns_path[0] != '\0'));
 	/* What the sandbox's root holds (agent spawn.c); validated by core at create. */
 	json_object_set_new(j, "caps", json_integer((json_int_t)spec->caps));
 	json_object_set_new(j, "mounts", plan_mounts(spec));
+	json_object_set_new(j, "readonly_root", json_boolean(spec->readonly_root));
 	out = json_dumps(j, JSON_COMPACT);
 	json_decref(j);
 	return out;
@@ -278,76 +294,6 @@ static void close_fds(int *fds, unsigned n)
 			close(fds[i]);
 		fds[i] = -1;
 	}
-}
-
-/*
- * Fills the new writable layer from the archive in a child process that joins the sandbox's
- * cgroups first: the tmpfs pages it writes are charged to the sandbox (its memory limit), not
- * to isolad, which would otherwise carry every restored sandbox's files. The child only runs
- * the archive reader (malloc is fork-safe in glibc) and reports an error through a pipe.
- */
-static int restore_layer(struct tier_sandbox *s, int tmpfs, int layer_fd, const char *name,
-			 struct isola_err **err)
-{
-	char buf[1200] = "", code[32] = "internal";
-	cleanup_fd int rd = -1;
-	int p[2], st = 0, errnum = EIO, off = 0;
-	size_t n = 0;
-	ssize_t k;
-	pid_t pid, parent;
-
-	if (pipe2(p, O_CLOEXEC) < 0)
-		return isola_err_sys(err, errno, "internal", "restore `%s`: pipe", name);
-	parent = getpid();
-	pid = fork();
-	if (pid < 0) {
-		close(p[0]);
-		close(p[1]);
-		return isola_err_sys(err, errno, "internal", "restore `%s`: fork", name);
-	}
-	if (pid == 0) {
-		const int keep[] = {tmpfs, layer_fd, p[1]};
-		struct isola_err *e = NULL;
-		int r;
-
-		/* None of isolad's fds in a process that could outlive it; dies with it (the
-		 * forking thread waits for us below, so its exit is isolad's). */
-		if (spawnguard_child_enter(keep, ARRAY_SIZE(keep)) < 0 || getppid() != parent)
-			_exit(1);
-		r = s->cgo->attach(&s->cg, getpid(), &e);
-		if (r == 0)
-			r = proc_layer_read(tmpfs, PROC_LAYER_UPPER, s->uid_base, layer_fd, name,
-					    &e);
-		if (r < 0)
-			dprintf(p[1], "%s %d %s", e ? e->code : "internal", e ? e->errnum : -r,
-				e ? e->message : "restore failed");
-		_exit(r < 0 ? 1 : 0);
-	}
-	close(p[1]);
-	rd = p[0];
-	while (n < sizeof(buf) - 1 && (k = read(rd, buf + n, sizeof(buf) - 1 - n)) != 0) {
-		if (k < 0 && errno == EINTR)
-			continue;
-		if (k < 0)
-			break;
-		n += (size_t)k;
-	}
-	buf[n] = '\0';
-	while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
-		;
-	if (WIFEXITED(st) && WEXITSTATUS(st) == 0)
-		return 0;
-	if (WIFSIGNALED(st))
-		return isola_err_set(
-			err, ENOSPC, "no_space",
-			"restore `%s`: killed by signal %d while filling the layer (the "
-			"snapshot does not fit the new sandbox's memory limit)",
-			name, WTERMSIG(st));
-	/* Our own child's report: "<code> <errnum> <message>". */
-	if (sscanf(buf, "%31s %d %n", code, &errnum, &off) < 2 || off <= 0)
-		return isola_err_set(err, EIO, "internal", "restore `%s`: the layer reader failed",
-				     name);
-	return isola_err_set(err, errnum > 0 ? errnum : EIO, code, "%s", buf + off);
 }
 
 /*
@@ -397,7 +343,7 @@ static int create_sandbox(const struct sandbox_spec *spec, int layer_fd, const c
 	struct tier_sandbox *s;
 	cleanup_free char *plan = NULL;
 	bool idm = true;
-	int r, sysfs_idx = -1, slot_net;
+	int r, sysfs_idx = -1, spec_sc_idx = -1, slot_net;
 	uint64_t t0 = util_now_ns(), t_cg = 0, t_clone = 0, t_tmpl = 0, t_layer = 0, t_setup = 0;
 
 	for (unsigned i = 0; i < PLAN_MAX_FDS; i++)
@@ -465,7 +411,7 @@ static int create_sandbox(const struct sandbox_spec *spec, int layer_fd, const c
 		}
 	}
 	s->pid = proc_spawn(sp[1], agent_fd, devnull, record, join_net >= 0 ? join_net : slot_net,
-			    &s->pidfd);
+			    &s->pidfd, &s->spawn_stack);
 	if (s->pid < 0) {
 		r = isola_err_sys(err, -s->pid, "internal", "sandbox `%s`: clone3", spec->id);
 		s->pid = 0;
@@ -544,7 +490,8 @@ static int create_sandbox(const struct sandbox_spec *spec, int layer_fd, const c
 	if (layer_fd >= 0) {
 		/* A failure leaves nothing: the tmpfs is a detached mount that goes with its
 		 * fds, the rest unwinds like a failed create. */
-		r = restore_layer(s, fds[2], layer_fd, layer_name, err);
+		r = proc_restore_layer(s->cgo, &s->cg, fds[2], layer_fd, s->uid_base, layer_name,
+				       err);
 		if (r < 0) {
 			isola_err_wrap(err, "sandbox `%s`", spec->id);
 			goto err_teardown;
@@ -559,7 +506,16 @@ static int create_sandbox(const struct sandbox_spec *spec, int layer_fd, const c
 		}
 		sysfs_idx = (int)nfds++;
 	}
-	plan = plan_json(spec, idm, fds, 4, sysfs_idx);
+	if (spec->seccomp) {
+		fds[nfds] = fcntl(spec->seccomp->fd, F_DUPFD_CLOEXEC, 3);
+		if (fds[nfds] < 0) {
+			r = isola_err_sys(err, errno, "internal",
+					  "sandbox `%s`: dup the spec's seccomp program", spec->id);
+			goto err_teardown;
+		}
+		spec_sc_idx = (int)nfds++;
+	}
+	plan = plan_json(spec, idm, fds, 4, sysfs_idx, spec_sc_idx);
 	if (!plan) {
 		r = isola_err_set(err, ENOMEM, "internal", "sandbox `%s`: plan", spec->id);
 		goto err_teardown;
@@ -573,6 +529,8 @@ static int create_sandbox(const struct sandbox_spec *spec, int layer_fd, const c
 	r = wait_setup(sp[0], spec->id, err);
 	if (r < 0)
 		goto err_teardown;
+	/* Setup answered: PID 1 runs the agent, its own memory and stack. */
+	proc_spawn_stack_free(&s->spawn_stack);
 	t_setup = util_now_ns();
 	close(sp[0]);
 	sp[0] = -1;

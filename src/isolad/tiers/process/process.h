@@ -16,6 +16,11 @@
  */
 void tier_process_set_agent_path(const char *path);
 
+/* isolad's argv[0] when it runs again to fill a restored sandbox's writable layer
+ * (restore.c); main() hands such a process to tier_process_restore_main. */
+#define PROC_RESTORE_ARGV0 "isolad-restore-layer"
+int tier_process_restore_main(int argc, char **argv);
+
 /*
  * Test hook: when true, the setup stage resolves paths inside the template root
  * with its O_NOFOLLOW component walk instead of openat2(RESOLVE_IN_ROOT), so tests

@@ -221,34 +221,101 @@ static void thread_netns_leave(int *own)
 	*own = -1;
 }
 
-pid_t proc_spawn(int setup_fd, int agent_fd, int devnull_fd, int record_fd, int netns_fd,
-		 int *pidfd)
+/* The namespaces of a sandbox's PID 1, all owned by the new user namespace. The cgroup
+ * namespace is unshared by setup after isolad moved it into its cgroup, so the sandbox's
+ * cgroup root is its own cgroup (CLONE_INTO_CGROUP needs v2). A given network namespace (a
+ * joined one or a network slot) stays owned by its creator's user namespace, so nothing
+ * inside holds CAP_NET_ADMIN over it. */
+static unsigned long spawn_flags(int netns_fd)
 {
+	return CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNS | CLONE_NEWIPC | CLONE_NEWUTS |
+	       CLONE_PIDFD | (netns_fd >= 0 ? 0 : CLONE_NEWNET);
+}
+
+#ifdef __SANITIZE_ADDRESS__
+/* AddressSanitizer does not know a stack made here (it warns, and may report falsely, on
+ * the child's noreturn calls): the sanitized build copies isolad's memory as fork does. */
+#define SPAWN_SHARES_MEMORY 0
+#else
+#define SPAWN_SHARES_MEMORY 1
+#endif
+
+/* The child's own stack when it shares isolad's memory until its exec: the arguments sit at
+ * its low end, written before the clone (the child reads them, never the parent's stack). */
+#define SPAWN_STACK_SIZE (64u << 10)
+
+struct spawn_child {
+	int setup_fd, agent_fd, devnull_fd, record_fd;
+};
+
+static int spawn_child_main(void *arg)
+{
+	const struct spawn_child *c = arg;
+
+	child_exec(c->setup_fd, c->agent_fd, c->devnull_fd, c->record_fd);
+}
+
+/* clone(CLONE_VM) on a stack of its own: no copy of isolad's page tables (a fork of a large
+ * multithreaded daemon costs milliseconds in copies and copy-on-write faults). The child
+ * makes only system calls until its exec (child_exec), so sharing the memory is safe; the
+ * stack must outlive it until then (proc_spawn_stack_free). */
+static long spawn_shared(const struct spawn_child *c, unsigned long flags, int *pfd, void **stack)
+{
+	void *st = mmap(NULL, SPAWN_STACK_SIZE, PROT_READ | PROT_WRITE,
+			MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
+	long pid;
+
+	if (st == MAP_FAILED)
+		return -errno;
+	memcpy(st, c, sizeof(*c));
+	pid = clone(spawn_child_main, (char *)st + SPAWN_STACK_SIZE,
+		    (int)(flags | CLONE_VM | SIGCHLD), st, pfd);
+	if (pid < 0) {
+		int e = errno;
+
+		munmap(st, SPAWN_STACK_SIZE);
+		return -e;
+	}
+	*stack = st;
+	return pid;
+}
+
+void proc_spawn_stack_free(void **stack)
+{
+	if (*stack)
+		munmap(*stack, SPAWN_STACK_SIZE);
+	*stack = NULL;
+}
+
+pid_t proc_spawn(int setup_fd, int agent_fd, int devnull_fd, int record_fd, int netns_fd,
+		 int *pidfd, void **stack)
+{
+	const struct spawn_child c = {setup_fd, agent_fd, devnull_fd, record_fd};
 	struct clone_args args;
 	int pfd = -1, own = -1, r;
 	long pid;
 
-	memset(&args, 0, sizeof(args));
-	/* All namespaces in one step, all owned by the new user namespace. The cgroup
-	 * namespace is unshared by setup after isolad moved it into its cgroup, so the
-	 * sandbox's cgroup root is its own cgroup (CLONE_INTO_CGROUP needs v2). A given
-	 * network namespace (a joined one or a network slot) stays owned by its creator's user
-	 * namespace, so nothing inside holds CAP_NET_ADMIN over it. The way back is opened per
-	 * clone: an fd of the host's namespace kept open would be one more isolad fd to keep
-	 * from every child (the spawn-guard leak check). */
-	args.flags = CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNS | CLONE_NEWIPC | CLONE_NEWUTS |
-		     CLONE_PIDFD | (netns_fd >= 0 ? 0 : CLONE_NEWNET);
-	args.pidfd = (uint64_t)(uintptr_t)&pfd;
-	args.exit_signal = SIGCHLD;
+	*stack = NULL;
+	/* The way back is opened per clone: an fd of the host's namespace kept open would be
+	 * one more isolad fd to keep from every child (the spawn-guard leak check). */
 	if (netns_fd >= 0) {
 		r = thread_netns_enter(netns_fd, &own);
 		if (r < 0)
 			return r;
 	}
-	pid = syscall(SYS_clone3, &args, sizeof(args));
-	if (pid == 0)
-		child_exec(setup_fd, agent_fd, devnull_fd, record_fd);
-	r = pid < 0 ? -errno : 0;
+	if (SPAWN_SHARES_MEMORY) {
+		pid = spawn_shared(&c, spawn_flags(netns_fd), &pfd, stack);
+		r = pid < 0 ? (int)pid : 0;
+	} else {
+		memset(&args, 0, sizeof(args));
+		args.flags = spawn_flags(netns_fd);
+		args.pidfd = (uint64_t)(uintptr_t)&pfd;
+		args.exit_signal = SIGCHLD;
+		pid = syscall(SYS_clone3, &args, sizeof(args));
+		if (pid == 0)
+			spawn_child_main((void *)&c);
+		r = pid < 0 ? -errno : 0;
+	}
 	if (own >= 0)
 		thread_netns_leave(&own);
 	if (r < 0)
@@ -331,21 +398,23 @@ int proc_pidfd_verified(pid_t pid, uint64_t start_time)
 	return pfd;
 }
 
-void proc_pidfd_kill(int *pidfd, int timeout_ms)
+bool proc_pidfd_kill(int *pidfd, int timeout_ms)
 {
 	struct pollfd p = {.fd = *pidfd, .events = POLLIN};
 	siginfo_t si;
+	int n;
 
 	if (*pidfd < 0)
-		return;
+		return true;
 	syscall(SYS_pidfd_send_signal, *pidfd, SIGKILL, NULL, 0);
 	/* The pidfd polls readable once the process has exited, whoever its parent is. */
-	while (poll(&p, 1, timeout_ms) < 0 && errno == EINTR)
+	while ((n = poll(&p, 1, timeout_ms)) < 0 && errno == EINTR)
 		;
 	while (waitid(P_PIDFD, (id_t)*pidfd, &si, WEXITED | WNOHANG) < 0 && errno == EINTR)
 		;
 	close(*pidfd);
 	*pidfd = -1;
+	return n > 0;
 }
 
 int proc_open_userns(pid_t pid, int pidfd)
