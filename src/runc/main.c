@@ -1049,6 +1049,28 @@ static int do_kill(struct container *c, int sig, struct isola_err **err)
 	return r < 0 ? isola_err_wrap(err, "kill container `%s`", c->id) : 0;
 }
 
+/*
+ * A container whose process has ended while its relay still writes the process's output to
+ * create's stdout/stderr: `state` says running (with the sandbox init's host pid) until the
+ * relay exits, as runc's says running until its init has exited, so an engine or a test that
+ * reads the output once the container is stopped reads all of it. Returns the host pid, or 0.
+ */
+static long output_pending(struct container *c)
+{
+	cleanup_free char *path = cli_pathf("/v1/sandboxes/%s", sandbox_of(c));
+	json_t *sb = NULL;
+	long host_pid = 0;
+
+	if (json_is_true(json_object_get(c->st, "killed")) ||
+	    json_integer_value(json_object_get(c->st, "pid")) <= 0 || !podns_relay_running(c->st) ||
+	    client_json(cl(NULL), "GET", path, NULL, &sb, NULL) < 0)
+		return 0;
+	if (!strcmp(json_string_value(json_object_get(sb, "state")) ?: "", "running"))
+		host_pid = (long)json_integer_value(json_object_get(sb, "host_pid"));
+	json_decref(sb);
+	return host_pid;
+}
+
 static int print_state(struct container *c, struct isola_err **err)
 {
 	long host_pid;
@@ -1058,6 +1080,8 @@ static int print_state(struct container *c, struct isola_err **err)
 
 	if (!st)
 		return -EIO;
+	if (!strcmp(st, "stopped") && (host_pid = output_pending(c)) > 0)
+		st = "running";
 	j = oci_state(c, st, host_pid);
 	if (j)
 		json_object_set(j, "sandbox", json_object_get(c->st, "sandbox"));
