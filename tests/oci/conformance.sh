@@ -11,10 +11,13 @@
 #                      isolad through $ISOLA_SOCKET: start a private one first, `isolad
 #                      --state-dir D --socket D/isolad.sock --listen 127.0.0.1:PORT`)
 # Each test runs with a 120 s limit; its TAP output is kept in $OUT (default /tmp/oci-conformance).
+# The suite leaves its bundles in $TMPDIR/ocitest*; runc's linux_rootfs_propagation (shared)
+# leaves its container's proc, sys and dev mounted there on the host: unmount those before
+# removing the directories (an rm -rf across a live mount reaches into it).
 # Not part of scripts/test.sh: the suite's source is not in Debian's archive (docs/oci.md).
 set -uo pipefail
 
-[ $# -ge 2 ] || { sed -n 3,14p "$0"; exit 2; }
+[ $# -ge 2 ] || { sed -n 3,17p "$0"; exit 2; }
 RT=$(cd "$1" && pwd) || exit 2
 shift
 OUT=${OUT:-/tmp/oci-conformance}
