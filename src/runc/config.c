@@ -8,6 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../common/rlimits.h"
+
 #define OCI_MAX_ARGS 256
 #define OCI_MAX_ENV  1024
 #define OCI_MAX_STR  32768
@@ -215,6 +217,15 @@ static int map_narrowing(const json_t *proc, json_t *body, struct isola_err **er
 					     "config.json: `process.rlimits[%zu]` needs a `type` "
 					     "string and integer `soft` and `hard`",
 					     i);
+		}
+		/* At create, as runc refuses it, not at start when isolad would. */
+		if (rlimits_parse(str_of(type)) < 0) {
+			json_decref(out);
+			return isola_err_set(
+				err, EINVAL, "invalid",
+				"config.json: `process.rlimits[%zu]`: `%s` is not a "
+				"resource limit Linux has (RLIMIT_NOFILE, RLIMIT_CORE...)",
+				i, str_of(type));
 		}
 		json_array_append_new(out, json_pack("{s:O, s:O, s:O}", "type", type, "soft",
 						     json_object_get(e, "soft"), "hard",

@@ -201,7 +201,8 @@ out:
 	return r;
 }
 
-int hooks_run(const json_t *hooks, const char *kind, const json_t *state, struct isola_err **err)
+int hooks_run(const json_t *hooks, const char *kind, const json_t *state,
+	      void (*on_fail)(const char *msg), struct isola_err **err)
 {
 	const json_t *list = json_object_get(hooks, kind), *h;
 	char *text;
@@ -215,7 +216,14 @@ int hooks_run(const json_t *hooks, const char *kind, const json_t *state, struct
 		return isola_err_set(err, ENOMEM, NULL, "out of memory");
 	json_array_foreach(list, i, h)
 	{
-		r = hook_run_one(h, kind, i, text, err);
+		struct isola_err *e = NULL;
+
+		r = hook_run_one(h, kind, i, text, on_fail ? &e : err);
+		if (r < 0 && on_fail) {
+			on_fail(e && e->message ? e->message : kind);
+			r = 0;
+		}
+		isola_err_free(e);
 		if (r < 0)
 			break;
 	}

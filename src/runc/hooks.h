@@ -19,8 +19,11 @@
  * and env (nothing of ours), and killed once its timeout (seconds; 0: none) passes. Stops at the
  * first that fails: -errno with *err naming the kind, the index, the path and the exit status or
  * signal, with the start of what it wrote to stdout/stderr. 0 when all succeeded (or none).
+ * With on_fail (poststart, poststop: "the remaining hooks and lifecycle continue as if the hook
+ * had succeeded"), each failure's message goes to on_fail instead and the rest still run: 0.
  */
-int hooks_run(const json_t *hooks, const char *kind, const json_t *state, struct isola_err **err);
+int hooks_run(const json_t *hooks, const char *kind, const json_t *state,
+	      void (*on_fail)(const char *msg), struct isola_err **err);
 
 /*
  * Makes an empty network namespace (loopback up; the spec's net.* sysctls in `sysctl`, may be

@@ -64,17 +64,35 @@ long long podns_stat_starttime(const char *text)
 	return -1;
 }
 
-/* The start time of host process pid, or -1 (gone, or unreadable). */
-static long long starttime_of(long pid)
+/* The start time of host process pid, or -1 (gone, unreadable, or, with !zombies, a zombie:
+ * it has exited and waits to be reaped). */
+static long long starttime_of_live(long pid, bool zombies)
 {
 	cleanup_free char *text = NULL;
+	const char *state;
 	char path[64];
 	size_t len = 0;
 
 	snprintf(path, sizeof(path), "/proc/%ld/stat", pid);
 	if (util_read_file(path, 4096, &text, &len) < 0)
 		return -1;
+	state = strrchr(text, ')');
+	if (!zombies && (!state || state[1] != ' ' || state[2] == 'Z' || state[2] == 'X'))
+		return -1;
 	return podns_stat_starttime(text);
+}
+
+static long long starttime_of(long pid)
+{
+	return starttime_of_live(pid, true);
+}
+
+bool podns_relay_running(const json_t *st)
+{
+	long pid = (long)json_integer_value(json_object_get(st, "relay_pid"));
+	long long start = pid > 0 ? starttime_of_live(pid, false) : -1;
+
+	return start >= 0 && start == json_integer_value(json_object_get(st, "relay_start"));
 }
 
 int podns_record_relay(json_t *st, pid_t relay)

@@ -39,6 +39,10 @@ void podns_record(json_t *st, const json_t *create);
  * relay is gone). */
 int podns_record_relay(json_t *st, pid_t relay);
 
+/* True while the relay recorded in st (podns_record_relay) runs: that process (its start
+ * time), not yet exited (a zombie has). */
+bool podns_relay_running(const json_t *st);
+
 /* True when path is `/proc/PID/ns/NAME` (PID decimal, 1 to 2^22); *pid and *name (a pointer
  * into path) get them. Pure. */
 bool podns_proc_path(const char *path, long *pid, const char **name);

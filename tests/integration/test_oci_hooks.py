@@ -160,15 +160,26 @@ def test_hook_timeout_kills_it(runc, rootfs, tmp_path, isolad):
 
 
 def test_failing_poststart_and_poststop_are_warnings(runc, rootfs, tmp_path, isolad):
+    """A failing poststart or poststop hook is a warning, and the hooks after it still run
+    (the spec: "the remaining hooks and lifecycle continue as if the hook had succeeded";
+    runtime-tools' poststart_fail and poststop_fail)."""
     out, edit = hooks_edit(tmp_path, kinds=("poststart", "poststop"), env=["HOOK_EXIT=2"])
-    b = make_bundle(runc, rootfs, tmp_path, ["sh", "-c", "exit 0"], edit)
+
+    def edit_then_a_good_hook(c):
+        edit(c)
+        for k in ("poststart", "poststop"):
+            good = dict(c["hooks"][k][0], env=[f"HOOK_KIND={k}"])
+            good["args"] = good["args"][:2] + [f"{k}-after"] + good["args"][3:]
+            c["hooks"][k].append(good)
+    b = make_bundle(runc, rootfs, tmp_path, ["sh", "-c", "exit 0"], edit_then_a_good_hook)
     runc("create", "--bundle", b, "w1", check=True)
     cp = runc("start", "w1", check=True)
     assert "warning: hook `poststart[0]` `/usr/bin/python3` exited with status 2" in cp.stderr
+    assert "poststart[1]" not in cp.stderr, cp.stderr
     runc.wait_status("w1", "stopped")
     cp = runc("delete", "w1", check=True)
     assert "warning: hook `poststop[0]`" in cp.stderr, cp.stderr
-    assert (out / "order").read_text() == "poststart\npoststop\n"
+    assert (out / "order").read_text() == "poststart\npoststart-after\npoststop\npoststop-after\n"
     assert sandboxes(isolad, **{"oci.id": "w1"}) == []
 
 

@@ -6,6 +6,7 @@ the runtime no environment), an image imported from a rootfs tar, `--network non
 
 import json
 import shutil
+import socket
 import subprocess
 import sys
 import tarfile
@@ -18,11 +19,14 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import test_oci_runtime  # noqa: E402
+from tenancy_util import ROOT_CONFTEST as conftest  # noqa: E402
 from test_oci_runtime import RUNC, make_rootfs, remove_engine_dir, sandboxes  # noqa: E402
 
 netns = test_oci_runtime.netns  # the fixture: a network namespace with a server in it
 
 IMAGE = "localhost/isola-oci-test:1"
+# A pod's infra image: Podman builds its own from catatonit (not installed here) unless told one.
+PAUSE = "localhost/isola-oci-pause:1"
 
 
 class Podman:
@@ -46,6 +50,7 @@ class Podman:
         return cp
 
     def cleanup(self):
+        self("pod", "rm", "-af", "-t", "0", check=False)
         self("rm", "-af", "-t", "0", check=False)
         remove_engine_dir(self.dir)
 
@@ -55,11 +60,12 @@ def podman(isolad, tmp_path_factory):
     p = Podman(isolad)
     try:
         root = tmp_path_factory.mktemp("oci-podman-image") / "rootfs"
-        make_rootfs(root)
+        make_rootfs(root, extra=("perl",))  # perl: a TCP server from its builtins alone
         tar = root.parent / "rootfs.tar"
         with tarfile.open(tar, "w") as t:
             t.add(root, arcname=".")
         p("import", tar, IMAGE)
+        p("import", "--change", 'CMD ["sleep", "1000000"]', tar, PAUSE)
         yield p
     finally:
         p.cleanup()
@@ -140,3 +146,44 @@ def test_podman_stats_are_the_containers(podman, isolad):
     while sandboxes(isolad, **{"oci.id": cid}):
         assert time.monotonic() < end, "sandbox left after podman rm"
         time.sleep(0.1)
+
+
+# perl -e: a TCP server on 127.0.0.1:$ARGV[0] (builtins only: no modules in the image) that
+# answers each connection with a line naming this container's hostname.
+POD_SERVER = ('socket(S, 2, 1, 0) or die "socket: $!"; '
+              'bind(S, pack("S n C4 x8", 2, $ARGV[0], 127, 0, 0, 1)) or die "bind: $!"; '
+              'listen(S, 5) or die "listen: $!"; open(H, "/proc/sys/kernel/hostname"); '
+              '$h = <H>; while (accept(C, S)) { syswrite(C, "from-srv $h"); close(C); }')
+# bash: connect to 127.0.0.1:$1 (waiting for the server to listen), print its line.
+POD_CLIENT = ('for ((i = 0; i < 600; i++)); do exec 3<>/dev/tcp/127.0.0.1/$1 2>/dev/null && '
+              'break; sleep 0.1; done; read -r line <&3 && echo "$line"')
+
+
+def test_podman_pod_shares_network_and_hostname(podman, isolad):
+    """`podman pod create` then two containers with `--pod`: Podman gives them the infra
+    container's namespaces as /proc/<its pid>/ns/{net,ipc,uts} (the pid is isola-runc's relay,
+    src/runc/podns.c maps those), so they are separate sandboxes in one network, where one
+    reaches the other on 127.0.0.1, with the pod's hostname. Neither the host nor a container
+    outside the pod reaches that server."""
+    port = conftest.free_port()
+    podman("pod", "create", "--name", "pmpod", "--network", "none", "--hostname", "pm-pod-host",
+           "--infra-image", PAUSE)
+    try:
+        podman("run", "-d", "--pod", "pmpod", "--name", "pmsrv", IMAGE,
+               "perl", "-e", POD_SERVER, port)
+        cp = podman("run", "--rm", "--pod", "pmpod", IMAGE, "bash", "-c",
+                    POD_CLIENT + '; cat /proc/sys/kernel/hostname', "client", port)
+        assert cp.stdout == "from-srv pm-pod-host\npm-pod-host\n", (cp.stdout, cp.stderr)
+        ids = {c: podman("inspect", "-f", "{{.ID}}", c).stdout.strip()
+               for c in ("pmsrv", podman("pod", "inspect", "-f", "{{.InfraContainerID}}",
+                                         "pmpod").stdout.strip())}
+        sbs = [sandboxes(isolad, **{"oci.id": i}) for i in ids.values()]
+        assert all(len(s) == 1 for s in sbs) and sbs[0][0]["id"] != sbs[1][0]["id"], sbs
+        with pytest.raises(ConnectionRefusedError):
+            socket.create_connection(("127.0.0.1", port), timeout=10).close()
+        cp = podman("run", "--rm", "--network", "none", IMAGE, "bash", "-c",
+                    f"exec 3<>/dev/tcp/127.0.0.1/{port}", check=False)
+        assert cp.returncode != 0 and "Connection refused" in cp.stderr, (cp.stdout, cp.stderr)
+        assert podman("inspect", "-f", "{{.State.Running}}", "pmsrv").stdout.strip() == "true"
+    finally:
+        podman("pod", "rm", "-f", "-t", "0", "pmpod", check=False)

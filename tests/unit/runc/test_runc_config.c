@@ -505,6 +505,12 @@ static void test_narrowing(void)
 		   "invalid", "`process.rlimits[0]` needs a `type`"),
 	   "an rlimit without limits refused");
 	ok(refused("{\"ociVersion\":\"1.0.0\",\"root\":{\"path\":\"r\"},\"process\":{\"args\":"
+		   "[\"x\"],\"cwd\":\"/\",\"rlimits\":[{\"type\":\"RLIMIT_TEST\",\"soft\":1,"
+		   "\"hard\":1}]}}",
+		   "invalid", "`process.rlimits[0]`: `RLIMIT_TEST` is not a resource limit"),
+	   "an rlimit type Linux does not have refused at create (runtime-tools' "
+	   "process_rlimits_fail)");
+	ok(refused("{\"ociVersion\":\"1.0.0\",\"root\":{\"path\":\"r\"},\"process\":{\"args\":"
 		   "[\"x\"],\"cwd\":\"/\",\"user\":{\"uid\":0,\"umask\":\"022\"}}}",
 		   "invalid", "`process.user.umask` must be an integer"),
 	   "a string umask refused");
