@@ -42,9 +42,7 @@ def fd():
     try:
         yield d
     finally:
-        if d.alive():
-            d.destroy_all_sandboxes()
-            d.stop()
+        d.discard(keep_state=True)
         assert lock_is_free(d), "the state-dir lock is still held after isolad stopped"
         if not os.environ.get("ISOLA_KEEP_STATE"):
             shutil.rmtree(d.state_dir, ignore_errors=True)

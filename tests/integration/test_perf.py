@@ -23,9 +23,7 @@ def pd():
     try:
         yield d
     finally:
-        if d.alive():
-            d.destroy_all_sandboxes()
-            d.stop()
+        d.discard(keep_state=True)
         assert lock_is_free(d), "the state-dir lock is still held after isolad stopped"
         if not os.environ.get("ISOLA_KEEP_STATE"):
             shutil.rmtree(d.state_dir, ignore_errors=True)
@@ -213,10 +211,7 @@ def slotd():
 
     yield start
     for d in made:
-        if d.alive():
-            d.destroy_all_sandboxes()
-            d.stop()
-        shutil.rmtree(d.state_dir, ignore_errors=True)
+        d.discard()
 
 
 def test_net_slots_made_ahead_taken_and_accounted(slotd):
