@@ -14,7 +14,9 @@ the process tier. The microvm half is skipped outside CI when QEMU or a guest ke
 missing (`needs_microvm`); in CI (CI=true) a missing piece fails.
 
 Every wait is bounded. A missing binary fails the session (never a silent skip). A sanitizer
-report on isolad's or the CLI's stderr fails the test during which it appeared.
+report on isolad's or the CLI's stderr fails the test during which it appeared. A test's own
+`Isolad` is thrown away with `discard()` (or `discard_problems()`), which fails on what the
+session isolad's teardown fails on.
 """
 
 import os
