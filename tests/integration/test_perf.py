@@ -14,19 +14,12 @@ import tempfile
 import pytest
 
 import isola_client as ic
-from faults_util import Isolad, CLI, lock_is_free, sdk, slot_links, veths
+from faults_util import Isolad, CLI, own_isolad, sdk, slot_links, veths
 
 
 @pytest.fixture(scope="module")
 def pd():
-    d = Isolad(state_dir=tempfile.mkdtemp(prefix="isola-pf-", dir="/tmp"))
-    try:
-        yield d
-    finally:
-        d.discard(keep_state=True)
-        assert lock_is_free(d), "the state-dir lock is still held after isolad stopped"
-        if not os.environ.get("ISOLA_KEEP_STATE"):
-            shutil.rmtree(d.state_dir, ignore_errors=True)
+    yield from own_isolad("isola-pf-")
 
 
 def network_left(d, sid):
