@@ -155,7 +155,7 @@ class Isolad:
     """A real isolad process on a private state dir, socket and TCP port."""
 
     def __init__(self, extra_env=None, extra_args=(), tty=False, state_dir=None, wrap=(),
-                 port=None):
+                 port=None, pool_auto=0):
         """extra_env/extra_args: added to every start (test hooks such as
         ISOLA_TEST_NO_OPENAT2, --idle-timeout). tty: run isolad as the leader of a session
         whose controlling terminal is a fresh pty, as when an operator starts it from a
@@ -163,10 +163,15 @@ class Isolad:
         existing (short) directory to use instead of a fresh one under /tmp, e.g. a mount of
         a filesystem under test; the caller removes it. wrap: a command prefix that execs
         isolad, e.g. ["nsenter", "--net=/run/netns/X"] to run it in a test's network namespace.
-        port: the API's TCP port (default: one free here; give one with `wrap` into a netns)."""
+        port: the API's TCP port (default: one free here; give one with `wrap` into a netns).
+        pool_auto: the `--pool-auto` given at every start unless extra_args has its own: 0
+        (default) pins isolad's automatic warm pool off, so tests that count sandboxes,
+        cgroups, network slots or capacity see only what they made; None gives no flag
+        (isolad's default, on, or its stored setting)."""
         self.wrap = [str(a) for a in wrap]
         self.extra_env = dict(extra_env or {})
         self.extra_args = [str(a) for a in extra_args]
+        self.pool_auto = pool_auto
         self.tty = tty
         self.pty_master = None
         self.pty_name = None
@@ -241,7 +246,9 @@ class Isolad:
                 self.wrap + [str(ISOLAD), "--state-dir", self.state_dir, "--socket", self.socket,
                  "--listen", f"127.0.0.1:{self.port}", "--agent", str(AGENT),
                  "--log-level", "debug"] + self.extra_args +
-                ([] if "--uid-base" in self.extra_args else UID_BASE_ARGS),
+                ([] if "--uid-base" in self.extra_args else UID_BASE_ARGS) +
+                ([] if self.pool_auto is None or "--pool-auto" in self.extra_args
+                 else ["--pool-auto", str(self.pool_auto)]),
                 stdin=stdin, stdout=errf, stderr=errf, env=env,
                 start_new_session=True, preexec_fn=preexec)
         if slave is not None:

@@ -57,35 +57,18 @@ static long daemon_pid(const char *socket_path)
 	return pid;
 }
 
-/* The value of the line starting with key in a "key value" file (kB or bytes), or -1. */
-static long long file_key(const char *path, const char *key)
-{
-	FILE *f = fopen(path, "re");
-	size_t klen = strlen(key);
-	long long v = -1;
-	char line[256];
-
-	if (!f)
-		return -1;
-	while (v < 0 && fgets(line, sizeof(line), f))
-		if (!strncmp(line, key, klen))
-			v = strtoll(line + klen, NULL, 10);
-	fclose(f);
-	return v;
-}
-
 static long long pss_kib(long pid)
 {
 	char path[64];
 
 	snprintf(path, sizeof(path), "/proc/%ld/smaps_rollup", pid);
-	return file_key(path, "Pss:");
+	return util_file_key(path, "Pss:");
 }
 
 static long long host_used_kib(void)
 {
-	long long total = file_key("/proc/meminfo", "MemTotal:");
-	long long avail = file_key("/proc/meminfo", "MemAvailable:");
+	long long total = util_file_key("/proc/meminfo", "MemTotal:");
+	long long avail = util_file_key("/proc/meminfo", "MemAvailable:");
 
 	return total < 0 || avail < 0 ? -1 : total - avail;
 }
@@ -134,11 +117,11 @@ static long long cgroup_kernel_kib(const char *dir)
 	long long v;
 
 	snprintf(path, sizeof(path), "%s/memory.kmem.usage_in_bytes", dir);
-	v = file_key(path, "");
+	v = util_file_key(path, "");
 	if (v >= 0)
 		return v / 1024;
 	snprintf(path, sizeof(path), "%s/memory.stat", dir);
-	v = file_key(path, "kernel ");
+	v = util_file_key(path, "kernel ");
 	return v >= 0 ? v / 1024 : -1;
 }
 

@@ -119,8 +119,8 @@ static const struct cli_cmd cli_pool_cmds[] = {
 	 "keep SIZE ready sandboxes of TEMPLATE on TIER (0 removes the pool)",
 	 .example = "isola pool set debian process 4"},
 	{"auto", pool_auto, "MAX",
-	 "keep host/process sandboxes ready as demand asks, at most MAX (0: off; isolad "
-	 "--pool-auto)",
+	 "keep host/process sandboxes ready as demand asks, at most MAX (0: off; isolad's "
+	 "default: 8, --pool-auto)",
 	 .example = "isola pool auto 8"},
 };
 const struct cli_group cli_pool_group = {"pool", cli_pool_cmds, ARRAY_SIZE(cli_pool_cmds)};

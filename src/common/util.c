@@ -7,6 +7,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
 #include <sys/socket.h>
@@ -139,6 +140,22 @@ static int write_file_atomic(const char *path, const void *buf, size_t len, mode
 	if (dfd >= 0)
 		fsync(dfd);
 	return 0;
+}
+
+long long util_file_key(const char *path, const char *key)
+{
+	FILE *f = fopen(path, "re");
+	size_t klen = strlen(key);
+	long long v = -1;
+	char line[256];
+
+	if (!f)
+		return -1;
+	while (v < 0 && fgets(line, sizeof(line), f))
+		if (!strncmp(line, key, klen))
+			v = strtoll(line + klen, NULL, 10);
+	fclose(f);
+	return v;
 }
 
 int util_write_file_atomic(const char *path, const void *buf, size_t len, mode_t mode)

@@ -55,6 +55,11 @@ int util_read_exact(int fd, void *buf, size_t len);
  * Returns 0 and sets *out (caller frees) and *len, or -errno (-EFBIG past max). */
 int util_read_file(const char *path, size_t max, char **out, size_t *len);
 
+/* The number after key on the first line of a "key value" file that starts with key
+ * (/proc/meminfo's "MemAvailable:", smaps_rollup's "Pss:", memory.stat's "file_dirty "; ""
+ * reads the first line), or -1 when the file or the key is missing. Any thread. */
+long long util_file_key(const char *path, const char *key);
+
 /* Writes a file atomically: temp name in the same dir, fsync, rename, fsync dir. */
 int util_write_file_atomic(const char *path, const void *buf, size_t len, mode_t mode);
 

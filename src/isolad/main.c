@@ -42,6 +42,12 @@ static void usage(FILE *f)
 		   "              [--expose-listen HOST:PORT] [--expose-domain DOMAIN]\n"
 		   "              [--expose-max-conns N] [--pool TEMPLATE:TIER:N]...\n"
 		   "              [--layer-slots N] [--pool-auto MAX]\n" NET_USAGE);
+	fprintf(f,
+		"  --pool-auto MAX  automatic warm pool of host/process sandboxes, sized from the\n"
+		"                   recent create rate, capped at MAX and at 1/64 of "
+		"MemAvailable;\n"
+		"                   on by default (MAX %d) unless stored otherwise, 0 = off\n",
+		POOL_AUTO_DEFAULT_MAX);
 }
 
 /* Finds the static agent: flag, $ISOLA_AGENT, next to isolad, the build tree, libexec. */
@@ -136,7 +142,7 @@ int main(int argc, char **argv)
 	const char *pool_flags[POOL_MAX_POOLS]; /* --pool, applied once the core runs */
 	int n_pools = 0;
 	unsigned layer_slots = 4; /* --layer-slots */
-	long pool_auto = -1;	  /* --pool-auto MAX, 0 = off, -1 = not given (the stored one) */
+	long pool_auto = -1; /* --pool-auto MAX, 0 = off, -1 = not given (stored, else default) */
 	sigset_t set;
 	int c, sig;
 
@@ -457,6 +463,13 @@ int main(int argc, char **argv)
 			net_stop(net);
 			return 2;
 		}
+	}
+	/* The automatic pool is on by default (POOL_AUTO_DEFAULT_MAX) where neither the flags
+	 * (--pool-auto, --pool host:process:N) nor the store says otherwise; a default that cannot apply leaves creates cold. */
+	if (pool_auto < 0 && core_pool_auto_default(core, POOL_AUTO_DEFAULT_MAX, &err) < 0) {
+		log_warn("start: default automatic pool: %s", err->message);
+		isola_err_free(err);
+		err = NULL;
 	}
 	if (api_server_start(core, srv, &err) < 0) {
 		log_error("start API: %s", err->message);

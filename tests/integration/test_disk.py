@@ -6,6 +6,7 @@ oom_killed comes from the cgroup's OOM-kill counter, not the exit status alone (
 
 import glob
 import os
+import re
 import subprocess
 import time
 
@@ -371,3 +372,42 @@ def test_fallback_to_tmpfs_without_mke2fs_says_so():
         assert api.delete_sandbox(sid).status == 204
     finally:
         d.discard()
+
+
+def layer_unwritten(sid):
+    """Bytes the sandbox wrote to its layer that are still only in memory, judged on the
+    host: its ext4's delayed-allocation blocks (4 KiB each)."""
+    dev = layer_loop(sid)[0]
+    return int(sysfs(f"/sys/fs/ext4/{dev}/delayed_allocation_blocks")) * 4096
+
+
+def layer_releases(api):
+    text = api.request("GET", "/metrics").body.decode()
+    return {w: int(re.search(rf'^isola_layer_releases_total{{writes="{w}"}} (\d+)$', text,
+                             re.M).group(1)) for w in ("dropped", "kept")}
+
+
+def test_destroy_shuts_the_layer_down_only_when_it_pays(layerd):
+    """Destroy shuts a layer's ext4 down first (EXT4_IOC_SHUTDOWN: its unwritten pages are
+    dropped, not written to an image about to go, at the price of a KERN_ALERT console line)
+    only when it holds 8 MiB or more not yet written: a sandbox that wrote a line is
+    unmounted as it is, one that just wrote 32 MiB is shut down. An isolad of its own, so
+    no other test's destroy lands in the counts."""
+    d = layerd(LAYER_SLOTS)
+    api = d.client()
+    for script, wrote_much, which in (("echo hi > /tmp/small", False, "kept"),
+                                      ("head -c 33554432 /dev/zero > /tmp/big", True,
+                                       "dropped")):
+        sid = api.create_sandbox()["id"]
+        api.sh(sid, script)
+        unwritten = layer_unwritten(sid)
+        assert (unwritten >= 8 * MiB) == wrote_much, (script, unwritten)
+        lp = layer_loop(sid)
+        before = layer_releases(api)
+        assert api.delete_sandbox(sid).status == 204
+        # The release (shutdown or not, then the unmount) runs behind the answer.
+        ic.wait_for(lambda: sum(layer_releases(api).values()) == sum(before.values()) + 1, 30,
+                    what=f"the layer of {sid} released")
+        after = layer_releases(api)
+        assert after[which] == before[which] + 1, (script, before, after)
+        assert not wait_released([lp]), f"loop device left after destroy: {lp}"

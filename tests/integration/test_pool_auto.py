@@ -1,8 +1,8 @@
 # SPDX-License-Identifier: Apache-2.0
-"""The automatic warm pool (docs/persistence.md "Automatic pool"): `isolad --pool-auto MAX`
-keeps host/process sandboxes ready, as many as the most creates seen in one second within
-the window (ISOLA_POOL_AUTO_WINDOW_S, shortened here), capped at MAX, and none once no create
-came for a window. Its fills wait while a burst is in flight (counted as `deferrals`), and it
+"""The automatic warm pool (docs/persistence.md "Automatic pool"), on by default (MAX 8) and
+set with `isolad --pool-auto MAX`: keeps host/process sandboxes ready, as many as the most
+creates seen in one second within the window (ISOLA_POOL_AUTO_WINDOW_S, shortened here),
+capped at MAX and a memory budget, and none once no create came for a window. Its fills wait while a burst is in flight (counted as `deferrals`), and it
 never takes capacity a caller's create needs. Judged on the host (the state dir's sandbox
 directories and the pooled sandboxes' processes) and by GET /v1/pools's counts."""
 
@@ -14,7 +14,7 @@ import pytest
 
 import isola_client as ic
 from tenancy_util import ROOT_CONFTEST
-from test_pools import FILL_TIMEOUT, pool, pooled_ids
+from test_pools import FILL_TIMEOUT, on_disk, pool, pooled_ids
 
 Isolad = ROOT_CONFTEST.Isolad
 
@@ -26,8 +26,9 @@ def daemons():
     made = []
 
     def start(max_, window, *args):
-        d = Isolad(extra_args=["--pool-auto", str(max_), *args],
-                   extra_env={WINDOW_ENV: str(window)})
+        """max_ None: no --pool-auto at all (isolad's default)."""
+        d = Isolad(extra_args=([] if max_ is None else ["--pool-auto", str(max_)]) + list(args),
+                   extra_env={WINDOW_ENV: str(window)}, pool_auto=None)
         made.append(d)
         return d
 
@@ -181,13 +182,19 @@ def test_put_auto_max_is_checked_and_stored(daemons):
         assert r.status == 400 and word in r.json()["message"], (body, r)
     r = c.request("PUT", "/v1/pools/host/process", json={"auto_max": 3})
     assert r.status == 200 and r.json()["auto_max"] == 3 and r.json()["target"] == 0, r
-    # Stored: a start without the flag keeps it; the flag overrides it.
+    # Stored: a start without the flag keeps it (not isolad's default); the flag overrides
+    # it.
     d.stop()
     d.extra_args = []
     d.start()
-    assert pool(d)["auto_max"] == 3
+    assert (pool(d)["auto_max"], pool(d)["default"]) == (3, False)
     d.stop()
     d.extra_args = ["--pool-auto", "0"]
+    d.start()
+    assert pool(d) is None
+    # Turned off is stored too: the default does not bring it back at the next start.
+    d.stop()
+    d.extra_args = []
     d.start()
     assert pool(d) is None
     # A fixed size on the pair replaces it.
@@ -212,3 +219,43 @@ def test_cli_pool_auto(daemons):
     assert cp.returncode == 1 and "auto_max" in cp.stderr, cp
     cp = subprocess.run(cli + ["pool", "auto", "0"], capture_output=True, text=True, timeout=60)
     assert cp.returncode == 0 and pool(d) is None, (cp, pool(d))
+
+
+def test_on_by_default_serves_a_create(daemons):
+    """isolad with no --pool-auto and nothing stored: the automatic pool is on with cap 8,
+    marked as the default, its target capped by the memory budget (1/64 of MemAvailable at
+    1 MiB a sandbox); after a few creates a create is a claim. isolad's stop destroys the
+    pool's sandboxes. Size 0 turns it off for good (stored), and a start without the flag
+    keeps it off."""
+    d = daemons(None, 60)
+    c = d.client()
+    p = pool(d)
+    assert (p["auto_max"], p["default"], p["target"], p["ready"]) == (8, True, 0, 0), p
+    with open("/proc/meminfo") as f:
+        avail_kib = int(next(ln for ln in f if ln.startswith("MemAvailable:")).split()[1])
+    budget = avail_kib // 1024 // 64
+    assert 0.75 * budget <= p["memory_cap"] <= 1.25 * budget + 1, (p, avail_kib)
+    for sb in concurrent_creates(c, 2):
+        c.delete_sandbox(sb["id"])
+    held = wait_filled(d)
+    sb = c.create_sandbox()
+    try:
+        assert sb["pooled"] is True and sb["id"] in held, (sb, held)
+        assert c.sh(sb["id"], "echo ok") == "ok\n"
+    finally:
+        c.delete_sandbox(sb["id"])
+    # A stop takes the automatic pool's sandboxes with it (a restart would destroy them as
+    # surplus anyway): nothing of them is left running or on disk.
+    held = wait_filled(d)
+    assert held
+    d.stop()
+    assert not (held & on_disk(d)), (held, on_disk(d))
+    assert not any(ic.sandbox_host_pids(s) for s in held)
+    d.start()
+    c = d.client()
+    assert pool(d)["default"] is True
+    r = c.request("PUT", "/v1/pools/host/process", json={"size": 0})
+    assert r.status == 200, r
+    ic.wait_for(lambda: not pooled_ids(d), 60, what="pool drained")
+    d.restart()
+    assert pool(d) is None

@@ -236,7 +236,7 @@ static void render_host(struct api_server *srv, struct api_buf *b)
 /* The process tier's writable layers made ahead (isolad --layer-slots). */
 static void render_layer_slots(struct api_buf *b)
 {
-	uint64_t taken, made_inline;
+	uint64_t taken, made_inline, dropped, kept;
 
 	tier_process_layer_slots_counts(&taken, &made_inline);
 	head(b, "isola_layer_slots_ready", "gauge",
@@ -248,6 +248,13 @@ static void render_layer_slots(struct api_buf *b)
 	put(b, "isola_layer_slots_creates_total{from=\"ready\"} %llu\n", (unsigned long long)taken);
 	put(b, "isola_layer_slots_creates_total{from=\"inline\"} %llu\n",
 	    (unsigned long long)made_inline);
+	tier_process_layer_release_counts(&dropped, &kept);
+	head(b, "isola_layer_releases_total", "counter",
+	     "Destroyed process-tier writable layers: shut down first, dropping what the sandbox "
+	     "wrote and the image did not hold yet (8 MiB or more), or unmounted as they were.");
+	put(b, "isola_layer_releases_total{writes=\"dropped\"} %llu\n",
+	    (unsigned long long)dropped);
+	put(b, "isola_layer_releases_total{writes=\"kept\"} %llu\n", (unsigned long long)kept);
 }
 
 enum MHD_Result api_metrics(struct api_req *r)

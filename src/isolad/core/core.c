@@ -1417,6 +1417,8 @@ int core_sandbox_destroy_obj(struct core *c, struct sandbox *s, struct isola_err
 	s->state = SANDBOX_DESTROYING;
 	core_changed(c);
 	if (s->ts) {
+		if (s->tier->discard)
+			s->tier->discard(s->ts);
 		r = s->tier->destroy(s->ts, err);
 		s->ts = NULL;
 	} else {

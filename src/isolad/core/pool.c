@@ -24,6 +24,13 @@
 #define POOL_AUTO_SLOTS	    3600 /* per-second create counts kept: the longest window */
 #define POOL_AUTO_WINDOW_S  300	 /* default window of the automatic pool's rate */
 #define POOL_AUTO_ENV	    "ISOLA_POOL_AUTO_WINDOW_S"
+#define POOL_AUTO_TEMPLATE  "host" /* the automatic pool's template (tier: process) */
+/* The automatic pool's memory budget: its idle sandboxes together cost at most
+ * 1/POOL_AUTO_MEM_SHARE of the host's MemAvailable, each counted as POOL_AUTO_IDLE_COST
+ * (measured: 642 KiB attributable, 814 KiB of host memory per idle sandbox, rounded up;
+ * docs/benchmarks.md). */
+#define POOL_AUTO_IDLE_COST (1ull << 20)
+#define POOL_AUTO_MEM_SHARE 64
 
 /* One (template, tier) pool. Under pool_set.lock. */
 struct pool {
@@ -31,6 +38,7 @@ struct pool {
 	char tier[16];		/* "process" | "microvm" */
 	uint32_t size;		/* wanted ready sandboxes (an automatic pool's current target) */
 	uint32_t auto_max;	/* > 0: an automatic pool, its target capped at this */
+	bool by_default;	/* automatic by isolad's default: not stored (pool_save skips it) */
 	bool capped;		/* automatic: the last fill found no room for one more */
 	uint64_t deferrals;	/* automatic: passes that held a fill back for a burst */
 	uint32_t creating;	/* creates in flight (0 or 1: one thread) */
@@ -55,6 +63,8 @@ struct pool_set {
 	uint64_t burst_since_ms;	    /* automatic pools: first burst create of the run */
 	uint64_t burst_until_ms;	    /* ... last burst create + POOL_QUIET_MS */
 	uint32_t auto_window_s;		    /* the automatic pool's rate window */
+	uint32_t mem_cap;		    /* the memory budget in sandboxes (pool_mem_cap) */
+	bool auto_off;			    /* stored: no automatic pool on host/process */
 	uint64_t rate_sec[POOL_AUTO_SLOTS]; /* monotonic second of each count below */
 	uint32_t rate_n[POOL_AUTO_SLOTS];   /* creates for the automatic pool in that second */
 	struct pool pools[POOL_MAX_POOLS];  /* configured pools */
@@ -230,9 +240,27 @@ static void pool_auto_note(struct pool_set *ps, uint32_t others)
 }
 
 /*
+ * The automatic pool's memory budget in sandboxes: 1/POOL_AUTO_MEM_SHARE of the host's
+ * MemAvailable over POOL_AUTO_IDLE_COST each (a host with 2 GiB available: 32). It shrinks
+ * as the host's memory fills, whoever fills it, so the pool gives memory back before a real
+ * workload runs short. UINT32_MAX when /proc/meminfo cannot be read. Any thread.
+ */
+static uint32_t pool_mem_cap(void)
+{
+	long long kib = util_file_key("/proc/meminfo", "MemAvailable:");
+	uint64_t n;
+
+	if (kib < 0)
+		return UINT32_MAX;
+	n = (uint64_t)kib * 1024 / POOL_AUTO_MEM_SHARE / POOL_AUTO_IDLE_COST;
+	return n < UINT32_MAX ? (uint32_t)n : UINT32_MAX;
+}
+
+/*
  * The automatic pool's target: the most creates seen in one second within the last window,
- * capped at auto_max. The peak second is what a burst needs ready; a window with no create
- * gives 0, so an idle isolad holds nothing. ps->lock held.
+ * capped at auto_max and at the memory budget (ps->mem_cap). The peak second is what a
+ * burst needs ready; a window with no create gives 0, so an idle isolad holds nothing.
+ * ps->lock held.
  */
 static uint32_t pool_auto_target(const struct pool_set *ps, const struct pool *pl, uint64_t now)
 {
@@ -243,7 +271,9 @@ static uint32_t pool_auto_target(const struct pool_set *ps, const struct pool *p
 		if (ps->rate_n[i] > peak && ps->rate_sec[i] <= sec &&
 		    sec - ps->rate_sec[i] < ps->auto_window_s)
 			peak = ps->rate_n[i];
-	return peak < pl->auto_max ? peak : pl->auto_max;
+	if (peak > pl->auto_max)
+		peak = pl->auto_max;
+	return peak < ps->mem_cap ? peak : ps->mem_cap;
 }
 
 /*
@@ -285,7 +315,11 @@ static bool pool_work(struct core *c, struct pool_set *ps, uint64_t *wait_ms)
 {
 	struct sandbox *orphan = pool_orphan(c, ps);
 	uint64_t now = util_now_ms();
+	uint32_t mem_cap = pool_mem_cap();
 
+	pthread_mutex_lock(&ps->lock);
+	ps->mem_cap = mem_cap;
+	pthread_mutex_unlock(&ps->lock);
 	if (orphan) {
 		pool_destroy_one(c, orphan, "no pool for it");
 		return true;
@@ -394,6 +428,8 @@ static int pool_save(struct core *c, struct pool_set *ps, struct isola_err **err
 	int r;
 
 	for (size_t i = 0; i < ps->n; i++) {
+		if (ps->pools[i].by_default)
+			continue; /* isolad's default is not a setting: a later default applies */
 		snprintf(key, sizeof(key), "%s/%s", ps->pools[i].template_name, ps->pools[i].tier);
 		json_object_set_new(
 			j, key,
@@ -401,6 +437,10 @@ static int pool_save(struct core *c, struct pool_set *ps, struct isola_err **err
 				? json_pack("{s:I}", "auto_max", (json_int_t)ps->pools[i].auto_max)
 				: json_integer(ps->pools[i].size));
 	}
+	/* Turned off (auto_max or size 0 on the pair): the default does not come back. */
+	if (ps->auto_off && !pool_find(ps, POOL_AUTO_TEMPLATE, "process"))
+		json_object_set_new(j, POOL_AUTO_TEMPLATE "/process",
+				    json_pack("{s:i}", "auto_max", 0));
 	text = json_dumps(j, JSON_COMPACT | JSON_SORT_KEYS);
 	json_decref(j);
 	if (!text)
@@ -428,12 +468,15 @@ static struct pool *pool_add_locked(struct pool_set *ps, const char *tmpl, const
 }
 
 /* Makes (tmpl, process) the automatic pool with cap max under ps->lock; 0 removes an
- * automatic pool (its sandboxes become orphans), a fixed one of that pair is replaced. */
+ * automatic pool (its sandboxes become orphans) and records that the default pool is off,
+ * a fixed one of that pair is replaced. */
 static int pool_auto_set_locked(struct pool_set *ps, const char *tmpl, uint32_t max,
 				struct isola_err **err)
 {
 	struct pool *pl = pool_find(ps, tmpl, "process");
 
+	if (!strcmp(tmpl, POOL_AUTO_TEMPLATE))
+		ps->auto_off = !max;
 	if (!max) {
 		if (pl && pl->auto_max)
 			*pl = ps->pools[--ps->n];
@@ -442,6 +485,7 @@ static int pool_auto_set_locked(struct pool_set *ps, const char *tmpl, uint32_t 
 	if (!pl && !(pl = pool_add_locked(ps, tmpl, "process", err)))
 		return -ENOSPC;
 	pl->auto_max = max;
+	pl->by_default = false;
 	pl->retry_at_ms = 0;
 	pl->backoff_ms = 0;
 	return 0;
@@ -453,6 +497,9 @@ static int pool_set_locked(struct pool_set *ps, const char *tmpl, const char *ti
 {
 	struct pool *pl = pool_find(ps, tmpl, tier);
 
+	/* Size 0 on the automatic pool's pair turns its default off too; a size replaces it. */
+	if (!strcmp(tmpl, POOL_AUTO_TEMPLATE) && !strcmp(tier, "process"))
+		ps->auto_off = !size;
 	if (!pl && !size)
 		return 0;
 	if (!pl && !(pl = pool_add_locked(ps, tmpl, tier, err)))
@@ -462,7 +509,8 @@ static int pool_set_locked(struct pool_set *ps, const char *tmpl, const char *ti
 		return 0;
 	}
 	pl->size = size;
-	pl->auto_max = 0;    /* a fixed size replaces an automatic pool */
+	pl->auto_max = 0; /* a fixed size replaces an automatic pool */
+	pl->by_default = false;
 	pl->retry_at_ms = 0; /* an operator's change retries a failing pool at once */
 	pl->backoff_ms = 0;
 	return 0;
@@ -528,12 +576,18 @@ static void pool_auto_list(const struct pool_set *ps, const struct pool *pl, jso
 		json_integer(pl->auto_max ? pool_auto_target(ps, pl, util_now_ms()) : pl->size));
 	json_object_set_new(o, "deferrals", json_integer((json_int_t)pl->deferrals));
 	json_object_set_new(o, "capped", json_boolean(pl->capped));
+	json_object_set_new(o, "default", json_boolean(pl->by_default));
+	if (pl->auto_max)
+		json_object_set_new(o, "memory_cap", json_integer(ps->mem_cap));
 }
 
-int core_pool_auto(struct core *c, uint32_t max, struct isola_err **err)
+/* core_pool_auto, or with by_default isolad's default (applied only where the store has
+ * no setting for the pair, and not stored). */
+static int pool_auto_apply(struct core *c, uint32_t max, bool by_default, struct isola_err **err)
 {
 	struct pool_set *ps = c->pools;
 	struct template_info t;
+	struct pool *pl;
 	int r;
 
 	if (!ps)
@@ -543,22 +597,43 @@ int core_pool_auto(struct core *c, uint32_t max, struct isola_err **err)
 				     "automatic pool: auto_max %u exceeds %d sandboxes", max,
 				     POOL_MAX_SIZE);
 	memset(&t, 0, sizeof(t));
-	r = images_get("host", &t, err);
+	r = images_get(POOL_AUTO_TEMPLATE, &t, err);
 	if (r < 0)
 		return isola_err_wrap(err, "automatic pool");
 	pthread_mutex_lock(&ps->lock);
+	if (by_default && (ps->auto_off || pool_find(ps, t.name, "process"))) {
+		pthread_mutex_unlock(&ps->lock);
+		log_info("pool %s/process: %s (stored), not the default automatic pool", t.name,
+			 ps->auto_off ? "none" : "as configured");
+		template_info_fini(&t);
+		return 0;
+	}
 	r = pool_auto_set_locked(ps, t.name, max, err);
-	if (r == 0)
+	if (r == 0 && by_default && (pl = pool_find(ps, t.name, "process")))
+		pl->by_default = true;
+	else if (r == 0)
 		r = pool_save(c, ps, err);
 	pthread_cond_signal(&ps->wake);
 	pthread_mutex_unlock(&ps->lock);
 	if (r == 0 && max)
-		log_info("pool %s/process: automatic, at most %u (window %u s)", t.name, max,
-			 ps->auto_window_s);
+		log_info("pool %s/process: automatic%s, at most %u (window %u s, memory budget "
+			 "1/%d of MemAvailable at %llu KiB each)",
+			 t.name, by_default ? " by default" : "", max, ps->auto_window_s,
+			 POOL_AUTO_MEM_SHARE, POOL_AUTO_IDLE_COST >> 10);
 	else if (r == 0)
 		log_info("pool %s/process: no automatic pool", t.name);
 	template_info_fini(&t);
 	return r;
+}
+
+int core_pool_auto(struct core *c, uint32_t max, struct isola_err **err)
+{
+	return pool_auto_apply(c, max, false, err);
+}
+
+int core_pool_auto_default(struct core *c, uint32_t max, struct isola_err **err)
+{
+	return pool_auto_apply(c, max, true, err);
 }
 
 /* Whether an automatic pool has a fill in flight. ps->lock held. */
@@ -844,6 +919,7 @@ int pool_start(struct core *c, struct isola_err **err)
 	pthread_cond_init(&ps->wake, NULL);
 	pthread_cond_init(&ps->filled, NULL);
 	ps->auto_window_s = pool_auto_window();
+	ps->mem_cap = pool_mem_cap();
 	if (store_meta_get(c->store, POOL_META_KEY, &text, NULL) == 0 && text &&
 	    (j = json_loads(text, 0, NULL))) {
 		const char *key;
@@ -863,6 +939,8 @@ int pool_start(struct core *c, struct isola_err **err)
 			snprintf(tier, sizeof(tier), "%s", slash + 1);
 			if (!strcmp(tier, "process") && am > 0 && am <= POOL_MAX_SIZE)
 				pool_auto_set_locked(ps, tmpl, (uint32_t)am, NULL);
+			else if (!strcmp(tier, "process") && json_is_object(v) && am == 0)
+				pool_auto_set_locked(ps, tmpl, 0, NULL); /* turned off */
 			else if (json_integer_value(v) > 0 &&
 				 json_integer_value(v) <= POOL_MAX_SIZE)
 				pool_set_locked(ps, tmpl, tier, (uint32_t)json_integer_value(v),
@@ -897,6 +975,12 @@ void pool_stop(struct core *c)
 	pthread_mutex_unlock(&ps->lock);
 	if (ps->running)
 		pthread_join(ps->thread, NULL);
+	/* The automatic pool's idle sandboxes go with isolad (no fill is in flight now): a
+	 * restart starts its rate from nothing and would destroy them as surplus anyway, and a
+	 * stopped isolad (an uninstall, an operator's stop) then leaves only sandboxes someone
+	 * created. A fixed pool's stay, re-attached at the next start. */
+	while (pool_yield(c) > 0)
+		;
 	c->pools = NULL;
 	pthread_cond_destroy(&ps->wake);
 	pthread_cond_destroy(&ps->filled);

@@ -14,6 +14,8 @@ struct sandbox_request;
 
 #define POOL_MAX_POOLS 32  /* (template, tier) pairs */
 #define POOL_MAX_SIZE  256 /* sandboxes one pool may hold */
+/* isolad's automatic pool when neither --pool-auto nor the store says otherwise */
+#define POOL_AUTO_DEFAULT_MAX 8
 
 /*
  * Threading: one pool thread per core fills and trims the pools, one create or destroy at
@@ -27,7 +29,8 @@ struct sandbox_request;
 
 /* Loads the stored sizes and starts the pool thread (core_new, after reconcile). */
 int pool_start(struct core *c, struct isola_err **err);
-/* Stops and joins the pool thread (core_free, first thing); pooled sandboxes stay. */
+/* Stops and joins the pool thread (core_free, first thing), then destroys the automatic
+ * pool's idle sandboxes; a fixed pool's stay (re-attached at the next start). */
 void pool_stop(struct core *c);
 
 /*
@@ -49,17 +52,29 @@ int core_pool_set_flag(struct core *c, const char *flag, struct isola_err **err)
  * create came for a window. Its fills wait only while a burst (two or more creates) is in
  * flight, take no host capacity a create of the same size would need (the last room stays
  * free) and its idle sandboxes are destroyed when a caller's create does not fit. MAX 0
- * removes it. Stored like the sizes (meta "pools": {"host/process": {"auto_max": MAX}});
- * also PUT /v1/pools/host/process {"auto_max": MAX}. `invalid` for MAX too large.
+ * removes it. Its target is also capped by a memory budget: its idle sandboxes (1 MiB
+ * each, rounded up from what they measure) take at most 1/64 of the host's MemAvailable.
+ * Stored like the sizes (meta "pools": {"host/process": {"auto_max": MAX}}; MAX 0 as
+ * {"auto_max": 0}, so the default stays off); also PUT /v1/pools/host/process
+ * {"auto_max": MAX}. `invalid` for MAX too large.
  */
 int core_pool_auto(struct core *c, uint32_t max, struct isola_err **err);
+
+/*
+ * isolad's default at start when no --pool-auto is given: the automatic pool with cap max
+ * (POOL_AUTO_DEFAULT_MAX), unless the store holds a setting for host/process (an automatic
+ * pool, a fixed size, or one turned off with auto_max or size 0). Not stored: GET
+ * /v1/pools shows it with "default": true, and a later isolad's default replaces it. 0 or
+ * -errno (the host template unreadable) with *err set. isolad's main thread.
+ */
+int core_pool_auto_default(struct core *c, uint32_t max, struct isola_err **err);
 
 /* Destroys one idle sandbox of an automatic pool so a caller's create fits (admission,
  * without the core's lock): 1 when it did, 0 when there was none. */
 int pool_yield(struct core *c);
 
 /* [{template, tier, size, ready, creating, claims, misses, failures, last_error, auto_max, target,
- * deferrals, capped}] (new reference). Any thread. */
+ * deferrals, capped, default, memory_cap (automatic only)}] (new reference). Any thread. */
 json_t *core_pool_list(struct core *c);
 
 /*

@@ -151,6 +151,12 @@ struct tier_ops {
 	 * spec->dir that the tier made), then frees s. Idempotent on a half-made sandbox. */
 	int (*destroy)(struct tier_sandbox *s, struct isola_err **err);
 
+	/* Optional (NULL: nothing to drop). Called by a destroy (never a hibernate) before
+	 * destroy, once the store says `destroying`: the sandbox's files are thrown away, so
+	 * what it wrote and its storage has not written yet may be dropped instead of written
+	 * back by the teardown, where that pays. Processes still writing get EIO. */
+	void (*discard)(struct tier_sandbox *s);
+
 	/* Removes what a sandbox left when no handle could be had (lost after restart):
 	 * given the spec and the saved state (may be NULL). */
 	int (*cleanup)(const struct sandbox_spec *spec, const char *saved, struct isola_err **err);

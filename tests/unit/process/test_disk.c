@@ -281,18 +281,32 @@ int main(void)
 	one(dir, 2048 * MiB, 65536, "mke2fs");
 	one(dir, 2048 * MiB, 65536, "prototype");
 	one(dir, 3000 * MiB, 1000, "mke2fs");
-	/* Destroy's shutdown: nothing more is written (new files fail with EIO), the mount
-	 * still goes away with its fd. */
+	/* Destroy's shutdown, only when it pays: a layer with a byte unwritten is left as it
+	 * is (a new file is created); with 9 MiB unwritten it is shut down (nothing more is
+	 * written: new files fail with EIO), and the mount still goes away with its fd. */
 	fd = proc_disk_mount(dir, "test-disk", 64 * MiB, 4096, 1, 1, &err);
 	if (ok(fd >= 0, "mounted for the shutdown (%s)", err ? err->message : "ok")) {
+		static char buf[1 << 20];
 		int f = openat(fd, "before", O_WRONLY | O_CREAT | O_CLOEXEC, 0600), g;
+		bool wrote = f >= 0 && write(f, "x", 1) == 1;
 
-		ok(f >= 0 && write(f, "x", 1) == 1, "a file is written before");
+		ok(wrote, "a file is written before");
+		proc_disk_discard(fd);
+		g = openat(fd, "small", O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
+		ok(g >= 0, "1 byte unwritten: not shut down, a new file is created (%s)",
+		   g < 0 ? strerror(errno) : "created");
+		if (g >= 0)
+			close(g);
+		memset(buf, 'x', sizeof(buf));
+		for (int i = 0; i < 9 && wrote; i++)
+			wrote = write(f, buf, sizeof(buf)) == (ssize_t)sizeof(buf);
+		ok(wrote, "9 MiB written and not synced");
 		if (f >= 0)
 			close(f);
 		proc_disk_discard(fd);
 		g = openat(fd, "after", O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
-		ok(g < 0 && errno == EIO, "after proc_disk_discard a new file fails with EIO (%s)",
+		ok(g < 0 && errno == EIO,
+		   "9 MiB unwritten: after proc_disk_discard a new file fails with EIO (%s)",
 		   g < 0 ? strerror(errno) : "created");
 		if (g >= 0)
 			close(g);

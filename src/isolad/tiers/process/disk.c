@@ -38,6 +38,12 @@
 #endif
 #define DISK_GOING_NOLOGFLUSH 0x2
 #define DISK_EXT4_MAGIC	      0xEF53
+/* A destroyed layer with at least this much written and not yet on its image is shut down
+ * before its unmount, one with less is unmounted as it is. The shutdown's "shut down
+ * requested" line is KERN_ALERT, so every console prints it (~1 ms of CPU per destroy on a
+ * serial console, and a dmesg line per sandbox); writing back a few MiB through the loop
+ * device costs less than that (docs/process-tier.md, "Destroy": measured). */
+#define DISK_DISCARD_MIN (8ull << 20)
 
 extern char **environ;
 
@@ -647,25 +653,69 @@ bool proc_disk_available(char *why, size_t len)
 	return true;
 }
 
+static _Atomic uint64_t layers_dropped; /* destroyed layers shut down: writes dropped */
+static _Atomic uint64_t layers_kept;	/* destroyed layers unmounted as they were */
+
+/*
+ * What the sandbox wrote to the ext4 mounted at root_fd that is still only in memory:
+ * ext4's delayed-allocation blocks (/sys/fs/ext4/<loop device>/delayed_allocation_blocks,
+ * exact: a per-filesystem counter) times the block size. Rewrites of blocks already on the
+ * image are not in it (they are dirty pages of allocated blocks). -errno when unknown.
+ */
+static int64_t layer_unwritten_bytes(int root_fd, uint64_t block_size)
+{
+	char link[64], target[PATH_MAX], path[PATH_MAX + 64];
+	const char *name;
+	struct stat st;
+	long long blocks;
+	ssize_t n;
+
+	if (fstat(root_fd, &st) < 0)
+		return -errno;
+	snprintf(link, sizeof(link), "/sys/dev/block/%u:%u", major(st.st_dev), minor(st.st_dev));
+	n = readlink(link, target, sizeof(target) - 1);
+	if (n < 0)
+		return -errno;
+	target[n] = '\0';
+	name = strrchr(target, '/');
+	snprintf(path, sizeof(path), "/sys/fs/ext4/%s/delayed_allocation_blocks",
+		 name ? name + 1 : target);
+	blocks = util_file_key(path, "");
+	return blocks < 0 ? -ENOENT : (int64_t)blocks * (int64_t)block_size;
+}
+
 void proc_disk_discard(int root_fd)
 {
 	uint32_t how = DISK_GOING_NOLOGFLUSH;
 	struct statfs sf;
+	int64_t unwritten;
 	int fd;
 
 	if (root_fd < 0 || fstatfs(root_fd, &sf) < 0 || sf.f_type != DISK_EXT4_MAGIC)
 		return;
+	/* Unknown (no sysfs): shut down, as the safe way to never write much back. */
+	unwritten = layer_unwritten_bytes(root_fd, (uint64_t)sf.f_bsize);
+	if (unwritten >= 0 && (uint64_t)unwritten < DISK_DISCARD_MIN) {
+		atomic_fetch_add(&layers_kept, 1);
+		return;
+	}
 	fd = openat(root_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (fd < 0)
 		return;
 	ioctl(fd, EXT4_IOC_SHUTDOWN, &how);
 	close(fd);
+	atomic_fetch_add(&layers_dropped, 1);
+}
+
+void tier_process_layer_release_counts(uint64_t *dropped, uint64_t *kept)
+{
+	*dropped = atomic_load(&layers_dropped);
+	*kept = atomic_load(&layers_kept);
 }
 
 /* A layer whose release proc_disk_release() left to the closer thread. */
 struct disk_release {
 	int fd;			   /* root fd of the layer, owned */
-	bool discard;		   /* proc_disk_discard() before the close */
 	struct disk_release *next; /* queue under release_lock */
 };
 
@@ -675,10 +725,8 @@ static struct disk_release *release_head;		   /* FIFO, under release_lock */
 static struct disk_release **release_tail = &release_head; /* its last next pointer */
 static int release_thread = 0; /* 0 not started, 1 running, -1 could not start */
 
-static void release_now(int fd, bool discard)
+static void release_now(int fd)
 {
-	if (discard)
-		proc_disk_discard(fd);
 	close(fd);
 }
 
@@ -697,14 +745,14 @@ static void *release_main(void *arg)
 		if (!release_head)
 			release_tail = &release_head;
 		pthread_mutex_unlock(&release_lock);
-		release_now(j->fd, j->discard);
+		release_now(j->fd);
 		free(j);
 		pthread_mutex_lock(&release_lock);
 	}
 	return NULL;
 }
 
-void proc_disk_release(int root_fd, bool discard)
+void proc_disk_release(int root_fd)
 {
 	struct disk_release *j;
 	pthread_attr_t attr;
@@ -725,7 +773,6 @@ void proc_disk_release(int root_fd, bool discard)
 	}
 	if (j && release_thread == 1) {
 		j->fd = root_fd;
-		j->discard = discard;
 		*release_tail = j;
 		release_tail = &j->next;
 		pthread_cond_signal(&release_cond);
@@ -735,5 +782,5 @@ void proc_disk_release(int root_fd, bool discard)
 	pthread_mutex_unlock(&release_lock);
 	free(j);
 	if (root_fd >= 0) /* no thread, or out of memory: here, as before */
-		release_now(root_fd, discard);
+		release_now(root_fd);
 }

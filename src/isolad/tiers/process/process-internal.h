@@ -190,19 +190,21 @@ uint64_t proc_disk_image_size(uint64_t disk, uint64_t inodes);
 int proc_disk_mount(const char *dir, const char *id, uint64_t disk, uint64_t inodes, uint32_t uid,
 		    uint32_t gid, struct isola_err **err);
 
-/* Destroy only: shuts the layer's ext4 down (EXT4_IOC_SHUTDOWN, no log flush) through
- * root_fd, a descriptor of its root (O_PATH will do), so the unmount that follows writes
- * nothing back: the image is thrown away anyway. Processes still writing get EIO. No-op
- * on a tmpfs layer or a bad fd. */
+/* Destroy only: when the layer holds at least DISK_DISCARD_MIN (8 MiB) written and not yet
+ * on its image (or that is unknown), shuts its ext4 down (EXT4_IOC_SHUTDOWN, no log flush)
+ * through root_fd, a descriptor of its root (O_PATH will do), so the unmount that follows
+ * writes none of it back: the image is thrown away anyway. Below that the unmount writes
+ * the little there is, cheaper than the shutdown's console line. Processes still writing
+ * get EIO. No-op on a tmpfs layer or a bad fd. */
 void proc_disk_discard(int root_fd);
 
 /* Destroy only: gives up root_fd, the last reference to a sandbox's layer (whose processes
- * are all gone), with proc_disk_discard() first when discard. Its close is the layer's
+ * are all gone). Its close is the layer's
  * unmount and its loop device's release, the slowest part of a destroy: both are done by a
  * background thread after the caller returns (inline when the thread cannot start). Nothing
  * is lost to a crash or an exit in between: the kernel closes the fd, and the mount and the
  * image (already unlinked) go with it. Any thread. */
-void proc_disk_release(int root_fd, bool discard);
+void proc_disk_release(int root_fd);
 
 /* For doctor: can this host put writable layers on disk (loop devices, ext4, mke2fs)? Fills
  * why (a sentence) either way. Any thread. */

@@ -125,15 +125,12 @@ static int teardown(struct tier_sandbox *s, struct isola_err **err)
 		if (r == 0)
 			s->cg.n = 0;
 	}
-	/* The layer is thrown away: its unmount (when upper_fd, the last reference, closes)
-	 * need not write the sandbox's dirty pages to an image nobody reads again. Only once
-	 * no process of the sandbox is left: isolad killed between a shutdown and the kill
-	 * left a live sandbox on a dead layer, which a restart re-attached as running while
-	 * it dropped the hibernation image that held its files (the fault harness,
-	 * hibernate killed after 62 ms). A cgroup that would not go may still hold one. */
+	/* Nothing of the sandbox's writes is left dirty here: the sandbox's overlay, unmounted
+	 * with its mount namespace as its last process died, synced its upper layer (this
+	 * ext4) then, unless a destroy shut the ext4 down first (process_discard). */
 	t_cg = util_now_ns();
 	/* The unmount and the loop device's release finish behind the destroy's answer. */
-	proc_disk_release(s->upper_fd, r == 0);
+	proc_disk_release(s->upper_fd);
 	s->upper_fd = -1;
 	if (unlink(s->sock) < 0 && errno != ENOENT && r == 0)
 		r = isola_err_sys(err, errno, "internal", "unlink `%s`", s->sock);
@@ -778,6 +775,22 @@ static int process_destroy(struct tier_sandbox *s, struct isola_err **err)
 	return 0;
 }
 
+/*
+ * Destroy only (core records `destroying` first): the overlay's unmount when the sandbox's
+ * last process dies writes everything the sandbox wrote back to its layer (overlayfs syncs
+ * its upper filesystem), a copy through the loop device into an image freed right after.
+ * A layer with enough of it unwritten is shut down first so that sync writes nothing
+ * (proc_disk_discard). Never for a hibernate: isolad killed between a shutdown and the
+ * kill would leave a live sandbox on a dead layer, which a restart re-attached as running
+ * while it dropped the hibernation image that held its files (the fault harness, hibernate
+ * killed after 62 ms); a destroy's row says `destroying`, so a restart finishes it.
+ */
+static void process_discard(struct tier_sandbox *s)
+{
+	if (s)
+		proc_disk_discard(s->upper_fd);
+}
+
 static int process_cleanup(const struct sandbox_spec *spec, const char *saved,
 			   struct isola_err **err)
 {
@@ -962,6 +975,7 @@ const struct tier_ops tier_process_ops = {
 	.exit_fd = process_exit_fd,
 	.stats = process_stats,
 	.destroy = process_destroy,
+	.discard = process_discard,
 	.cleanup = process_cleanup,
 	.release = process_release,
 	.pause = process_pause,

@@ -48,6 +48,10 @@ void tier_process_layer_slots_stop(void);
  * start (/metrics). Any thread. */
 unsigned tier_process_layer_slots_ready(void);
 void tier_process_layer_slots_counts(uint64_t *taken, uint64_t *made_inline);
+/* Destroyed writable layers since start: shut down before the unmount (at least 8 MiB
+ * written and not yet on the image: dropped) or unmounted as they were (kept) (/metrics).
+ * Any thread. */
+void tier_process_layer_release_counts(uint64_t *dropped, uint64_t *kept);
 
 #define TIER_PROCESS_LAYER_SLOTS_MAX 64 /* --layer-slots' bound */
 
