@@ -14,7 +14,9 @@ the process tier. The microvm half is skipped outside CI when QEMU or a guest ke
 missing (`needs_microvm`); in CI (CI=true) a missing piece fails.
 
 Every wait is bounded. A missing binary fails the session (never a silent skip). A sanitizer
-report on isolad's or the CLI's stderr fails the test during which it appeared.
+report on isolad's or the CLI's stderr fails the test during which it appeared. A test's own
+`Isolad` is thrown away with `discard()` (or `discard_problems()`), which fails on what the
+session isolad's teardown fails on.
 """
 
 import os
@@ -323,34 +325,60 @@ class Isolad:
         except (OSError, AssertionError) as e:
             print(f"isolad teardown: could not destroy sandboxes: {e}", file=sys.stderr)
 
+    def discard_problems(self, keep_state=False, expect_running=False):
+        """Throws this isolad away: destroys its sandboxes, stops it, and returns what is wrong
+        as strings: a non-zero status on SIGTERM (or, with expect_running, that it was not
+        running), sanitizer reports in its logs, mounts still referencing its state dir
+        (a state dir the caller gave may itself be a mount point: that one is the caller's).
+        The state dir is removed unless keep_state (the caller's to remove), ISOLA_KEEP_STATE
+        or a problem (the last string then says where it was kept). Idempotent: once
+        discarded and stopped, a second call does nothing and returns []."""
+        if getattr(self, "_discarded", False) and not self.alive():
+            return []
+        self._discarded = True
+        problems = []
+        if self.alive():
+            self.destroy_all_sandboxes()
+            try:
+                rc = self.stop()
+                if rc != 0:
+                    problems.append(f"isolad exited with status {rc} on SIGTERM")
+            except AssertionError as e:
+                problems.append(str(e))
+        elif expect_running:
+            rc = None if self.proc is None else self.proc.returncode
+            problems.append(f"isolad was not running when discarded (status {rc}):\n"
+                            f"{self.log_text()[-3000:]}")
+        self.close_tty()
+        problems += [f"sanitizer report from isolad: {r}" for r in self.new_sanitizer_reports()]
+        given = self.state_dir not in ic.MADE_STATE_DIRS
+        mounts = [m for m in ic.mounts_referencing(self.state_dir)
+                  if not (given and m.split()[4] == self.state_dir)]
+        if mounts:
+            problems.append(f"mounts still reference the state dir {self.state_dir}:\n" +
+                            "\n".join(mounts))
+        if problems:
+            problems.append(f"(state and logs kept in {self.state_dir})")
+        elif os.environ.get("ISOLA_KEEP_STATE"):
+            if not keep_state:
+                print(f"isolad state kept in {self.state_dir} (ISOLA_KEEP_STATE)",
+                      file=sys.stderr)
+        elif not keep_state:
+            shutil.rmtree(self.state_dir, ignore_errors=True)
+        return problems
+
+    def discard(self, keep_state=False, expect_running=False):
+        """discard_problems(), failing the test (or fixture) on any problem."""
+        problems = self.discard_problems(keep_state=keep_state, expect_running=expect_running)
+        if problems:
+            pytest.fail("\n\n".join(problems), pytrace=False)
+
 
 @pytest.fixture(scope="session")
 def isolad():
     d = Isolad()
     yield d
-    problems = []
-    if d.alive():
-        d.destroy_all_sandboxes()
-        try:
-            rc = d.stop()
-            if rc != 0:
-                problems.append(f"isolad exited with status {rc} on SIGTERM")
-        except AssertionError as e:
-            problems.append(str(e))
-    else:
-        problems.append(f"isolad was not running at the end of the session "
-                        f"(status {d.proc.returncode})")
-    reports = d.new_sanitizer_reports()
-    problems += [f"sanitizer report from isolad: {r}" for r in reports]
-    leftover_mounts = ic.mounts_referencing(d.state_dir)
-    if leftover_mounts:
-        problems.append("mounts still reference the state dir after the session:\n" +
-                        "\n".join(leftover_mounts))
-    elif not os.environ.get("ISOLA_KEEP_STATE") and not problems:
-        shutil.rmtree(d.state_dir, ignore_errors=True)
-    if problems:
-        pytest.fail("\n\n".join(problems) + f"\n(state and logs kept in {d.state_dir})",
-                    pytrace=False)
+    d.discard(expect_running=True)
 
 
 @pytest.hookimpl(hookwrapper=True)

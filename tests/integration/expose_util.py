@@ -5,7 +5,6 @@ an isolad with an exposure listener, servers inside a sandbox, raw HTTP and WebS
 import base64
 import hashlib
 import os
-import shutil
 import socket
 import struct
 import time
@@ -178,16 +177,7 @@ class Exposer:
         return raw(self.xport, req(path, self.host(sid, port), token, extra))
 
     def close(self):
-        problems = []
-        if self.d.alive():
-            self.d.destroy_all_sandboxes()
-            rc = self.d.stop()
-            if rc != 0:
-                problems.append(f"isolad exited with {rc}")
-        problems += self.d.new_sanitizer_reports()
-        if not problems and not os.environ.get("ISOLA_KEEP_STATE"):
-            shutil.rmtree(self.d.state_dir, ignore_errors=True)
-        return problems
+        return self.d.discard_problems()
 
 
 def start_servers(api, sid):

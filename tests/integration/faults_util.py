@@ -193,3 +193,17 @@ def lock_is_free(isolad):
             return False
         fcntl.flock(f, fcntl.LOCK_UN)
     return True
+
+
+def own_isolad(prefix):
+    """Generator body of a fixture: an isolad on a fresh state dir /tmp/<prefix>XXXX, discarded
+    after; its state-dir lock must be free once it stopped, then the dir goes (unless
+    ISOLA_KEEP_STATE)."""
+    d = Isolad(state_dir=tempfile.mkdtemp(prefix=prefix, dir="/tmp"))
+    try:
+        yield d
+    finally:
+        d.discard(keep_state=True)
+        assert lock_is_free(d), "the state-dir lock is still held after isolad stopped"
+        if not os.environ.get("ISOLA_KEEP_STATE"):
+            shutil.rmtree(d.state_dir, ignore_errors=True)

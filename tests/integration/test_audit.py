@@ -7,7 +7,6 @@ outbound connection) and `isola compliance report`."""
 import json
 import re
 import os
-import shutil
 import subprocess
 import time
 
@@ -27,8 +26,7 @@ def own():
     retention never touch the session's trail."""
     d = Isolad(extra_args=["--audit-segment-records", SEGMENT, "--audit-retention", 3])
     yield d
-    d.stop()
-    shutil.rmtree(d.state_dir, ignore_errors=True)
+    d.discard()
 
 
 def run_cli(d, *args, json_out=False):

@@ -231,8 +231,7 @@ def layerd():
     for d in made:
         if not d.alive():
             d.start()
-        d.destroy_all_sandboxes()
-        d.stop()
+        d.discard()
 
 
 def test_layers_made_ahead_taken_once_and_gone_with_isolad(layerd):
@@ -372,8 +371,7 @@ def test_fallback_to_tmpfs_without_mke2fs_says_so():
         assert doc["ok"] is False and "mke2fs" in doc["detail"] and "tmpfs" in doc["isola"], doc
         assert api.delete_sandbox(sid).status == 204
     finally:
-        d.destroy_all_sandboxes()
-        d.stop()
+        d.discard()
 
 
 def layer_unwritten(sid):

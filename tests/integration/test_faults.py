@@ -17,7 +17,6 @@ import os
 import re
 import signal
 import shutil
-import tempfile
 import threading
 import time
 import uuid
@@ -25,7 +24,7 @@ import uuid
 import pytest
 
 import isola_client as ic
-from faults_util import Isolad, cgroup_pids, leftovers, lock_is_free, sdk
+from faults_util import cgroup_pids, leftovers, own_isolad, sdk
 
 # ISOLA_FAULT_DELAYS="0,1,2,..." replaces the list when hunting a narrow window by hand.
 DELAYS_MS = tuple(int(x) for x in os.environ.get("ISOLA_FAULT_DELAYS", "0,5,20,50,200").split(","))
@@ -36,18 +35,7 @@ ID_RE = re.compile(r"sandbox ([a-z0-9]{16})\b")
 
 @pytest.fixture(scope="module")
 def fd():
-    # Its own dir, removed below (the conftest's sessionfinish removes only the dirs an
-    # Isolad made itself).
-    d = Isolad(state_dir=tempfile.mkdtemp(prefix="isola-ft-", dir="/tmp"))
-    try:
-        yield d
-    finally:
-        if d.alive():
-            d.destroy_all_sandboxes()
-            d.stop()
-        assert lock_is_free(d), "the state-dir lock is still held after isolad stopped"
-        if not os.environ.get("ISOLA_KEEP_STATE"):
-            shutil.rmtree(d.state_dir, ignore_errors=True)
+    yield from own_isolad("isola-ft-")
 
 
 def base_sandbox(c):

@@ -55,7 +55,7 @@ def test_qemu_boot_failure_says_why():
             pytest.fail(f"state/sandboxes/{name} left by the failed create: "
                         f"{leftovers(d, name)}")
     finally:
-        if d.alive():
-            d.destroy_all_sandboxes()
-            d.stop()
-        shutil.rmtree(kroot, ignore_errors=True)
+        try:
+            d.discard()
+        finally:
+            shutil.rmtree(kroot, ignore_errors=True)

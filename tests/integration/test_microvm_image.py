@@ -6,7 +6,6 @@ says so through the CLI, and the image holds python3, node, git, gcc (compile + 
 bounded size."""
 import json
 import os
-import shutil
 import subprocess
 import time
 from pathlib import Path
@@ -33,9 +32,7 @@ def fresh():
     """A fresh isolad that builds the host template's microvm image at start."""
     d = Isolad(extra_env={"ISOLA_MICROVM_PREBUILD": "1", "ISOLA_MICROVM_EXCLUDE": ""})
     yield d
-    d.destroy_all_sandboxes()
-    d.stop()
-    shutil.rmtree(d.state_dir, ignore_errors=True)
+    d.discard()
 
 
 def test_build_progress_then_small_image_with_toolchain(fresh):

@@ -559,8 +559,7 @@ def test_an_isolad_restart_loses_no_container(rootfs, tmp_path):
         r("delete", "rs1", check=True)
         assert sandboxes(d, **{"oci.id": "rs1"}) == []
     finally:
-        d.destroy_all_sandboxes()
-        d.stop()
+        d.discard()
 
 
 def test_an_image_without_etc_passwd_runs_as_its_uids(runc, tmp_path):

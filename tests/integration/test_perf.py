@@ -14,21 +14,12 @@ import tempfile
 import pytest
 
 import isola_client as ic
-from faults_util import Isolad, CLI, lock_is_free, sdk, slot_links, veths
+from faults_util import Isolad, CLI, own_isolad, sdk, slot_links, veths
 
 
 @pytest.fixture(scope="module")
 def pd():
-    d = Isolad(state_dir=tempfile.mkdtemp(prefix="isola-pf-", dir="/tmp"))
-    try:
-        yield d
-    finally:
-        if d.alive():
-            d.destroy_all_sandboxes()
-            d.stop()
-        assert lock_is_free(d), "the state-dir lock is still held after isolad stopped"
-        if not os.environ.get("ISOLA_KEEP_STATE"):
-            shutil.rmtree(d.state_dir, ignore_errors=True)
+    yield from own_isolad("isola-pf-")
 
 
 def network_left(d, sid):
@@ -213,10 +204,7 @@ def slotd():
 
     yield start
     for d in made:
-        if d.alive():
-            d.destroy_all_sandboxes()
-            d.stop()
-        shutil.rmtree(d.state_dir, ignore_errors=True)
+        d.discard()
 
 
 def test_net_slots_made_ahead_taken_and_accounted(slotd):

@@ -7,7 +7,6 @@ never takes capacity a caller's create needs. Judged on the host (the state dir'
 directories and the pooled sandboxes' processes) and by GET /v1/pools's counts."""
 
 import os
-import shutil
 import subprocess
 import threading
 
@@ -39,8 +38,7 @@ def daemons():
             d.destroy_all_sandboxes()
             d.client().request("PUT", "/v1/pools/host/process", json={"size": 0})
             ic.wait_for(lambda: not pooled_ids(d), 60, what="pool drained")
-            d.stop()
-        shutil.rmtree(d.state_dir, ignore_errors=True)
+        d.discard()
 
 
 def concurrent_creates(c, n, **fields):

@@ -8,7 +8,6 @@ dir's sandbox directories and the sandboxes' processes, not only GET /v1/pools."
 import json
 import os
 import re
-import shutil
 import subprocess
 import time
 
@@ -31,8 +30,7 @@ def own():
         d.destroy_all_sandboxes()
         d.client().request("PUT", "/v1/pools/host/process", json={"size": 0})
         ic.wait_for(lambda: not pooled_ids(d), 60, what="pool drained")
-        d.stop()
-    shutil.rmtree(d.state_dir, ignore_errors=True)
+    d.discard()
 
 
 def pool(d, template="host", tier="process"):
@@ -328,9 +326,7 @@ def test_microvm_pool_hands_over_a_booted_vm():
         assert r.status == 200, r
         ic.wait_for(lambda: not pooled_ids(d), 120, what="microvm pool drained")
     finally:
-        d.destroy_all_sandboxes()
-        d.stop()
-        shutil.rmtree(d.state_dir, ignore_errors=True)
+        d.discard()
 
 
 def test_own_hostname_and_binds_are_never_served_from_the_pool(own, tmp_path):

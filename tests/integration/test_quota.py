@@ -5,7 +5,6 @@ a burst of 200 concurrent creates where every request ends with a clear status i
 and nothing leaks."""
 
 import os
-import shutil
 import subprocess
 import threading
 import time
@@ -175,10 +174,7 @@ def small_host():
 
     yield start
     for d in made:
-        if d.alive():
-            d.destroy_all_sandboxes()
-            d.stop()
-        shutil.rmtree(d.state_dir, ignore_errors=True)
+        d.discard()
 
 
 def test_a_create_on_a_full_host_waits_for_room(small_host):

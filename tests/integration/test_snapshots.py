@@ -7,7 +7,6 @@ on disk."""
 
 import json
 import os
-import shutil
 import subprocess
 import threading
 import time
@@ -256,11 +255,11 @@ def tiny():
     d = Isolad(extra_args=["--snapshot-dir", mnt])
     d.snapdir = mnt
     yield d
-    d.destroy_all_sandboxes()
-    d.stop()
-    subprocess.run(["umount", "-l", mnt])
-    os.rmdir(mnt)
-    shutil.rmtree(d.state_dir, ignore_errors=True)
+    try:
+        d.discard()
+    finally:
+        subprocess.run(["umount", "-l", mnt])
+        os.rmdir(mnt)
 
 
 @pytest.mark.process_only("a small tmpfs; the microvm variant needs a bigger one (CI)")

@@ -37,9 +37,7 @@ def fsd(small_fs):
         yield d
     finally:
         small_fs.unfill()
-        if d.alive():
-            d.destroy_all_sandboxes()
-            d.stop()
+        d.discard(keep_state=True)  # the small filesystem's mount point: small_fs's
 
 
 def state_of(c, sid):

@@ -145,8 +145,7 @@ def test_tombstones_and_names_survive_restart():
         r = c.request("POST", "/v1/sandboxes", json={"name": "keeper"})
         assert r.status == 409, "the name is still held after the restart"
     finally:
-        d.destroy_all_sandboxes()
-        d.stop()
+        d.discard()
 
 
 def test_tombstone_ttl_option():
@@ -158,8 +157,7 @@ def test_tombstone_ttl_option():
         assert get(c, sb["id"]).status == 404, "--tombstone-ttl 0 keeps no record"
         assert sb["id"] not in listed(c, all_=True)
     finally:
-        d.destroy_all_sandboxes()
-        d.stop()
+        d.discard()
 
 
 @pytest.mark.parametrize("bad", ["x", "-1", "5y", "400d"])

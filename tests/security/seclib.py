@@ -103,7 +103,7 @@ class ExtraIsolad(root.Isolad):
     shutdown(), which fails the test on the same grounds as the session isolad."""
 
     def shutdown(self):
-        problems = []
+        """Deletes its sandboxes and built templates, then discard_problems()."""
         if self.alive():
             self.destroy_all_sandboxes()
             c = self.client(timeout=30)
@@ -113,20 +113,7 @@ class ExtraIsolad(root.Isolad):
                         c.request("DELETE", f"/v1/templates/{t['name']}")
             except (OSError, AssertionError):
                 pass
-            rc = self.stop()
-            if rc != 0:
-                problems.append(f"extra isolad exited with {rc} on SIGTERM")
-        else:
-            problems.append(f"extra isolad died (status {self.proc.returncode}):\n"
-                            f"{self.log_text()[-3000:]}")
-        self.close_tty()
-        problems += self.new_sanitizer_reports()
-        left = ic.mounts_referencing(self.state_dir)
-        if left:
-            problems.append("mounts left: " + "\n".join(left))
-        if not problems and not os.environ.get("ISOLA_KEEP_STATE"):
-            shutil.rmtree(self.state_dir, ignore_errors=True)
-        return problems
+        return self.discard_problems(expect_running=True)
 
 
 # ---- host canaries ---------------------------------------------------------------------
