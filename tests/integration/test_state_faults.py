@@ -31,8 +31,11 @@ def small_fs():
 
 @pytest.fixture
 def fsd(small_fs):
-    """An isolad whose --state-dir is the small filesystem."""
-    d = Isolad(state_dir=small_fs.mnt)
+    """An isolad whose --state-dir is the small filesystem. No writable layers made ahead
+    (--layer-slots 0): the filler writes and deletes layer images in the state dir behind the
+    test's back, so a fill could be undone a moment later (CI: `isola rm` was recorded after
+    the filler gave back the room of a layer it could not finish)."""
+    d = Isolad(state_dir=small_fs.mnt, extra_args=["--layer-slots", "0"])
     try:
         yield d
     finally:
@@ -71,9 +74,7 @@ def test_full_state_fs_refuses_with_507_and_restarts(small_fs, fsd):
 
     # A restart on the still-full filesystem: isolad starts and re-attaches the sandbox.
     fsd.stop()
-    # The stop dropped the writable layers isolad made ahead (--layer-slots, in the state
-    # dir): full again before the start, as the case is a start on a full filesystem.
-    small_fs.fill()
+    small_fs.fill()  # whatever the stop gave back: the case is a start on a full filesystem
     fsd.start()
     c = sdk(fsd)
     assert state_of(c, sid) == "running", fsd.log_text()[-3000:]
@@ -135,3 +136,4 @@ def test_read_only_database_refuses_with_503(small_fs, fsd):
     fsd.start()
     assert sid not in [s.id for s in sdk(fsd).list_sandboxes()]
     assert not leftovers(fsd, sid), leftovers(fsd, sid)
+

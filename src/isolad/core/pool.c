@@ -424,7 +424,7 @@ static void *pool_main(void *arg)
 static int pool_save(struct core *c, struct pool_set *ps, struct isola_err **err)
 {
 	json_t *j = json_object();
-	char key[96], *text;
+	char key[96], *text, *stored = NULL;
 	int r;
 
 	for (size_t i = 0; i < ps->n; i++) {
@@ -445,7 +445,14 @@ static int pool_save(struct core *c, struct pool_set *ps, struct isola_err **err
 	json_decref(j);
 	if (!text)
 		return isola_err_set(err, ENOMEM, NULL, "pools: out of memory");
-	r = store_meta_set(c->store, POOL_META_KEY, text, err);
+	/* Unchanged (the same flags at every start): nothing to write, so an isolad starting
+	 * on a full or read-only state filesystem is not refused for it. */
+	if (store_meta_get(c->store, POOL_META_KEY, &stored, NULL) == 0 && stored &&
+	    !strcmp(stored, text))
+		r = 0;
+	else
+		r = store_meta_set(c->store, POOL_META_KEY, text, err);
+	free(stored);
 	free(text);
 	return r;
 }
