@@ -561,10 +561,13 @@
 	async function listDir(path) {
 		const id = st.selected;
 		const seq = ++st.listSeq; // only the latest listing asked for is shown
+		const typed = $('f-path').value;
 		const r = await attempt(() => api('GET', sbPath(id, `/fs/list?path=${encodeURIComponent(path)}`)));
 		if (!r || st.selected !== id || seq !== st.listSeq) return;
 		st.cwd = path;
-		$('f-path').value = path;
+		// A path typed while this listing was on its way stays (the tab's first listing must
+		// not overwrite what the user is about to open).
+		if ($('f-path').value === typed) $('f-path').value = path;
 		const body = $('files').tBodies[0];
 		const frag = document.createDocumentFragment();
 		const entries = r.entries.slice().sort((a, b) => (a.type === 'dir') - (b.type === 'dir') || a.name.localeCompare(b.name)).reverse();

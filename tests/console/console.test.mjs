@@ -219,7 +219,9 @@ test('a revoked token loses the console', async () => {
 	await api('DELETE', `/v1/tokens/${id}`);
 	// The next request the page makes (here: the reload's whoami) is refused and signs it out.
 	await page.reload();
+	// The sign-in form shows from the reload on: wait for the refusal itself.
 	await page.waitForSelector('#signin:not([hidden])', { timeout: WAIT });
+	await page.waitForFunction(() => document.getElementById('error').textContent !== '', null, { timeout: WAIT });
 	assert.match(await page.textContent('#error'), /refused|unauthorized/);
 	await page.context().close();
 });
