@@ -1167,6 +1167,16 @@ int core_sandbox_start(struct core *c, struct sandbox *s, uint32_t ttl_s, const 
 		r = core_sandbox_identity(s, err);
 		if (r < 0)
 			goto fail_tier;
+	} else if (s->life.pooled) {
+		/* A pooled sandbox was created, not cloned, so it is unique already; it gets a
+		 * fresh machine id and RNG seed all the same, here where no claim waits for the
+		 * agent round trip (0.4-0.5 ms of a claim, docs/benchmarks.md). A tier that cannot
+		 * change an identity part only costs that part's refresh (logged). */
+		cleanup_err struct isola_err *e = NULL;
+
+		if (core_sandbox_identity(s, &e) < 0)
+			log_warn("pool: sandbox %s: identity: %s", s->id,
+				 e ? e->message : "failed");
 	}
 	/* The TTL counts from when the sandbox can be used: a microvm that took longer to boot
 	 * than its TTL (3.4 s under TCG on a loaded host, TTL 3 s) expired 5 ms after it was

@@ -866,9 +866,7 @@ int pool_claim(struct core *c, struct sandbox *s, const struct sandbox_request *
 		pool_untake(c, p);
 		return r;
 	}
-	/* A fresh identity before anyone can reach it (machine id, RNG; hostname = its id).
-	 * A pooled sandbox was created, not cloned, so it is unique already: a tier that
-	 * cannot change an identity part only costs that part's refresh (logged). */
+	/* Its fresh identity came with the fill (core_sandbox_start). */
 	if (sandbox_agent(p, &conn, &e) < 0) {
 		/* Dead since the pool thread last looked (or lost across a restart). */
 		log_warn("pool: sandbox %s: %s", p->id, e ? e->message : "agent unreachable");
@@ -876,10 +874,6 @@ int pool_claim(struct core *c, struct sandbox *s, const struct sandbox_request *
 		pool_destroy_one(c, p, "agent unreachable");
 		return 0;
 	}
-	pthread_mutex_lock(&p->lock);
-	if (core_sandbox_identity(p, &e) < 0)
-		log_warn("pool: sandbox %s: identity: %s", p->id, e ? e->message : "failed");
-	pthread_mutex_unlock(&p->lock);
 	r = pool_hand_over(c, p, s, err);
 	core_release(c, res);
 	if (r < 0) {
