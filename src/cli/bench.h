@@ -7,16 +7,26 @@
 #include <stddef.h>
 
 struct bench_sample {
-	double *ms;	   /* latencies of successful runs */
-	size_t n;	   /* entries used */
-	size_t fails;	   /* runs that failed */
-	char *first_error; /* message of the first failure, owned */
+	double *ms;	    /* latencies of successful runs */
+	size_t n;	    /* entries used */
+	size_t fails;	    /* runs that failed */
+	char *first_error;  /* message of the first failure, owned */
+	double host_cpu_ms; /* the host's CPU time (all CPUs, every process and kernel thread)
+			     * while the runs ran, ms; 0: not measured */
 };
 
 void sample_add(struct bench_sample *s, double ms);
 /* Counts a failure; the first one's msg (NULL: "failed") is kept. */
 void sample_fail(struct bench_sample *s, const char *msg);
 void sample_fini(struct bench_sample *s);
+
+/* The host's CPU time so far, every CPU and every process and kernel thread (the busy fields
+ * of /proc/stat's first line), in ms; < 0 when it cannot be read. What a run cost the whole
+ * machine is the difference around it, noise from anything else running included. */
+double bench_host_cpu_ms(void);
+
+/* Records on s the host CPU spent since t0 (a bench_host_cpu_ms() taken before its runs). */
+void sample_host_cpu(struct bench_sample *s, double t0);
 
 /* Runs argv to completion with stdio on /dev/null; returns its latency in ms or -1. */
 double run_peer(char *const argv[]);

@@ -39,6 +39,33 @@ void sample_fini(struct bench_sample *s)
 	free(s->first_error);
 }
 
+double bench_host_cpu_ms(void)
+{
+	unsigned long long user, nice, sys, idle, iowait, irq, softirq, steal;
+	long hz = sysconf(_SC_CLK_TCK);
+	FILE *f = fopen("/proc/stat", "re");
+	int n;
+
+	if (!f)
+		return -1;
+	n = fscanf(f, "cpu %llu %llu %llu %llu %llu %llu %llu %llu", &user, &nice, &sys, &idle,
+		   &iowait, &irq, &softirq, &steal);
+	fclose(f);
+	if (n != 8 || hz <= 0)
+		return -1;
+	/* idle and iowait are the time nothing ran; guest time is inside user already */
+	return (double)(user + nice + sys + irq + softirq + steal) * 1000.0 / (double)hz;
+}
+
+/* Records the host CPU spent since *t0 (from bench_host_cpu_ms) on s. */
+void sample_host_cpu(struct bench_sample *s, double t0)
+{
+	double t1 = bench_host_cpu_ms();
+
+	if (t0 >= 0 && t1 >= t0)
+		s->host_cpu_ms = t1 - t0;
+}
+
 double run_peer(char *const argv[])
 {
 	uint64_t t0 = util_now_ns();
@@ -108,8 +135,11 @@ static void bwrap_once(struct bench_sample *s)
 
 void bench_bwrap(int n, struct bench_sample *s)
 {
+	double cpu0 = bench_host_cpu_ms();
+
 	for (int i = 0; i < n; i++)
 		bwrap_once(s);
+	sample_host_cpu(s, cpu0);
 }
 
 /* The burst's start line: every thread waits for go, set once all were started. */
