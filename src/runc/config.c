@@ -148,6 +148,23 @@ static int map_cwd_user(const json_t *proc, json_t *create, json_t *body, struct
 }
 
 /*
+ * Copies the spec field v (at `where` in config.json) into body as `key` when it is set: an
+ * integer (is_array false) or an array; null or absent copies nothing. 0, or -EINVAL with
+ * *err naming the field.
+ */
+static int copy_typed(const json_t *v, bool is_array, const char *where, json_t *body,
+		      const char *key, struct isola_err **err)
+{
+	if (!v || json_is_null(v))
+		return 0;
+	if (is_array ? !json_is_array(v) : !json_is_integer(v))
+		return isola_err_set(err, EINVAL, "invalid", "config.json: `%s` must be %s", where,
+				     is_array ? "an array of gids" : "an integer");
+	json_object_set(body, key, (json_t *)v);
+	return 0;
+}
+
+/*
  * The process's narrowing fields: `user.additionalGids`, `user.umask`, `rlimits` and
  * `oomScoreAdj` become the process request's additional_gids, umask, rlimits and
  * oom_score_adj; with them `user.gid` becomes `gid` (the primary group, neutral). Only their shape is checked here; isolad checks the ranges (gids 0-65535,
@@ -161,45 +178,25 @@ static int map_cwd_user(const json_t *proc, json_t *create, json_t *body, struct
 static int map_narrowing(const json_t *proc, json_t *body, struct isola_err **err)
 {
 	const json_t *user = json_object_get(proc, "user");
-	const json_t *gids = json_object_get(user, "additionalGids");
-	const json_t *umask_ = json_object_get(user, "umask");
 	const json_t *rl = json_object_get(proc, "rlimits");
 	const json_t *oom = json_object_get(proc, "oomScoreAdj");
-	const json_t *gid = json_object_get(user, "gid");
 	const json_t *e;
 	json_t *out;
 	size_t i;
 
 	/* The primary group as given (runc's), not the uid's passwd one. */
-	if (gid && !json_is_null(gid)) {
-		if (!json_is_integer(gid))
-			return isola_err_set(err, EINVAL, "invalid",
-					     "config.json: `process.user.gid` must be an integer");
-		json_object_set(body, "gid", (json_t *)gid);
-	}
-	if (gids && !json_is_null(gids)) {
-		if (!json_is_array(gids))
-			return isola_err_set(
-				err, EINVAL, "invalid",
-				"config.json: `process.user.additionalGids` must be an "
-				"array of gids");
-		json_object_set(body, "additional_gids", (json_t *)gids);
-	}
-	if (umask_ && !json_is_null(umask_)) {
-		if (!json_is_integer(umask_))
-			return isola_err_set(
-				err, EINVAL, "invalid",
-				"config.json: `process.user.umask` must be an integer");
-		json_object_set(body, "umask", (json_t *)umask_);
-	}
-	if (oom && !json_is_null(oom)) {
-		if (!json_is_integer(oom))
-			return isola_err_set(
-				err, EINVAL, "invalid",
-				"config.json: `process.oomScoreAdj` must be an integer");
-		if (json_integer_value(oom) >= 0)
-			json_object_set(body, "oom_score_adj", (json_t *)oom);
-	}
+	if (copy_typed(json_object_get(user, "gid"), false, "process.user.gid", body, "gid", err) <
+		    0 ||
+	    copy_typed(json_object_get(user, "additionalGids"), true, "process.user.additionalGids",
+		       body, "additional_gids", err) < 0 ||
+	    copy_typed(json_object_get(user, "umask"), false, "process.user.umask", body, "umask",
+		       err) < 0)
+		return -EINVAL;
+	/* A negative score is left out (above). */
+	if (json_is_integer(oom) && json_integer_value(oom) < 0)
+		oom = NULL;
+	if (copy_typed(oom, false, "process.oomScoreAdj", body, "oom_score_adj", err) < 0)
+		return -EINVAL;
 	if (!rl || json_is_null(rl))
 		return 0;
 	if (!json_is_array(rl))
