@@ -73,6 +73,25 @@ def test_write_mode(api, sandbox):
     assert "mode" in r.error_message
 
 
+def test_put_answers_the_entry(api, sandbox):
+    """PUT answers with the written file's entry, the object fs/stat answers (the agent's
+    write RESULT since issue 18: no second agent call for it)."""
+    sid = sandbox["id"]
+    r = api.write_file(sid, "/tmp/ent.txt", b"eleven byte", mode="0750")
+    assert r.status == 200, r
+    ent = r.json()
+    assert ent["type"] == "file" and ent["name"] == "ent.txt", ent
+    assert ent["path"] == "/tmp/ent.txt" and ent["size"] == 11, ent
+    assert mode_bits(ent["mode"]) == 0o750, ent
+    assert ent["uid"] == 0 and ent["owner"] == "root" and ent["group"] == "root", ent
+    st = api.get_json(fs(sid, "stat"), query={"path": "/tmp/ent.txt"})
+    assert ent == st, (ent, st)
+    assert isinstance(ent["mtime"], int) and ent["mtime"] > 0, ent
+    # A replace answers the new file's entry.
+    ent2 = api.write_file(sid, "/tmp/ent.txt", b"x").json()
+    assert ent2["size"] == 1 and mode_bits(ent2["mode"]) == 0o644, ent2
+
+
 def test_default_modes(api, sandbox):
     """Without a mode, files and directories get the ordinary 0644/0755 (umask 022), so the
     sandbox's non-root user can read what the API wrote; a daemon's private umask must not
@@ -226,8 +245,9 @@ def test_file_ops_run_as_the_sandbox_user(api, make_sandbox):
     r = api.request("GET", files(sid), query={"path": "/tmp/s"})
     assert r.status == 403, r
     assert r.error_code == "forbidden"
-    api.write_file(sid, "/tmp/mine", b"m")
+    ent = api.write_file(sid, "/tmp/mine", b"m").json()
     assert api.sh(sid, "stat -c %u /tmp/mine") == "1000\n"
+    assert ent["uid"] == 1000 and ent["owner"] == "user" and ent["type"] == "file", ent
 
 
 def make_tar(entries_):

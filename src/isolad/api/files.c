@@ -218,7 +218,7 @@ struct upload {
 	struct sandbox *s;	 /* reference */
 	struct agent_conn *conn; /* borrowed while s is held */
 	struct agent_chan *ch;	 /* owned */
-	char *path;		 /* destination, owned */
+	json_t *req;		 /* the write op's request, owned */
 };
 
 static void upload_free(void *p)
@@ -232,7 +232,7 @@ static void upload_free(void *p)
 	agent_chan_close(u->ch);
 	if (u->s)
 		sandbox_unref(u->s);
-	free(u->path);
+	json_decref(u->req);
 	free(u);
 }
 
@@ -251,8 +251,7 @@ int api_file_put_begin(struct api_req *r)
 		return api_req_fail(r, err);
 	}
 	u = calloc(1, sizeof(*u));
-	if (!u || !(u->path = strdup(path))) {
-		free(u);
+	if (!u) {
 		isola_err_set(&err, ENOMEM, "internal", "out of memory");
 		return api_req_fail(r, err);
 	}
@@ -270,7 +269,7 @@ int api_file_put_begin(struct api_req *r)
 			isola_err_set(&err, ENOMEM, "internal", "out of memory");
 		return api_req_fail(r, err);
 	}
-	json_decref(req);
+	u->req = req; /* kept for agent_write_entry */
 	return 0;
 }
 
@@ -312,7 +311,7 @@ enum MHD_Result api_file_put_end(struct api_req *r)
 {
 	struct upload *u = r->state;
 	cleanup_err struct isola_err *err = NULL;
-	json_t *res = NULL, *req, *entry = NULL;
+	json_t *res = NULL;
 
 	if (agent_chan_send_eof(u->ch, &err) < 0 ||
 	    api_chan_expect_result(u->ch, api_req_fd(r), FS_CALL_TIMEOUT_MS, &res, &err) < 0)
@@ -320,15 +319,9 @@ enum MHD_Result api_file_put_end(struct api_req *r)
 	agent_chan_close(u->ch);
 	u->ch = NULL;
 	api_req_keepalive(r);
-	/* The write op answers {path,size}; the API answers with the full entry. */
-	req = json_pack("{s:s, s:s}", "op", "stat", "path", u->path);
-	if (req)
-		sandbox_apply_file_defaults(u->s, req);
-	if (req && agent_call(u->conn, req, FS_CALL_TIMEOUT_MS, &entry, NULL) == 0) {
-		json_decref(res);
-		res = entry;
-	}
-	json_decref(req);
+	/* The API answers with the written file's entry: the write's own RESULT (an older
+	 * agent's {path,size} costs a stat call). */
+	agent_write_entry(u->conn, u->req, FS_CALL_TIMEOUT_MS, &res);
 	return api_respond_json(r, 200, res);
 }
 

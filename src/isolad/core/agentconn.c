@@ -703,3 +703,20 @@ int agent_call(struct agent_conn *c, const json_t *req, int timeout_ms, json_t *
 	agent_chan_close(ch);
 	return r;
 }
+
+void agent_write_entry(struct agent_conn *c, const json_t *write_req, int timeout_ms,
+		       json_t **result)
+{
+	json_t *user = json_object_get(write_req, "user"), *req, *entry = NULL;
+
+	if (json_object_get(*result, "type"))
+		return;
+	req = json_pack("{s:s, s:O?}", "op", "stat", "path", json_object_get(write_req, "path"));
+	if (req && user)
+		json_object_set(req, "user", user);
+	if (req && agent_call(c, req, timeout_ms, &entry, NULL) == 0) {
+		json_decref(*result);
+		*result = entry;
+	}
+	json_decref(req);
+}

@@ -87,6 +87,17 @@ void agent_chan_close(struct agent_chan *ch);
 int agent_call(struct agent_conn *c, const json_t *req, int timeout_ms, json_t **result,
 	       struct isola_err **err);
 
+/*
+ * Makes *result, the RESULT of the write op `write_req` (borrowed), the written file's entry
+ * (the object the stat op answers). The agent answers with the entry itself; an older agent
+ * (one in a microvm image built before) answers {path,size}, recognised by its missing
+ * `type`: then a stat call as the write's user (write_req's `user`) fetches the entry and
+ * replaces *result. If that call fails, *result stays as it was: the write itself succeeded.
+ * Any thread.
+ */
+void agent_write_entry(struct agent_conn *c, const json_t *write_req, int timeout_ms,
+		       json_t **result);
+
 /* Converts an ERROR frame's JSON into *err; returns -errno. */
 int agent_error_to_err(const json_t *j, struct isola_err **err);
 
