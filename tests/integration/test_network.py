@@ -53,6 +53,25 @@ def test_sandbox_gets_a_veth_and_loopback(c, mk):
                 10, what=f"{ifname} to be removed after the destroy")
 
 
+def test_no_ipv6_on_the_veth_but_loopback_keeps_it(c, mk):
+    """IPv6 is not offered (nft drops it): neither end of the veth has it at all, so the
+    kernel configures no link-local address, runs no duplicate address detection and sends
+    no multicast reports for a sandbox; lo inside keeps ::1 (localhost servers work)."""
+    sid = mk()
+    info = net_info(c, sid)
+    inside = c.sh(sid, "cat /proc/sys/net/ipv6/conf/eth0/disable_ipv6; cat /proc/net/if_inet6")
+    lines = inside.splitlines()
+    assert lines[0] == "1", inside
+    assert not [l for l in lines[1:] if l.split()[-1] == "eth0"], inside
+    assert [l for l in lines[1:] if l.split()[0] == "0" * 31 + "1" and l.split()[-1] == "lo"], \
+        inside
+    host_if = info["interface"]
+    with open(f"/proc/sys/net/ipv6/conf/{host_if}/disable_ipv6") as f:
+        assert f.read().strip() == "1", host_if
+    with open("/proc/net/if_inet6") as f:
+        assert not [l for l in f if l.split()[-1] == host_if], host_if
+
+
 def test_default_deny_reaches_nothing(c, mk, lab):
     sid = mk()
     m = lab.mark()
