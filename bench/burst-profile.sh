@@ -41,7 +41,7 @@ cleanup() {
 }
 trap cleanup EXIT
 
-build/src/isolad/isolad --state-dir "$state" --socket "$state/s" --log-level warn \
+ISOLA_MICROVM_PREBUILD=0 build/src/isolad/isolad --state-dir "$state" --socket "$state/s" --log-level warn \
 	--agent build/src/agent/isola-agent "${uid[@]}" 2>"$out/isolad.log" &
 pid=$!
 for _ in $(seq 1 200); do [ -S "$state/s" ] && break; sleep 0.05; done
