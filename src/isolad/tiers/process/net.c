@@ -90,25 +90,15 @@ int proc_open_join_netns(const char *path, struct isola_err **err)
 
 int proc_open_netns(pid_t pid, int pidfd, struct isola_err **err)
 {
-	char path[64];
-	int fd;
-
-	if (pid <= 0 || pidfd < 0)
-		return isola_err_set(err, ESRCH, "conflict", "sandbox has no running init");
 	/* A pidfd names the process itself, so a recycled pid cannot hand us another
-	 * namespace. */
-	fd = ioctl(pidfd, PIDFD_GET_NET_NAMESPACE, 0);
-	if (fd >= 0)
-		return fd;
-	snprintf(path, sizeof(path), "/proc/%d/ns/net", (int)pid);
-	fd = open(path, O_RDONLY | O_CLOEXEC);
+	 * namespace (on older kernels a live pidfd after the open proves it). */
+	int fd = proc_open_ns(pid, pidfd, "net", PIDFD_GET_NET_NAMESPACE);
+
+	if (fd == -ESRCH)
+		return isola_err_set(err, ESRCH, "conflict",
+				     pid <= 0 || pidfd < 0 ? "sandbox has no running init"
+							   : "sandbox init exited");
 	if (fd < 0)
-		return isola_err_sys(err, errno, "internal", "open `%s`", path);
-	/* Older kernels: the pid could have been recycled between open and now; the pidfd
-	 * cannot, so a live pidfd after the open proves the namespace is the sandbox's. */
-	if (syscall(SYS_pidfd_send_signal, pidfd, 0, NULL, 0) < 0) {
-		close(fd);
-		return isola_err_set(err, ESRCH, "conflict", "sandbox init exited");
-	}
+		return isola_err_sys(err, -fd, "internal", "open /proc/%d/ns/net", (int)pid);
 	return fd;
 }

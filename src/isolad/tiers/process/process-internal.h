@@ -199,11 +199,12 @@ int proc_disk_mount(const char *dir, const char *id, uint64_t disk, uint64_t ino
 void proc_disk_discard(int root_fd);
 
 /* Destroy only: gives up root_fd, the last reference to a sandbox's layer (whose processes
- * are all gone). Its close is the layer's
- * unmount and its loop device's release, the slowest part of a destroy: both are done by a
- * background thread after the caller returns (inline when the thread cannot start). Nothing
- * is lost to a crash or an exit in between: the kernel closes the fd, and the mount and the
- * image (already unlinked) go with it. Any thread. */
+ * are all gone), or the sandbox's mount namespace (given first, as the layer is its
+ * overlay's upper). Its close is the unmounts and the loop device's release, the slowest
+ * part of a destroy: done by one background thread, in the order given, after the caller
+ * returns (inline when the thread cannot start). Nothing is lost to a crash or an exit in
+ * between: the kernel closes the fd, and the mounts and the image (already unlinked) go
+ * with it. Any thread. */
 void proc_disk_release(int root_fd);
 
 /* For doctor: can this host put writable layers on disk (loop devices, ext4, mke2fs)? Fills
@@ -312,7 +313,13 @@ int proc_pidfd_verified(pid_t pid, uint64_t start_time);
  * to have exited (or there was none), false when it outlived the timeout. */
 bool proc_pidfd_kill(int *pidfd, int timeout_ms);
 
-/* Opens pid's user namespace (PIDFD_GET_USER_NAMESPACE, else /proc + liveness check). */
+/* Opens pid's namespace `name` ("user", "mnt", "net": /proc/<pid>/ns/<name>) through the
+ * pidfd ioctl req (PIDFD_GET_*_NAMESPACE), else /proc and a liveness check of the pidfd
+ * after the open, so a recycled pid never hands over another process's. fd, or -ESRCH (no
+ * such process any more), or -errno. */
+int proc_open_ns(pid_t pid, int pidfd, const char *name, unsigned long req);
+
+/* proc_open_ns(pid, pidfd, "user", PIDFD_GET_USER_NAMESPACE). */
 int proc_open_userns(pid_t pid, int pidfd);
 
 /* Opens the sandbox's network namespace (net.c; PIDFD_GET_NET_NAMESPACE, else /proc +

@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
@@ -91,6 +92,10 @@ static struct tier_sandbox *sandbox_new(const struct sandbox_spec *spec)
 }
 
 /* Kills PID 1 (the kernel then kills the whole pid namespace) and reaps it. */
+#ifndef PIDFD_GET_MNT_NAMESPACE
+#define PIDFD_GET_MNT_NAMESPACE _IO(0xFF, 3) /* PIDFS_IOCTL_MAGIC; Linux 6.11 */
+#endif
+
 static void kill_init(struct tier_sandbox *s)
 {
 	/* A PID 1 that never reached its exec may still run on spawn_stack: kept (leaked)
@@ -108,13 +113,18 @@ static void kill_init(struct tier_sandbox *s)
 static int teardown(struct tier_sandbox *s, struct isola_err **err)
 {
 	uint64_t t0 = util_now_ns(), t_kill, t_cg;
-	int r = 0;
+	int r = 0, mntns;
 
 	/* A frozen v1 task does not die on SIGKILL until thawed: thaw first (idempotent; after
 	 * a reattach isolad does not know whether it was paused). */
 	if (s->cg.n && s->cgo && s->cgo->freeze)
 		s->cgo->freeze(&s->cg, false, KILL_TIMEOUT_MS, NULL);
 	s->paused = false;
+	/* Held across the kill, the mount namespace is not torn down by PID 1's exit: the
+	 * unmount of the sandbox's overlay, /proc, /dev and binds (most of what the kill waited
+	 * for) is left to the closer thread, after the answer. The processes are as dead as
+	 * before when kill_init returns; only their mounts outlive them, reachable by nobody. */
+	mntns = proc_open_ns(s->pid, s->pidfd, "mnt", PIDFD_GET_MNT_NAMESPACE);
 	kill_init(s);
 	t_kill = util_now_ns();
 	if (s->cg.n && s->cgo) {
@@ -129,7 +139,10 @@ static int teardown(struct tier_sandbox *s, struct isola_err **err)
 	 * with its mount namespace as its last process died, synced its upper layer (this
 	 * ext4) then, unless a destroy shut the ext4 down first (process_discard). */
 	t_cg = util_now_ns();
-	/* The unmount and the loop device's release finish behind the destroy's answer. */
+	/* The unmounts and the loop device's release finish behind the destroy's answer: the
+	 * namespace's first (its overlay's upper is the layer), then the layer's. */
+	if (mntns >= 0)
+		proc_disk_release(mntns);
 	proc_disk_release(s->upper_fd);
 	s->upper_fd = -1;
 	if (unlink(s->sock) < 0 && errno != ENOENT && r == 0)

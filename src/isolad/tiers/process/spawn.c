@@ -417,15 +417,17 @@ bool proc_pidfd_kill(int *pidfd, int timeout_ms)
 	return n > 0;
 }
 
-int proc_open_userns(pid_t pid, int pidfd)
+int proc_open_ns(pid_t pid, int pidfd, const char *name, unsigned long req)
 {
 	char path[64];
 	int fd;
 
-	fd = ioctl(pidfd, PIDFD_GET_USER_NAMESPACE, 0);
+	if (pid <= 0 || pidfd < 0)
+		return -ESRCH;
+	fd = ioctl(pidfd, req, 0);
 	if (fd >= 0)
 		return fd;
-	snprintf(path, sizeof(path), "/proc/%d/ns/user", (int)pid);
+	snprintf(path, sizeof(path), "/proc/%d/ns/%s", (int)pid, name);
 	fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		return -errno;
@@ -435,4 +437,9 @@ int proc_open_userns(pid_t pid, int pidfd)
 		return -ESRCH;
 	}
 	return fd;
+}
+
+int proc_open_userns(pid_t pid, int pidfd)
+{
+	return proc_open_ns(pid, pidfd, "user", PIDFD_GET_USER_NAMESPACE);
 }
