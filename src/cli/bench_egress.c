@@ -391,9 +391,9 @@ void bench_egress_print(const json_t *j)
 	       json_string_value(json_object_get(j, "url")),
 	       (long long)json_integer_value(json_object_get(j, "rounds")),
 	       (long long)json_integer_value(json_object_get(j, "bytes")));
-	printf("  direct (host):               median %.3f s, %.0f MB/s\n", NUM(d, "seconds_p50"),
+	printf("  direct (host):               median %.3f s, %.1f MB/s\n", NUM(d, "seconds_p50"),
 	       NUM(d, "mbps_p50"));
-	printf("  through the proxy (sandbox): median %.3f s, %.0f MB/s\n", NUM(p, "seconds_p50"),
+	printf("  through the proxy (sandbox): median %.3f s, %.1f MB/s\n", NUM(p, "seconds_p50"),
 	       NUM(p, "mbps_p50"));
 	printf("  proxied / direct throughput: %.2fx (per round %.2f-%.2f; target >= 0.8)\n",
 	       NUM(j, "ratio_proxied_to_direct"), NUM(j, "ratio_per_round_min"),

@@ -67,10 +67,10 @@ def test_bench_egress_server_down_names_the_host_side(nd):
     assert sandboxes(nd) == before, "bench --egress left its sandbox behind"
 
 
-def test_bench_egress_proxy_refusal_names_the_sandbox_side(nd):
-    """loop.allowed.test is answered with 127.0.0.1 by the lab's DNS: the host (told WEB) gets
-    the file, the sandbox's download is refused by the proxy (an always-denied address) and
-    the failure names that side."""
+def test_bench_egress_refusal_names_the_sandbox_side(nd):
+    """The lab's DNS answers loop.allowed.test with 127.0.0.1, an always-denied address: the
+    host (told WEB) gets the file, the sandbox is refused (by isola's resolver or its proxy)
+    and the failure names that side."""
     before = sandboxes(nd)
     p = bench(nd, "bench", "--egress", f"http://loop.allowed.test/big/{SIZE}",
               "--egress-resolve", netlab.WEB, "-n", "1")
