@@ -4,6 +4,8 @@
 # local server (in a network namespace of its own, tests/integration/netlab.py), once from a
 # sandbox through the proxy and once straight from the host, ROUNDS times interleaved (direct,
 # proxied, direct, ...: a noisy host moves both alike); prints the medians and the ratios.
+# `isola bench --egress URL` is the CLI's form of the download half (curl on both sides, any
+# server; docs/benchmarks.md); this script also times small requests and builds its own lab.
 # Usage: bench/network.sh [MB] [REQUESTS] [ROUNDS]     (defaults 100, 50 and 5; run as root)
 # ISOLA_BUILD (default build/) and ISOLA_AGENT name the binaries, as for the tests.
 set -euo pipefail

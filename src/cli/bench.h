@@ -28,6 +28,18 @@ double bench_host_cpu_ms(void);
 /* Records on s the host CPU spent since t0 (a bench_host_cpu_ms() taken before its runs). */
 void sample_host_cpu(struct bench_sample *s, double t0);
 
+/* The median of v[0..n) (sorted in place; the mean of the middle two when n is even); 0 when
+ * n is 0. */
+double bench_median(double *v, size_t n);
+
+/* The pid of the process at the other end of the unix socket at path (isolad: SO_PEERCRED),
+ * or 0 when it cannot be reached (NULL path, no listener). */
+long bench_daemon_pid(const char *socket_path);
+
+/* The user + system CPU time pid has used so far (/proc/PID/stat), in seconds; < 0 when it
+ * cannot be read. */
+double bench_process_cpu_s(long pid);
+
 /* Runs argv to completion with stdio on /dev/null; returns its latency in ms or -1. */
 double run_peer(char *const argv[]);
 bool have_program(const char *name);

@@ -7,11 +7,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
-#include <sys/un.h>
 #include <unistd.h>
 
 #include "../common/util.h"
+#include "bench.h"
 #include "parse.h"
 
 /*
@@ -34,28 +33,6 @@ struct density {
 	double ls_empty_ms; /* GET /v1/sandboxes p50 before the creates */
 	double ls_full_ms;  /* the same with the N alive */
 };
-
-/* The pid of the process at the other end of the unix socket (isolad), or 0. */
-static long daemon_pid(const char *socket_path)
-{
-	struct sockaddr_un sa = {.sun_family = AF_UNIX};
-	struct ucred cred = {0};
-	socklen_t len = sizeof(cred);
-	long pid = 0;
-	int fd;
-
-	if (!socket_path || strlen(socket_path) >= sizeof(sa.sun_path))
-		return 0;
-	strcpy(sa.sun_path, socket_path);
-	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	if (fd < 0)
-		return 0;
-	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0 &&
-	    getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0)
-		pid = cred.pid;
-	close(fd);
-	return pid;
-}
 
 static long long pss_kib(long pid)
 {
@@ -156,21 +133,6 @@ static void cgroup_tree_pss(const char *dir, struct density *d, int depth)
 	closedir(dh);
 }
 
-static int cmp_ms(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-
-	return x < y ? -1 : x > y;
-}
-
-static double median(double *v, size_t n)
-{
-	if (!n)
-		return 0;
-	qsort(v, n, sizeof(*v), cmp_ms);
-	return v[n / 2];
-}
-
 /* p50 of 11 `GET /v1/sandboxes` round trips in ms, or -1. */
 static double ls_p50(struct client *cl, struct isola_err **err)
 {
@@ -185,7 +147,7 @@ static double ls_p50(struct client *cl, struct isola_err **err)
 		json_decref(out);
 		ms[i] = (double)(util_now_ns() - t0) / 1e6;
 	}
-	return median(ms, 11);
+	return bench_median(ms, 11);
 }
 
 /* Measures sandbox id's processes and cgroup into d. */
@@ -224,7 +186,7 @@ int bench_density(struct cli *cli, struct client *cl, int n, const char *tier, j
 {
 	struct density d = {0};
 	char **ids = calloc((size_t)n, sizeof(*ids));
-	long isolad = daemon_pid(cli->conf.socket);
+	long isolad = bench_daemon_pid(cli->conf.socket);
 	long long isolad0, isolad1, used0, used1;
 	int made = 0, r = 0;
 
@@ -293,7 +255,7 @@ int bench_density(struct cli *cli, struct client *cl, int n, const char *tier, j
 		*report =
 			json_pack("{s:s, s:i, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f}", "tier",
 				  tier ? tier : "default", "sandboxes", n, "create_ms_p50",
-				  median(d.create_ms, (size_t)n), "processes_per_sandbox",
+				  bench_median(d.create_ms, (size_t)n), "processes_per_sandbox",
 				  (double)d.procs / n, "processes_pss_kib", pss,
 				  "cgroup_kernel_kib", kern, "isolad_growth_kib", growth,
 				  "overhead_kib", pss + kern + growth, "host_used_delta_kib",

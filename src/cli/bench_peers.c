@@ -2,11 +2,13 @@
 /* bench_peers: samples, and the peers `isola bench` times beside isola (bwrap, runc). */
 #include "bench.h"
 
+#include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -64,6 +66,56 @@ void sample_host_cpu(struct bench_sample *s, double t0)
 
 	if (t0 >= 0 && t1 >= t0)
 		s->host_cpu_ms = t1 - t0;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+double bench_median(double *v, size_t n)
+{
+	if (!n)
+		return 0;
+	qsort(v, n, sizeof(*v), cmp_double);
+	return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+long bench_daemon_pid(const char *socket_path)
+{
+	struct ucred cred = {0};
+	socklen_t len = sizeof(cred);
+	long pid = 0;
+	int fd = socket_path ? util_unix_connect(socket_path, 0) : -EINVAL;
+
+	if (fd < 0)
+		return 0;
+	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0)
+		pid = cred.pid;
+	close(fd);
+	return pid;
+}
+
+double bench_process_cpu_s(long pid)
+{
+	cleanup_free char *buf = NULL;
+	unsigned long long utime, stime;
+	long hz = sysconf(_SC_CLK_TCK);
+	char path[64];
+	const char *p;
+	size_t len;
+
+	snprintf(path, sizeof(path), "/proc/%ld/stat", pid);
+	if (hz <= 0 || util_read_file(path, 4096, &buf, &len) < 0)
+		return -1;
+	/* the command name (field 2) may hold spaces and parentheses: count from the last ')' */
+	p = strrchr(buf, ')');
+	if (!p || sscanf(p + 1, " %*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &utime,
+			 &stime) != 2)
+		return -1;
+	return (double)(utime + stime) / (double)hz;
 }
 
 double run_peer(char *const argv[])

@@ -15,6 +15,7 @@
 #include "../common/util.h"
 #include "bench.h"
 #include "bench_density.h"
+#include "bench_egress.h"
 #include "output.h"
 #include "parse.h"
 
@@ -379,7 +380,10 @@ static double ratio(const json_t *a, const json_t *b)
 }
 
 const struct cli_opt cli_bench_opts[] = {
-	{"iterations", 'n', "N", "create-write-exec-destroy loops in sequence (default 30)", 0},
+	{"iterations", 'n', "N",
+	 "create-write-exec-destroy loops in sequence (default 30); with --egress, rounds "
+	 "(default 5)",
+	 0},
 	{"burst", 'c', "K", "sandboxes created at once for the burst test (default 50, 0: none)",
 	 0},
 	{"no-peers", CLI_LONG('P'), NULL, "do not time bwrap and runc beside isola", 0},
@@ -387,8 +391,35 @@ const struct cli_opt cli_bench_opts[] = {
 	 "instead: keep N idle sandboxes alive at once and report what each costs the host", 0},
 	{"tier", CLI_LONG('T'), "TIER", "the tier of the --density sandboxes (default: isolad's)",
 	 0},
+	{"egress", CLI_LONG('E'), "URL",
+	 "instead: download URL (http://NAME[:PORT]/PATH) from this host and through the egress "
+	 "proxy of a sandbox allowing NAME, -n rounds, and compare",
+	 0},
+	{"egress-resolve", CLI_LONG('R'), "IP",
+	 "the address of --egress's NAME for this host's download only (the sandbox asks isolad's "
+	 "resolver)",
+	 0},
 	{NULL, 0, NULL, NULL, 0},
 };
+
+/* `--egress`: its own mode, one report. */
+static int bench_mode_egress(struct cli *cli, const struct bench_egress_target *t, int rounds)
+{
+	cleanup_err struct isola_err *err = NULL;
+	struct client *cl = cli_client(cli);
+	json_t *j = NULL;
+
+	if (!cl)
+		return CLI_EXIT_FAIL;
+	if (bench_egress(cli, cl, t, rounds, &j, &err) < 0)
+		return cli_fail(err, CLI_EXIT_FAIL);
+	if (cli->json)
+		out_json(stdout, j);
+	else
+		bench_egress_print(j);
+	json_decref(j);
+	return CLI_EXIT_OK;
+}
 
 int cmd_bench(struct cli *cli, int argc, char **argv)
 {
@@ -399,8 +430,8 @@ int cmd_bench(struct cli *cli, int argc, char **argv)
 	pthread_t *threads = NULL;
 	pthread_barrier_t start;
 	int n = 30, k = 50, density = 0, opt, status = CLI_EXIT_OK;
-	const char *tier = NULL;
-	bool peers = true;
+	const char *tier = NULL, *egress = NULL, *egress_resolve = NULL;
+	bool peers = true, n_set = false;
 	struct client *cl;
 	json_t *report, *jseq, *jburst;
 	double cpu0;
@@ -411,6 +442,7 @@ int cmd_bench(struct cli *cli, int argc, char **argv)
 			n = atoi(optarg);
 			if (n < 1 || n > 100000)
 				return cli_usage_err(cli, "--iterations must be 1..100000");
+			n_set = true;
 			break;
 		case 'c':
 			k = atoi(optarg);
@@ -428,6 +460,12 @@ int cmd_bench(struct cli *cli, int argc, char **argv)
 		case CLI_LONG('T'):
 			tier = optarg;
 			break;
+		case CLI_LONG('E'):
+			egress = optarg;
+			break;
+		case CLI_LONG('R'):
+			egress_resolve = optarg;
+			break;
 		default:
 			return cli_bad_opt(cli, argc, argv, opt);
 		}
@@ -436,6 +474,18 @@ int cmd_bench(struct cli *cli, int argc, char **argv)
 		return cli_usage_err(cli, "unexpected argument `%s`", argv[optind]);
 	if (tier && !density)
 		return cli_usage_err(cli, "--tier goes with --density");
+	if (egress_resolve && !egress)
+		return cli_usage_err(cli, "--egress-resolve goes with --egress");
+	if (egress && density)
+		return cli_usage_err(cli, "--egress and --density are two modes: choose one");
+	if (egress) {
+		struct bench_egress_target t;
+		char why[512];
+
+		if (bench_egress_parse(egress, egress_resolve, &t, why, sizeof(why)) < 0)
+			return cli_usage_err(cli, "%s", why);
+		return bench_mode_egress(cli, &t, n_set ? n : 5);
+	}
 	cl = cli_client(cli);
 	if (!cl)
 		return CLI_EXIT_FAIL;
