@@ -25,6 +25,18 @@ void sample_fini(struct bench_sample *s);
  * machine is the difference around it, noise from anything else running included. */
 double bench_host_cpu_ms(void);
 
+/* How bench_settle judges the host quiet: less than BENCH_SETTLE_BUSY of all CPUs busy over
+ * one step, waiting at most BENCH_SETTLE_MAX_MS. */
+#define BENCH_SETTLE_STEP_MS 200
+#define BENCH_SETTLE_MAX_MS  10000
+#define BENCH_SETTLE_BUSY    0.15
+
+/* Waits until the host is quiet (bench_host_cpu_ms moves little over a step) or the time is
+ * up: what isolad does behind its answers (the pool's refills, network teardowns after a
+ * burst) must not run beside the next runs timed, isola's or a peer's. Returns at once when
+ * the host's CPU time cannot be read. */
+void bench_settle(void);
+
 /* Records on s the host CPU spent since t0 (a bench_host_cpu_ms() taken before its runs). */
 void sample_host_cpu(struct bench_sample *s, double t0);
 

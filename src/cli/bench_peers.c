@@ -59,6 +59,22 @@ double bench_host_cpu_ms(void)
 	return (double)(user + nice + sys + irq + softirq + steal) * 1000.0 / (double)hz;
 }
 
+void bench_settle(void)
+{
+	long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+	double t0 = bench_host_cpu_ms(), t1;
+
+	if (t0 < 0 || ncpu < 1)
+		return;
+	for (int i = 0; i < BENCH_SETTLE_MAX_MS / BENCH_SETTLE_STEP_MS; i++) {
+		usleep(BENCH_SETTLE_STEP_MS * 1000);
+		t1 = bench_host_cpu_ms();
+		if (t1 - t0 < BENCH_SETTLE_BUSY * (double)(BENCH_SETTLE_STEP_MS * ncpu))
+			return;
+		t0 = t1;
+	}
+}
+
 /* Records the host CPU spent since *t0 (from bench_host_cpu_ms) on s. */
 void sample_host_cpu(struct bench_sample *s, double t0)
 {
