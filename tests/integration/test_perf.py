@@ -38,6 +38,17 @@ def make_some(d, n):
     return c, ids
 
 
+def bench(d, *args, as_json=True):
+    """`isola [--json] bench ARGS` against d (started if it is not running): its JSON report
+    (as_json), else its text output; a non-zero exit fails the test."""
+    if not d.alive():
+        d.start()
+    p = subprocess.run([str(CLI), "--socket", d.socket, *(["--json"] if as_json else []),
+                        "bench", *args], capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr + p.stdout
+    return json.loads(p.stdout) if as_json else p.stdout
+
+
 @pytest.mark.parametrize("kill9", [False, True], ids=["stop", "kill9"])
 def test_teardown_in_flight_is_finished_by_stop_or_next_start(pd, kill9):
     """Destroys answered, then isolad stopped (or was killed) at once: the stop drains the
@@ -86,12 +97,7 @@ def test_bench_reports_exec_and_file_round_trips(pd):
     """`isola --json bench` reports the exec round trip beside the host's fork+exec of the
     same command, 4 KiB file write and read round trips, and the sequential loop split into
     its create, write, exec and destroy requests (docs/benchmarks.md's keys)."""
-    if not pd.alive():
-        pd.start()
-    p = subprocess.run([str(CLI), "--socket", pd.socket, "--json", "bench", "-n", "2", "-c",
-                        "0", "--no-peers"], capture_output=True, text=True, timeout=300)
-    assert p.returncode == 0, p.stderr + p.stdout
-    j = json.loads(p.stdout)
+    j = bench(pd, "-n", "2", "-c", "0", "--no-peers")
     for key in ("sequential", "exec_echo", "host_fork_exec_echo", "file_write_4k",
                 "file_read_4k"):
         assert key in j, f"`{key}` missing from {sorted(j)}"
@@ -143,12 +149,7 @@ def test_bench_times_runc_exec_into_a_running_container(pd):
     exec and reports their ratio; the container is gone afterwards."""
     if shutil.which("runc") is None:
         pytest.fail("runc is not installed (scripts/deps.sh installs it)")
-    if not pd.alive():
-        pd.start()
-    p = subprocess.run([str(CLI), "--socket", pd.socket, "--json", "bench", "-n", "2", "-c",
-                        "0"], capture_output=True, text=True, timeout=300)
-    assert p.returncode == 0, p.stderr + p.stdout
-    j = json.loads(p.stdout)
+    j = bench(pd, "-n", "2", "-c", "0")
     rx = j["runc_exec_echo"]
     assert rx["runs"] == 2 and rx["failures"] == 0, rx
     assert 0 < rx["p50_ms"] <= rx["p99_ms"], rx
@@ -163,21 +164,14 @@ def test_bench_times_a_bwrap_burst_beside_isolas(pd):
     least a sandbox can be on this machine. Without a burst there is no bwrap burst."""
     if shutil.which("bwrap") is None:
         pytest.fail("bwrap is not installed (scripts/deps.sh installs it)")
-    if not pd.alive():
-        pd.start()
-    p = subprocess.run([str(CLI), "--socket", pd.socket, "--json", "bench", "-n", "2", "-c",
-                        "3"], capture_output=True, text=True, timeout=300)
-    assert p.returncode == 0, p.stderr + p.stdout
-    j = json.loads(p.stdout)
+    j = bench(pd, "-n", "2", "-c", "3")
     b = j["bwrap_burst"]
     assert b["runs"] == 3 and b["failures"] == 0, b
     assert 0 < b["p50_ms"] <= b["p99_ms"], b
     assert j["ratio_bwrap_burst_p99_to_bwrap_p50"] == \
         pytest.approx(b["p99_ms"] / j["bwrap_true"]["p50_ms"]), j
-    p = subprocess.run([str(CLI), "--socket", pd.socket, "bench", "-n", "1", "-c", "0"],
-                       capture_output=True, text=True, timeout=300)
-    assert p.returncode == 0, p.stderr + p.stdout
-    assert "bwrap /bin/true" in p.stdout and "(burst)" not in p.stdout, p.stdout
+    out = bench(pd, "-n", "1", "-c", "0", as_json=False)
+    assert "bwrap /bin/true" in out and "(burst)" not in out, out
 
 
 def test_bench_reports_host_cpu_per_loop_beside_bwraps(pd):
@@ -186,22 +180,15 @@ def test_bench_reports_host_cpu_per_loop_beside_bwraps(pd):
     bwrap's cycle, and their ratio: on a host with few CPUs the loop's latency follows it."""
     if shutil.which("bwrap") is None:
         pytest.fail("bwrap is not installed (scripts/deps.sh installs it)")
-    if not pd.alive():
-        pd.start()
     # /proc/stat counts in ticks (10 ms): 10 runs of each are enough to be counted at all.
-    p = subprocess.run([str(CLI), "--socket", pd.socket, "--json", "bench", "-n", "10", "-c",
-                        "0"], capture_output=True, text=True, timeout=300)
-    assert p.returncode == 0, p.stderr + p.stdout
-    j = json.loads(p.stdout)
+    j = bench(pd, "-n", "10", "-c", "0")
     a = j["sequential"]["host_cpu_ms_per_run"]
     b = j["bwrap_true"]["host_cpu_ms_per_run"]
     assert a > 0 and b > 0, j
     assert j["ratio_loop_cpu_to_bwrap_cpu"] == pytest.approx(a / b), j
     assert "host_cpu_ms_per_run" not in j["loop_create"], j  # only whole runs are measured
-    p = subprocess.run([str(CLI), "--socket", pd.socket, "bench", "-n", "10", "-c", "0"],
-                       capture_output=True, text=True, timeout=300)
-    assert p.returncode == 0, p.stderr + p.stdout
-    assert "host CPU per loop: isola " in p.stdout, p.stdout
+    out = bench(pd, "-n", "10", "-c", "0", as_json=False)
+    assert "host CPU per loop: isola " in out, out
 
 
 @pytest.mark.needs_microvm
