@@ -354,6 +354,20 @@ struct verdict {
 	bool refused;	  /* counted as refused */
 };
 
+/*
+ * The header's counts, read before ldns parses anything: a query carries one question, no
+ * answer or authority records and at most one additional record (EDNS's OPT); nothing a
+ * resolver answers needs more. ldns (1.8.3) loses the first of two TSIG records in one packet
+ * (found by fuzz_dns: a leak per such query), so such packets never reach it.
+ */
+static bool query_counts_ok(const uint8_t *q, size_t qlen)
+{
+	if (qlen < 12)
+		return false;
+	return ((q[4] << 8) | q[5]) == 1 && ((q[6] << 8) | q[7]) == 0 &&
+	       ((q[8] << 8) | q[9]) == 0 && ((q[10] << 8) | q[11]) <= 1;
+}
+
 /* Builds the answer to one query; returns the reply packet or NULL to send a raw one. */
 static ldns_pkt *answer_query(struct net_dns *d, const struct sockaddr *peer, const uint8_t *q,
 			      size_t qlen, struct verdict *v, uint8_t *raw_rcode)
@@ -374,9 +388,10 @@ static ldns_pkt *answer_query(struct net_dns *d, const struct sockaddr *peer, co
 		return NULL;
 	}
 	/* UNTRUSTED: the sandbox's query; ldns validates every length against qlen. */
-	if (ldns_wire2pkt(&pkt, q, qlen) != LDNS_STATUS_OK || ldns_pkt_qr(pkt) ||
-	    ldns_pkt_get_opcode(pkt) != LDNS_PACKET_QUERY || ldns_pkt_qdcount(pkt) != 1 ||
-	    !ldns_pkt_question(pkt) || ldns_rr_list_rr_count(ldns_pkt_question(pkt)) != 1) {
+	if (!query_counts_ok(q, qlen) || ldns_wire2pkt(&pkt, q, qlen) != LDNS_STATUS_OK ||
+	    ldns_pkt_qr(pkt) || ldns_pkt_get_opcode(pkt) != LDNS_PACKET_QUERY ||
+	    ldns_pkt_qdcount(pkt) != 1 || !ldns_pkt_question(pkt) ||
+	    ldns_rr_list_rr_count(ldns_pkt_question(pkt)) != 1) {
 		v->what = "formerr";
 		*raw_rcode = LDNS_RCODE_FORMERR;
 		v->refused = true;

@@ -128,6 +128,8 @@ static void count(void *ud, const char *id, bool refused)
 static struct sockaddr_in sandbox = {.sin_family = AF_INET};
 static struct sockaddr_in stranger = {.sin_family = AF_INET};
 
+static uint16_t ask_edns_size; /* > 0: ask's queries carry EDNS's OPT with this size */
+
 /* Sends one query through the resolver; returns the reply (caller frees) or NULL. */
 static ldns_pkt *ask(struct net_dns *d, const struct sockaddr_in *from, const char *name,
 		     ldns_rr_type type, int *rcode)
@@ -139,6 +141,8 @@ static ldns_pkt *ask(struct net_dns *d, const struct sockaddr_in *from, const ch
 	ldns_pkt *r = NULL;
 
 	ldns_pkt_set_id(q, 0x4242);
+	if (ask_edns_size)
+		ldns_pkt_set_edns_udp_size(q, ask_edns_size);
 	ldns_pkt2wire(&wire, q, &len);
 	n = net_dns_handle(d, (const struct sockaddr *)from, wire, len, out, sizeof(out), true);
 	free(wire);
@@ -262,6 +266,31 @@ int main(void)
 				   sizeof(out), true);
 		ok(n == 12 && (out[3] & 15) == LDNS_RCODE_FORMERR && out[0] == 0xff,
 		   "garbage: FORMERR with the id");
+	}
+	/* A query with EDNS's OPT (one additional record) is answered; one with two additional
+	 * records is FORMERR before ldns parses it: two TSIGs (type 250) in one packet leaked
+	 * the first in ldns 1.8.3 (fuzz_dns; the ASan build's run of this test catches a leak). */
+	{
+		static const uint8_t two_tsig[] = {
+			0x0e, 0x00, 0,	  0, 0,	   1, 0, 0, 0, 0, 0,
+			2,			/* header: 1 question, 2 additional */
+			0,    0,    1,	  0, 1, /* . A IN */
+			0,    0,    0xfa, 0, 0xff, 0, 0, 0, 0, 0, 0, /* . TSIG ANY, no data */
+			0,    0,    0xfa, 0, 0xff, 0, 0, 0, 0, 0, 0, /* . TSIG ANY, no data */
+		};
+		uint8_t out[512];
+
+		ask_edns_size = 1232;
+		r = ask(d, &sandbox, "rebind.allowed.test", LDNS_RR_TYPE_A, &rc);
+		ask_edns_size = 0;
+		answers(r, got, sizeof(got));
+		ok(rc == 0 && !strcmp(got, "198.18.1.11,"),
+		   "a query with EDNS's OPT is answered (%s)", got);
+		ldns_pkt_free(r);
+		n = net_dns_handle(d, (struct sockaddr *)&sandbox, two_tsig, sizeof(two_tsig), out,
+				   sizeof(out), true);
+		ok(n == 12 && (out[3] & 15) == LDNS_RCODE_FORMERR && out[0] == 0x0e,
+		   "two additional records (TSIG, TSIG): FORMERR with the id");
 	}
 	ok(atomic_load(&counted) >= 6 && atomic_load(&counted_refused) >= 4,
 	   "queries counted (%d, %d refused)", atomic_load(&counted),
