@@ -60,10 +60,15 @@ def pooled_ids(d):
 
 
 def wait_ready(d, n, timeout=FILL_TIMEOUT):
+    """Waits until the pool holds exactly n ready sandboxes and nothing else: every pooled
+    state dir is a live sandbox's (a surplus one being destroyed has lost its processes
+    before its dir goes); returns their ids."""
     def ok():
         p = pool(d)
-        live = [s for s in pooled_ids(d) if ic.sandbox_host_pids(s)]
-        return p and p["ready"] == n and len(live) == n and p["creating"] == 0
+        ids = pooled_ids(d)
+        live = [s for s in ids if ic.sandbox_host_pids(s)]
+        return (p and p["ready"] == n and len(ids) == n and len(live) == n and
+                p["creating"] == 0)
     ic.wait_for(ok, timeout, interval=0.25, what=f"pool to hold {n} ready (now {pool(d)})")
     return pooled_ids(d)
 
