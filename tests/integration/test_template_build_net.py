@@ -16,7 +16,7 @@ FETCH = (
     "import urllib.request\n"
     "for name in ('allowed.test', 'other.test'):\n"
     "    try:\n"
-    "        body = urllib.request.urlopen(f'http://{name}/', timeout=5).read().decode()\n"
+    "        body = urllib.request.urlopen(f'http://{name}/', timeout=30).read().decode()\n"
     "        print('REACHED', name, body.strip())\n"
     "    except Exception as e:\n"
     "        print('BLOCKED', name, type(e).__name__)\n"
