@@ -49,7 +49,11 @@ export async function signedIn(token = TOKEN) {
 	});
 	await page.goto(URL_ + '/');
 	await page.fill('#token', token);
-	await page.click('#signin-form button[type=submit]');
+	// The form's submit handler prevents the navigation; without noWaitAfter the click also
+	// waits (30 s at most) for the renderer to confirm that no navigation was scheduled,
+	// which a renderer busy under CI's load did not do in time once (CI #4, 200 sandboxes).
+	// Signing in is judged by the waits below.
+	await page.click('#signin-form button[type=submit]', { noWaitAfter: true, timeout: WAIT });
 	await page.waitForSelector('#app:not([hidden])', { timeout: WAIT });
 	await page.waitForFunction(() => document.getElementById('live').textContent === 'live', null, { timeout: WAIT });
 	return page;

@@ -191,11 +191,14 @@ def test_snapshot_and_restore_share_blocks_and_stay_independent(xd, src):
     sdir = Path(xd.state_dir) / "snapshots" / snap["id"]
     print(f"xfs: snapshot: the filesystem grew {grew / MIB:.1f} MiB (guest memory holds "
           f"{BLOB_MIB} MiB of random data); isolad: {pauses(xd)[-2:]}")
-    # A copy would add all of the RAM's data (mem.ram's allocated bytes); a clone adds
-    # nothing itself, only what the running source rewrites meanwhile.
+    # A copy would add all of the RAM's data (mem.ram's allocated bytes, the blob's included);
+    # a clone adds nothing itself, only what the running source rewrites meanwhile. That
+    # rewrite is the guest's own activity and grows with how long the snapshot and the sync
+    # take: 49.8 MiB of 197 once under CI's load (a quarter of the RAM's data, the old bound). The
+    # blob is never rewritten, so the growth stays below the data beside it.
     ram = (sdir / "mem.ram").stat().st_blocks * 512
     assert ram >= BLOB_MIB * MIB, ram
-    assert grew < ram // 4, f"snapshot wrote {grew} bytes:\n{clone_log(xd)}"
+    assert grew < ram - BLOB_MIB * MIB, f"snapshot wrote {grew} bytes:\n{clone_log(xd)}"
     # The snapshot's RAM shares its blocks (with the source's RAM file, as long as the
     # source has not rewritten them).
     sh, total = shared_bytes(sdir / "mem.ram")
