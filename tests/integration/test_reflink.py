@@ -218,8 +218,10 @@ def test_snapshot_and_restore_share_blocks_and_stay_independent(xd, src):
               f"{src['cold_s']:.2f}s incl. image build); the filesystem grew "
               f"{grew / MIB:.1f} MiB")
         # The restore's clones add nothing; the restored guest's own writes since it runs
-        # do (a written page costs its page cache folio, which can be far larger than 4 KiB).
-        assert grew < ram // 2, f"restore wrote {grew} bytes:\n{clone_log(xd)}"
+        # do (a written page costs its page cache folio, which can be far larger than 4 KiB),
+        # and so do the source's: 65.6 MiB on a quiet host. A copy would add the whole RAM's
+        # data on top of those.
+        assert grew < ram, f"restore wrote {grew} bytes:\n{clone_log(xd)}"
         kram = Path(xd.state_dir) / "sandboxes" / kid / "vm" / "mem" / "ram"
         sh, total = shared_bytes(kram)
         assert total >= BLOB_MIB * MIB and sh >= total // 2, (sh, total, clone_log(xd))
