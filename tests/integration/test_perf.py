@@ -128,7 +128,10 @@ def test_bench_density_measures_idle_sandboxes_and_leaves_none(pd):
     # every idle sandbox has at least its agent, found through its host pid's cgroup
     assert j["processes_per_sandbox"] >= 1, j
     assert j["processes_pss_kib"] > 0 and j["cgroup_kernel_kib"] >= 0, j
-    assert j["overhead_kib"] >= j["processes_pss_kib"], j
+    # The overhead adds isolad's growth only when it grew: this session's isolad also runs
+    # other tests' leftovers and its pool, and shrank by 141 KiB per sandbox once in CI.
+    want = j["processes_pss_kib"] + j["cgroup_kernel_kib"] + max(0.0, j["isolad_growth_kib"])
+    assert abs(j["overhead_kib"] - want) < 0.01, j
     for key in ("isolad_growth_kib", "host_used_delta_kib", "ls_ms_p50", "ls_empty_ms_p50",
                 "create_ms_p50"):
         assert isinstance(j[key], (int, float)), (key, j)
