@@ -598,11 +598,25 @@ static const struct chan_ops write_ops = {
 	.release = write_release,
 };
 
+/* `parents`: the missing directories above path, made as the request's user (mode 0755, as
+ * envd does before an upload). What fails here is left for the file's open to report. */
+static void write_parents(const char *path)
+{
+	char dir[AGENT_MAX_PATH + 1];
+	const char *slash = strrchr(path, '/');
+
+	if (!slash || slash == path || (size_t)(slash - path) >= sizeof(dir))
+		return;
+	memcpy(dir, path, (size_t)(slash - path));
+	dir[slash - path] = '\0';
+	mkdir_parents(dir, 0755);
+}
+
 int op_write(struct chan *ch, json_t *req)
 {
 	struct writer *w;
 	int64_t mode;
-	bool append;
+	bool append, parents;
 	uint32_t rnd = 0;
 	struct stat st;
 	char *slash;
@@ -618,11 +632,14 @@ int op_write(struct chan *ch, json_t *req)
 	ch->ops = &write_ops; /* release frees w on every path below */
 	if (ident_from_req(ch, req) < 0 || req_path(ch, req, "path", w->path) < 0 ||
 	    req_int(ch, req, "mode", 0644, 0, 0777, &mode) < 0 ||
-	    req_bool(ch, req, "append", false, &append) < 0 || write_metadata_req(ch, req, w) < 0)
+	    req_bool(ch, req, "append", false, &append) < 0 ||
+	    req_bool(ch, req, "parents", false, &parents) < 0 || write_metadata_req(ch, req, w) < 0)
 		return 0;
 	w->mode = (mode_t)mode;
 	w->append = append;
 	ident_enter(&ch->user);
+	if (parents)
+		write_parents(w->path);
 	if (append) {
 		w->fd = safe_open_path(
 			w->path, O_WRONLY | O_APPEND | O_CREAT | O_NOCTTY | O_NONBLOCK, w->mode);

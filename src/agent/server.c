@@ -561,7 +561,8 @@ static void conn_install(int fd)
 	cur = c;
 	was_congested = false;
 	chan_send_json(&(struct chan){.id = 0}, PROTO_HELLO,
-		       json_pack("{s:i,s:s}", "version", PROTO_VERSION, "agent", AGENT_VERSION));
+		       json_pack("{s:i,s:s,s:[s]}", "version", PROTO_VERSION, "agent",
+				 AGENT_VERSION, "features", PROTO_FEATURE_WRITE_PARENTS));
 }
 
 static void accept_cb(struct watch *w, uint32_t events)

@@ -25,6 +25,11 @@
 #define PROTO_MAX_JSON	  (60u * 1024u)	 /* JSON control payloads */
 #define PROTO_WINDOW	  (256u * 1024u) /* initial credit per channel and direction, bytes */
 
+/* What an agent's HELLO lists in "features" beyond version 1. isolad asks before it relies on
+ * one: a sandbox keeps its agent across an isolad upgrade, and a microvm image or a memory
+ * snapshot may carry an older one. */
+#define PROTO_FEATURE_WRITE_PARENTS "write_parents" /* write's `parents`: mkdir -p first */
+
 enum proto_type {
 	PROTO_HELLO = 1,  /* ch 0, JSON {"version":1,...}: first frame each way */
 	PROTO_OPEN = 2,	  /* isolad->agent, JSON request {"op":...}; opens the channel */

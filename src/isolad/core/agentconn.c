@@ -414,6 +414,17 @@ const json_t *agent_conn_hello(struct agent_conn *c)
 	return c->hello;
 }
 
+bool agent_conn_has(struct agent_conn *c, const char *feature)
+{
+	/* UNTRUSTED: the agent's HELLO; a feature only saves isolad a call of its own. */
+	const json_t *list = json_object_get(c->hello, "features"), *v;
+	size_t i;
+
+	json_array_foreach(list, i, v) if (json_is_string(v) &&
+					   !strcmp(json_string_value(v), feature)) return true;
+	return false;
+}
+
 int agent_chan_open(struct agent_conn *c, const json_t *req, struct agent_chan **out,
 		    struct isola_err **err)
 {

@@ -50,6 +50,8 @@ size_t agent_conn_channels(struct agent_conn *c);
 
 /* The agent's HELLO payload (borrowed, valid for the connection's life). */
 const json_t *agent_conn_hello(struct agent_conn *c);
+/* Whether the agent's HELLO lists feature (PROTO_FEATURE_*) in "features". */
+bool agent_conn_has(struct agent_conn *c, const char *feature);
 
 /* Opens a channel with the JSON request `req` (borrowed; must contain "op"). */
 int agent_chan_open(struct agent_conn *c, const json_t *req, struct agent_chan **out,

@@ -248,20 +248,22 @@ static int upload_fail(struct upload *u, struct isola_err *e)
 	return ret;
 }
 
-/* Opens the write channel for one file (parents created first, as envd does). */
+/* Opens the write channel for one file (parents created first, as envd does: by the write op
+ * itself when the agent can, else by a mkdir call before it). */
 static int file_open(struct upload *u, const char *path)
 {
 	struct isola_err *err = NULL;
 	char dir[API_MAX_PATH + 1];
 	char *slash;
 	json_t *req;
+	bool parents = agent_conn_has(u->conn, PROTO_FEATURE_WRITE_PARENTS);
 
 	if (api_check_path("filename", path, strlen(path), &err) < 0)
 		return upload_fail(u, err);
 	snprintf(u->cur, sizeof(u->cur), "%s", path);
 	snprintf(dir, sizeof(dir), "%s", path);
 	slash = strrchr(dir, '/');
-	if (slash && slash != dir) {
+	if (!parents && slash && slash != dir) {
 		*slash = '\0';
 		req = json_pack("{s:s, s:s, s:b, s:i}", "op", "mkdir", "path", dir, "parents", 1,
 				"mode", 0755);
@@ -273,6 +275,8 @@ static int file_open(struct upload *u, const char *path)
 	}
 	req = json_pack("{s:s, s:s, s:i, s:b}", "op", "write", "path", path, "mode", 0644, "append",
 			0);
+	if (req && parents)
+		json_object_set_new(req, "parents", json_true());
 	if (req && u->user[0])
 		json_object_set_new(req, "user", json_string(u->user));
 	if (req && u->metadata)

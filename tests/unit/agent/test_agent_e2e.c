@@ -383,6 +383,39 @@ static void test_write_entry(struct agent_conn *c)
 	json_decref(req);
 }
 
+/* write's `parents` (the HELLO's "write_parents"): the missing directories above the file are
+ * made first, as the request's user, mode 0755; without it a missing parent fails the write. */
+static void test_write_parents(struct agent_conn *c)
+{
+	char p[512], d[512];
+	json_t *res = NULL;
+	struct stat st;
+
+	ok(agent_conn_has(c, PROTO_FEATURE_WRITE_PARENTS), "HELLO lists write_parents");
+	ok(!agent_conn_has(c, "no_such_feature"), "agent_conn_has: an unlisted feature is absent");
+	snprintf(p, sizeof(p), "%s/wp/a/b/f.txt", dir);
+	write_op(c, json_pack("{s:s,s:s,s:b}", "op", "write", "path", p, "parents", 0), "x", &res);
+	ok(!res && lstat(p, &st) < 0 && errno == ENOENT,
+	   "write without parents: a missing parent fails it, nothing is made");
+	json_decref(res);
+	write_op(c, json_pack("{s:s,s:s,s:b}", "op", "write", "path", p, "parents", 1), "body",
+		 &res);
+	snprintf(d, sizeof(d), "%s/wp/a/b", dir);
+	ok(has_str(res, "type", "file") && int_of(res, "size") == 4 && lstat(d, &st) == 0 &&
+		   S_ISDIR(st.st_mode) && (st.st_mode & 07777) == (0755 & ~022u),
+	   "write with parents makes wp/a/b (0755 less the umask) and the file");
+	json_decref(res);
+	/* Existing parents are fine; a parent that is a file is reported by the write. */
+	write_op(c, json_pack("{s:s,s:s,s:b}", "op", "write", "path", p, "parents", 1), "again",
+		 &res);
+	ok(int_of(res, "size") == 5, "write with parents over existing directories");
+	json_decref(res);
+	snprintf(d, sizeof(d), "%s/wp/a/b/f.txt/g.txt", dir);
+	write_op(c, json_pack("{s:s,s:s,s:b}", "op", "write", "path", d, "parents", 1), "y", &res);
+	ok(!res, "write with parents under a file fails");
+	json_decref(res);
+}
+
 static void test_files(struct agent_conn *c)
 {
 	char p[512], q[512], code[32];
@@ -640,6 +673,7 @@ int main(int argc, char **argv)
 	test_flood(c);
 	test_files(c);
 	test_write_entry(c);
+	test_write_parents(c);
 	test_tar(c);
 	test_violation(&c);
 	agent_conn_free(c);
