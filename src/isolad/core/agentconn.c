@@ -417,11 +417,14 @@ const json_t *agent_conn_hello(struct agent_conn *c)
 bool agent_conn_has(struct agent_conn *c, const char *feature)
 {
 	/* UNTRUSTED: the agent's HELLO; a feature only saves isolad a call of its own. */
-	const json_t *list = json_object_get(c->hello, "features"), *v;
-	size_t i;
+	const json_t *list = json_object_get(c->hello, "features");
 
-	json_array_foreach(list, i, v) if (json_is_string(v) &&
-					   !strcmp(json_string_value(v), feature)) return true;
+	for (size_t i = 0; i < json_array_size(list); i++) {
+		const json_t *v = json_array_get(list, i);
+
+		if (json_is_string(v) && !strcmp(json_string_value(v), feature))
+			return true;
+	}
 	return false;
 }
 
