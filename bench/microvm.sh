@@ -47,9 +47,12 @@ isola_once() {
 	api -X DELETE "http://x/v1/sandboxes/$ID" >/dev/null
 }
 
-# Raw QEMU: same kernel, initramfs (with the same agent), image and machine options, no jail,
-# no cgroup; timed from exec to the agent's sync ACK (its first answer).
-IMG=$ST/templates/host/rootfs.ext4
+# Raw QEMU: same kernel, initramfs (with the same agent), image and machine options (the TCG
+# translation cache bounded to 64 MiB as isolad bounds it, MVM_TB_MIB), no jail, no cgroup;
+# timed from exec to the agent's sync ACK (its first answer).
+# The image isolad built for the host template: rootfs-small.ext4 by default, rootfs.ext4 with
+# isolad --microvm-image full (docs/microvm.md).
+IMG=$(ls "$ST"/templates/host/rootfs*.ext4 | head -1)
 INITRD=$(ls "$ST"/microvm/initramfs-*.cpio)
 TSC=$(awk -F: '/cpu MHz/{printf "%d", $2*1000; exit}' /proc/cpuinfo)
 raw_once() {
@@ -57,7 +60,7 @@ raw_once() {
 	R=$(mktemp -d "$ST/raw-XXXX")
 	qemu-img create -q -f qcow2 -F raw -b "$IMG" "$R/d.qcow2" $(( $(stat -c %s "$IMG") + (1 << 30) ))
 	t0=$(date +%s%N)
-	qemu-system-x86_64 -M microvm,acpi=on,x-option-roms=off -accel tcg,thread=multi -cpu max \
+	qemu-system-x86_64 -M microvm,acpi=on,x-option-roms=off -accel tcg,thread=multi,tb-size=64 -cpu max \
 		-m 512M -smp 1 -nodefaults -no-user-config -display none -no-reboot \
 		-kernel "$K/vmlinuz" -initrd "$INITRD" \
 		-append "console=ttyS0 quiet panic=-1 isola.hostname=raw tsc_early_khz=$TSC" \
