@@ -1221,6 +1221,7 @@ int core_sandbox_create(struct core *c, const struct sandbox_request *req, struc
 	struct core_reservation *res = NULL;
 	struct sandbox *s = NULL;
 	const char *tenant = req->tenant ? req->tenant : TENANCY_DEFAULT;
+	bool missed = false;
 	char id[40];
 	int r;
 
@@ -1251,7 +1252,7 @@ int core_sandbox_create(struct core *c, const struct sandbox_request *req, struc
 	if (r == 0)
 		r = lifecycle_init(c, s, req, err);
 	if (r == 0)
-		r = pool_claim(c, s, req, out, err); /* 1: served from a warm pool (pool.c) */
+		r = pool_claim(c, s, req, out, &missed, err); /* 1: served from a warm pool */
 	if (r == 1) {
 		sandbox_unref(s);
 		return 0;
@@ -1265,6 +1266,8 @@ int core_sandbox_create(struct core *c, const struct sandbox_request *req, struc
 	if (r < 0)
 		goto fail;
 	core_release(c, res);
+	if (missed)
+		pool_note_miss(c, s); /* done: its refill competes with no part of it */
 	*out = s;
 	return 0;
 fail:

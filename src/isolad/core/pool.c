@@ -808,8 +808,12 @@ static int pool_hand_over(struct core *c, struct sandbox *p, struct sandbox *s,
 	return r;
 }
 
-/* Counts a claim or a miss for s's pool, notes the create for deferral and the automatic
- * target, and wakes the pool thread to refill. */
+/*
+ * Counts a claim or a miss for s's pool, notes the create for deferral and the automatic
+ * target, and wakes the pool thread to refill. Called once the create is done (claimed, or
+ * created cold and running): a burst's first create, noted on arrival, woke the pool thread
+ * before the burst's other creates were admitted, and its refill then raced them.
+ */
 static void pool_claim_note(struct core *c, const struct sandbox *s, bool claimed)
 {
 	struct pool_set *ps = c->pools;
@@ -830,8 +834,13 @@ static void pool_claim_note(struct core *c, const struct sandbox *s, bool claime
 	pthread_mutex_unlock(&ps->lock);
 }
 
+void pool_note_miss(struct core *c, const struct sandbox *s)
+{
+	pool_claim_note(c, s, false);
+}
+
 int pool_claim(struct core *c, struct sandbox *s, const struct sandbox_request *req,
-	       struct sandbox **out, struct isola_err **err)
+	       struct sandbox **out, bool *missed, struct isola_err **err)
 {
 	struct pool_set *ps = c->pools;
 	struct core_reservation *res = NULL;
@@ -854,7 +863,7 @@ int pool_claim(struct core *c, struct sandbox *s, const struct sandbox_request *
 		return 0;
 	p = pool_take(c, s);
 	if (!p) {
-		pool_claim_note(c, s, false);
+		*missed = true;
 		return 0;
 	}
 	/* The tenant's rate and quota as for any create; the host's capacity is already held
@@ -872,6 +881,7 @@ int pool_claim(struct core *c, struct sandbox *s, const struct sandbox_request *
 		log_warn("pool: sandbox %s: %s", p->id, e ? e->message : "agent unreachable");
 		core_release(c, res);
 		pool_destroy_one(c, p, "agent unreachable");
+		*missed = true;
 		return 0;
 	}
 	r = pool_hand_over(c, p, s, err);

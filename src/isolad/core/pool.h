@@ -4,6 +4,7 @@
 #define ISOLA_POOL_H
 
 #include <jansson.h>
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "../../common/err.h"
@@ -83,10 +84,14 @@ json_t *core_pool_list(struct core *c);
  * its template and tier and holds a ready sandbox with the same template id and limits,
  * admits the claim for s->tenant (rate and quota; the host capacity is already held), hands
  * that sandbox over with s's settings, a fresh identity and a new TTL, persists it and
- * returns 1 with *out referenced. 0: no claim (the caller creates cold). -errno: refused
- * (the tenant's rate or quota), *err set.
+ * returns 1 with *out referenced. 0: no claim (the caller creates cold; *missed set when a
+ * pool for it had no ready sandbox). -errno: refused (the tenant's rate or quota), *err set.
  */
 int pool_claim(struct core *c, struct sandbox *s, const struct sandbox_request *req,
-	       struct sandbox **out, struct isola_err **err);
+	       struct sandbox **out, bool *missed, struct isola_err **err);
+
+/* Counts the miss of a create pool_claim reported as *missed, once that create is running,
+ * and wakes the pool thread to refill (a claim counts itself). */
+void pool_note_miss(struct core *c, const struct sandbox *s);
 
 #endif
