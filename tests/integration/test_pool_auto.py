@@ -120,6 +120,20 @@ def test_burst_defers_the_fills_then_the_pool_fills(daemons):
     assert len(wait_filled(d)) == pool(d)["target"] >= 1
 
 
+def test_a_refused_create_is_not_counted(daemons):
+    """A create is counted (and raises the target) once it is done: one the host refuses
+    (no room for a default sandbox, no admission wait) is neither a miss nor demand the pool
+    should make sandboxes for."""
+    d = daemons(8, 60, "--cpu-overcommit", f"{0.5 / os.cpu_count():.6f}",
+                "--admission-wait", "0")
+    c = d.client()
+    for _ in range(3):
+        r = c.request("POST", "/v1/sandboxes", json={}, timeout=60)
+        assert r.status == 503 and r.error_code == "unavailable", r
+    p = pool(d)
+    assert (p["misses"], p["claims"], p["target"], p["creating"]) == (0, 0, 0, 0), p
+
+
 def test_never_takes_a_real_creates_capacity(daemons):
     # Room for three default sandboxes (1 CPU each) on any core count.
     d = daemons(8, 60, "--cpu-overcommit", f"{3.5 / os.cpu_count():.6f}")
