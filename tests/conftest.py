@@ -350,6 +350,7 @@ class Isolad:
             problems.append(f"isolad was not running when discarded (status {rc}):\n"
                             f"{self.log_text()[-3000:]}")
         self.close_tty()
+        self.drop_nft_table()
         problems += [f"sanitizer report from isolad: {r}" for r in self.new_sanitizer_reports()]
         given = self.state_dir not in ic.MADE_STATE_DIRS
         mounts = [m for m in ic.mounts_referencing(self.state_dir)
@@ -366,6 +367,25 @@ class Isolad:
         elif not keep_state:
             shutil.rmtree(self.state_dir, ignore_errors=True)
         return problems
+
+    def drop_nft_table(self):
+        """A stopped isolad's nftables table, when it is left and serves no sandbox. A clean
+        stop removes it (net_stop) unless sandboxes keep running; a killed isolad leaves it
+        for its restart on the same state dir to take back, and a test that discards a
+        killed isolad has no restart: the table goes by its name (FNV-1a of the state dir),
+        once no sandbox record of this isolad is left."""
+        if self.alive():
+            return
+        try:
+            if os.listdir(os.path.join(self.state_dir, "sandboxes")):
+                return
+        except FileNotFoundError:
+            pass
+        table = ic.nft_table(self.state_dir)
+        if subprocess.run(["nft", "list", "table", "inet", table], capture_output=True,
+                          timeout=30).returncode == 0:
+            subprocess.run(["nft", "delete", "table", "inet", table], check=True,
+                           capture_output=True, timeout=30)
 
     def discard(self, keep_state=False, expect_running=False):
         """discard_problems(), failing the test (or fixture) on any problem."""

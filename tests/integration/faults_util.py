@@ -100,10 +100,7 @@ _slot_names = {}  # sandbox id -> its network slot's host interface, once seen i
 
 def isolad_prefix(state_dir):
     """This isolad's host interface prefix (net.c's table_name: FNV-1a of the state dir)."""
-    h = 2166136261
-    for ch in state_dir.encode():
-        h = ((h ^ ch) * 16777619) & 0xFFFFFFFF
-    return "i%04x-" % (h >> 16)
+    return "i%04x-" % (ic.isolad_hash(state_dir) >> 16)
 
 
 def veths(sid, state_dir=None):

@@ -753,6 +753,20 @@ def sandbox_leftovers(sid, uid_range, pidns, userns):
     return out
 
 
+def isolad_hash(state_dir):
+    """FNV-1a of an isolad's state dir (src/isolad/net/net.c table_name): names its nftables
+    table and prefixes its host interfaces."""
+    h = 2166136261
+    for ch in state_dir.encode():
+        h = ((h ^ ch) * 16777619) & 0xFFFFFFFF
+    return h
+
+
+def nft_table(state_dir):
+    """The nftables table (family inet) of the isolad on state_dir."""
+    return "isola_%08x" % isolad_hash(state_dir)
+
+
 def mounts_referencing(path):
     raw = _read("/proc/self/mountinfo") or b""
     return [ln for ln in raw.decode(errors="replace").splitlines() if path in ln]

@@ -74,6 +74,10 @@ def test_a_dead_isolad_is_a_problem_only_when_it_was_expected_to_run():
     e.stop(kill9=True)
     assert e.discard_problems() == []
     assert not os.path.exists(e.state_dir)
+    # Neither killed isolad's nftables table is left on the host.
+    tables = subprocess.run(["nft", "list", "tables"], capture_output=True, text=True,
+                            check=True, timeout=30).stdout
+    assert ic.nft_table(d.state_dir) not in tables and ic.nft_table(e.state_dir) not in tables
 
 
 def test_keep_state_and_isola_keep_state_keep_the_dir(monkeypatch):
