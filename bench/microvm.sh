@@ -35,6 +35,10 @@ ID=$(create)
 [ -n "$ID" ] || { echo "bench: microvm create failed: $(tail -3 "$ST/isolad.log")"; exit 1; }
 QPID=$(pgrep -f "isola-$ID" | head -1)
 RSS_KB=$(awk '/^Rss:/{s+=$2} END{print s}' /proc/$QPID/smaps_rollup)
+# What the raw boot mirrors (below): isolad's QEMU command line and its overlay's size.
+cp "/proc/$QPID/cmdline" "$ST/qemu.argv"
+DISK_BYTES=$(qemu-img info -U --output=json "$ST/sandboxes/$ID/vm/disk.qcow2" |
+	python3 -c 'import json, sys; print(json.load(sys.stdin)["virtual-size"])')
 api -X DELETE "http://x/v1/sandboxes/$ID" >/dev/null
 
 isola_once() {
@@ -47,35 +51,66 @@ isola_once() {
 	api -X DELETE "http://x/v1/sandboxes/$ID" >/dev/null
 }
 
-# Raw QEMU: same kernel, initramfs (with the same agent), image and machine options (the TCG
-# translation cache bounded to 64 MiB as isolad bounds it, MVM_TB_MIB), no jail, no cgroup;
-# timed from exec to the agent's sync ACK (its first answer).
+# Raw QEMU: isolad's own command line for the warm-up VM (read from /proc), so the machine,
+# devices, accelerator options, kernel command line (isola.disk, which bounds the guest's root
+# grow; isola.caps; ...) and QEMU's -sandbox are isolad's. The jail's paths point at the files
+# themselves (guest RAM on /dev/shm, a tmpfs as in the jail), and there is no jail, no cgroup
+# and no NIC (the tap is isolad's: its -netdev/-device pair and isola.net are dropped). Timed
+# from exec to the agent's sync ACK (its first answer).
 # The image isolad built for the host template: rootfs-small.ext4 by default, rootfs.ext4 with
 # isolad --microvm-image full (docs/microvm.md).
 IMG=$(ls "$ST"/templates/host/rootfs*.ext4 | head -1)
 INITRD=$(ls "$ST"/microvm/initramfs-*.cpio)
-TSC=$(awk -F: '/cpu MHz/{printf "%d", $2*1000; exit}' /proc/cpuinfo)
+mapfile -t RAW_ARGV < <(python3 - "$K/vmlinuz" "$INITRD" "$IMG" "$ST/qemu.argv" <<'PY'
+import sys
+kernel, initrd, img, path = sys.argv[1:]
+argv = [a.decode() for a in open(path, "rb").read().split(b"\0")[:-1]]
+files = {"/k/vmlinuz": kernel, "/k/initramfs.cpio": initrd, "/t/rootfs.ext4": img}
+out, i = [], 0
+while i < len(argv):
+    a = argv[i]
+    if a == "-netdev" and argv[i + 1].startswith("tap,"):
+        i += 4  # -netdev tap,id=net0,fd=N -device virtio-net-device,netdev=net0
+        continue
+    if out and out[-1] == "-name":
+        a = "isola-raw"
+    elif out and out[-1] == "-append":
+        a = " ".join(w for w in a.split() if not w.startswith("isola.net="))
+    elif a in files:
+        a = files[a]
+    else:
+        for jail, real in files.items():
+            a = a.replace("=" + jail, "=" + real)
+        a = a.replace("=/mem/", "=@SHM@/").replace("=/vm/", "=@R@/")
+    out.append(a)
+    i += 1
+left = [a for a in out if any(p in a for p in ("=/vm/", "=/mem/", "/k/", "/t/", "tap,"))]
+if left:
+    sys.exit(f"bench: isolad's QEMU command has jail paths this script does not map: {left}")
+print("\n".join(out))
+PY
+)
+[ "${#RAW_ARGV[@]}" -gt 10 ] || { echo "bench: could not read isolad's QEMU command line"; exit 1; }
+[ -z "${ISOLA_BENCH_SHOW_ARGV:-}" ] || printf "raw: %s\n" "${RAW_ARGV[@]}" >&2
 raw_once() {
-	local t0 t1 R QP
+	local t0 t1 R SHM QP a
+	local -a argv=()
 	R=$(mktemp -d "$ST/raw-XXXX")
-	qemu-img create -q -f qcow2 -F raw -b "$IMG" "$R/d.qcow2" $(( $(stat -c %s "$IMG") + (1 << 30) ))
+	SHM=$(mktemp -d /dev/shm/isola-bench-raw-XXXXXX)
+	qemu-img create -q -f qcow2 "$R/disk.qcow2" "$DISK_BYTES"
+	for a in "${RAW_ARGV[@]}"; do
+		a=${a//@R@/$R}
+		argv+=("${a//@SHM@/$SHM}")
+	done
 	t0=$(date +%s%N)
-	qemu-system-x86_64 -M microvm,acpi=on,x-option-roms=off -accel tcg,thread=multi,tb-size=64 -cpu max \
-		-m 512M -smp 1 -nodefaults -no-user-config -display none -no-reboot \
-		-kernel "$K/vmlinuz" -initrd "$INITRD" \
-		-append "console=ttyS0 quiet panic=-1 isola.hostname=raw tsc_early_khz=$TSC" \
-		-drive "file=$R/d.qcow2,if=none,id=d,format=qcow2" -device virtio-blk-device,drive=d \
-		-device virtio-serial-device \
-		-chardev "socket,id=a,path=$R/a.sock,server=on,wait=off" \
-		-device virtserialport,chardev=a,name=org.isola.agent \
-		-chardev "socket,id=q,path=$R/q.sock,server=on,wait=off" -mon chardev=q,mode=control &
+	"${argv[@]}" 2>/dev/null &
 	QP=$!
 	python3 - "$R" <<'EOF'
 import os, socket, sys, time
 r = sys.argv[1]
 while True:
     try:
-        s = socket.socket(socket.AF_UNIX); s.connect(r + "/a.sock"); break
+        s = socket.socket(socket.AF_UNIX); s.connect(r + "/agent.sock"); break
     except OSError:
         time.sleep(0.005)
 n = os.urandom(16).hex().encode()
@@ -84,12 +119,12 @@ while b"ISOLA-ACK " + n not in buf:
     try:
         buf += s.recv(4096)
     except socket.timeout:
-        q = socket.socket(socket.AF_UNIX); q.connect(r + "/q.sock"); q.close()
+        q = socket.socket(socket.AF_UNIX); q.connect(r + "/qmp.sock"); q.close()
 EOF
 	t1=$(date +%s%N)
 	raw_ms+=($(((t1 - t0) / 1000000)))
 	kill $QP; wait $QP 2>/dev/null || true
-	rm -rf "$R"
+	rm -rf "$R" "$SHM"
 }
 
 isola_ms=()
