@@ -61,35 +61,7 @@ isola_once() {
 # isolad --microvm-image full (docs/microvm.md).
 IMG=$(ls "$ST"/templates/host/rootfs*.ext4 | head -1)
 INITRD=$(ls "$ST"/microvm/initramfs-*.cpio)
-mapfile -t RAW_ARGV < <(python3 - "$K/vmlinuz" "$INITRD" "$IMG" "$ST/qemu.argv" <<'PY'
-import sys
-kernel, initrd, img, path = sys.argv[1:]
-argv = [a.decode() for a in open(path, "rb").read().split(b"\0")[:-1]]
-files = {"/k/vmlinuz": kernel, "/k/initramfs.cpio": initrd, "/t/rootfs.ext4": img}
-out, i = [], 0
-while i < len(argv):
-    a = argv[i]
-    if a == "-netdev" and argv[i + 1].startswith("tap,"):
-        i += 4  # -netdev tap,id=net0,fd=N -device virtio-net-device,netdev=net0
-        continue
-    if out and out[-1] == "-name":
-        a = "isola-raw"
-    elif out and out[-1] == "-append":
-        a = " ".join(w for w in a.split() if not w.startswith("isola.net="))
-    elif a in files:
-        a = files[a]
-    else:
-        for jail, real in files.items():
-            a = a.replace("=" + jail, "=" + real)
-        a = a.replace("=/mem/", "=@SHM@/").replace("=/vm/", "=@R@/")
-    out.append(a)
-    i += 1
-left = [a for a in out if any(p in a for p in ("=/vm/", "=/mem/", "/k/", "/t/", "tap,"))]
-if left:
-    sys.exit(f"bench: isolad's QEMU command has jail paths this script does not map: {left}")
-print("\n".join(out))
-PY
-)
+mapfile -t RAW_ARGV < <(python3 bench/raw_qemu_argv.py "$ST/qemu.argv" "$K/vmlinuz" "$INITRD" "$IMG")
 [ "${#RAW_ARGV[@]}" -gt 10 ] || { echo "bench: could not read isolad's QEMU command line"; exit 1; }
 [ -z "${ISOLA_BENCH_SHOW_ARGV:-}" ] || printf "raw: %s\n" "${RAW_ARGV[@]}" >&2
 raw_once() {
@@ -140,7 +112,8 @@ echo "| measure (N=$N, $(nproc) cores, TCG) | median |"
 echo "|---|---|"
 echo "| isola cold create → first command output | ${mi} ms |"
 echo "| raw QEMU boot of the same kernel+initramfs → agent answer | ${mr} ms |"
-echo "| ratio | $(python3 -c "print(round($mi/$mr, 2))") |"
+ratio=$(awk -v a="$mi" -v b="$mr" 'BEGIN { printf "%.2f", a / b }')
+echo "| ratio | $ratio |"
 echo "| isola runs (ms) | ${isola_ms[*]} |"
 echo "| raw runs (ms) | ${raw_ms[*]} |"
 echo "| load average at the end | $(cut -d' ' -f1-3 /proc/loadavg) |"

@@ -35,6 +35,9 @@ struct burst_arg {
 
 static const char task_file[] = "print(6*7)\n";
 
+#define BENCH_ALL_DENSITY	100 /* --all's idle sandboxes without --density */
+#define BENCH_ALL_EGRESS_ROUNDS 5   /* --all's egress rounds (the egress mode's default) */
+
 /* Where one loop's time went, request by request (ms; a step not reached stays 0). */
 enum loop_step { STEP_CREATE, STEP_WRITE, STEP_EXEC, STEP_DESTROY, STEP_N };
 
@@ -388,19 +391,69 @@ const struct cli_opt cli_bench_opts[] = {
 	 0},
 	{"no-peers", CLI_LONG('P'), NULL, "do not time bwrap and runc beside isola", 0},
 	{"density", CLI_LONG('D'), "N",
-	 "instead: keep N idle sandboxes alive at once and report what each costs the host", 0},
+	 "instead (with --all: after the loops): keep N idle sandboxes alive at once and report "
+	 "what each costs the host",
+	 0},
 	{"tier", CLI_LONG('T'), "TIER", "the tier of the --density sandboxes (default: isolad's)",
 	 0},
 	{"egress", CLI_LONG('E'), "URL",
-	 "instead: download URL (http://NAME[:PORT]/PATH) from this host and through the egress "
-	 "proxy of a sandbox allowing NAME, -n rounds, and compare",
+	 "instead (with --all: after the loops, 5 rounds): download URL (http://NAME[:PORT]/PATH) "
+	 "from this host and through the egress proxy of a sandbox allowing NAME, -n rounds, and "
+	 "compare",
 	 0},
 	{"egress-resolve", CLI_LONG('R'), "IP",
 	 "the address of --egress's NAME for this host's download only (the sandbox asks isolad's "
 	 "resolver)",
 	 0},
+	{"all", CLI_LONG('A'), NULL,
+	 "every figure in one run: the loops, then --density (default 100) and, given --egress, "
+	 "the egress comparison",
+	 0},
 	{NULL, 0, NULL, NULL, 0},
 };
+
+/* With --all, after the loops: the density and (given a URL) egress reports under their own
+ * keys of the one report; a part that fails is reported under its key as {"error": ...}, and
+ * the run fails. */
+static bool bench_all_parts(struct cli *cli, struct client *cl, json_t *report, int density,
+			    const char *tier, const struct bench_egress_target *egress)
+{
+	cleanup_err struct isola_err *derr = NULL;
+	cleanup_err struct isola_err *eerr = NULL;
+	json_t *j = NULL;
+	bool ok = true;
+
+	if (!cli->conf.url)
+		bench_settle();
+	if (bench_density(cli, cl, density, tier, &j, &derr) < 0) {
+		j = json_pack("{s:s}", "error", derr ? derr->message : "failed");
+		ok = false;
+	}
+	json_object_set_new(report, "density", j);
+	if (!egress)
+		return ok;
+	j = NULL;
+	if (bench_egress(cli, cl, egress, BENCH_ALL_EGRESS_ROUNDS, &j, &eerr) < 0) {
+		j = json_pack("{s:s}", "error", eerr ? eerr->message : "failed");
+		ok = false;
+	}
+	json_object_set_new(report, "egress", j);
+	return ok;
+}
+
+/* Prints one --all part: its report, or what stopped it. */
+static void bench_all_print(const json_t *report, const char *key, void (*print)(const json_t *))
+{
+	const json_t *j = json_object_get(report, key);
+
+	if (!j)
+		return;
+	printf("\n");
+	if (json_object_get(j, "error"))
+		printf("%s: failed: %s\n", key, json_string_value(json_object_get(j, "error")));
+	else
+		print(j);
+}
 
 /* `--egress`: its own mode, one report. */
 static int bench_mode_egress(struct cli *cli, const struct bench_egress_target *t, int rounds)
@@ -431,7 +484,8 @@ int cmd_bench(struct cli *cli, int argc, char **argv)
 	pthread_barrier_t start;
 	int n = 30, k = 50, density = 0, opt, status = CLI_EXIT_OK;
 	const char *tier = NULL, *egress = NULL, *egress_resolve = NULL;
-	bool peers = true, n_set = false;
+	bool peers = true, n_set = false, all = false;
+	struct bench_egress_target et;
 	struct client *cl;
 	json_t *report, *jseq, *jburst;
 	double cpu0;
@@ -466,30 +520,36 @@ int cmd_bench(struct cli *cli, int argc, char **argv)
 		case CLI_LONG('R'):
 			egress_resolve = optarg;
 			break;
+		case CLI_LONG('A'):
+			all = true;
+			break;
 		default:
 			return cli_bad_opt(cli, argc, argv, opt);
 		}
 	}
 	if (optind < argc)
 		return cli_usage_err(cli, "unexpected argument `%s`", argv[optind]);
-	if (tier && !density)
-		return cli_usage_err(cli, "--tier goes with --density");
+	if (tier && !density && !all)
+		return cli_usage_err(cli, "--tier goes with --density or --all");
 	if (egress_resolve && !egress)
 		return cli_usage_err(cli, "--egress-resolve goes with --egress");
-	if (egress && density)
-		return cli_usage_err(cli, "--egress and --density are two modes: choose one");
+	if (egress && density && !all)
+		return cli_usage_err(cli, "--egress and --density are two modes: choose one, or "
+					  "give --all for both after the loops");
 	if (egress) {
-		struct bench_egress_target t;
 		char why[512];
 
-		if (bench_egress_parse(egress, egress_resolve, &t, why, sizeof(why)) < 0)
+		if (bench_egress_parse(egress, egress_resolve, &et, why, sizeof(why)) < 0)
 			return cli_usage_err(cli, "%s", why);
-		return bench_mode_egress(cli, &t, n_set ? n : 5);
+		if (!all)
+			return bench_mode_egress(cli, &et, n_set ? n : 5);
 	}
+	if (all && !density)
+		density = BENCH_ALL_DENSITY;
 	cl = cli_client(cli);
 	if (!cl)
 		return CLI_EXIT_FAIL;
-	if (density) {
+	if (density && !all) {
 		cleanup_err struct isola_err *err = NULL;
 		json_t *j = NULL;
 
@@ -623,6 +683,8 @@ int cmd_bench(struct cli *cli, int argc, char **argv)
 	}
 	json_object_set_new(report, "ratio_burst_p99_to_seq_p50",
 			    json_real(p99_to_p50(jburst, jseq)));
+	if (all && !bench_all_parts(cli, cl, report, density, tier, egress ? &et : NULL))
+		status = CLI_EXIT_FAIL;
 	if (cli->json) {
 		out_json(stdout, report);
 	} else {
@@ -675,6 +737,8 @@ int cmd_bench(struct cli *cli, int argc, char **argv)
 			       "alone)\n",
 			       json_real_value(json_object_get(
 				       report, "ratio_bwrap_burst_p99_to_bwrap_p50")));
+		bench_all_print(report, "density", bench_density_print);
+		bench_all_print(report, "egress", bench_egress_print);
 	}
 	if (seq.fails || burst.fails || ops.exec.fails || ops.write.fails || ops.read.fails)
 		status = CLI_EXIT_FAIL;

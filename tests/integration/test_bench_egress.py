@@ -48,6 +48,28 @@ def test_bench_egress_reports_both_sides_and_leaves_no_sandbox(nd):
     assert sandboxes(nd) == before, "bench --egress left its sandbox behind"
 
 
+def test_bench_all_carries_the_egress_report(nd):
+    """`isola bench --all --egress URL`: the loops, the density part and the egress part (5
+    rounds) in one report; an egress part that fails is named under its key and fails the
+    run, with the loops' figures still reported."""
+    before = sandboxes(nd)
+    p = bench(nd, "--json", "bench", "--all", "-n", "1", "-c", "0", "--no-peers", "--density",
+              "1", "--egress", f"http://allowed.test/big/{SIZE}", "--egress-resolve", netlab.WEB)
+    assert p.returncode == 0, p.stderr + p.stdout
+    j = json.loads(p.stdout)
+    assert j["sequential"]["runs"] == 1 and j["density"]["sandboxes"] == 1, j
+    e = j["egress"]
+    assert e["rounds"] == 5 and e["bytes"] == SIZE and e["ratio_proxied_to_direct"] > 0, e
+    p = bench(nd, "--json", "bench", "--all", "-n", "1", "-c", "0", "--no-peers", "--density",
+              "1", "--egress", "http://allowed.test:8081/big/1000", "--egress-resolve",
+              netlab.WEB)
+    assert p.returncode == 1, p.stderr + p.stdout
+    j = json.loads(p.stdout)
+    assert j["sequential"]["runs"] == 1 and j["density"]["sandboxes"] == 1, j
+    assert "the host's direct download" in j["egress"]["error"], j
+    assert sandboxes(nd) == before, "bench --all left a sandbox behind"
+
+
 def test_bench_egress_text_report(nd):
     p = bench(nd, "bench", "--egress", f"http://allowed.test/big/{SIZE}", "--egress-resolve",
               netlab.WEB, "-n", "1")

@@ -139,9 +139,30 @@ def test_bench_density_measures_idle_sandboxes_and_leaves_none(pd):
     assert not left, f"bench --density left sandboxes behind: {left}"
 
 
+def test_bench_all_reports_the_loops_and_the_density_in_one_run(pd):
+    """`isola bench --all` runs the loops, then the density part, into one report: the loop
+    keys at the top, the density report under "density" (its default count, or --density's),
+    in text both tables; every sandbox it made is gone."""
+    if not pd.alive():
+        pd.start()
+    c = sdk(pd)
+    before = {s.id for s in c.list_sandboxes()}
+    j = bench(pd, "--all", "-n", "2", "-c", "2", "--no-peers", "--density", "3")
+    assert j["sequential"]["runs"] == 2 and j["burst_loops"]["runs"] == 2, j
+    assert j["exec_echo"]["runs"] == 2 and "ratio_exec_to_host_fork_exec" in j, j
+    d = j["density"]
+    assert d["sandboxes"] == 3 and d["processes_per_sandbox"] >= 1, d
+    assert d["overhead_kib"] > 0 and "egress" not in j, j
+    out = bench(pd, "--all", "-n", "1", "-c", "0", "--no-peers", "--density", "2",
+                as_json=False)
+    assert "isola loop (sequential)" in out and "idle sandboxes" in out.lower(), out
+    assert not {s.id for s in c.list_sandboxes()} - before, "bench --all left sandboxes"
+
+
 def test_bench_density_refuses_bad_input(pd):
     """A bad count and --tier without --density are usage errors (exit 2) naming the flag."""
-    for args, word in ((["--density", "0"], "--density"), (["--tier", "process"], "--tier")):
+    for args, word in ((["--density", "0"], "--density"), (["--tier", "process"], "--tier"),
+                       (["--density", "2", "--egress", "http://a.test/x"], "--all")):
         p = subprocess.run([str(CLI), "--socket", pd.socket, "bench", *args],
                            capture_output=True, text=True, timeout=60)
         assert p.returncode == 2 and word in p.stderr, (args, p.returncode, p.stderr)
