@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-"""The automatic warm pool (docs/persistence.md "Automatic pool"), on by default (MAX 8) and
+"""The automatic warm pool (docs/persistence.md "Automatic pool"), on by default (MAX 32) and
 set with `isolad --pool-auto MAX`: keeps host/process sandboxes ready, as many as the most
 creates seen in one second within the window (ISOLA_POOL_AUTO_WINDOW_S, shortened here),
 capped at MAX and a memory budget, and none once no create came for a window. Its fills wait while a burst is in flight (counted as `deferrals`), and it
@@ -244,7 +244,7 @@ def test_on_by_default_serves_a_create(daemons):
     d = daemons(None, 60)
     c = d.client()
     p = pool(d)
-    assert (p["auto_max"], p["default"], p["target"], p["ready"]) == (8, True, 0, 0), p
+    assert (p["auto_max"], p["default"], p["target"], p["ready"]) == (32, True, 0, 0), p
     with open("/proc/meminfo") as f:
         avail_kib = int(next(ln for ln in f if ln.startswith("MemAvailable:")).split()[1])
     budget = avail_kib // 1024 // 64

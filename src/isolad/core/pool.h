@@ -16,7 +16,7 @@ struct sandbox_request;
 #define POOL_MAX_POOLS 32  /* (template, tier) pairs */
 #define POOL_MAX_SIZE  256 /* sandboxes one pool may hold */
 /* isolad's automatic pool when neither --pool-auto nor the store says otherwise */
-#define POOL_AUTO_DEFAULT_MAX 8
+#define POOL_AUTO_DEFAULT_MAX 32
 
 /*
  * Threading: one pool thread per core fills and trims the pools, one create or destroy at
