@@ -90,7 +90,8 @@ def shell_commands(text):
             if line.strip() == marker:
                 marker = None
             continue
-        m = re.search(r"<<-?\s*['\"]?(\w+)['\"]?", line)
+        # A heredoc's marker is a word, never a number: `(1 << 30)` is arithmetic.
+        m = re.search(r"<<-?\s*['\"]?([A-Za-z_]\w*)['\"]?", line)
         if m:
             marker = m.group(1)
         lines.append(re.sub(r"(^|\s)#.*", "", line))  # comments first: "isolad's" is no quote
@@ -313,6 +314,9 @@ def test_the_scan_finds_the_commands_it_must():
     got = commands()
     missing = {k: v for k, v in want.items() if k not in got}
     assert not missing, f"not found by the scan: {missing}"
+    # A shift is no heredoc: what follows it is still scanned.
+    assert shell_commands("x=$(( 1 << 30 ))\nzstd -q f\n") == ["zstd"]
+    assert shell_commands("cat <<'EOF'\nzstd -q f\nEOF\nls\n") == ["cat", "ls"]
 
 
 @pytest.mark.parametrize("name", sorted(commands()))
