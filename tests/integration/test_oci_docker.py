@@ -69,8 +69,19 @@ class Dockerd:
             time.sleep(0.2)
 
     def __call__(self, *args, input=None, check=True, timeout=120):
-        cp = subprocess.run([self.client, "-H", f"unix://{self.sock}"] + [str(a) for a in args],
-                            input=input, capture_output=True, text=True, timeout=timeout)
+        argv = [self.client, "-H", f"unix://{self.sock}"] + [str(a) for a in args]
+        try:
+            cp = subprocess.run(argv, input=input, capture_output=True, text=True,
+                                timeout=timeout)
+        except subprocess.TimeoutExpired:
+            # The evidence a hang needs (seen once in CI: `docker run --security-opt
+            # seccomp=...` with its sandbox created and nothing after): where the containers
+            # stand and what dockerd and containerd said.
+            ps = subprocess.run(argv[:3] + ["ps", "-a", "--no-trunc"], capture_output=True,
+                                text=True, timeout=30)
+            pytest.fail(f"docker {args}: no answer in {timeout} s\n`docker ps -a`:\n"
+                        f"{ps.stdout}{ps.stderr}\ndockerd.log (end):\n"
+                        f"{self.log.read_text(errors='replace')[-4000:]}", pytrace=False)
         if check:
             assert cp.returncode == 0, f"docker {args}: {cp.returncode}\n{cp.stderr}"
         return cp
