@@ -35,8 +35,8 @@ struct burst_arg {
 
 static const char task_file[] = "print(6*7)\n";
 
-#define BENCH_ALL_DENSITY	100 /* --all's idle sandboxes without --density */
-#define BENCH_ALL_EGRESS_ROUNDS 5   /* --all's egress rounds (the egress mode's default) */
+#define BENCH_ALL_DENSITY   100 /* --all's idle sandboxes without --density */
+#define BENCH_EGRESS_ROUNDS 5	/* --egress rounds: the mode's default, and --all's */
 
 /* Where one loop's time went, request by request (ms; a step not reached stays 0). */
 enum loop_step { STEP_CREATE, STEP_WRITE, STEP_EXEC, STEP_DESTROY, STEP_N };
@@ -433,7 +433,7 @@ static bool bench_all_parts(struct cli *cli, struct client *cl, json_t *report, 
 	if (!egress)
 		return ok;
 	j = NULL;
-	if (bench_egress(cli, cl, egress, BENCH_ALL_EGRESS_ROUNDS, &j, &eerr) < 0) {
+	if (bench_egress(cli, cl, egress, BENCH_EGRESS_ROUNDS, &j, &eerr) < 0) {
 		j = json_pack("{s:s}", "error", eerr ? eerr->message : "failed");
 		ok = false;
 	}
@@ -542,7 +542,7 @@ int cmd_bench(struct cli *cli, int argc, char **argv)
 		if (bench_egress_parse(egress, egress_resolve, &et, why, sizeof(why)) < 0)
 			return cli_usage_err(cli, "%s", why);
 		if (!all)
-			return bench_mode_egress(cli, &et, n_set ? n : 5);
+			return bench_mode_egress(cli, &et, n_set ? n : BENCH_EGRESS_ROUNDS);
 	}
 	if (all && !density)
 		density = BENCH_ALL_DENSITY;
