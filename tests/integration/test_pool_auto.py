@@ -134,6 +134,27 @@ def test_a_refused_create_is_not_counted(daemons):
     assert (p["misses"], p["claims"], p["target"], p["creating"]) == (0, 0, 0, 0), p
 
 
+def test_only_creates_a_fill_could_serve_are_counted(daemons):
+    """A pooled sandbox has the default limits: creates that ask for others could never be
+    served, so they are not misses and do not raise the target (they would leave up to MAX
+    idle sandboxes nobody claims). Limits given equal to the defaults are the defaults: those
+    creates are counted, and once the pool has filled one of them is a claim."""
+    d = daemons(8, 60)
+    c = d.client()
+    made = [c.create_sandbox(memory=512 << 20)["id"] for _ in range(3)]
+    made.append(c.create_sandbox(cpu=0.5)["id"])
+    p = pool(d)
+    assert (p["misses"], p["claims"], p["target"]) == (0, 0, 0), p
+    made += [c.create_sandbox(memory=256 << 20, cpu=1)["id"] for _ in range(2)]
+    p = pool(d)
+    assert p["misses"] == 2 and p["claims"] == 0 and p["target"] >= 1, p
+    wait_filled(d)
+    made.append(c.create_sandbox(memory=256 << 20)["id"])
+    assert pool(d)["claims"] == 1, pool(d)
+    for sid in made:
+        assert c.delete_sandbox(sid).status == 204
+
+
 def test_never_takes_a_real_creates_capacity(daemons):
     # Room for three default sandboxes (1 CPU each) on any core count.
     d = daemons(8, 60, "--cpu-overcommit", f"{3.5 / os.cpu_count():.6f}")

@@ -46,6 +46,8 @@ struct sandbox {
 	struct agent_conn **old_conns; /* replaced connections, freed with the sandbox */
 	size_t n_old_conns;	       /* entries of old_conns */
 	struct sandbox_spec spec;      /* what the tier built */
+	bool default_limits;	       /* spec's limits are a create's without any: a pool's
+					* fill's, so a pool could have served it (pool.c) */
 	int uid_slot;		       /* index of the host uid range */
 	char template_id[65];	       /* template id */
 	char template_name[64];	       /* template name as requested */

@@ -572,17 +572,20 @@ static int core_prepare(struct core *c, struct sandbox *s, const struct sandbox_
 	template_resources(t.config, &tcpu, &tmem);
 	template_info_fini(&t);
 
-	s->spec.cpu_millis = req->cpu_millis ? req->cpu_millis
-			     : tcpu	     ? tcpu
-					     : c->cfg.default_cpu_millis;
-	s->spec.memory_bytes = req->memory_bytes ? req->memory_bytes
-			       : tmem		 ? tmem
-						 : c->cfg.default_memory_bytes;
+	tcpu = tcpu ? tcpu : c->cfg.default_cpu_millis;
+	tmem = tmem ? tmem : c->cfg.default_memory_bytes;
+	s->spec.cpu_millis = req->cpu_millis ? req->cpu_millis : tcpu;
+	s->spec.memory_bytes = req->memory_bytes ? req->memory_bytes : tmem;
 	s->spec.disk_bytes = req->disk_bytes ? req->disk_bytes : c->cfg.default_disk_bytes;
 	s->spec.inodes = c->cfg.default_inodes;
 	s->spec.pids = req->pids ? req->pids : c->cfg.default_pids;
 	s->spec.nofile = 1024;
 	s->spec.caps = req->caps_set ? req->caps : CAPS_DEFAULT_MASK;
+	/* Limits given equal to the defaults are the defaults: pool_matches compares the result. */
+	s->default_limits = s->spec.cpu_millis == tcpu && s->spec.memory_bytes == tmem &&
+			    s->spec.disk_bytes == c->cfg.default_disk_bytes &&
+			    s->spec.pids == c->cfg.default_pids &&
+			    s->spec.caps == CAPS_DEFAULT_MASK;
 	snprintf(s->spec.hostname, sizeof(s->spec.hostname), "%s",
 		 req->hostname ? req->hostname : "");
 	r = core_tmpfs_sizes(&s->spec, err);

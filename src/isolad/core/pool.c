@@ -863,7 +863,9 @@ int pool_claim(struct core *c, struct sandbox *s, const struct sandbox_request *
 		return 0;
 	p = pool_take(c, s);
 	if (!p) {
-		*missed = true;
+		/* Other limits than a fill's: no pooled sandbox could have served it, so it
+		 * neither counts nor raises an automatic pool's target. */
+		*missed = s->default_limits;
 		return 0;
 	}
 	/* The tenant's rate and quota as for any create; the host's capacity is already held

@@ -85,7 +85,8 @@ json_t *core_pool_list(struct core *c);
  * admits the claim for s->tenant (rate and quota; the host capacity is already held), hands
  * that sandbox over with s's settings, a fresh identity and a new TTL, persists it and
  * returns 1 with *out referenced. 0: no claim (the caller creates cold; *missed set when a
- * pool for it had no ready sandbox). -errno: refused (the tenant's rate or quota), *err set.
+ * pool for it had no ready sandbox and s has a fill's limits, so one could have served it).
+ * -errno: refused (the tenant's rate or quota), *err set.
  */
 int pool_claim(struct core *c, struct sandbox *s, const struct sandbox_request *req,
 	       struct sandbox **out, bool *missed, struct isola_err **err);
