@@ -120,7 +120,7 @@ static const struct cli_cmd cli_pool_cmds[] = {
 	 .example = "isola pool set debian process 4"},
 	{"auto", pool_auto, "MAX",
 	 "keep host/process sandboxes ready as demand asks, at most MAX (0: off; isolad's "
-	 "default: 8, --pool-auto)",
-	 .example = "isola pool auto 8"},
+	 "default: 32, --pool-auto)",
+	 .example = "isola pool auto 16"},
 };
 const struct cli_group cli_pool_group = {"pool", cli_pool_cmds, ARRAY_SIZE(cli_pool_cmds)};

@@ -7,6 +7,7 @@ never takes capacity a caller's create needs. Judged on the host (the state dir'
 directories and the pooled sandboxes' processes) and by GET /v1/pools's counts."""
 
 import os
+import re
 import subprocess
 import threading
 
@@ -254,6 +255,19 @@ def test_cli_pool_auto(daemons):
     assert cp.returncode == 1 and "auto_max" in cp.stderr, cp
     cp = subprocess.run(cli + ["pool", "auto", "0"], capture_output=True, text=True, timeout=60)
     assert cp.returncode == 0 and pool(d) is None, (cp, pool(d))
+
+
+def test_cli_help_names_isolads_default():
+    """`isola pool --help` names isolad's default MAX, the one `isolad --help` prints (it said
+    8 after the default became 32)."""
+    d = subprocess.run([str(ROOT_CONFTEST.ISOLAD), "--help"], capture_output=True, text=True,
+                       timeout=60)
+    m = re.search(r"on by default \(MAX (\d+)\)", d.stdout + d.stderr)
+    assert m, d
+    c = subprocess.run([str(ROOT_CONFTEST.CLI), "pool", "--help"], capture_output=True,
+                       text=True, timeout=60)
+    n = re.search(r"isolad's\s+default: (\d+)", c.stdout + c.stderr)
+    assert n and n.group(1) == m.group(1), (c, m.group(1))
 
 
 def test_on_by_default_serves_a_create(daemons):
