@@ -10,6 +10,7 @@
 #include <time.h>
 
 #include "log.h"
+#include "util.h"
 
 struct ahead {
 	char what[48];	      /* for the log: "network slot", "writable layer" */
@@ -30,6 +31,7 @@ static void *filler_main(void *arg)
 	struct ahead *a = arg;
 	struct isola_err *last = NULL;
 
+	util_thread_name(a->what);
 	pthread_mutex_lock(&a->lock);
 	for (;;) {
 		struct isola_err *e = NULL;

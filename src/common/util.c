@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -287,6 +288,14 @@ void util_deadline_ts(clockid_t clk, uint64_t ms, struct timespec *ts)
 uint64_t util_now_ms(void)
 {
 	return util_now_ns() / 1000000ull;
+}
+
+void util_thread_name(const char *name)
+{
+	char n[16];
+
+	snprintf(n, sizeof(n), "%s", name);
+	pthread_setname_np(pthread_self(), n);
 }
 
 double util_wall_time(void)

@@ -91,6 +91,11 @@ uint64_t util_now_ms(void);
 /* Wall clock, seconds since the epoch, with fractional part. */
 double util_wall_time(void);
 
+/* Names the calling thread (its first 15 bytes: the kernel's limit), as `ps -L`, `top -H`,
+ * perf and gdb show it. A thread is otherwise named after its creator, so isolad's
+ * background work looked like the HTTP connection that started it. */
+void util_thread_name(const char *name);
+
 /* True for a hostname isola sets in a sandbox: 1-63 of [A-Za-z0-9.-] starting with a letter
  * or digit (a sandbox id, or an OCI spec's `hostname`, e.g. a Kubernetes pod's name). */
 bool util_hostname_valid(const char *h);

@@ -364,3 +364,24 @@ def test_restart_removes_the_slots_a_crash_left(slotd):
     assert c.sh(sid, "echo ok").strip() == "ok"
     ic.wait_for(lambda: slots_ready(d) == 3, 10, what="the pool filled again")
     c.delete_sandbox(sid)
+
+
+def test_background_threads_are_named(pd):
+    """isolad names its long-lived threads (`ps -L`, `top -H`, perf): unnamed, a thread carries
+    its creator's name, and a profile showed the layer closer's unmounts as the HTTP
+    connection's work. Judged on /proc after a create and a destroy started them all."""
+    if not pd.alive():
+        pd.start()
+    c, ids = make_some(pd, 2)
+    c.delete_sandbox(ids[0])  # the other one's agent connection stays
+    names = set()
+    for t in os.listdir(f"/proc/{pd.pid}/task"):
+        try:
+            with open(f"/proc/{pd.pid}/task/{t}/comm") as f:
+                names.add(f.read().strip())
+        except FileNotFoundError:  # a connection's thread that ended meanwhile
+            pass
+    for want in ("warm pool", "monitor", "agent reader", "layer release", "net reaper",
+                 "network slot", "writable layer", "egress proxy", "proxy loop", "dns"):
+        assert want in names, (want, sorted(names))
+    c.delete_sandbox(ids[1])

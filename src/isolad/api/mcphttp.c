@@ -334,6 +334,7 @@ static void sess_end(struct sess *hs, const char *why)
 static void *ticker(void *arg)
 {
 	(void)arg;
+	util_thread_name("mcp sessions");
 	for (;;) {
 		struct sess *expired = NULL, *hs, *next;
 		struct sess *live[MCPH_MAX_SESSIONS];

@@ -230,6 +230,7 @@ static void *reader_main(void *arg)
 	uint8_t *buf = malloc(64 * 1024);
 	int r = buf ? 0 : -ENOMEM;
 
+	util_thread_name("agent reader");
 	if (!r && c->pending_len)
 		r = feed(c, c->pending, c->pending_len);
 	while (!r) {

@@ -98,6 +98,7 @@ static void *monitor_main(void *arg)
 	struct core *c = arg;
 	double trimmed = util_wall_time();
 
+	util_thread_name("monitor");
 	for (;;) {
 		struct pollfd p = {.fd = c->stop_fd, .events = POLLIN};
 		struct sandbox **snap;

@@ -396,6 +396,7 @@ static void *pool_main(void *arg)
 	struct core *c = arg;
 	struct pool_set *ps = c->pools;
 
+	util_thread_name("warm pool");
 	for (;;) {
 		uint64_t wait_ms = POOL_IDLE_WAIT_MS;
 		bool did;

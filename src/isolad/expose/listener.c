@@ -658,6 +658,7 @@ static void *accept_main(void *arg)
 	struct expose *x = arg;
 	pthread_attr_t attr;
 
+	util_thread_name("expose accept");
 	pthread_attr_init(&attr);
 	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
 	pthread_attr_setstacksize(&attr, THREAD_STACK);

@@ -514,6 +514,7 @@ static void *prebuild_main(void *arg)
 	char img[PATH_MAX + 32];
 
 	(void)arg;
+	util_thread_name("vm image build");
 	if (images_ext4_get(pre.rootfs, pre.binds, pre.n_binds, img, sizeof(img), &err) < 0)
 		log_warn("microvm image: background build: %s", err->message);
 	return NULL;

@@ -528,6 +528,7 @@ static void *worker(void *arg)
 {
 	struct net_dns *d = arg;
 
+	util_thread_name("dns");
 	for (;;) {
 		struct pollfd p[3] = {
 			{.fd = d->stop_fd, .events = POLLIN},

@@ -349,6 +349,7 @@ static void *reaper_main(void *arg)
 	struct net *n = arg;
 	struct net_reap *j;
 
+	util_thread_name("net reaper");
 	pthread_mutex_lock(&n->lock);
 	for (;;) {
 		while (!n->reap_head && !n->reap_stop)

@@ -492,6 +492,7 @@ static void *worker_main(void *arg)
 	struct net_proxy *p = arg;
 	uint64_t one = 1;
 
+	util_thread_name("egress proxy");
 	for (;;) {
 		struct job *j;
 		struct isola_err *err = NULL;
@@ -1095,6 +1096,7 @@ static void *loop_main(void *arg)
 	struct net_proxy *p = arg;
 	struct epoll_event evs[MAX_EVENTS];
 
+	util_thread_name("proxy loop");
 	p->next_timer_ns = util_now_ns() + TIMER_PERIOD_NS;
 	while (!atomic_load(&p->stop)) {
 		uint64_t now = util_now_ns();

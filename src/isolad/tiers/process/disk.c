@@ -736,6 +736,7 @@ static void *release_main(void *arg)
 	struct disk_release *j;
 
 	(void)arg;
+	util_thread_name("layer release");
 	pthread_mutex_lock(&release_lock);
 	for (;;) {
 		while (!release_head)
