@@ -376,8 +376,8 @@ int main(void)
 	ok(v == EPERM_V, "syscall -1 -> %s", vname(v));
 	/* A tree over the numbers, not a list (SCMP_FLTATR_CTL_OPTIMIZE 2): the kernel runs the
 	 * program for every number of both ABIs when it installs it (its action cache, under the
-	 * sighand lock), once per command a sandbox starts, and for every call the cache cannot
-	 * answer. As a list (428 instructions) a number took 258 of them on average and an
+	 * sighand lock), once per sandbox start (the agent's install), and for every call the
+	 * cache cannot answer. As a list (428 instructions) a number took 258 of them on average and an
 	 * install ~350 us; as a tree 17 and ~100 us (docs/benchmarks.md). */
 	ok(steps / 1024 <= MEAN_PATH,
 	   "x86_64 numbers 0-1023 run %lu instructions each on average (at most %u)", steps / 1024,

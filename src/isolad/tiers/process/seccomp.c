@@ -48,11 +48,12 @@ int proc_seccomp_compile_memfd(struct isola_err **err)
 	r = seccomp_attr_set(ctx, SCMP_FLTATR_ACT_BADARCH, SCMP_ACT_ERRNO(EPERM));
 	if (r < 0)
 		return isola_err_sys(err, -r, "internal", "seccomp: set bad-arch action");
-	/* A binary tree over the syscall numbers, not a list: the kernel runs the program for
-	 * every number of both ABIs when a command installs it (its action cache, built under
-	 * the sighand lock with interrupts off), and again for each call that cache cannot
-	 * answer. As a list a number ran 258 instructions on average and an install took
-	 * ~350 us of every exec; as a tree 17 and ~100 us (docs/benchmarks.md). */
+	/* A binary tree over the syscall numbers, not a list: when the agent installs it (once
+	 * per sandbox start, src/agent/setup.c) the kernel runs the program for every number of
+	 * both ABIs (its action cache, built under the sighand lock with interrupts off), and
+	 * again for each call that cache cannot answer. As a list a number ran 258 instructions
+	 * on average and the install took ~350 us; as a tree 17 and ~100 us
+	 * (docs/benchmarks.md). */
 	r = seccomp_attr_set(ctx, SCMP_FLTATR_CTL_OPTIMIZE, 2);
 	if (r < 0)
 		return isola_err_sys(err, -r, "internal", "seccomp: ask for a tree");
